@@ -1,0 +1,26 @@
+"""mutune: μP hyperparameter transfer as a service.
+
+Sweep small μP proxies with ASHA on Ray Tune, fit transfer rules, train the target once, and
+count the GPU-hours saved. The public API is loaded lazily (PEP 562), so ``import mutune`` or
+``import mutune.proxies`` pulls in neither Ray nor SQLAlchemy.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["run", "RunResult", "SweepConfig", "load_config", "MutuneError", "ConfigError"]
+
+_LAZY = {"run": "mutune.api", "RunResult": "mutune.api", "SweepConfig": "mutune.config",
+         "load_config": "mutune.config", "MutuneError": "mutune.errors",
+         "ConfigError": "mutune.errors"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'mutune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,108 @@
+"""The in-process face of mutune: ``mutune.run(config)`` (DESIGN.md §1).
+
+Opens the results store, runs the main job with it as the recorder, then renders the report from
+the database rows — the same renderer ``mutune report`` uses — and writes ``report.json`` and the
+loss-vs-learning-rate plot.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mutune.config import SweepConfig, load_config
+
+__all__ = ["run", "RunResult", "DEFAULT_DB"]
+
+#: The results database used when neither ``db`` nor ``MUTUNE_DB`` is given.
+DEFAULT_DB = "sqlite:///mutune.db"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The main job's result: the report's figures (``report`` is report.json's content).
+
+    Attributes:
+        sweep_id: the sweep's id in the results database.
+        report: report.json as a dict (DESIGN.md §11).
+        report_path, plot_path: the files written.
+        db: the database URL holding every row.
+    """
+    sweep_id: int
+    report: dict[str, Any]
+    report_path: Path
+    plot_path: Path
+    db: str
+
+    @property
+    def proxies(self) -> list[dict[str, Any]]:
+        return self.report["proxies"]
+
+    @property
+    def rules(self) -> list[dict[str, Any]]:
+        return self.report["rules"]
+
+    @property
+    def target(self) -> dict[str, Any]:
+        return self.report["target"]
+
+    @property
+    def cost(self) -> dict[str, Any]:
+        return self.report["cost"]
+
+
+def resolve_db(db: str | None) -> str:
+    """``db``, else env ``MUTUNE_DB``, else :data:`DEFAULT_DB`."""
+    return db or os.environ.get("MUTUNE_DB") or DEFAULT_DB
+
+
+def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str | None = None,
+        out_dir: str | os.PathLike[str] = "mutune-out", console: Any = None,
+        progress: bool = True) -> RunResult:
+    """Run the main job: proxy sweeps → transfer rules → one target run → cost report.
+
+    Args:
+        config: a :class:`SweepConfig`, a YAML path, or None for the embedded quickstart.
+        db: results database URL (``sqlite:///file.db`` or ``postgresql://…``); default
+            ``MUTUNE_DB`` or ``sqlite:///mutune.db``.
+        out_dir: folder for report.json, the plot and Ray Tune's experiment state.
+        console: a rich Console to print the progress and the report on (None: silent).
+        progress: show a progress display while trials run (needs ``console``).
+    Returns:
+        RunResult carrying the report's figures.
+    Raises:
+        ConfigError: the config is invalid (field, value, rule).
+        MutuneError: a stage failed; the sweep is recorded as failed with the reason.
+    """
+    from mutune.pipeline import run_pipeline
+    from mutune.services.report import (build_report, plot_loss_vs_lr, render_report,
+                                        write_report_json)
+    from mutune.services.store import Store
+
+    cfg = config if isinstance(config, SweepConfig) else load_config(config)
+    url = resolve_db(db)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with Store.open(url) as store:
+        if console is not None and progress:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, \
+                TimeElapsedColumn
+            tasks: dict[str, Any] = {}
+            with Progress("[progress.description]{task.description}", BarColumn(),
+                          MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
+                def on_progress(label: str, done: int, total: int) -> None:
+                    if label not in tasks:
+                        tasks[label] = bar.add_task(label, total=total)
+                    bar.update(tasks[label], completed=done)
+                result = run_pipeline(cfg, store, out_dir=out, on_progress=on_progress)
+        else:
+            result = run_pipeline(cfg, store, out_dir=out)
+        rows = store.sweep_rows(result.sweep_id)
+    report = build_report(rows)
+    report_path = write_report_json(report, out / "report.json")
+    plot_path = plot_loss_vs_lr(rows, out / "loss_vs_lr.png")
+    if console is not None:
+        render_report(report, console)
+        console.print(f"report: {report_path}  plot: {plot_path}  db: {url}")
+    return RunResult(result.sweep_id, report, report_path, plot_path, url)

@@ -1,0 +1,266 @@
+"""The sweep config: pydantic v2 models of the YAML file a user writes (DESIGN.md §1–§2).
+
+Every model forbids unknown keys. :func:`load_config` turns pydantic's errors into one
+:class:`~mutune.errors.ConfigError` whose lines each name the field (dotted path), the value and
+the rule it broke, e.g. ``search.scheduler.max_t = 10: must be >= grace_period (20)``.
+"""
+from __future__ import annotations
+
+import importlib.resources
+import math
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from mutune.errors import ConfigError
+
+__all__ = [
+    "SweepConfig", "MLPModel", "GPTModel", "DigitsData", "TextData", "LogUniform", "Uniform",
+    "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig", "TargetConfig", "RayConfig",
+    "load_config", "parse_config", "default_config_path", "SEARCHABLE",
+]
+
+#: Hyperparameters a search space may name. All but ``lr`` are μP multipliers (TP V Table 1:
+#: they transfer across width): input/embedding multiplier, output (readout) multiplier,
+#: attention-logit multiplier, and the init standard deviation scale.
+SEARCHABLE = ("lr", "output_mult", "input_mult", "attn_mult", "init_std")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LogUniform(_Strict):
+    """Log-uniform distribution on [low, high]; both > 0."""
+    type: Literal["loguniform"]
+    low: float = Field(gt=0)
+    high: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "LogUniform":
+        if not self.high > self.low:
+            raise ValueError(f"high ({self.high}) must be > low ({self.low})")
+        return self
+
+
+class Uniform(_Strict):
+    """Uniform distribution on [low, high]."""
+    type: Literal["uniform"]
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Uniform":
+        if not self.high > self.low:
+            raise ValueError(f"high ({self.high}) must be > low ({self.low})")
+        return self
+
+
+class Choice(_Strict):
+    """A uniform choice among listed values."""
+    type: Literal["choice"]
+    values: list[float] = Field(min_length=1)
+
+
+Distribution = Annotated[Union[LogUniform, Uniform, Choice], Field(discriminator="type")]
+
+
+class MLPModel(_Strict):
+    """μP MLP (``mutune.proxies.mlp``): ``depth`` hidden layers of size width."""
+    family: Literal["mlp"]
+    parametrization: Literal["mup", "sp"] = "mup"
+    depth: int = Field(default=2, ge=1, le=64)
+    base_width: int = Field(default=64, ge=1)
+
+
+class GPTModel(_Strict):
+    """μP byte-level GPT-style pre-LN decoder (``mutune.proxies.gpt``)."""
+    family: Literal["gpt"]
+    parametrization: Literal["mup", "sp"] = "mup"
+    depth: int = Field(default=2, ge=1, le=64)
+    base_width: int = Field(default=32, ge=1)
+    d_head: int = Field(default=16, ge=1)
+    ffn_ratio: int = Field(default=4, ge=1)
+    seq_len: int = Field(default=64, ge=2)
+    vocab: int = Field(default=256, ge=2, le=256)
+
+
+class DigitsData(_Strict):
+    """scikit-learn's bundled handwritten digits (1,797 images of 8×8 pixels, 10 classes)."""
+    kind: Literal["digits"]
+    val_fraction: float = Field(default=0.2, gt=0, lt=1)
+
+
+class TextData(_Strict):
+    """Byte-level text. ``path`` None: the running Python's standard library (DESIGN.md §2);
+    otherwise any text file or folder."""
+    kind: Literal["text"]
+    path: str | None = None
+
+
+class SchedulerConfig(_Strict):
+    """ASHA (Li et al. 2020): rungs at grace_period·η^k ≤ max_t, fidelity = training steps."""
+    kind: Literal["asha"] = "asha"
+    grace_period: int = Field(default=20, ge=1)
+    reduction_factor: int = Field(default=3, ge=2)
+    max_t: int = Field(default=200, ge=1)
+
+    @model_validator(mode="after")
+    def _budget(self) -> "SchedulerConfig":
+        if self.max_t < self.grace_period:
+            raise ValueError(f"max_t ({self.max_t}) must be >= grace_period "
+                             f"({self.grace_period})")
+        return self
+
+
+class SearchConfig(_Strict):
+    """What is searched per proxy width and how trials are ranked."""
+    num_samples: int = Field(default=16, ge=1)
+    space: dict[str, Distribution]
+    fixed: dict[str, float] = Field(default_factory=dict)
+    metric: Literal["val_loss"] = "val_loss"
+    mode: Literal["min", "max"] = "min"
+    scheduler: SchedulerConfig = SchedulerConfig()
+
+    @model_validator(mode="after")
+    def _names(self) -> "SearchConfig":
+        for name in list(self.space) + list(self.fixed):
+            if name not in SEARCHABLE:
+                raise ValueError(f"unknown hyperparameter {name!r}; searchable: "
+                                 f"{', '.join(SEARCHABLE)}")
+        if "lr" not in self.space:
+            raise ValueError("space must search 'lr' (the transfer rule is fitted on it)")
+        both = set(self.space) & set(self.fixed)
+        if both:
+            raise ValueError(f"{sorted(both)} both searched and fixed")
+        for name, value in self.fixed.items():
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"fixed {name} = {value} must be a finite number > 0")
+        return self
+
+
+class TrainConfig(_Strict):
+    """Training of every trial: MuAdamW (decoupled weight decay, DESIGN.md §5)."""
+    batch_size: int = Field(default=64, ge=1)
+    eval_every: int = Field(default=10, ge=1)
+    eval_windows: int = Field(default=64, ge=1)
+    optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
+    weight_decay: float = Field(default=0.0, ge=0)
+    beta1: float = Field(default=0.9, ge=0, lt=1)
+    beta2: float = Field(default=0.999, ge=0, lt=1)
+
+
+class TargetConfig(_Strict):
+    """The one full-size run trained with the transferred hyperparameters."""
+    width: int = Field(ge=1)
+    steps: int | None = Field(default=None, ge=1)
+
+
+class RayConfig(_Strict):
+    """Execution on Ray: a local cluster of ``num_cpus`` or an existing cluster at ``address``."""
+    address: str | None = None
+    num_cpus: int = Field(default=2, ge=1)
+    cpus_per_trial: float = Field(default=1, gt=0)
+    device_kind: str = "cpu"
+
+
+class SweepConfig(_Strict):
+    """A whole mutune sweep: proxies at several widths → transfer → one target run."""
+    name: str = Field(min_length=1, max_length=200)
+    seed: int = Field(default=0, ge=0)
+    model: Annotated[Union[MLPModel, GPTModel], Field(discriminator="family")]
+    data: Annotated[Union[DigitsData, TextData], Field(discriminator="kind")]
+    widths: list[int] = Field(min_length=2)
+    search: SearchConfig
+    train: TrainConfig = TrainConfig()
+    target: TargetConfig
+    ray: RayConfig = RayConfig()
+
+    @model_validator(mode="after")
+    def _cross(self) -> "SweepConfig":
+        w = self.widths
+        if any(b <= a for a, b in zip(w, w[1:])) or w[0] < 1:
+            raise ValueError(f"widths {w} must be positive and strictly increasing")
+        if self.model.base_width > w[0]:
+            raise ValueError(f"model.base_width ({self.model.base_width}) must be <= the "
+                             f"smallest width ({w[0]})")
+        if self.target.width <= w[-1]:
+            raise ValueError(f"target.width ({self.target.width}) must be > the largest "
+                             f"proxy width ({w[-1]})")
+        if isinstance(self.model, GPTModel):
+            for width in [*w, self.target.width, self.model.base_width,
+                          2 * self.model.base_width]:
+                if width % self.model.d_head:
+                    raise ValueError(f"width {width} must be a multiple of model.d_head "
+                                     f"({self.model.d_head})")
+            if not isinstance(self.data, TextData):
+                raise ValueError("a gpt model needs data.kind: text")
+        elif not isinstance(self.data, DigitsData):
+            raise ValueError("an mlp model needs data.kind: digits")
+        if self.ray.cpus_per_trial > self.ray.num_cpus:
+            raise ValueError(f"ray.cpus_per_trial ({self.ray.cpus_per_trial}) must be <= "
+                             f"ray.num_cpus ({self.ray.num_cpus})")
+        return self
+
+    @property
+    def target_steps(self) -> int:
+        """Training steps of the target run: ``target.steps`` or the proxies' max_t."""
+        return self.target.steps or self.search.scheduler.max_t
+
+
+def _format_errors(err: ValidationError, source: str) -> str:
+    lines = [f"invalid sweep config {source}:"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-after"))
+        # pydantic puts union tags in the path; they are not user fields
+        loc = ".".join(p for p in loc.split(".") if p not in
+                       {"MLPModel", "GPTModel", "DigitsData", "TextData", "mlp", "gpt",
+                        "digits", "text", "loguniform", "uniform", "choice"}) or "(root)"
+        rule = e["msg"].removeprefix("Value error, ")
+        value = e.get("input")
+        shown = repr(value) if not isinstance(value, dict) else "{…}"
+        if e["type"] == "extra_forbidden":
+            rule = "unknown key (not allowed)"
+        lines.append(f"  {loc} = {shown}: {rule}")
+    return "\n".join(lines)
+
+
+def parse_config(data: Any, *, source: str = "<dict>") -> SweepConfig:
+    """Validate already-parsed config data (a mapping) into a :class:`SweepConfig`.
+
+    Raises:
+        ConfigError: one line per broken rule, each naming the field, the value and the rule.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid sweep config {source}: top level must be a mapping, got "
+                          f"{type(data).__name__}")
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_errors(err, source)) from None
+
+
+def default_config_path() -> Path:
+    """Path of the quickstart config shipped inside the package (``mutune/configs``)."""
+    return Path(str(importlib.resources.files("mutune") / "configs" / "quickstart.yaml"))
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> SweepConfig:
+    """Read and validate a YAML sweep config; ``None`` loads the embedded quickstart config.
+
+    Raises:
+        ConfigError: the file is missing, is not YAML, or breaks a rule (field, value, rule).
+    """
+    p = Path(path) if path is not None else default_config_path()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot read sweep config {p}: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"sweep config {p} is not valid YAML: {err}") from None
+    return parse_config(data, source=str(p))

@@ -1,0 +1,32 @@
+"""The one error root of mutune and its families.
+
+Every error mutune raises on purpose derives from :class:`MutuneError`, so a caller can catch
+them all at once; each family names the stage that raised it.
+"""
+from __future__ import annotations
+
+__all__ = ["MutuneError", "ConfigError", "ProxyError", "SearchError", "FitError", "StoreError"]
+
+
+class MutuneError(Exception):
+    """Root of every error mutune raises deliberately."""
+
+
+class ConfigError(MutuneError, ValueError):
+    """A sweep config breaks a rule; the message names the field, the value and the rule."""
+
+
+class ProxyError(MutuneError):
+    """A proxy model or its data cannot be built as configured (μP rules, shapes, data paths)."""
+
+
+class SearchError(MutuneError):
+    """The sweep itself failed: bad scheduler settings, a report missing its metric, Ray errors."""
+
+
+class FitError(MutuneError, ValueError):
+    """A transfer rule or optimum cannot be fitted from the given points; says why."""
+
+
+class StoreError(MutuneError):
+    """The results database refused or lost a write, or holds no such row."""

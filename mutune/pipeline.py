@@ -1,0 +1,228 @@
+"""The main job (DESIGN.md §2): proxy sweeps → transfer rules → one target run → the ledger.
+
+:func:`run_pipeline` calls the stages in order and hands each the recorder it is given (the
+results store, opened by the caller); it never imports the store itself. Every stage's rows reach
+the recorder as they happen.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mutune.config import SweepConfig
+from mutune.errors import SearchError
+from mutune.recorder import Recorder
+
+__all__ = ["run_pipeline", "PipelineResult", "ProxyResult", "compute_cost"]
+
+
+@dataclass(frozen=True)
+class ProxyResult:
+    """One width's sweep: its best trial at rung ``milestone`` (steps) and value there."""
+    width: int
+    proxy_sweep_id: int
+    best_trial_id: int
+    best_config: dict[str, float]
+    best_val_loss: float
+    milestone: int
+    trials: int
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    """What the main job produced; every figure is also in the recorder."""
+    sweep_id: int
+    proxies: list[ProxyResult]
+    rules: list[dict[str, Any]]
+    target: dict[str, Any]
+    cost: dict[str, Any] = field(default_factory=dict)
+
+
+Progress = Callable[[str, int, int], None]
+
+
+def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
+                 on_progress: Progress | None = None) -> PipelineResult:
+    """Run the main job for ``config``, recording into ``recorder``.
+
+    Args:
+        config: the validated sweep config.
+        recorder: receives every row (see :mod:`mutune.recorder`).
+        out_dir: folder for Ray Tune's experiment state (``out_dir/ray``).
+        on_progress: called with (stage label, done, total) as trials finish.
+    Returns:
+        PipelineResult with the sweep id, per-width bests, rules, target and cost figures.
+    Raises:
+        SearchError, ProxyError, FitError: a stage failed; the sweep is recorded as failed
+            with the reason, and everything recorded before stays.
+    """
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.provenance import collect_provenance
+
+    data = load_task_data(config)
+    dataset = {"kind": config.data.kind, "fingerprint": data.fingerprint,
+               "size_bytes": data.size_bytes}
+    sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed,
+                                      collect_provenance(dataset))
+    try:
+        task = ProxyTask(config.model, config.train, data)
+        result = _run_stages(config, recorder, task, sweep_id, Path(out_dir), on_progress)
+    except BaseException as err:
+        recorder.sweep_finished(sweep_id, "failed", f"{type(err).__name__}: {err}"[:2000])
+        raise
+    recorder.sweep_finished(sweep_id, "completed")
+    return result
+
+
+def _run_stages(config: SweepConfig, recorder: Recorder, task: Any, sweep_id: int,
+                out_dir: Path, on_progress: Progress | None) -> PipelineResult:
+    from mutune.scaling.rules import fit_transfer_rule
+    from mutune.search.best import best_at_rung
+    from mutune.search.space import sample_configs, trial_seeds
+    from mutune.search.tuner import ray_cluster, run_trials
+
+    search, sched = config.search, config.search.scheduler
+    seq = itertools.count(1)
+    proxies: list[ProxyResult] = []
+    outcomes = {}
+    with ray_cluster(config.ray):
+        for i, width in enumerate(config.widths):
+            hps = sample_configs(search, config.seed, i)
+            seeds = trial_seeds(config.seed, i, len(hps))
+            points = [{"hparams": hp, "seed": s, "index": k}
+                      for k, (hp, s) in enumerate(zip(hps, seeds))]
+            settings = {"scheduler": sched.model_dump(), "num_samples": search.num_samples,
+                        "metric": search.metric, "mode": search.mode}
+            ps_id = recorder.proxy_sweep_started(sweep_id, width, settings)
+            label = f"width {width}"
+            outcome = run_trials(points, task=task, width=width, max_t=sched.max_t,
+                                 recorder=recorder, sweep_id=sweep_id, proxy_sweep_id=ps_id,
+                                 kind="proxy", scheduler=sched, metric=search.metric,
+                                 mode=search.mode, ray_cfg=config.ray, storage=out_dir / "ray",
+                                 name=f"sweep{sweep_id}-w{width}", seq=seq,
+                                 on_progress=_bind(on_progress, label, len(points)))
+            outcomes[width] = outcome
+            best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3)
+            rec = next(t for t in outcome.trials if t.key == best.trial)
+            proxies.append(ProxyResult(width, ps_id, rec.trial_id, dict(rec.point["hparams"]),
+                                       best.value, best.milestone, len(outcome.trials)))
+            recorder.proxy_sweep_finished(ps_id, {
+                "trial_id": rec.trial_id, "milestone": best.milestone,
+                "config": rec.point["hparams"], "val_loss": best.value,
+                "trials": len(outcome.trials), "rung_trials": best.n_trials})
+
+        widths = [p.width for p in proxies]
+        rules, target_hp = [], dict(search.fixed)
+        for name in sorted(search.space):
+            rule = fit_transfer_rule(name, widths, [p.best_config[name] for p in proxies])
+            value = rule.predict(config.target.width)
+            target_hp[name] = value
+            row = {"hyperparameter": name, "intercept": rule.intercept, "slope": rule.slope,
+                   "widths": widths, "optima": list(rule.optima),
+                   "target_width": config.target.width, "transferred_value": value,
+                   "formula": rule.formula}
+            recorder.rule_fitted(sweep_id, row)
+            rules.append(row)
+
+        steps = config.target_steps
+        tseed = trial_seeds(config.seed, len(config.widths), 1)[0]
+        target_points = [{"hparams": target_hp, "seed": tseed, "index": 0}]
+        started: dict[str, int] = {}
+
+        def open_target(trial_id: int) -> None:
+            started["target"] = recorder.target_started(sweep_id, trial_id,
+                                                        config.target.width, target_hp)
+
+        outcome = run_trials(target_points, task=task, width=config.target.width,
+                             max_t=steps, recorder=recorder, sweep_id=sweep_id,
+                             proxy_sweep_id=None, kind="target", scheduler=None,
+                             metric=search.metric, mode=search.mode, ray_cfg=config.ray,
+                             storage=out_dir / "ray", name=f"sweep{sweep_id}-target", seq=seq,
+                             on_progress=_bind(on_progress, f"target {config.target.width}", 1),
+                             on_started=open_target)
+    trec = outcome.trials[0] if outcome.trials else None
+    if trec is None or "target" not in started:
+        raise SearchError("the target run never started")
+    val = trec.reports[-1]["val_loss"] if trec.reports else None
+    recorder.target_finished(started["target"], val, trec.status)
+    if trec.status != "completed":
+        raise SearchError(f"target run {trec.status}: {trec.reason}")
+    target = {"width": config.target.width, "config": target_hp, "val_loss": val,
+              "steps": trec.last_step, "trial_id": trec.trial_id}
+    cost, entries = compute_cost(config, outcomes, trec)
+    recorder.ledger_recorded(sweep_id, entries)
+    return PipelineResult(sweep_id, proxies, rules, target, cost)
+
+
+def _bind(cb: Progress | None, label: str, total: int) -> Callable[[int, int], None] | None:
+    if cb is None:
+        return None
+    return lambda done, started: cb(label, done, total)
+
+
+def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
+                 target: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ledger (DESIGN.md §6) from the recorded trials: GPU-hours of the proxy sweeps and
+    the target run, the naive counterfactuals with their formulas, savings and ETTR.
+
+    Returns:
+        (cost figures keyed as report.json's ``cost``, ledger entries for the recorder).
+    """
+    from mutune.scaling.cost import ettr, gpu_hours, naive_sweep_estimate
+
+    proxy_trials = [t for o in outcomes.values() for t in o.trials]
+    entries: list[dict[str, Any]] = []
+    for t in [*proxy_trials, target]:
+        entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "gpu_hours",
+                        "value": gpu_hours(t.timing["allocated_s"], t.timing["devices"]),
+                        "unit": "GPU-h"})
+    proxy_h = sum(e["value"] for e in entries[:-1])
+    target_h = entries[-1]["value"]
+    tt = target.timing
+    s_step = tt["productive_s"] / max(tt["steps"], 1)
+    s_eval = tt["eval_s"] / max(tt["evals"], 1)
+    largest = outcomes[max(outcomes)].trials
+    proxy_overhead = statistics.median(t.timing["overhead_s"] for t in largest)
+    proxy_setup = statistics.median(t.reports[0].get("setup_s", 0.0) if t.reports else 0.0
+                                    for t in largest)
+    target_setup = target.reports[0].get("setup_s", 0.0) if target.reports else 0.0
+    overhead = proxy_overhead + max(target_setup - proxy_setup, 0.0)
+    naive = naive_sweep_estimate([t.last_step for t in largest], [t.n_evals for t in largest],
+                                 s_per_step=s_step, s_per_eval=s_eval,
+                                 overhead_s_per_trial=overhead, devices=tt["devices"])
+    max_t = config.search.scheduler.max_t
+    full_evals = math.ceil(max_t / config.train.eval_every)
+    grid = naive_sweep_estimate([max_t] * len(largest), [full_evals] * len(largest),
+                                s_per_step=s_step, s_per_eval=s_eval,
+                                overhead_s_per_trial=overhead, devices=tt["devices"])
+    total_h = proxy_h + target_h
+    saved = naive.gpu_hours - total_h
+    everything = [*proxy_trials, target]
+    e = ettr(sum(t.timing["productive_s"] for t in everything),
+             sum(t.timing["allocated_s"] for t in everything))
+    cost = {"device_kind": tt["device_kind"], "proxy_gpu_hours": proxy_h,
+            "target_gpu_hours": target_h, "total_gpu_hours": total_h,
+            "naive_gpu_hours": naive.gpu_hours, "naive_formula": naive.formula,
+            "naive_inputs": naive.inputs, "naive_grid_gpu_hours": grid.gpu_hours,
+            "naive_grid_formula": grid.formula, "saved_gpu_hours": saved,
+            "saved_fraction": saved / naive.gpu_hours if naive.gpu_hours > 0 else None,
+            "ettr": e}
+    overhead_inputs = {"median_proxy_overhead_s": proxy_overhead,
+                       "median_proxy_setup_s": proxy_setup, "target_setup_s": target_setup}
+    for name, unit in (("proxy_gpu_hours", "GPU-h"), ("target_gpu_hours", "GPU-h"),
+                       ("total_gpu_hours", "GPU-h"), ("saved_gpu_hours", "GPU-h"),
+                       ("saved_fraction", "1"), ("ettr", "1")):
+        if cost[name] is not None:
+            entries.append({"scope": "sweep", "name": name, "value": cost[name], "unit": unit})
+    entries.append({"scope": "sweep", "name": "naive_gpu_hours", "value": naive.gpu_hours,
+                    "unit": "GPU-h", "formula": naive.formula,
+                    "inputs": {**naive.inputs, **overhead_inputs}})
+    entries.append({"scope": "sweep", "name": "naive_grid_gpu_hours", "value": grid.gpu_hours,
+                    "unit": "GPU-h", "formula": grid.formula,
+                    "inputs": {**grid.inputs, **overhead_inputs}})
+    return cost, entries

@@ -1,0 +1,52 @@
+"""What ran: package versions, hardware, code revision and dataset fingerprint (DESIGN.md §7).
+
+Recorded with every sweep so a rerun can say where its environment differs.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+from typing import Any
+
+__all__ = ["collect_provenance"]
+
+_PACKAGES = ("mutune", "torch", "mup", "ray", "numpy", "optuna", "sqlalchemy")
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_revision(cwd: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def collect_provenance(dataset: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Package versions, Python, OS, CPU model and count, the git revision of the current
+    directory (None outside a repository), and the ``dataset`` fingerprint given."""
+    return {"packages": {p: _version(p) for p in _PACKAGES},
+            "python": sys.version.split()[0], "platform": platform.platform(),
+            "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(),
+            "git_revision": _git_revision(os.getcwd()), "dataset": dataset or {}}

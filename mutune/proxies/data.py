@@ -1,0 +1,278 @@
+"""Real datasets for the proxies (nothing downloaded) and seeded, stateless batching.
+
+* Classification: scikit-learn's bundled digits (8×8 images, 10 classes).
+* Language modelling: bytes (vocab 256) of the running Python's standard-library ``*.py`` files,
+  or of any file or folder.
+
+Batches are pure functions of ``(seed, step)`` (``numpy.random.default_rng([seed, step])``), so a
+trial resumed from a checkpoint at step t draws the batches an uninterrupted one would have.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import sysconfig
+from dataclasses import dataclass
+
+import numpy as np
+
+from mutune.errors import ProxyError
+
+__all__ = ["ClassificationData", "TextData", "load_digits_data", "stdlib_corpus_files",
+           "load_text_data", "classification_batch", "lm_batch", "lm_eval_windows"]
+
+_EXCLUDED_DIRS = frozenset({"site-packages", "test", "tests", "idle_test"})
+_VAL_EVERY = 10  # file i is validation iff i % 10 == 9; a single file: last 10 % of bytes
+
+
+@dataclass(frozen=True)
+class ClassificationData:
+    """A train/validation split of a classification dataset.
+
+    Attributes:
+        train_x: (n_train, d) float32 features. train_y: (n_train,) int64 labels in [0, n_classes).
+        val_x: (n_val, d) float32. val_y: (n_val,) int64.
+        n_classes: number of classes.
+        fingerprint: sha256 hex over shape, dtype and bytes of train_x, train_y, val_x, val_y.
+        size_bytes: total bytes of the four arrays.
+    """
+
+    train_x: np.ndarray
+    train_y: np.ndarray
+    val_x: np.ndarray
+    val_y: np.ndarray
+    n_classes: int
+    fingerprint: str
+    size_bytes: int
+
+    @property
+    def d_in(self) -> int:
+        """Feature dimension d."""
+        return int(self.train_x.shape[1])
+
+
+@dataclass(frozen=True)
+class TextData:
+    """A byte-level corpus split into train and validation token streams.
+
+    Attributes:
+        train, val: 1-D uint8 arrays of byte tokens. vocab: 256.
+        fingerprint: sha256 hex of the whole corpus (every file's bytes, in corpus order).
+        size_bytes: corpus bytes (train + val). n_files: files read. source: where it came from.
+    """
+
+    train: np.ndarray
+    val: np.ndarray
+    vocab: int
+    fingerprint: str
+    size_bytes: int
+    n_files: int
+    source: str
+
+
+def _check_seed(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ProxyError(f"{name} must be an int >= 0, got {value!r}")
+
+
+def _check_count(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ProxyError(f"{name} must be an int >= 1, got {value!r}")
+
+
+def load_digits_data(val_fraction: float = 0.2, seed: int = 0) -> ClassificationData:
+    """scikit-learn's digits (1797 images of 8×8 = 64 pixels, 10 classes), features / 16.
+
+    Args:
+        val_fraction: share of examples in validation, in (0, 1); n_val = round(n · val_fraction),
+            at least 1 and leaving at least 1 for training.
+        seed: seed of the permutation (``numpy.random.default_rng(seed)``), >= 0.
+    Returns:
+        ClassificationData with float32 features in [0, 1] and int64 labels.
+    Raises:
+        ProxyError: val_fraction outside (0, 1); a negative seed.
+    References:
+        Alpaydin & Kaynak 1998, UCI optical digits (the 8×8 copy bundled with scikit-learn).
+    """
+    if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
+        raise ProxyError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
+    _check_seed("seed", seed)
+    from sklearn.datasets import load_digits  # lazy: sklearn is slow to import
+
+    digits = load_digits()
+    x = (np.asarray(digits.data, dtype=np.float64) / 16.0).astype(np.float32)
+    y = np.asarray(digits.target, dtype=np.int64)
+    n = len(y)
+    n_val = min(max(int(round(n * val_fraction)), 1), n - 1)
+    perm = np.random.default_rng(seed).permutation(n)
+    val_idx, train_idx = perm[:n_val], perm[n_val:]
+    arrays = (x[train_idx], y[train_idx], x[val_idx], y[val_idx])
+    digest = hashlib.sha256()
+    for a in arrays:
+        digest.update(f"{a.dtype.str}{a.shape}".encode())
+        digest.update(np.ascontiguousarray(a).tobytes())
+    return ClassificationData(*arrays, n_classes=int(y.max()) + 1, fingerprint=digest.hexdigest(),
+                              size_bytes=int(sum(a.nbytes for a in arrays)))
+
+
+def _files_under(root: pathlib.Path, *, suffix: str | None,
+                 exclude: frozenset[str]) -> list[pathlib.Path]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in exclude]
+        for name in filenames:
+            path = pathlib.Path(dirpath, name)
+            if (suffix is None or name.endswith(suffix)) and path.is_file():
+                found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def stdlib_corpus_files() -> list[pathlib.Path]:
+    """The running Python's standard-library ``*.py`` files, in corpus order.
+
+    Walks ``sysconfig.get_paths()["stdlib"]``, skipping directories named ``site-packages``,
+    ``test``, ``tests`` or ``idle_test``; sorted by path relative to that root (posix strings).
+    The corpus differs between Python versions, hence the fingerprint in :class:`TextData`.
+
+    Returns:
+        Absolute paths. Raises: ProxyError if the stdlib folder is missing.
+    """
+    root = pathlib.Path(sysconfig.get_paths()["stdlib"])
+    if not root.is_dir():
+        raise ProxyError(f"standard-library folder {str(root)!r} does not exist")
+    return _files_under(root, suffix=".py", exclude=_EXCLUDED_DIRS)
+
+
+def _split_files(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    train = b"".join(b for i, b in enumerate(blobs) if i % _VAL_EVERY != _VAL_EVERY - 1)
+    val = b"".join(b for i, b in enumerate(blobs) if i % _VAL_EVERY == _VAL_EVERY - 1)
+    return np.frombuffer(train, dtype=np.uint8), np.frombuffer(val, dtype=np.uint8)
+
+
+def _split_bytes(data: bytes, where: str) -> tuple[np.ndarray, np.ndarray]:
+    n_val = len(data) // _VAL_EVERY
+    if n_val < 1:
+        raise ProxyError(f"{where} has {len(data)} bytes; need >= {_VAL_EVERY} to hold out "
+                         "the last 10 % for validation")
+    arr = np.frombuffer(data, dtype=np.uint8)
+    return arr[: len(data) - n_val], arr[len(data) - n_val:]
+
+
+def load_text_data(path: str | os.PathLike | None = None) -> TextData:
+    """A byte-level corpus (vocab 256) with a deterministic train/validation split.
+
+    * ``None``: the stdlib corpus (:func:`stdlib_corpus_files`); file i is validation iff
+      i % 10 == 9, the others are train; each split is its files concatenated in order.
+    * a file: its bytes; the last 10 % (``len // 10`` bytes) is validation.
+    * a folder: every regular file under it, sorted by relative path, split as the stdlib
+      corpus; with fewer than 10 files (no file would be validation) the concatenation is
+      split by bytes as for a single file.
+
+    Returns:
+        TextData; ``fingerprint`` = sha256 of all files' bytes in corpus order.
+    Raises:
+        ProxyError: a missing path, an empty corpus, or a file too short to split (names it).
+    """
+    if path is None:
+        files = stdlib_corpus_files()
+        source = f"stdlib:{sysconfig.get_paths()['stdlib']}"
+    else:
+        p = pathlib.Path(path)
+        if p.is_file():
+            files = [p]
+        elif p.is_dir():
+            files = _files_under(p, suffix=None, exclude=frozenset())
+        else:
+            raise ProxyError(f"text data path {str(p)!r} does not exist")
+        source = str(p)
+    blobs = [f.read_bytes() for f in files]
+    size = sum(len(b) for b in blobs)
+    if size == 0:
+        raise ProxyError(f"text corpus {source!r} is empty ({len(files)} files, 0 bytes)")
+    digest = hashlib.sha256()
+    for b in blobs:
+        digest.update(b)
+    if len(files) >= _VAL_EVERY:
+        train, val = _split_files(blobs)
+    else:
+        train, val = _split_bytes(b"".join(blobs), repr(source))
+    return TextData(train=train, val=val, vocab=256, fingerprint=digest.hexdigest(),
+                    size_bytes=size, n_files=len(files), source=source)
+
+
+def classification_batch(data: ClassificationData, batch_size: int, seed: int,
+                         step: int) -> tuple[np.ndarray, np.ndarray]:
+    """Training batch ``step`` of a seeded, stateless stream: ``batch_size`` distinct examples.
+
+    Indices: ``default_rng([seed, step]).choice(n_train, batch_size, replace=False)``.
+    Returns:
+        x (batch_size, d) float32, y (batch_size,) int64.
+    Raises:
+        ProxyError: batch_size < 1 or > n_train; seed or step not an int >= 0.
+    """
+    _check_count("batch_size", batch_size)
+    _check_seed("seed", seed)
+    _check_seed("step", step)
+    n = len(data.train_y)
+    if batch_size > n:
+        raise ProxyError(f"batch_size={batch_size} exceeds the {n} training examples")
+    idx = np.random.default_rng([int(seed), int(step)]).choice(n, size=batch_size, replace=False)
+    return data.train_x[idx], data.train_y[idx]
+
+
+def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
+    offsets = starts[:, None] + np.arange(seq_len + 1)[None, :]
+    chunk = tokens[offsets].astype(np.int64)
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+def _check_tokens(tokens: np.ndarray, seq_len: int) -> None:
+    _check_count("seq_len", seq_len)
+    if not isinstance(tokens, np.ndarray) or tokens.ndim != 1:
+        raise ProxyError(f"tokens must be a 1-D numpy array, got {type(tokens).__name__} "
+                         f"with shape {getattr(tokens, 'shape', None)}")
+    if len(tokens) < seq_len + 1:
+        raise ProxyError(f"token array of length {len(tokens)} is too short for seq_len={seq_len}"
+                         f"; need >= {seq_len + 1} tokens")
+
+
+def lm_batch(tokens: np.ndarray, batch_size: int, seq_len: int, seed: int,
+             step: int) -> tuple[np.ndarray, np.ndarray]:
+    """Training batch ``step`` of random windows: inputs and next-token targets.
+
+    Starts: ``default_rng([seed, step]).integers(0, len(tokens) - seq_len, batch_size)``.
+    Returns:
+        x, y int64 of shape (batch_size, seq_len), with ``y[:, i] = tokens[start + i + 1]`` (x
+        shifted by one).
+    Raises:
+        ProxyError: len(tokens) < seq_len + 1; batch_size/seq_len < 1; seed/step < 0.
+    """
+    _check_tokens(tokens, seq_len)
+    _check_count("batch_size", batch_size)
+    _check_seed("seed", seed)
+    _check_seed("step", step)
+    rng = np.random.default_rng([int(seed), int(step)])
+    starts = rng.integers(0, len(tokens) - seq_len, size=batch_size)
+    return _windows(tokens, starts, seq_len)
+
+
+def lm_eval_windows(tokens: np.ndarray, seq_len: int,
+                    n_windows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n_windows`` deterministic, evenly spaced windows for validation loss.
+
+    Starts: ``round(linspace(0, len(tokens) - seq_len - 1, n_windows))``, all distinct.
+    Returns:
+        x, y int64 of shape (n_windows, seq_len), y = x shifted by one token.
+    Raises:
+        ProxyError: len(tokens) < seq_len + 1, or more windows than distinct starts
+            (len(tokens) - seq_len).
+    """
+    _check_tokens(tokens, seq_len)
+    _check_count("n_windows", n_windows)
+    n_starts = len(tokens) - seq_len
+    if n_windows > n_starts:
+        raise ProxyError(f"n_windows={n_windows} exceeds the {n_starts} distinct windows of "
+                         f"length {seq_len} in {len(tokens)} tokens")
+    starts = np.round(np.linspace(0, n_starts - 1, n_windows)).astype(np.int64)
+    return _windows(tokens, starts, seq_len)

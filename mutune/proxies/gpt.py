@@ -1,0 +1,152 @@
+"""μP byte-level GPT-style pre-LN decoder (the GPT proxy family).
+
+Width is ``d_model``; heads grow with width (``n_heads = width // d_head``, ``d_head`` fixed) and
+the FFN is ``ffn_ratio * width``, so every width dimension grows between base and delta shapes.
+
+References:
+    Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2 (zero readout and query,
+    attention logits scaled by 1/d_head); Radford et al. 2019 (GPT-2, pre-LN blocks);
+    mup 1.0.0 ``examples/Transformer``.
+"""
+from __future__ import annotations
+
+import mup
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mutune.errors import ProxyError
+from mutune.proxies.parametrization import _count, _positive, build_parametrized
+
+__all__ = ["MuGPT", "build_gpt"]
+
+
+def _normal_(weight: torch.Tensor, std: float) -> None:
+    """N(0, std²) for vector-like weights; N(0, std²·base_fan_in/fan_in) for matrix-like ones
+    once base shapes are set (``mup.init.normal_``); plain N(0, std²) before that (SP)."""
+    if hasattr(weight, "infshape"):
+        mup.init.normal_(weight, mean=0.0, std=std)
+    else:
+        nn.init.normal_(weight, mean=0.0, std=std)
+
+
+class _Block(nn.Module):
+    """Pre-LN block: x + Attn(LN(x)), then x + MLP(LN(x)); shapes (B, T, width) → same."""
+
+    def __init__(self, width: int, d_head: int, ffn_ratio: int, attn_mult: float):
+        super().__init__()
+        self.n_heads, self.d_head, self.attn_mult = width // d_head, d_head, attn_mult
+        self.ln_1 = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.ln_2 = nn.LayerNorm(width)
+        self.fc = nn.Linear(width, ffn_ratio * width)
+        self.fc_out = nn.Linear(ffn_ratio * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, w = x.shape
+        q, k, v = self.qkv(self.ln_1(x)).split(w, dim=2)
+        q, k, v = (z.view(b, t, self.n_heads, self.d_head).transpose(1, 2) for z in (q, k, v))
+        # μP: logits q·k / d_head (not / √d_head), TP V Appendix D.2.
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           scale=self.attn_mult / self.d_head)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, w))
+        return x + self.fc_out(F.gelu(self.fc(self.ln_2(x))))
+
+
+class MuGPT(nn.Module):
+    """Byte-level causal decoder with learned positions and an untied μP readout.
+
+    ``forward(idx)``: idx LongTensor (B, T), 0 <= idx < vocab, T <= seq_len → logits
+    (B, T, vocab), unnormalized log-probabilities (nats). Embeddings (token + position) are
+    summed and multiplied by ``input_mult``; ``depth`` pre-LN blocks; final LayerNorm;
+    ``mup.MuReadout(width, vocab, bias=False, output_mult=output_mult)``.
+
+    Args:
+        width: d_model, a multiple of ``d_head``. vocab: tokens (256 for bytes).
+        seq_len: context length (positions). depth: blocks, >= 1.
+        d_head: head dimension, fixed across widths. ffn_ratio: FFN width / d_model.
+        input_mult, output_mult, attn_mult: μP multipliers (transferable, TP V Table 1).
+        init_std: std of embeddings and, at the base width, of matrix weights.
+    Raises:
+        ProxyError: width % d_head != 0, a count < 1, a multiplier not finite > 0; in
+            ``forward``: idx not (B, T) or T > seq_len.
+    References:
+        Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2; Radford et al. 2019.
+    """
+
+    def __init__(self, width: int, *, vocab: int = 256, seq_len: int = 64, depth: int = 2,
+                 d_head: int = 16, ffn_ratio: int = 4, input_mult: float = 1.0,
+                 output_mult: float = 1.0, attn_mult: float = 1.0, init_std: float = 0.02):
+        super().__init__()
+        for name, value in (("width", width), ("vocab", vocab), ("seq_len", seq_len),
+                            ("depth", depth), ("d_head", d_head), ("ffn_ratio", ffn_ratio)):
+            _count(name, value)
+        for name, value in (("input_mult", input_mult), ("output_mult", output_mult),
+                            ("attn_mult", attn_mult), ("init_std", init_std)):
+            _positive(name, value)
+        if width % d_head != 0:
+            raise ProxyError(f"width must be a multiple of d_head, got width={width}, "
+                             f"d_head={d_head} (heads grow with width; d_head is fixed)")
+        self.width, self.vocab, self.seq_len, self.depth = width, vocab, seq_len, depth
+        self.d_head, self.n_heads, self.ffn_ratio = d_head, width // d_head, ffn_ratio
+        self.input_mult, self.output_mult = input_mult, output_mult
+        self.attn_mult, self.init_std = attn_mult, init_std
+        self.tok_emb = nn.Embedding(vocab, width)
+        self.pos_emb = nn.Embedding(seq_len, width)
+        self.blocks = nn.ModuleList(_Block(width, d_head, ffn_ratio, attn_mult)
+                                    for _ in range(depth))
+        self.ln_f = nn.LayerNorm(width)
+        self.readout = mup.MuReadout(width, vocab, bias=False, output_mult=output_mult)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Embeddings N(0, init_std²); matrix weights ``mup.init.normal_(std=init_std)`` (variance
+        ∝ 1/fan_in under μP); query rows of qkv, biases and readout zero; LayerNorms 1/0."""
+        _normal_(self.tok_emb.weight, self.init_std)
+        _normal_(self.pos_emb.weight, self.init_std)
+        for block in self.blocks:
+            for layer in (block.qkv, block.proj, block.fc, block.fc_out):
+                _normal_(layer.weight, self.init_std)
+                nn.init.zeros_(layer.bias)
+            with torch.no_grad():
+                block.qkv.weight[: self.width].zero_()
+            for ln in (block.ln_1, block.ln_2):
+                nn.init.ones_(ln.weight)
+                nn.init.zeros_(ln.bias)
+        nn.init.ones_(self.ln_f.weight)
+        nn.init.zeros_(self.ln_f.bias)
+        nn.init.zeros_(self.readout.weight)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, vocab) for token ids idx (B, T), T <= seq_len."""
+        if idx.dim() != 2:
+            raise ProxyError(f"MuGPT expects token ids of shape (B, T), got {tuple(idx.shape)}")
+        t = idx.shape[1]
+        if t > self.seq_len or t < 1:
+            raise ProxyError(f"sequence length T={t} must be in [1, seq_len={self.seq_len}]")
+        pos = torch.arange(t, device=idx.device)
+        x = (self.tok_emb(idx) + self.pos_emb(pos)) * self.input_mult
+        for block in self.blocks:
+            x = block(x)
+        return self.readout(self.ln_f(x))
+
+
+def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, ffn_ratio: int,
+              base_width: int, parametrization: str, input_mult: float = 1.0,
+              output_mult: float = 1.0, attn_mult: float = 1.0,
+              init_std: float = 0.02) -> nn.Module:
+    """A :class:`MuGPT` of d_model ``width`` in μP (base ``base_width``) or SP.
+
+    ``base_width`` and ``2 * base_width`` must be multiples of ``d_head`` (so are the models).
+    Raises:
+        ProxyError: as :class:`MuGPT` and :func:`build_parametrized`.
+    References:
+        Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2.
+    """
+    def factory(w: int) -> nn.Module:
+        return MuGPT(w, vocab=vocab, seq_len=seq_len, depth=depth, d_head=d_head,
+                     ffn_ratio=ffn_ratio, input_mult=input_mult, output_mult=output_mult,
+                     attn_mult=attn_mult, init_std=init_std)
+
+    return build_parametrized(factory, width, base_width, parametrization)

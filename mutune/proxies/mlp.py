@@ -1,0 +1,103 @@
+"""μP multilayer perceptron for classification (the MLP proxy family).
+
+References:
+    Yang et al. 2022, Tensor Programs V, Table 3; mup 1.0.0 ``examples/MLP`` (init, input
+    multiplier and zero readout follow it).
+"""
+from __future__ import annotations
+
+import math
+
+import mup
+import torch
+from torch import nn
+
+from mutune.errors import ProxyError
+from mutune.proxies.parametrization import _count, _positive, build_parametrized
+
+__all__ = ["MuMLP", "build_mlp"]
+
+
+def _kaiming_(weight: torch.Tensor) -> None:
+    """He-normal, fan_in, a=1 (std 1/√fan_in); μP-aware once base shapes are set."""
+    if hasattr(weight, "infshape"):
+        mup.init.kaiming_normal_(weight, a=1, mode="fan_in")
+    else:
+        nn.init.kaiming_normal_(weight, a=1, mode="fan_in")
+
+
+class MuMLP(nn.Module):
+    """ReLU MLP ``d_in → width (× depth) → n_classes`` with a μP readout.
+
+    Layers: ``Linear(d_in, width)``, ``depth - 1`` × ``Linear(width, width)`` (no biases), ReLU
+    after each, then ``mup.MuReadout(width, n_classes, output_mult=output_mult)`` (no bias), which
+    divides its input by the width multiplier. The input layer's weight is divided by
+    √input_mult at init and its output multiplied by √input_mult in ``forward``.
+
+    Args:
+        d_in: input features. width: hidden features (the μP width). n_classes: logits.
+        depth: hidden layers of size ``width``, >= 1.
+        input_mult, output_mult: μP input / output multipliers (transferable, TP V Table 1).
+        init_std: multiplier on the He-normal init of input and hidden weights.
+    Raises:
+        ProxyError: a count < 1 or a multiplier that is not a finite number > 0.
+    References:
+        Yang et al. 2022, Tensor Programs V, Table 3; mup 1.0.0 ``examples/MLP/main.py``.
+    """
+
+    def __init__(self, d_in: int, width: int, n_classes: int, *, depth: int = 2,
+                 input_mult: float = 1.0, output_mult: float = 1.0, init_std: float = 1.0):
+        super().__init__()
+        _count("d_in", d_in)
+        _count("width", width)
+        _count("n_classes", n_classes)
+        _count("depth", depth)
+        for name, value in (("input_mult", input_mult), ("output_mult", output_mult),
+                            ("init_std", init_std)):
+            _positive(name, value)
+        self.d_in, self.width, self.n_classes, self.depth = d_in, width, n_classes, depth
+        self.input_mult, self.output_mult, self.init_std = input_mult, output_mult, init_std
+        self.input = nn.Linear(d_in, width, bias=False)
+        self.hidden = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(depth - 1))
+        self.readout = mup.MuReadout(width, n_classes, bias=False, output_mult=output_mult)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """He-normal(fan_in, a=1) × init_std on input/hidden weights (input ÷ √input_mult);
+        zero readout. Uses ``mup.init`` once base shapes are set (TP V Table 3)."""
+        _kaiming_(self.input.weight)
+        with torch.no_grad():
+            self.input.weight.mul_(self.init_std / math.sqrt(self.input_mult))
+        for layer in self.hidden:
+            _kaiming_(layer.weight)
+            with torch.no_grad():
+                layer.weight.mul_(self.init_std)
+        nn.init.zeros_(self.readout.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits of shape (B, n_classes) for float inputs of shape (B, d_in)."""
+        if x.dim() != 2 or x.shape[1] != self.d_in:
+            raise ProxyError(f"MuMLP expects input of shape (B, {self.d_in}), got {tuple(x.shape)}")
+        h = torch.relu(self.input(x) * math.sqrt(self.input_mult))
+        for layer in self.hidden:
+            h = torch.relu(layer(h))
+        return self.readout(h)
+
+
+def build_mlp(width: int, *, d_in: int, n_classes: int, depth: int, base_width: int,
+              parametrization: str, input_mult: float = 1.0, output_mult: float = 1.0,
+              init_std: float = 1.0) -> nn.Module:
+    """A :class:`MuMLP` of hidden width ``width`` in μP (base ``base_width``) or SP.
+
+    Returns:
+        The model, base shapes set (see :func:`build_parametrized`).
+    Raises:
+        ProxyError: as :class:`MuMLP` and :func:`build_parametrized`.
+    References:
+        Yang et al. 2022, Tensor Programs V, Table 3.
+    """
+    def factory(w: int) -> nn.Module:
+        return MuMLP(d_in, w, n_classes, depth=depth, input_mult=input_mult,
+                     output_mult=output_mult, init_std=init_std)
+
+    return build_parametrized(factory, width, base_width, parametrization)

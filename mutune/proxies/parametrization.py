@@ -1,0 +1,194 @@
+"""μP / SP parametrization of proxy models, and their optimizers.
+
+One idea: a model family is a ``factory(width) -> nn.Module``; :func:`build_parametrized` turns it
+into a μP model (base shapes from ``factory(base_width)`` and ``factory(2 * base_width)``) or its
+SP twin, in the order μP requires: build → ``mup.set_base_shapes`` once → custom init (the
+model's ``reset_parameters``, written with ``mup.init.*``) → optimizer (:func:`make_optimizer`).
+
+References:
+    Yang et al. 2022, "Tensor Programs V" (arXiv 2203.03466), Table 3 and Appendix B, as
+    implemented by ``mup`` 1.0.0 (``mup.set_base_shapes``, ``mup.optim``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import mup
+import torch
+from torch import nn
+
+from mutune.errors import ProxyError
+
+__all__ = ["PARAMETRIZATIONS", "OPTIMIZERS", "build_parametrized", "make_optimizer",
+           "count_parameters"]
+
+PARAMETRIZATIONS = ("mup", "sp")
+OPTIMIZERS = ("adamw", "adam", "sgd")
+
+
+def _positive(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ProxyError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def _count(name: str, value: int, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ProxyError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def _check_widths(width: int, base_width: int) -> None:
+    for name, value in (("width", width), ("base_width", base_width)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ProxyError(f"{name} must be an int, got {value!r}")
+    if base_width < 1:
+        raise ProxyError(f"base_width must be >= 1, got {base_width}")
+    if width < base_width:
+        raise ProxyError(f"width must be >= base_width, got width={width} < base_width={base_width}"
+                         "; choose a base width no larger than the smallest proxy")
+
+
+def _build(factory: Callable[[int], nn.Module], width: int) -> nn.Module:
+    model = factory(width)
+    if not isinstance(model, nn.Module):
+        raise ProxyError(f"factory({width}) returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def _undo_shared_readout_rescale(model: nn.Module) -> None:
+    """mup issue 55: ``set_base_shapes`` multiplies a MuSharedReadout's weight by √width_mult,
+    which is also the embedding's weight, so the embedding init would grow with width. Undo it."""
+    seen: set[int] = set()
+    for module in model.modules():
+        if isinstance(module, mup.MuSharedReadout) and id(module.weight) not in seen:
+            seen.add(id(module.weight))
+            with torch.no_grad():
+                module.weight.div_(math.sqrt(module.width_mult()))
+
+
+def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_width: int,
+                       parametrization: str) -> nn.Module:
+    """Build ``factory(width)`` in μP (relative to ``base_width``) or in standard parametrization.
+
+    For ``"mup"``: ``model = factory(width)``, ``base = factory(base_width)``,
+    ``delta = factory(2 * base_width)`` (the last two built under a forked torch RNG, so the
+    model's init consumes the global RNG exactly as its SP twin does), then
+    ``mup.set_base_shapes(model, base, delta=delta)`` once; every dimension that differs between
+    base and delta is a width dimension. For ``"sp"``: ``mup.set_base_shapes(model, None)``, which
+    is exactly standard parametrization (every width multiplier is 1). In both cases
+    ``model.reset_parameters()`` runs afterwards if the model defines it, so custom inits written
+    with ``mup.init.*`` see the base shapes. At ``width == base_width`` the μP model and its SP
+    twin are the same function under the same seed.
+
+    Args:
+        factory: ``width -> nn.Module``; must contain a ``mup.MuReadout`` output layer.
+        width: hidden width of the model to build (units: features), ``>= base_width``.
+        base_width: width at which μP equals SP (width multiplier 1), ``>= 1``.
+        parametrization: ``"mup"`` or ``"sp"``.
+    Returns:
+        The model, each parameter carrying ``p.infshape``.
+    Raises:
+        ProxyError: unknown parametrization; ``base_width < 1`` or ``width < base_width``; under
+            μP a model without a ``MuReadout``; under μP with ``width > base_width`` a model whose
+            width multipliers are all 1 (the factory ignores width); mup's own shape checks.
+    References:
+        Yang et al. 2022, Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 ``set_base_shapes``.
+    """
+    if parametrization not in PARAMETRIZATIONS:
+        raise ProxyError(f"unknown parametrization {parametrization!r}; "
+                         f"use one of {PARAMETRIZATIONS}")
+    _check_widths(width, base_width)
+    model = _build(factory, width)
+    has_readout = any(isinstance(m, mup.MuReadout) for m in model.modules())
+    if parametrization == "mup" and not has_readout:
+        raise ProxyError(f"{type(model).__name__} has no mup.MuReadout: the readout is a plain "
+                         "Linear; use mup.MuReadout (or mup.MuSharedReadout for tied embeddings) "
+                         "as the output layer, or parametrization='sp'")
+    try:
+        if parametrization == "mup":
+            with torch.random.fork_rng(devices=[]):
+                base = _build(factory, base_width)
+                delta = _build(factory, 2 * base_width)
+            mup.set_base_shapes(model, base, delta=delta)
+        else:
+            mup.set_base_shapes(model, None)
+    except AssertionError as exc:
+        raise ProxyError(f"mup.set_base_shapes rejected {type(model).__name__}: {exc}") from exc
+    except RuntimeError as exc:
+        raise ProxyError(f"mup.set_base_shapes failed on {type(model).__name__} (base shapes set "
+                         f"twice? build a fresh model, or pass rescale_params=False for a "
+                         f"checkpoint): {exc}") from exc
+    if parametrization == "mup" and width > base_width:
+        if all(p.infshape.width_mult() == 1 for p in model.parameters()):
+            raise ProxyError(
+                f"μP was declared but nothing scales: width={width} > base_width={base_width} yet "
+                f"every width multiplier of {type(model).__name__} is 1 (factory(width) builds the "
+                "same shapes for every width); make the factory use its width argument, or "
+                "declare parametrization='sp'")
+    _undo_shared_readout_rescale(model)
+    reset = getattr(model, "reset_parameters", None)
+    if callable(reset):
+        reset()
+    return model
+
+
+def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
+                   betas: tuple[float, float] = (0.9, 0.999),
+                   kind: str = "adamw") -> torch.optim.Optimizer:
+    """μP optimizer for a model built by :func:`build_parametrized` (μP or SP).
+
+    ``"adamw"`` → ``mup.optim.MuAdamW`` (decoupled weight decay), ``"adam"`` → ``mup.optim.MuAdam``,
+    ``"sgd"`` → ``mup.optim.MuSGD`` (``betas`` unused). mup splits the parameters into per-width
+    groups (matrix-like lr / width_mult under Adam), so an LR schedule must scale each group's lr
+    relative to its initial value. For SP models every width multiplier is 1, so these are the
+    plain torch optimizers.
+
+    Args:
+        model: a model whose parameters carry ``infshape`` (``mup.set_base_shapes`` was called).
+        lr: base learning rate (per step) at the base width, finite and > 0.
+        weight_decay: decoupled (AdamW) or L2 (SGD) coefficient, finite and >= 0.
+        betas: Adam moment decays, each in [0, 1).
+        kind: ``"adamw"``, ``"adam"`` or ``"sgd"``.
+    Raises:
+        ProxyError: unknown kind; bad lr / weight_decay / betas; ``"adam"`` with weight decay;
+            a parameter without ``infshape``.
+    References:
+        Yang et al. 2022, Tensor Programs V, Table 3 (μP Adam / SGD learning-rate scaling);
+        Loshchilov & Hutter 2019 (decoupled weight decay).
+    """
+    if kind not in OPTIMIZERS:
+        raise ProxyError(f"unknown optimizer kind {kind!r}; use one of {OPTIMIZERS}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ProxyError(f"lr must be a finite number > 0, got {lr!r}")
+    if not (isinstance(weight_decay, (int, float)) and math.isfinite(weight_decay)
+            and weight_decay >= 0):
+        raise ProxyError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
+    if len(betas) != 2 or not all(0.0 <= float(b) < 1.0 for b in betas):
+        raise ProxyError(f"betas must be two numbers in [0, 1), got {betas!r}")
+    if kind == "adam" and weight_decay != 0:
+        raise ProxyError(
+            f"kind='adam' with weight_decay={weight_decay}: use adamw. Adam + L2 is not decoupled "
+            "weight decay, and mup scales it with width (Tensor Programs V, Table 3 / §B; "
+            "Loshchilov & Hutter 2019)")
+    params = list(model.parameters())
+    if not params:
+        raise ProxyError(f"{type(model).__name__} has no parameters to optimize")
+    missing = [tuple(p.shape) for p in params if not hasattr(p, "infshape")]
+    if missing:
+        raise ProxyError(f"parameters with shapes {missing[:3]} have no infshape; build the model "
+                         "with build_parametrized (mup.set_base_shapes) before the optimizer")
+    betas = (float(betas[0]), float(betas[1]))
+    if kind == "adamw":
+        return mup.optim.MuAdamW(params, lr=lr, weight_decay=weight_decay, betas=betas)
+    if kind == "adam":
+        return mup.optim.MuAdam(params, lr=lr, betas=betas)
+    return mup.optim.MuSGD(params, lr=lr, weight_decay=weight_decay)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of scalar parameters of ``model`` (shared tensors counted once).
+
+    Returns:
+        Sum of ``p.numel()`` over ``model.parameters()``, an int >= 0.
+    """
+    return int(sum(p.numel() for p in model.parameters()))

@@ -1,0 +1,53 @@
+"""Ray Tune adapter for mutune's own ASHA core (:mod:`mutune.search.asha`).
+
+Ray Tune executes the trials; this :class:`~ray.tune.schedulers.FIFOScheduler` subclass asks the
+pure core what to do with each result and hands every report and decision to the driver-side
+:class:`~mutune.search.book.SweepBook` before deciding, so the results database sees them in
+order. Ray calls ``on_trial_result`` with the trial RUNNING and its result not yet stored.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+from mutune.errors import SearchError
+from mutune.search.asha import ASHA, Decision
+
+__all__ = ["RayASHA"]
+
+
+class RayASHA(FIFOScheduler):
+    """Drive :class:`ASHA` from Ray Tune: CONTINUE, or STOP at a rung / on divergence.
+
+    Args:
+        core: the scheduler core holding the rungs.
+        book: the sweep's :class:`~mutune.search.book.SweepBook` (records reports, decisions).
+        metric: the reported key ranked by the core (e.g. ``val_loss``).
+    """
+
+    def __init__(self, core: ASHA, book: Any, metric: str) -> None:
+        super().__init__()
+        self.core, self.book = core, book
+        self._metric, self._mode = metric, core.mode
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        return metric in (None, self._metric) and mode in (None, self._mode)
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        if self._metric not in result or "step" not in result:
+            missing = self._metric if self._metric not in result else "step"
+            raise SearchError(f"trial {trial.trial_id} reported without {missing!r}; "
+                              f"got keys {sorted(result)}")
+        self.book.record_report(trial, result)
+        judgements = self.core.on_report(trial.trial_id, int(result["step"]),
+                                         float(result[self._metric]))
+        for j in judgements:
+            self.book.record_judgement(trial, j)
+        if any(j.decision is not Decision.CONTINUE for j in judgements):
+            return TrialScheduler.STOP
+        return TrialScheduler.CONTINUE
+
+    def debug_string(self) -> str:
+        return (f"mutune ASHA: r={self.core.grace_period} η={self.core.reduction_factor} "
+                f"max_t={self.core.max_t} milestones={self.core.milestones}")

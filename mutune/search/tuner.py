@@ -1,0 +1,109 @@
+"""Ray Tune set-up: one ASHA sweep per proxy width, and the one target run.
+
+Ray runs as a real cluster: a local one started with an explicit ``num_cpus`` and no dashboard
+(:func:`ray_cluster`), or an existing one at ``ray.address``. Trials run
+:func:`mutune.search.trainable.train_trial` with one torch thread per granted CPU (on 2 cores, two
+threads per trial ran 20× slower) and actors are reused between trials to cut start-up cost.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mutune.config import RayConfig, SchedulerConfig
+from mutune.recorder import Recorder
+from mutune.search.asha import ASHA
+from mutune.search.book import SweepBook, TrialRecord
+
+__all__ = ["ray_cluster", "run_trials", "RunOutcome"]
+
+
+@contextlib.contextmanager
+def ray_cluster(cfg: RayConfig) -> Iterator[None]:
+    """Connect to Ray for the duration of the block, starting a local cluster if needed.
+
+    A cluster already initialized in this process is used as it is and left running; one
+    started here (``num_cpus`` CPUs, dashboard off, worker logs not forwarded) is shut down
+    on exit. ``cfg.address`` connects to an existing cluster instead.
+    """
+    import ray
+
+    # Tune's per-trial CSV/JSON/TensorBoard loggers cost start-up time per trial; mutune
+    # records everything in its own database.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no experiment banners; verbose=0
+    if ray.is_initialized():
+        yield
+        return
+    kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False,
+                                  logging_level=logging.ERROR, configure_logging=True)
+    if cfg.address:
+        ray.init(address=cfg.address, **kwargs)
+    else:
+        ray.init(num_cpus=cfg.num_cpus, **kwargs)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@dataclass
+class RunOutcome:
+    """The trials of one Ray Tune run, as the driver recorded them, and the ASHA core."""
+    trials: list[TrialRecord]
+    core: ASHA | None
+
+
+def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: int,
+               recorder: Recorder, sweep_id: int, proxy_sweep_id: int | None, kind: str,
+               scheduler: SchedulerConfig | None, metric: str, mode: str, ray_cfg: RayConfig,
+               storage: Path, name: str, seq: itertools.count,
+               on_progress: Callable[[int, int], None] | None = None,
+               on_started: Callable[[int], None] | None = None) -> RunOutcome:
+    """Run ``points`` as Ray Tune trials at ``width`` for up to ``max_t`` steps each.
+
+    Args:
+        points: per trial {"hparams": {...}, "seed": int, "index": int}.
+        task: the :class:`~mutune.proxies.task.ProxyTask` (shipped once via the object store).
+        scheduler: ASHA settings, or None to run every trial to ``max_t`` (the target run).
+        storage: folder for Ray Tune's experiment state (absolute path is taken).
+        on_progress: called with (finished, started) trial counts.
+        on_started: called with each trial's recorder id right after it is recorded.
+    Returns:
+        RunOutcome with every trial in a terminal state.
+    """
+    from ray import tune
+
+    from mutune.search.ray_adapter import RayASHA
+    from mutune.search.trainable import train_trial
+
+    core = (ASHA(grace_period=scheduler.grace_period,
+                 reduction_factor=scheduler.reduction_factor, max_t=scheduler.max_t,
+                 mode=mode) if scheduler else None)
+    book = SweepBook(recorder, sweep_id=sweep_id, proxy_sweep_id=proxy_sweep_id, kind=kind,
+                     width=width, max_t=max_t, devices=ray_cfg.cpus_per_trial,
+                     device_kind=ray_cfg.device_kind, seq=seq, core=core,
+                     on_progress=on_progress, on_started=on_started)
+    ray_scheduler = RayASHA(core, book, metric) if core else None
+    trainable = tune.with_resources(tune.with_parameters(train_trial, task=task),
+                                    {"cpu": ray_cfg.cpus_per_trial})
+    threads = max(int(ray_cfg.cpus_per_trial), 1)
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"point": tune.grid_search(points), "width": width, "max_t": max_t,
+                     "threads": threads},
+        tune_config=tune.TuneConfig(scheduler=ray_scheduler, num_samples=1,
+                                    reuse_actors=True),
+        run_config=tune.RunConfig(name=name, storage_path=str(Path(storage).resolve()),
+                                  callbacks=[book], verbose=0,
+                                  failure_config=tune.FailureConfig(max_failures=0)),
+    )
+    tuner.fit()
+    return RunOutcome(list(book.trials.values()), core)

@@ -1,0 +1,1 @@
+"""Service layer of mutune: the results store, the server, the worker and the client."""

@@ -1,0 +1,124 @@
+"""Engines and migrations of the results database (DESIGN.md §7).
+
+:func:`make_engine` builds a SQLAlchemy engine for a database URL: SQLite files get WAL, a 30 s
+busy timeout and enforced foreign keys on every connection; ``postgresql://`` URLs use the
+psycopg 3 driver. :func:`upgrade` runs the Alembic migrations shipped in ``migrations/`` up to
+head. Nothing here builds an engine at import time.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Engine, create_engine, make_url
+from sqlalchemy.exc import ArgumentError
+
+from mutune.errors import StoreError
+
+__all__ = ["make_engine", "upgrade", "normalize_url", "alembic_config", "MIGRATIONS_DIR"]
+
+#: The Alembic script folder shipped inside the package.
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+#: SQLite waits this long (milliseconds) for a lock before ``database is locked``.
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Parse ``url`` and pick mutune's driver: ``postgresql://`` and ``postgres://`` become
+    ``postgresql+psycopg://`` (psycopg 3); other URLs are returned parsed, unchanged.
+
+    Raises:
+        StoreError: ``url`` is not a database URL.
+    """
+    text = url.render_as_string(hide_password=False) if isinstance(url, URL) else str(url)
+    if text.startswith("postgres://"):
+        text = "postgresql://" + text[len("postgres://"):]
+    try:
+        parsed = make_url(text)
+    except ArgumentError as exc:
+        raise StoreError(f"not a database URL: {text!r} ({exc}); "
+                         "expected e.g. sqlite:///mutune.db or postgresql://user@host/db") from exc
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def _sqlite_file(url: URL) -> Path | None:
+    """The file behind a SQLite URL, or None for in-memory databases."""
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:") \
+            or url.query.get("mode") == "memory":
+        return None
+    return Path(database)
+
+
+def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """On every new SQLite connection: WAL journal, busy timeout, foreign keys."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def make_engine(url: str | URL, **kwargs: Any) -> Engine:
+    """A SQLAlchemy engine for ``url``.
+
+    SQLite (``sqlite:///path.db``, relative paths allowed): the parent folder is created, and every
+    connection runs ``PRAGMA journal_mode=WAL``, ``busy_timeout=30000`` (ms) and
+    ``foreign_keys=ON``. PostgreSQL (``postgresql://user@host/db``): psycopg 3 driver with
+    ``pool_pre_ping``. Extra ``kwargs`` go to :func:`sqlalchemy.create_engine`.
+
+    Raises:
+        StoreError: ``url`` is not a database URL, or the SQLite folder cannot be created.
+    """
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        path = _sqlite_file(parsed)
+        if path is not None:
+            try:
+                path.expanduser().parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the folder of SQLite database {path}: "
+                                 f"{exc}") from exc
+        connect_args = dict(kwargs.pop("connect_args", {}))
+        connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
+        engine = create_engine(parsed, connect_args=connect_args, **kwargs)
+        event.listen(engine, "connect", _set_sqlite_pragmas)
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(parsed, **kwargs)
+
+
+def alembic_config(url: str | URL) -> Any:
+    """An :class:`alembic.config.Config` for ``url`` and the shipped migrations (no .ini file)."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    rendered = normalize_url(url).render_as_string(hide_password=False)
+    # ConfigParser interpolates '%': escape it so encoded passwords survive.
+    cfg.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str | URL, revision: str = "head") -> None:
+    """Migrate the database at ``url`` to ``revision`` (default: head); an empty database gets
+    every table, an up-to-date one is left as it is.
+
+    Raises:
+        StoreError: the migration failed (the message carries the database's error).
+    """
+    from alembic import command
+    from sqlalchemy.exc import SQLAlchemyError
+
+    cfg = alembic_config(url)
+    try:
+        command.upgrade(cfg, revision)
+    except SQLAlchemyError as exc:
+        raise StoreError(f"migrating {normalize_url(url)!r} to {revision} failed: {exc}") from exc

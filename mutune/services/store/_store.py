@@ -1,0 +1,470 @@
+"""The results store: a :class:`mutune.recorder.Recorder` that writes to the results database.
+
+Every write is its own short transaction and is durable when the method returns (DESIGN.md §7);
+SQLite ``database is locked`` errors are retried with exponential backoff. JSON never holds
+NaN/inf: :func:`finite_json` turns them into the strings ``"nan"``, ``"inf"``, ``"-inf"``, and
+non-finite float columns are stored as NULL.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from mutune.errors import StoreError
+from mutune.recorder import TRIAL_STATUSES
+
+from . import _engine
+from ._models import (Base, LedgerEntry, Provenance, ProxySweep, SchedulerEvent, Sweep,
+                      TargetRun, TransferRule, Trial, TrialReport)
+
+__all__ = ["Store", "finite_json"]
+
+_T = TypeVar("_T")
+
+#: Attempts of one write when SQLite says ``database is locked``; waits 0.05 s, 0.1 s, … between.
+WRITE_ATTEMPTS = 5
+_BACKOFF_S = 0.05
+
+TRIAL_KINDS = ("proxy", "target")
+_TIMING_FLOATS = ("allocated_s", "productive_s", "eval_s", "overhead_s")
+_TIMING_INTS = ("steps", "samples", "devices")
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` as JSON-able data without NaN/inf: non-finite floats become ``"nan"``,
+    ``"inf"`` or ``"-inf"``; mappings become dicts with ``str`` keys, tuples/lists become lists;
+    numpy-style scalars (anything with ``.item()``) are unwrapped. Other values pass unchanged."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "ndim", 0) == 0:
+        try:
+            return finite_json(item())
+        except (TypeError, ValueError):
+            return value
+    return value
+
+
+def _finite_float(value: Any, what: str) -> float | None:
+    """``value`` as a float for a float column, None when missing or not finite."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{what} must be a number, got {value!r}") from exc
+    return number if math.isfinite(number) else None
+
+
+def _optional_int(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{what} must be an integer, got {value!r}") from exc
+    return int(number) if math.isfinite(number) else None
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _jsonable(value: Any) -> Any:
+    """A column value as plain JSON-able data (datetimes as UTC ISO 8601 strings)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:  # SQLite hands back naive datetimes; they were stored as UTC
+            value = value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc).isoformat()
+    return value
+
+
+def _row(obj: Base, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Every column of ``obj`` as plain data."""
+    return {c.key: _jsonable(getattr(obj, c.key))
+            for c in obj.__table__.columns if c.key not in exclude}
+
+
+class Store:
+    """The results database as a :class:`mutune.recorder.Recorder` (DESIGN.md §2, §7).
+
+    Open it with :meth:`open` (migrates to head first) or build it from an engine; use it as a
+    context manager or call :meth:`close`. Recorder methods raise :class:`StoreError` for unknown
+    ids, invalid statuses/kinds, and writes the database refused.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        """Wrap ``engine`` (see :func:`make_engine`); the schema must be at head already."""
+        self.engine = engine
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, url: str | URL, *, upgrade: bool = True) -> Store:
+        """Open the database at ``url`` (``sqlite:///mutune.db``, ``postgresql://…``).
+
+        Args:
+            url: database URL; SQLite folders are created.
+            upgrade: migrate the database to the newest schema first (an empty one gets
+                every table).
+        Raises:
+            StoreError: bad URL or failed migration.
+        """
+        if upgrade:
+            _engine.upgrade(url)
+        return cls(_engine.make_engine(url))
+
+    def close(self) -> None:
+        """Release every pooled connection; the store must not be used afterwards."""
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self.engine.url!r})"
+
+    # ------------------------------------------------------------------ plumbing
+    def _write(self, work: Callable[[Session], _T]) -> _T:
+        """Run ``work`` in one transaction, retrying on ``database is locked``."""
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                with Session(self.engine, expire_on_commit=False) as session, session.begin():
+                    return work(session)
+            except OperationalError as exc:
+                if "database is locked" in str(exc) and attempt + 1 < WRITE_ATTEMPTS:
+                    time.sleep(_BACKOFF_S * 2 ** attempt)
+                    continue
+                raise StoreError(f"the results database refused a write: {exc}") from exc
+            except SQLAlchemyError as exc:
+                raise StoreError(f"the results database refused a write: {exc}") from exc
+        raise StoreError("unreachable")  # pragma: no cover
+
+    def _read(self, work: Callable[[Session], _T]) -> _T:
+        try:
+            with Session(self.engine) as session:
+                return work(session)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"reading the results database failed: {exc}") from exc
+
+    @staticmethod
+    def _get(session: Session, model: type[_T], ident: int, what: str) -> _T:
+        row = session.get(model, ident)
+        if row is None:
+            raise StoreError(f"no {what} with id {ident!r} in the results database")
+        return row
+
+    def _insert_ignore(self, session: Session, model: type[Base], values: dict[str, Any],
+                       keys: list[str]) -> None:
+        """INSERT … ON CONFLICT (keys) DO NOTHING on SQLite and PostgreSQL."""
+        dialect = session.get_bind().dialect.name
+        if dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        elif dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            exists = session.scalar(select(func.count()).select_from(model).where(
+                *(getattr(model, k) == values[k] for k in keys)))
+            if not exists:
+                session.add(model(**values))
+            return
+        session.execute(insert(model).values(**values).on_conflict_do_nothing(
+            index_elements=keys))
+
+    # ------------------------------------------------------------------ Recorder
+    def sweep_started(self, config: Mapping[str, Any], seed: int,
+                      provenance: Mapping[str, Any]) -> int:
+        """Record a new sweep (status ``running``) and its provenance row; returns its id.
+        ``name``/``project`` are read from ``config`` when present."""
+        def work(s: Session) -> int:
+            sweep = Sweep(name=str(config.get("name") or "sweep"),
+                          project=None if config.get("project") is None
+                          else str(config.get("project")),
+                          status="running", seed=int(seed), config=finite_json(config),
+                          created_at=_now())
+            s.add(sweep)
+            s.flush()
+            s.add(Provenance(sweep_id=sweep.id, data=finite_json(provenance)))
+            return sweep.id
+        return self._write(work)
+
+    def proxy_sweep_started(self, sweep_id: int, width: int,
+                            settings: Mapping[str, Any]) -> int:
+        """Record the sweep at proxy ``width`` (status ``running``); returns its id."""
+        def work(s: Session) -> int:
+            self._get(s, Sweep, sweep_id, "sweep")
+            row = ProxySweep(sweep_id=sweep_id, width=int(width), settings=finite_json(settings),
+                             status="running", started_at=_now())
+            s.add(row)
+            s.flush()
+            return row.id
+        return self._write(work)
+
+    def trial_started(self, sweep_id: int, proxy_sweep_id: int | None, kind: str, key: str,
+                      width: int, config: Mapping[str, Any], seed: int) -> int:
+        """Record a trial granted its resources (status ``running``, heartbeat now); returns its
+        id. Raises StoreError for an unknown sweep/proxy sweep or a ``kind`` other than
+        ``proxy``/``target``."""
+        if kind not in TRIAL_KINDS:
+            raise StoreError(f"trial kind must be one of {TRIAL_KINDS}, got {kind!r}")
+
+        def work(s: Session) -> int:
+            self._get(s, Sweep, sweep_id, "sweep")
+            if proxy_sweep_id is not None:
+                proxy = self._get(s, ProxySweep, proxy_sweep_id, "proxy sweep")
+                if proxy.sweep_id != sweep_id:
+                    raise StoreError(f"proxy sweep {proxy_sweep_id} belongs to sweep "
+                                     f"{proxy.sweep_id}, not {sweep_id}")
+            now = _now()
+            row = Trial(sweep_id=sweep_id, proxy_sweep_id=proxy_sweep_id, kind=kind, key=str(key),
+                        width=int(width), config=finite_json(config), seed=int(seed),
+                        status="running", started_at=now, heartbeat_at=now)
+            s.add(row)
+            s.flush()
+            return row.id
+        return self._write(work)
+
+    def trial_reported(self, trial_id: int, step: int, metrics: Mapping[str, float],
+                       seq: int) -> None:
+        """Record a report at training ``step``; a repeat of (trial, step) is ignored. Metrics
+        that are NaN/inf are stored as ``"nan"``/``"inf"``/``"-inf"``. Refreshes the trial's
+        heartbeat."""
+        def work(s: Session) -> None:
+            trial = self._get(s, Trial, trial_id, "trial")
+            now = _now()
+            self._insert_ignore(s, TrialReport,
+                                {"trial_id": trial_id, "step": int(step), "seq": int(seq),
+                                 "metrics": finite_json(metrics), "created_at": now},
+                                ["trial_id", "step"])
+            trial.heartbeat_at = now
+        self._write(work)
+
+    def scheduler_decided(self, trial_id: int, milestone: int, value: float | None,
+                          cutoff: float | None, decision: str, seq: int) -> None:
+        """Record the decision at rung ``milestone``; a repeat of (trial, milestone) is ignored.
+        Non-finite ``value``/``cutoff`` are stored as NULL."""
+        def work(s: Session) -> None:
+            trial = self._get(s, Trial, trial_id, "trial")
+            now = _now()
+            self._insert_ignore(s, SchedulerEvent,
+                                {"trial_id": trial_id, "milestone": int(milestone),
+                                 "seq": int(seq), "value": _finite_float(value, "value"),
+                                 "cutoff": _finite_float(cutoff, "cutoff"),
+                                 "decision": str(decision), "created_at": now},
+                                ["trial_id", "milestone"])
+            trial.heartbeat_at = now
+        self._write(work)
+
+    def trial_finished(self, trial_id: int, status: str, reason: str | None,
+                       timing: Mapping[str, float]) -> None:
+        """Record the trial's terminal ``status``, ``reason``, finish time and its timing
+        (allocated_s, productive_s, eval_s, overhead_s in wall seconds; steps, samples, devices;
+        device_kind). Missing timing keys are stored as NULL.
+
+        Raises:
+            StoreError: unknown trial, or ``status`` not a terminal TRIAL_STATUSES entry.
+        """
+        terminal = tuple(x for x in TRIAL_STATUSES if x != "running")
+        if status not in terminal:
+            raise StoreError(f"trial status must be one of {terminal}, got {status!r}")
+
+        def work(s: Session) -> None:
+            trial = self._get(s, Trial, trial_id, "trial")
+            trial.status = status
+            trial.reason = reason
+            trial.finished_at = _now()
+            for name in _TIMING_FLOATS:
+                setattr(trial, name, _finite_float(timing.get(name), f"timing[{name!r}]"))
+            for name in _TIMING_INTS:
+                setattr(trial, name, _optional_int(timing.get(name), f"timing[{name!r}]"))
+            kind = timing.get("device_kind")
+            trial.device_kind = None if kind is None else str(kind)
+        self._write(work)
+
+    def proxy_sweep_finished(self, proxy_sweep_id: int, best: Mapping[str, Any]) -> None:
+        """Record the width's best trial (``best``) and mark the proxy sweep ``completed``."""
+        def work(s: Session) -> None:
+            row = self._get(s, ProxySweep, proxy_sweep_id, "proxy sweep")
+            row.best = finite_json(best)
+            row.status = "completed"
+            row.finished_at = _now()
+        self._write(work)
+
+    def rule_fitted(self, sweep_id: int, rule: Mapping[str, Any]) -> None:
+        """Record a fitted transfer rule; the whole mapping goes to ``data``.
+
+        Raises:
+            StoreError: unknown sweep, or ``rule`` lacks ``hyperparameter``.
+        """
+        if "hyperparameter" not in rule:
+            raise StoreError(f"a transfer rule needs 'hyperparameter'; got keys {sorted(rule)}")
+
+        def work(s: Session) -> None:
+            self._get(s, Sweep, sweep_id, "sweep")
+            s.add(TransferRule(sweep_id=sweep_id, hyperparameter=str(rule["hyperparameter"]),
+                               intercept=_finite_float(rule.get("intercept"), "intercept"),
+                               slope=_finite_float(rule.get("slope"), "slope"),
+                               data=finite_json(rule)))
+        self._write(work)
+
+    def target_started(self, sweep_id: int, trial_id: int, width: int,
+                       config: Mapping[str, Any]) -> int:
+        """Record the target run of trial ``trial_id`` (status ``running``); returns its id.
+
+        Raises:
+            StoreError: unknown sweep or trial, or the trial belongs to another sweep.
+        """
+        def work(s: Session) -> int:
+            self._get(s, Sweep, sweep_id, "sweep")
+            trial = self._get(s, Trial, trial_id, "trial")
+            if trial.sweep_id != sweep_id:
+                raise StoreError(f"trial {trial_id} belongs to sweep {trial.sweep_id}, "
+                                 f"not {sweep_id}")
+            row = TargetRun(sweep_id=sweep_id, trial_id=trial_id, width=int(width),
+                            config=finite_json(config), status="running")
+            s.add(row)
+            s.flush()
+            return row.id
+        return self._write(work)
+
+    def target_finished(self, target_id: int, val_loss: float | None, status: str) -> None:
+        """Record the target run's final validation loss (nats; NULL when not finite)."""
+        def work(s: Session) -> None:
+            row = self._get(s, TargetRun, target_id, "target run")
+            row.val_loss = _finite_float(val_loss, "val_loss")
+            row.status = str(status)
+        self._write(work)
+
+    def ledger_recorded(self, sweep_id: int, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Record cost figures, all in one transaction. Each entry needs scope, name, value
+        (NULL when None or not finite) and unit; trial_id, formula and inputs are optional.
+
+        Raises:
+            StoreError: unknown sweep or trial, or an entry misses a required key.
+        """
+        for index, entry in enumerate(entries):
+            missing = [k for k in ("scope", "name", "value", "unit") if k not in entry]
+            if missing:
+                raise StoreError(f"ledger entry {index} ({entry.get('name')!r}) misses "
+                                 f"{missing}")
+
+        def work(s: Session) -> None:
+            self._get(s, Sweep, sweep_id, "sweep")
+            for entry in entries:
+                trial_id = entry.get("trial_id")
+                if trial_id is not None:
+                    self._get(s, Trial, trial_id, "trial")
+                formula = entry.get("formula")
+                inputs = entry.get("inputs")
+                s.add(LedgerEntry(sweep_id=sweep_id, trial_id=trial_id, scope=str(entry["scope"]),
+                                  name=str(entry["name"]),
+                                  value=_finite_float(entry["value"], f"ledger {entry['name']}"),
+                                  unit=str(entry["unit"]),
+                                  formula=None if formula is None else str(formula),
+                                  inputs=None if inputs is None else finite_json(inputs)))
+        self._write(work)
+
+    def sweep_finished(self, sweep_id: int, status: str, reason: str | None = None) -> None:
+        """Record the sweep's end: ``status`` (``completed``, ``failed``, …), reason, time."""
+        def work(s: Session) -> None:
+            row = self._get(s, Sweep, sweep_id, "sweep")
+            row.status = str(status)
+            row.reason = reason
+            row.finished_at = _now()
+        self._write(work)
+
+    # ------------------------------------------------------------------ reads
+    def list_sweeps(self) -> list[dict[str, Any]]:
+        """Every sweep row as plain data (config included), oldest first."""
+        return self._read(lambda s: [_row(r) for r in s.scalars(select(Sweep).order_by(Sweep.id))])
+
+    def counts(self, sweep_id: int) -> dict[str, int]:
+        """Rows per table that belong to sweep ``sweep_id`` (``sweeps`` is 1).
+
+        Raises:
+            StoreError: unknown sweep.
+        """
+        def work(s: Session) -> dict[str, int]:
+            self._get(s, Sweep, sweep_id, "sweep")
+            trial_ids = select(Trial.id).where(Trial.sweep_id == sweep_id).scalar_subquery()
+
+            def count(model: type[Base], *where: Any) -> int:
+                return int(s.scalar(select(func.count()).select_from(model).where(*where)) or 0)
+            return {
+                "sweeps": 1,
+                "provenance": count(Provenance, Provenance.sweep_id == sweep_id),
+                "proxy_sweeps": count(ProxySweep, ProxySweep.sweep_id == sweep_id),
+                "trials": count(Trial, Trial.sweep_id == sweep_id),
+                "trial_reports": count(TrialReport, TrialReport.trial_id.in_(trial_ids)),
+                "scheduler_events": count(SchedulerEvent, SchedulerEvent.trial_id.in_(trial_ids)),
+                "transfer_rules": count(TransferRule, TransferRule.sweep_id == sweep_id),
+                "target_runs": count(TargetRun, TargetRun.sweep_id == sweep_id),
+                "ledger_entries": count(LedgerEntry, LedgerEntry.sweep_id == sweep_id),
+            }
+        return self._read(work)
+
+    def sweep_rows(self, sweep_id: int) -> dict[str, Any]:
+        """Everything recorded for sweep ``sweep_id`` as plain JSON-able data.
+
+        Returns:
+            ``{"sweep", "provenance", "proxy_sweeps", "trials" (each with its "reports":
+            [{"step", "seq", "metrics"}] by step), "events" (by seq), "rules", "target" (the
+            latest target run or None), "ledger"}``; timestamps are UTC ISO 8601 strings.
+        Raises:
+            StoreError: unknown sweep.
+        """
+        def work(s: Session) -> dict[str, Any]:
+            sweep = self._get(s, Sweep, sweep_id, "sweep")
+            prov = s.scalar(select(Provenance).where(Provenance.sweep_id == sweep_id))
+            proxies = s.scalars(select(ProxySweep).where(ProxySweep.sweep_id == sweep_id)
+                                .order_by(ProxySweep.id)).all()
+            trials = s.scalars(select(Trial).where(Trial.sweep_id == sweep_id)
+                               .order_by(Trial.id)).all()
+            trial_ids = [t.id for t in trials]
+            reports: dict[int, list[dict[str, Any]]] = {t: [] for t in trial_ids}
+            events: list[dict[str, Any]] = []
+            if trial_ids:
+                for r in s.scalars(select(TrialReport).where(TrialReport.trial_id.in_(trial_ids))
+                                   .order_by(TrialReport.trial_id, TrialReport.step)):
+                    reports[r.trial_id].append({"step": r.step, "seq": r.seq,
+                                                "metrics": r.metrics})
+                events = [_row(e) for e in s.scalars(
+                    select(SchedulerEvent).where(SchedulerEvent.trial_id.in_(trial_ids))
+                    .order_by(SchedulerEvent.seq, SchedulerEvent.id))]
+            rules = s.scalars(select(TransferRule).where(TransferRule.sweep_id == sweep_id)
+                              .order_by(TransferRule.id)).all()
+            target = s.scalars(select(TargetRun).where(TargetRun.sweep_id == sweep_id)
+                               .order_by(TargetRun.id.desc()).limit(1)).first()
+            ledger = s.scalars(select(LedgerEntry).where(LedgerEntry.sweep_id == sweep_id)
+                               .order_by(LedgerEntry.id)).all()
+            return {
+                "sweep": _row(sweep),
+                "provenance": dict(prov.data) if prov is not None else {},
+                "proxy_sweeps": [_row(p) for p in proxies],
+                "trials": [{**_row(t), "reports": reports[t.id]} for t in trials],
+                "events": events,
+                "rules": [_row(r) for r in rules],
+                "target": _row(target) if target is not None else None,
+                "ledger": [_row(e) for e in ledger],
+            }
+        return self._read(work)

@@ -1,0 +1,44 @@
+"""Alembic environment of the mutune results database.
+
+The URL comes from the Alembic config (``sqlalchemy.url``, set by
+:func:`mutune.services.store.upgrade`); the engine is built by
+:func:`mutune.services.store.make_engine`, so SQLite gets the same pragmas as the store.
+"""
+from __future__ import annotations
+
+from alembic import context
+
+from mutune.services.store._engine import make_engine
+from mutune.services.store._models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def run_migrations_offline() -> None:
+    """Emit SQL for the configured URL without connecting."""
+    context.configure(url=config.get_main_option("sqlalchemy.url"),
+                      target_metadata=target_metadata, literal_binds=True,
+                      dialect_opts={"paramstyle": "named"}, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    """Connect to the configured URL and migrate it."""
+    engine = make_engine(config.get_main_option("sqlalchemy.url"))
+    try:
+        with engine.connect() as connection:
+            context.configure(connection=connection, target_metadata=target_metadata,
+                              render_as_batch=connection.dialect.name == "sqlite",
+                              compare_type=True)
+            with context.begin_transaction():
+                context.run_migrations()
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

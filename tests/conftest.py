@@ -1,0 +1,90 @@
+"""Shared fixtures: an empty database per test on SQLite and PostgreSQL, and a local Ray.
+
+PostgreSQL: the server at ``MUTUNE_TEST_POSTGRES`` (default
+``postgresql://postgres@127.0.0.1:5432/test``) must accept CREATE DATABASE; each test gets a
+fresh ``mutune_test_<hex>`` database, dropped afterwards. When the server is unreachable the
+PostgreSQL cases are skipped, unless ``MUTUNE_REQUIRE_POSTGRES=1`` makes that a failure.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+POSTGRES_ADMIN_URL = os.environ.get("MUTUNE_TEST_POSTGRES",
+                                    "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _postgres_admin():
+    """An autocommit psycopg connection to the admin database, or skip/fail if unreachable."""
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - psycopg is a dependency
+        reason = f"psycopg is not installed: {exc}"
+    else:
+        try:
+            return psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3)
+        except psycopg.Error as exc:
+            reason = f"PostgreSQL at {POSTGRES_ADMIN_URL} unreachable: {exc}"
+    if os.environ.get("MUTUNE_REQUIRE_POSTGRES") == "1":
+        pytest.fail(reason + " (MUTUNE_REQUIRE_POSTGRES=1)")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """URL of a fresh, empty PostgreSQL database, dropped after the test."""
+    from sqlalchemy.engine import make_url
+
+    admin = _postgres_admin()
+    name = f"mutune_test_{secrets.token_hex(6)}"
+    try:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        url = make_url(POSTGRES_ADMIN_URL).set(database=name)
+        yield url.render_as_string(hide_password=False)
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture(params=["sqlite",
+                        pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """URL of an empty database: a SQLite file under ``tmp_path`` or a fresh PostgreSQL db."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'db' / 'mutune.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[None]:
+    """A real local Ray cluster for the whole session: 2 CPUs, no dashboard."""
+    import logging
+
+    import ray
+
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+def tiny_config():
+    """The quickstart config shrunk to seconds: widths 16/32, 4 samples, max_t 27, target 64."""
+    from mutune.config import load_config, parse_config
+
+    d = load_config().model_dump(mode="json")
+    d["widths"] = [16, 32]
+    d["model"]["base_width"] = 16
+    d["target"]["width"] = 64
+    d["search"]["num_samples"] = 4
+    d["search"]["scheduler"].update(grace_period=3, reduction_factor=3, max_t=27)
+    d["train"]["eval_every"] = 3
+    return parse_config(d)

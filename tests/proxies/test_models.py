@@ -1,0 +1,226 @@
+"""μP proxy models: SP equivalence at the base width, shapes, causality, init, guards, training."""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import mup
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from mutune.errors import ProxyError
+from mutune.proxies import (MuGPT, MuMLP, build_gpt, build_mlp, build_parametrized,
+                            classification_batch, count_parameters, load_digits_data,
+                            make_optimizer)
+
+GPT_KW = dict(vocab=256, seq_len=16, depth=2, d_head=8, ffn_ratio=4)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Seed torch's global RNG inside a fork, so nothing leaks to other tests."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def _mlp(width, parametrization, *, base_width=16, depth=2, seed=0):
+    with seeded(seed):
+        return build_mlp(width, d_in=64, n_classes=10, depth=depth, base_width=base_width,
+                         parametrization=parametrization)
+
+
+def _gpt(width, parametrization, *, base_width=16, seed=0):
+    with seeded(seed):
+        return build_gpt(width, base_width=base_width, parametrization=parametrization, **GPT_KW)
+
+
+def _two_steps(model, x, loss_fn):
+    opt = make_optimizer(model, lr=1e-2, weight_decay=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        loss_fn(model(x)).backward()
+        opt.step()
+    with torch.no_grad():
+        return model(x)
+
+
+@settings(max_examples=8, deadline=None)
+@given(base_width=st.integers(8, 48), depth=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_mup_mlp_equals_sp_twin_at_base_width(base_width, depth, seed):
+    mu = _mlp(base_width, "mup", base_width=base_width, depth=depth, seed=seed)
+    sp = _mlp(base_width, "sp", base_width=base_width, depth=depth, seed=seed)
+    for (name, a), (_, b) in zip(mu.named_parameters(), sp.named_parameters()):
+        assert torch.equal(a, b), name
+    x = torch.rand(5, 64, generator=torch.Generator().manual_seed(seed))
+    target = torch.arange(5) % 10
+    out_mu = _two_steps(mu, x, lambda z: nn.functional.cross_entropy(z, target))
+    out_sp = _two_steps(sp, x, lambda z: nn.functional.cross_entropy(z, target))
+    assert out_mu.abs().sum() > 0
+    assert torch.equal(out_mu, out_sp)
+
+
+def test_mup_gpt_equals_sp_twin_at_base_width():
+    mu, sp = _gpt(16, "mup"), _gpt(16, "sp")
+    idx = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(1))
+    loss = lambda z: z.logsumexp(-1).mean()  # noqa: E731
+    assert torch.equal(_two_steps(mu, idx, loss), _two_steps(sp, idx, loss))
+
+
+def test_sp_differs_from_mup_above_base_width():
+    mu, sp = _mlp(64, "mup"), _mlp(64, "sp")
+    assert mu.readout.width_mult() == 4 and sp.readout.width_mult() == 1
+    groups = make_optimizer(mu, lr=1.0).param_groups
+    assert sorted(g["lr"] for g in groups) == [0.25, 1.0]  # hidden (matrix-like) lr / width_mult
+
+
+@pytest.mark.parametrize("width", [16, 32])
+def test_gpt_forward_shapes_and_causality(width):
+    model = _gpt(width, "mup")
+    # make the readout non-zero, so logits depend on the inputs
+    with seeded(3), torch.no_grad():
+        model.readout.weight.normal_()
+        for block in model.blocks:
+            block.qkv.weight.normal_(std=0.3)
+    idx = torch.randint(0, 256, (3, 12), generator=torch.Generator().manual_seed(2))
+    logits = model(idx)
+    assert logits.shape == (3, 12, 256)
+    changed = idx.clone()
+    changed[:, 8] = (changed[:, 8] + 1) % 256
+    after = model(changed)
+    assert torch.allclose(logits[:, :8], after[:, :8], atol=1e-6)
+    assert not torch.allclose(logits[:, 8:], after[:, 8:])
+    with pytest.raises(ProxyError, match="seq_len"):
+        model(torch.zeros(1, GPT_KW["seq_len"] + 1, dtype=torch.long))
+
+
+def test_readout_is_zero_at_init():
+    x = torch.rand(4, 64, generator=torch.Generator().manual_seed(0))
+    assert torch.count_nonzero(_mlp(32, "mup")(x)) == 0
+    idx = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
+    assert torch.count_nonzero(_gpt(32, "mup")(idx)) == 0
+    block = _gpt(32, "mup").blocks[0]
+    assert torch.count_nonzero(block.qkv.weight[:32]) == 0  # zero query
+    assert torch.count_nonzero(block.qkv.weight[32:]) > 0
+
+
+def test_gpt_init_variance_scales_like_one_over_fan_in():
+    def std(model):
+        return model.blocks[0].proj.weight.std().item(), model.tok_emb.weight.std().item()
+    (mu_small, emb_small), (mu_big, emb_big) = std(_gpt(16, "mup")), std(_gpt(128, "mup"))
+    assert mu_big / mu_small == pytest.approx(math.sqrt(16 / 128), rel=0.15)
+    assert emb_big / emb_small == pytest.approx(1.0, rel=0.1)  # vector-like: width-independent
+    sp_small, sp_big = std(_gpt(16, "sp"))[0], std(_gpt(128, "sp"))[0]
+    assert sp_big / sp_small == pytest.approx(1.0, rel=0.15)  # SP: constant std
+
+
+class _Tied(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.emb = nn.Embedding(64, width)
+        self.hidden = nn.Linear(width, width)
+        self.readout = mup.MuSharedReadout(self.emb.weight, bias=False)
+
+    def forward(self, idx):
+        return self.readout(self.hidden(self.emb(idx)))
+
+
+def test_shared_readout_embedding_init_does_not_grow_with_width():
+    """mup issue 55: set_base_shapes rescales the shared weight by √width_mult; we undo it."""
+    with seeded(0):
+        small = build_parametrized(_Tied, 16, 16, "mup")
+        big = build_parametrized(_Tied, 256, 16, "mup")
+    assert big.emb.weight.std().item() == pytest.approx(small.emb.weight.std().item(), rel=0.1)
+
+
+class _PlainReadout(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.hidden = nn.Linear(8, width)
+        self.out = nn.Linear(width, 3)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.hidden(x)))
+
+
+def test_guard_plain_linear_readout():
+    with pytest.raises(ProxyError, match="MuReadout"):
+        build_parametrized(_PlainReadout, 32, 16, "mup")
+    build_parametrized(_PlainReadout, 32, 16, "sp")  # SP needs no MuReadout
+
+
+def test_guard_mup_declared_but_nothing_scales():
+    def ignores_width(width):
+        return MuMLP(64, 16, 10)
+    with pytest.raises(ProxyError, match="nothing scales"):
+        build_parametrized(ignores_width, 64, 16, "mup")
+    build_parametrized(ignores_width, 16, 16, "mup")  # at base width multipliers are 1 by rule
+
+
+def test_guard_adam_with_weight_decay():
+    model = _mlp(32, "mup")
+    with pytest.raises(ProxyError, match="adamw"):
+        make_optimizer(model, lr=1e-3, weight_decay=0.01, kind="adam")
+    assert isinstance(make_optimizer(model, lr=1e-3, kind="adam"), torch.optim.Adam)
+    assert isinstance(make_optimizer(model, lr=1e-3, weight_decay=0.1), torch.optim.AdamW)
+    assert isinstance(make_optimizer(model, lr=1e-3, kind="sgd"), torch.optim.SGD)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(width=32, base_width=16, parametrization="ntk"), "unknown parametrization"),
+    (dict(width=8, base_width=16, parametrization="mup"), "width=8 < base_width=16"),
+    (dict(width=16, base_width=0, parametrization="mup"), "base_width must be >= 1"),
+])
+def test_guard_bad_arguments(kwargs, match):
+    with pytest.raises(ProxyError, match=match):
+        build_parametrized(lambda w: MuMLP(64, w, 10), **kwargs)
+
+
+def test_other_input_errors():
+    with pytest.raises(ProxyError, match="multiple of d_head"):
+        MuGPT(20, d_head=8)
+    with pytest.raises(ProxyError, match="depth"):
+        MuMLP(64, 16, 10, depth=0)
+    with pytest.raises(ProxyError, match="lr"):
+        make_optimizer(_mlp(16, "sp"), lr=-1.0)
+    with pytest.raises(ProxyError, match="unknown optimizer"):
+        make_optimizer(_mlp(16, "sp"), lr=1e-3, kind="lion")
+    with pytest.raises(ProxyError, match="infshape"):
+        make_optimizer(MuMLP(64, 16, 10), lr=1e-3)
+
+
+def test_count_parameters():
+    assert count_parameters(MuMLP(64, 16, 10, depth=2)) == 64 * 16 + 16 * 16 + 16 * 10
+
+
+@pytest.mark.parametrize("width", [32, 64])
+def test_adam_steps_reduce_training_loss_on_digits(width):
+    data = load_digits_data(seed=0)
+    model = _mlp(width, "mup", base_width=32)
+    opt = make_optimizer(model, lr=2 ** -7, kind="adam")
+    x_all, y_all = torch.from_numpy(data.train_x), torch.from_numpy(data.train_y)
+
+    def train_loss():
+        with torch.no_grad():
+            return nn.functional.cross_entropy(model(x_all), y_all).item()
+
+    before = train_loss()
+    for step in range(30):
+        xb, yb = classification_batch(data, 64, seed=0, step=step)
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(torch.from_numpy(xb)), torch.from_numpy(yb)).backward()
+        opt.step()
+    after = train_loss()
+    assert before == pytest.approx(math.log(10), rel=1e-5)  # zero readout: uniform logits
+    assert after < 0.5 * before

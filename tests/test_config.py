@@ -1,0 +1,82 @@
+"""The sweep config: the shipped configs load, and bad input names field, value and rule."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mutune.config import default_config_path, load_config, parse_config
+from mutune.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def quick() -> dict:
+    return yaml.safe_load(default_config_path().read_text())
+
+
+def test_embedded_quickstart_is_the_repo_file():
+    assert (ROOT / "configs" / "quickstart.yaml").read_bytes() == \
+        default_config_path().read_bytes()
+
+
+def test_shipped_configs_load():
+    q = load_config()
+    assert q.model.family == "mlp" and q.data.kind == "digits"
+    assert len(q.widths) >= 3 and q.search.num_samples >= 16
+    assert q.target.width >= 8 * q.widths[0]
+    assert {"lr", "output_mult"} <= set(q.search.space)
+    g = load_config(ROOT / "configs" / "gpt-text.yaml")
+    assert g.model.family == "gpt" and g.data.kind == "text" and g.data.path is None
+    assert len(g.widths) >= 3 and g.target.width >= 8 * g.widths[0]
+
+
+@pytest.mark.parametrize("mutate, field, value, rule", [
+    (lambda d: d.update(bogus=1), "bogus", "1", "unknown key"),
+    (lambda d: d["search"]["scheduler"].update(max_t=5), "search.scheduler", "max_t (5)",
+     "must be >= grace_period (20)"),
+    (lambda d: d["search"]["scheduler"].update(reduction_factor=1),
+     "search.scheduler.reduction_factor", "1", "greater than or equal to 2"),
+    (lambda d: d.update(widths=[128, 64, 256]), "(root)", "widths [128, 64, 256]",
+     "strictly increasing"),
+    (lambda d: d["target"].update(width=256), "(root)", "target.width (256)",
+     "must be > the largest proxy width (256)"),
+    (lambda d: d["search"]["space"].pop("lr"), "search", "'lr'", "must search"),
+    (lambda d: d["search"]["space"]["lr"].update(low=-1), "search.space.lr.low", "-1",
+     "greater than 0"),
+    (lambda d: d["search"]["space"].update(dropout={"type": "uniform", "low": 0, "high": 1}),
+     "search", "'dropout'", "unknown hyperparameter"),
+    (lambda d: d["model"].update(family="resnet"), "model", "resnet", "does not match"),
+])
+def test_errors_name_field_value_and_rule(quick, mutate, field, value, rule):
+    d = copy.deepcopy(quick)
+    mutate(d)
+    with pytest.raises(ConfigError) as exc:
+        parse_config(d)
+    msg = str(exc.value)
+    line = next((ln for ln in msg.splitlines() if ln.strip().startswith(field)), None)
+    assert line is not None, msg
+    assert value in line and rule in line, msg
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    top = tmp_path / "list.yaml"
+    top.write_text("- 1\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(top)
+
+
+def test_gpt_widths_must_divide_by_d_head():
+    d = yaml.safe_load((ROOT / "configs" / "gpt-text.yaml").read_text())
+    d["widths"] = [32, 40, 64]
+    with pytest.raises(ConfigError, match=r"width 40 must be a multiple of model.d_head \(16\)"):
+        parse_config(d)
