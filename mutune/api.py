@@ -13,7 +13,7 @@ from typing import Any
 
 from mutune.config import SweepConfig, load_config
 
-__all__ = ["run", "RunResult", "DEFAULT_DB"]
+__all__ = ["run", "rerun", "RunResult", "DEFAULT_DB"]
 
 #: The results database used when neither ``db`` nor ``MUTUNE_DB`` is given.
 DEFAULT_DB = "sqlite:///mutune.db"
@@ -76,8 +76,8 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
         MutuneError: a stage failed; the sweep is recorded as failed with the reason.
     """
     from mutune.pipeline import run_pipeline
-    from mutune.services.report import (build_report, plot_loss_vs_lr, render_report,
-                                        write_report_json)
+    from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
+                                        render_report, write_report_json)
     from mutune.services.store import Store
 
     cfg = config if isinstance(config, SweepConfig) else load_config(config)
@@ -102,7 +102,43 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
     report = build_report(rows)
     report_path = write_report_json(report, out / "report.json")
     plot_path = plot_loss_vs_lr(rows, out / "loss_vs_lr.png")
+    plot_transfer(report, out / "transfer.png")
     if console is not None:
         render_report(report, console)
-        console.print(f"report: {report_path}  plot: {plot_path}  db: {url}")
+        console.print(f"report: {report_path}  plots: {plot_path}, {out / 'transfer.png'}  "
+                      f"db: {url}")
     return RunResult(result.sweep_id, report, report_path, plot_path, url)
+
+
+def rerun(sweep_id: int, *, db: str | None = None,
+          out_dir: str | os.PathLike[str] = "mutune-out", console: Any = None,
+          progress: bool = True) -> tuple[RunResult, list[str]]:
+    """Re-execute a stored sweep with the same config and seeds (a new sweep id).
+
+    Before running, the recorded provenance (package versions, Python, CPU, dataset
+    fingerprint) is compared with this environment's; each difference is returned (and printed
+    on ``console``) as a warning, since it may change the numbers. At concurrency 1 on CPU
+    with nothing different, the rerun's reports equal the original's.
+
+    Returns:
+        (the new run's RunResult, the provenance warnings).
+    Raises:
+        StoreError: no such sweep. ConfigError: the stored config no longer validates.
+    """
+    from mutune.config import parse_config
+    from mutune.proxies.task import load_task_data
+    from mutune.provenance import collect_provenance, provenance_differences
+    from mutune.services.store import Store
+
+    url = resolve_db(db)
+    with Store.open(url) as store:
+        rows = store.sweep_rows(sweep_id)
+    cfg = parse_config(rows["sweep"]["config"], source=f"sweep {sweep_id} in {url}")
+    data = load_task_data(cfg)
+    now = collect_provenance({"kind": cfg.data.kind, "fingerprint": data.fingerprint,
+                              "size_bytes": data.size_bytes})
+    warnings = provenance_differences(rows.get("provenance") or {}, now)
+    if console is not None:
+        for w in warnings:
+            console.print(f"[yellow]warning:[/] provenance differs: {w}", highlight=False)
+    return run(cfg, db=url, out_dir=out_dir, console=console, progress=progress), warnings

@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from mutune.errors import ConfigError
 
 __all__ = [
-    "SweepConfig", "MLPModel", "GPTModel", "DigitsData", "TextData", "LogUniform", "Uniform",
-    "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig", "TargetConfig", "RayConfig",
+    "SweepConfig", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData", "LogUniform", "Uniform",
+    "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig", "TargetConfig", "TransferConfig",
+    "RayConfig",
     "load_config", "parse_config", "default_config_path", "SEARCHABLE",
 ]
 
@@ -85,7 +86,9 @@ class GPTModel(_Strict):
     d_head: int = Field(default=16, ge=1)
     ffn_ratio: int = Field(default=4, ge=1)
     seq_len: int = Field(default=64, ge=2)
-    vocab: int = Field(default=256, ge=2, le=256)
+    vocab: int = Field(default=256, ge=2, le=65536)
+    positions: Literal["learned", "rotary"] = "learned"
+    tied: bool = False
 
 
 class DigitsData(_Strict):
@@ -101,9 +104,17 @@ class TextData(_Strict):
     path: str | None = None
 
 
+class TokenData(_Strict):
+    """A nanoGPT-style ``uint16`` token file, or a folder with ``train.bin`` and ``val.bin``;
+    the model's ``vocab`` must cover every token id."""
+    kind: Literal["tokens"]
+    path: str = Field(min_length=1)
+
+
 class SchedulerConfig(_Strict):
-    """ASHA (Li et al. 2020): rungs at grace_period·η^k ≤ max_t, fidelity = training steps."""
-    kind: Literal["asha"] = "asha"
+    """ASHA (Li et al. 2020) or asynchronous Hyperband (Li et al. 2018; brackets with grace
+    periods r·η^s): rungs at grace_period·η^k ≤ max_t, fidelity = training steps."""
+    kind: Literal["asha", "hyperband"] = "asha"
     grace_period: int = Field(default=20, ge=1)
     reduction_factor: int = Field(default=3, ge=2)
     max_t: int = Field(default=200, ge=1)
@@ -154,16 +165,45 @@ class TrainConfig(_Strict):
 
 
 class TargetConfig(_Strict):
-    """The one full-size run trained with the transferred hyperparameters."""
+    """The one full-size run trained with the transferred hyperparameters; ``steps`` and
+    ``batch_size`` default to the proxies' max_t and batch size."""
     width: int = Field(ge=1)
     steps: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1)
+
+
+class TransferConfig(_Strict):
+    """How optima become transfer rules (mutune.transfer, mutune.scaling).
+
+    ``tolerance``: |width exponent| a μP rule may show and still be ``stable``.
+    ``horizon``: ``highest_rung`` fits rules on each width's highest-rung optimum;
+    ``extrapolate`` uses LR*(steps) fitted across rungs, extrapolated to the target's steps
+    (short-horizon bias, Wu et al. 2018). ``lr_batch_rule``: how lr moves when the target's
+    batch differs (``auto``: square root for Adam, Malladi et al. 2022; linear for SGD, Goyal
+    et al. 2017). ``token_beta``: apply LR* ∝ D^-β (Bjorck et al. 2025) when the target trains
+    on more samples than the proxies' max_t budget (None: off). ``weight_decay_rule``:
+    ``timescale`` keeps the AdamW timescale τ = B/(η·λ·D) (Wang & Aitchison 2024)."""
+    tolerance: float = Field(default=0.1, gt=0)
+    n_boot: int = Field(default=1000, ge=50)
+    n_boot_optimum: int = Field(default=300, ge=50)
+    horizon: Literal["highest_rung", "extrapolate"] = "highest_rung"
+    lr_batch_rule: Literal["auto", "sqrt", "linear", "none"] = "auto"
+    token_beta: float | None = Field(default=None, gt=0)
+    weight_decay_rule: Literal["timescale", "none"] = "timescale"
 
 
 class RayConfig(_Strict):
-    """Execution on Ray: a local cluster of ``num_cpus`` or an existing cluster at ``address``."""
+    """Execution on Ray: a local cluster of ``num_cpus`` or an existing cluster at ``address``.
+
+    ``gpus_per_trial`` > 0 trains each trial on its CUDA device (bf16 autocast, flash
+    attention) and bills GPUs in the ledger; 0 trains on CPU threads and bills CPUs.
+    ``max_concurrent_trials`` caps trials running at once (1 makes the report order, and so
+    ASHA's asynchronous decisions, reproducible); None lets the granted CPUs decide."""
     address: str | None = None
     num_cpus: int = Field(default=2, ge=1)
     cpus_per_trial: float = Field(default=1, gt=0)
+    gpus_per_trial: float = Field(default=0, ge=0)
+    max_concurrent_trials: int | None = Field(default=None, ge=1)
     device_kind: str = "cpu"
 
 
@@ -172,11 +212,12 @@ class SweepConfig(_Strict):
     name: str = Field(min_length=1, max_length=200)
     seed: int = Field(default=0, ge=0)
     model: Annotated[Union[MLPModel, GPTModel], Field(discriminator="family")]
-    data: Annotated[Union[DigitsData, TextData], Field(discriminator="kind")]
+    data: Annotated[Union[DigitsData, TextData, TokenData], Field(discriminator="kind")]
     widths: list[int] = Field(min_length=2)
     search: SearchConfig
     train: TrainConfig = TrainConfig()
     target: TargetConfig
+    transfer: TransferConfig = TransferConfig()
     ray: RayConfig = RayConfig()
 
     @model_validator(mode="after")
@@ -196,8 +237,14 @@ class SweepConfig(_Strict):
                 if width % self.model.d_head:
                     raise ValueError(f"width {width} must be a multiple of model.d_head "
                                      f"({self.model.d_head})")
-            if not isinstance(self.data, TextData):
-                raise ValueError("a gpt model needs data.kind: text")
+            if isinstance(self.data, DigitsData):
+                raise ValueError("a gpt model needs data.kind: text or tokens")
+            if isinstance(self.data, TextData) and self.model.vocab != 256:
+                raise ValueError(f"model.vocab ({self.model.vocab}) must be 256 for byte-level "
+                                 "text data")
+            if self.model.positions == "rotary" and self.model.d_head % 2:
+                raise ValueError(f"rotary positions need an even model.d_head "
+                                 f"({self.model.d_head})")
         elif not isinstance(self.data, DigitsData):
             raise ValueError("an mlp model needs data.kind: digits")
         if self.ray.cpus_per_trial > self.ray.num_cpus:

@@ -6,10 +6,12 @@ the recorder as they happen.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,12 +20,15 @@ from mutune.config import SweepConfig
 from mutune.errors import SearchError
 from mutune.recorder import Recorder
 
-__all__ = ["run_pipeline", "PipelineResult", "ProxyResult", "compute_cost"]
+__all__ = ["run_pipeline", "open_sweep", "SweepRun", "sweep_width", "fit_rules",
+           "predict_target_loss", "train_target",
+           "PipelineResult", "ProxyResult", "compute_cost"]
 
 
 @dataclass(frozen=True)
 class ProxyResult:
-    """One width's sweep: its best trial at rung ``milestone`` (steps) and value there."""
+    """One width's sweep: its best trial at rung ``milestone`` (steps) and value there, and
+    the smoothed optimum of each hyperparameter (:func:`mutune.transfer.width_optimum`)."""
     width: int
     proxy_sweep_id: int
     best_trial_id: int
@@ -31,6 +36,7 @@ class ProxyResult:
     best_val_loss: float
     milestone: int
     trials: int
+    optimum: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,50 @@ class PipelineResult:
 
 
 Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class SweepRun:
+    """One sweep in progress: what every stage needs (config, recorder, task, ids, counters).
+
+    Made by :func:`open_sweep`; the stage functions below take it as their first argument, so
+    the main job, the benchmarks and the checks drive the same code.
+    """
+    config: SweepConfig
+    recorder: Recorder
+    task: Any
+    sweep_id: int
+    out_dir: Path
+    seq: itertools.count
+    on_progress: Progress | None = None
+
+
+@contextlib.contextmanager
+def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
+               on_progress: Progress | None = None) -> Iterator[SweepRun]:
+    """Load the data, record the sweep (with provenance) and hold a Ray cluster for the block.
+
+    The sweep is recorded ``completed`` when the block ends normally and ``failed`` with the
+    reason when it raises (the error propagates; rows recorded before stay).
+    """
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.provenance import collect_provenance
+    from mutune.search.tuner import ray_cluster
+
+    data = load_task_data(config)
+    dataset = {"kind": config.data.kind, "fingerprint": data.fingerprint,
+               "size_bytes": data.size_bytes}
+    sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed,
+                                      collect_provenance(dataset))
+    try:
+        run = SweepRun(config, recorder, ProxyTask(config.model, config.train, data), sweep_id,
+                       Path(out_dir), itertools.count(1), on_progress)
+        with ray_cluster(config.ray):
+            yield run
+    except BaseException as err:
+        recorder.sweep_finished(sweep_id, "failed", f"{type(err).__name__}: {err}"[:2000])
+        raise
+    recorder.sweep_finished(sweep_id, "completed")
 
 
 def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
@@ -61,90 +111,147 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         SearchError, ProxyError, FitError: a stage failed; the sweep is recorded as failed
             with the reason, and everything recorded before stays.
     """
-    from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.provenance import collect_provenance
-
-    data = load_task_data(config)
-    dataset = {"kind": config.data.kind, "fingerprint": data.fingerprint,
-               "size_bytes": data.size_bytes}
-    sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed,
-                                      collect_provenance(dataset))
-    try:
-        task = ProxyTask(config.model, config.train, data)
-        result = _run_stages(config, recorder, task, sweep_id, Path(out_dir), on_progress)
-    except BaseException as err:
-        recorder.sweep_finished(sweep_id, "failed", f"{type(err).__name__}: {err}"[:2000])
-        raise
-    recorder.sweep_finished(sweep_id, "completed")
-    return result
+    with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress) as run:
+        swept = [sweep_width(run, width, i) for i, width in enumerate(config.widths)]
+        proxies = [p for p, _ in swept]
+        rules, target_hp, settings = fit_rules(run, proxies)
+        law = predict_target_loss(run, swept, target_hp)
+        target, trec = train_target(run, target_hp, settings)
+        if law.get("predicted_val_loss") is not None:
+            target["predicted_val_loss"] = law["predicted_val_loss"]
+            target["predicted_val_loss_interval"] = law["predicted_val_loss_interval"]
+        cost, entries = compute_cost(config, {p.width: o for p, o in swept}, trec)
+        recorder.ledger_recorded(run.sweep_id, entries)
+    return PipelineResult(run.sweep_id, proxies, rules, target, cost)
 
 
-def _run_stages(config: SweepConfig, recorder: Recorder, task: Any, sweep_id: int,
-                out_dir: Path, on_progress: Progress | None) -> PipelineResult:
-    from mutune.scaling.rules import fit_transfer_rule
+def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any]:
+    """One ASHA sweep at ``width`` (proxy number ``index``, which seeds its trials), and its
+    best trial at the highest rung with at least 3 trials (DESIGN.md §4).
+
+    Returns:
+        (ProxyResult, the run's :class:`~mutune.search.tuner.RunOutcome`).
+    Raises:
+        SearchError: every trial diverged or failed.
+    """
     from mutune.search.best import best_at_rung
     from mutune.search.space import sample_configs, trial_seeds
-    from mutune.search.tuner import ray_cluster, run_trials
+    from mutune.search.tuner import run_trials
 
+    config, recorder = run.config, run.recorder
     search, sched = config.search, config.search.scheduler
-    seq = itertools.count(1)
-    proxies: list[ProxyResult] = []
-    outcomes = {}
-    with ray_cluster(config.ray):
-        for i, width in enumerate(config.widths):
-            hps = sample_configs(search, config.seed, i)
-            seeds = trial_seeds(config.seed, i, len(hps))
-            points = [{"hparams": hp, "seed": s, "index": k}
-                      for k, (hp, s) in enumerate(zip(hps, seeds))]
-            settings = {"scheduler": sched.model_dump(), "num_samples": search.num_samples,
-                        "metric": search.metric, "mode": search.mode}
-            ps_id = recorder.proxy_sweep_started(sweep_id, width, settings)
-            label = f"width {width}"
-            outcome = run_trials(points, task=task, width=width, max_t=sched.max_t,
-                                 recorder=recorder, sweep_id=sweep_id, proxy_sweep_id=ps_id,
-                                 kind="proxy", scheduler=sched, metric=search.metric,
-                                 mode=search.mode, ray_cfg=config.ray, storage=out_dir / "ray",
-                                 name=f"sweep{sweep_id}-w{width}", seq=seq,
-                                 on_progress=_bind(on_progress, label, len(points)))
-            outcomes[width] = outcome
-            best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3)
-            rec = next(t for t in outcome.trials if t.key == best.trial)
-            proxies.append(ProxyResult(width, ps_id, rec.trial_id, dict(rec.point["hparams"]),
-                                       best.value, best.milestone, len(outcome.trials)))
-            recorder.proxy_sweep_finished(ps_id, {
-                "trial_id": rec.trial_id, "milestone": best.milestone,
-                "config": rec.point["hparams"], "val_loss": best.value,
-                "trials": len(outcome.trials), "rung_trials": best.n_trials})
+    hps = sample_configs(search, config.seed, index)
+    seeds = trial_seeds(config.seed, index, len(hps))
+    points = [{"hparams": hp, "seed": s, "index": k}
+              for k, (hp, s) in enumerate(zip(hps, seeds))]
+    settings = {"scheduler": {**sched.model_dump(), "seed": config.seed},
+                "num_samples": search.num_samples,
+                "metric": search.metric, "mode": search.mode,
+                "parametrization": config.model.parametrization}
+    ps_id = recorder.proxy_sweep_started(run.sweep_id, width, settings)
+    outcome = run_trials(points, task=run.task, width=width, max_t=sched.max_t,
+                         recorder=recorder, sweep_id=run.sweep_id, proxy_sweep_id=ps_id,
+                         kind="proxy", scheduler=sched, metric=search.metric,
+                         mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
+                         name=f"sweep{run.sweep_id}-w{width}", seq=run.seq,
+                         on_progress=_bind(run.on_progress, f"width {width}", len(points)),
+                         scheduler_seed=config.seed)
+    from mutune.transfer import width_optimum
 
-        widths = [p.width for p in proxies]
-        rules, target_hp = [], dict(search.fixed)
-        for name in sorted(search.space):
-            rule = fit_transfer_rule(name, widths, [p.best_config[name] for p in proxies])
-            value = rule.predict(config.target.width)
-            target_hp[name] = value
-            row = {"hyperparameter": name, "intercept": rule.intercept, "slope": rule.slope,
-                   "widths": widths, "optima": list(rule.optima),
-                   "target_width": config.target.width, "transferred_value": value,
-                   "formula": rule.formula}
-            recorder.rule_fitted(sweep_id, row)
-            rules.append(row)
+    best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3)
+    rec = next(t for t in outcome.trials if t.key == best.trial)
+    optimum = width_optimum(config, outcome, best)
+    result = ProxyResult(width, ps_id, rec.trial_id, dict(rec.point["hparams"]), best.value,
+                         best.milestone, len(outcome.trials), optimum)
+    recorder.proxy_sweep_finished(ps_id, {
+        "trial_id": rec.trial_id, "milestone": best.milestone, "config": rec.point["hparams"],
+        "val_loss": best.value, "trials": len(outcome.trials), "rung_trials": best.n_trials,
+        "optimum": optimum})
+    return result, outcome
 
-        steps = config.target_steps
-        tseed = trial_seeds(config.seed, len(config.widths), 1)[0]
-        target_points = [{"hparams": target_hp, "seed": tseed, "index": 0}]
-        started: dict[str, int] = {}
 
-        def open_target(trial_id: int) -> None:
-            started["target"] = recorder.target_started(sweep_id, trial_id,
-                                                        config.target.width, target_hp)
+def fit_rules(run: SweepRun, proxies: list[ProxyResult]
+              ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
+    """Fit every searched hyperparameter's transfer rule from the widths' optima
+    (:func:`mutune.transfer.transfer_rules`) and record each rule with its verdict.
 
-        outcome = run_trials(target_points, task=task, width=config.target.width,
-                             max_t=steps, recorder=recorder, sweep_id=sweep_id,
-                             proxy_sweep_id=None, kind="target", scheduler=None,
-                             metric=search.metric, mode=search.mode, ray_cfg=config.ray,
-                             storage=out_dir / "ray", name=f"sweep{sweep_id}-target", seq=seq,
-                             on_progress=_bind(on_progress, f"target {config.target.width}", 1),
-                             on_started=open_target)
+    Returns:
+        (rule rows as recorded, the target's hyperparameters, the target's batch size and
+        weight decay with the published-rule adjustments).
+    Raises:
+        FitError: fewer than 2 widths, or a non-positive optimum.
+    """
+    from mutune.transfer import transfer_rules
+
+    rules, target_hp, settings = transfer_rules(run.config, [p.width for p in proxies],
+                                                [p.optimum for p in proxies])
+    for row in rules:
+        run.recorder.rule_fitted(run.sweep_id, row)
+    return rules, target_hp, settings
+
+
+def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
+                        target_hp: dict[str, float]) -> dict[str, Any]:
+    """Before the target run: fit the loss law on the best full-budget loss per proxy width
+    against its parameter count, predict the target's loss, and record the law.
+
+    Returns:
+        The recorded law row (with ``predicted_val_loss`` and its interval when it fitted).
+    """
+    from mutune.proxies.parametrization import count_parameters
+    from mutune.transfer import loss_law
+
+    widths, n_params, losses = [], [], []
+    for p, outcome in swept:
+        done = [t for t in outcome.trials if t.status == "completed" and t.reports
+                and math.isfinite(t.reports[-1]["val_loss"])]
+        if not done:
+            continue
+        widths.append(p.width)
+        n_params.append(float(done[0].reports[-1]["n_params"]))
+        losses.append(min(t.reports[-1]["val_loss"] for t in done))
+    target_params = float(count_parameters(run.task.build(run.config.target.width,
+                                                          target_hp)))
+    law = loss_law(run.config, widths, n_params, losses, target_params)
+    run.recorder.law_fitted(run.sweep_id, law)
+    return law
+
+
+def train_target(run: SweepRun, target_hp: dict[str, float],
+                 settings: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
+    """The one target-size run with ``target_hp``, through Ray, recorded as a target run;
+    ``settings`` may change its batch size and weight decay (:func:`fit_rules`).
+
+    Returns:
+        (target summary: width, config, val_loss, steps, trial_id; its TrialRecord).
+    Raises:
+        SearchError: the target run did not complete (diverged or failed).
+    """
+    from mutune.search.space import trial_seeds
+    from mutune.search.tuner import run_trials
+
+    config, recorder = run.config, run.recorder
+    search = config.search
+    tseed = trial_seeds(config.seed, len(config.widths), 1)[0]
+    started: dict[str, int] = {}
+
+    def open_target(trial_id: int) -> None:
+        started["target"] = recorder.target_started(run.sweep_id, trial_id,
+                                                    config.target.width, target_hp)
+
+    task = run.task
+    if settings and (settings["batch_size"] != config.train.batch_size
+                     or settings["weight_decay"] != config.train.weight_decay):
+        task = dataclasses.replace(task, train=task.train.model_copy(update={
+            "batch_size": settings["batch_size"], "weight_decay": settings["weight_decay"]}))
+    outcome = run_trials([{"hparams": target_hp, "seed": tseed, "index": 0}], task=task,
+                         width=config.target.width, max_t=config.target_steps,
+                         recorder=recorder, sweep_id=run.sweep_id, proxy_sweep_id=None,
+                         kind="target", scheduler=None, metric=search.metric,
+                         mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
+                         name=f"sweep{run.sweep_id}-target", seq=run.seq,
+                         on_progress=_bind(run.on_progress, f"target {config.target.width}", 1),
+                         on_started=open_target)
     trec = outcome.trials[0] if outcome.trials else None
     if trec is None or "target" not in started:
         raise SearchError("the target run never started")
@@ -152,11 +259,8 @@ def _run_stages(config: SweepConfig, recorder: Recorder, task: Any, sweep_id: in
     recorder.target_finished(started["target"], val, trec.status)
     if trec.status != "completed":
         raise SearchError(f"target run {trec.status}: {trec.reason}")
-    target = {"width": config.target.width, "config": target_hp, "val_loss": val,
-              "steps": trec.last_step, "trial_id": trec.trial_id}
-    cost, entries = compute_cost(config, outcomes, trec)
-    recorder.ledger_recorded(sweep_id, entries)
-    return PipelineResult(sweep_id, proxies, rules, target, cost)
+    return ({"width": config.target.width, "config": target_hp, "val_loss": val,
+             "steps": trec.last_step, "trial_id": trec.trial_id}, trec)
 
 
 def _bind(cb: Progress | None, label: str, total: int) -> Callable[[int, int], None] | None:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from typing import Any
 
-__all__ = ["collect_provenance"]
+__all__ = ["collect_provenance", "provenance_differences"]
 
 _PACKAGES = ("mutune", "torch", "mup", "ray", "numpy", "optuna", "sqlalchemy")
 
@@ -50,3 +50,23 @@ def collect_provenance(dataset: dict[str, Any] | None = None) -> dict[str, Any]:
             "python": sys.version.split()[0], "platform": platform.platform(),
             "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(),
             "git_revision": _git_revision(os.getcwd()), "dataset": dataset or {}}
+
+
+def provenance_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """What differs between a sweep's recorded provenance and this environment's, as sentences
+    a rerun prints as warnings: package versions, Python, CPU model and count, dataset
+    fingerprint and size. The git revision and platform string are informational only."""
+    out = []
+    rp, cp = recorded.get("packages", {}), current.get("packages", {})
+    for name in sorted(set(rp) | set(cp)):
+        if rp.get(name) != cp.get(name):
+            out.append(f"package {name}: recorded {rp.get(name)}, now {cp.get(name)}")
+    for key, label in (("python", "Python"), ("cpu_model", "CPU model"),
+                       ("cpu_count", "CPU count")):
+        if recorded.get(key) != current.get(key):
+            out.append(f"{label}: recorded {recorded.get(key)}, now {current.get(key)}")
+    rd, cd = recorded.get("dataset", {}), current.get("dataset", {})
+    for key in ("fingerprint", "size_bytes"):
+        if rd.get(key) != cd.get(key):
+            out.append(f"dataset {key}: recorded {rd.get(key)}, now {cd.get(key)}")
+    return out

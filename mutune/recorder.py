@@ -62,6 +62,10 @@ class Recorder(Protocol):
         """A transfer rule was fitted; ``rule`` holds hyperparameter, intercept, slope,
         widths, optima, target_width, transferred_value, formula."""
 
+    def law_fitted(self, sweep_id: int, law: Mapping[str, Any]) -> None:
+        """A scaling law was fitted; ``law`` holds kind (e.g. ``loss_vs_params``), its
+        parameters, and its prediction for the target with an interval."""
+
     def target_started(self, sweep_id: int, trial_id: int, width: int,
                        config: Mapping[str, Any]) -> int:
         """The target run (already started as trial ``trial_id``) begins. Returns its id."""
@@ -127,6 +131,9 @@ class MemoryRecorder:
 
     def rule_fitted(self, sweep_id, rule):
         self._log("rule_fitted", sweep_id=sweep_id, rule=dict(rule))
+
+    def law_fitted(self, sweep_id, law):
+        self._log("law_fitted", sweep_id=sweep_id, law=dict(law))
 
     def target_started(self, sweep_id, trial_id, width, config):
         return self._new_id("target_started", sweep_id=sweep_id, trial_id=trial_id,

@@ -23,26 +23,49 @@ REQUIRED = {
 
 
 def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
-    result = mutune.run(tiny_config, db=store_url, out_dir=tmp_path / "out", progress=False)
+    # three widths and 8 samples: enough trials at the first rung for the quadratic optimum,
+    # enough sizes for rule intervals and the loss law
+    d = tiny_config.model_dump(mode="json")
+    d["widths"], d["target"]["width"] = [16, 32, 64], 128
+    d["search"]["num_samples"] = 8
+    d["transfer"]["n_boot"] = 200
+    from mutune.config import parse_config
+    result = mutune.run(parse_config(d), db=store_url, out_dir=tmp_path / "out",
+                        progress=False)
     rep = json.loads(result.report_path.read_text())
     assert rep == json.loads(json.dumps(result.report))
     assert REQUIRED["top"] <= rep.keys()
     assert rep["device_kind"] == "cpu"
-    assert [p["width"] for p in rep["proxies"]] == [16, 32]
+    assert [p["width"] for p in rep["proxies"]] == [16, 32, 64]
     for p in rep["proxies"]:
-        assert REQUIRED["proxy"] <= p.keys() and p["trials"] == 4
+        assert REQUIRED["proxy"] <= p.keys() and p["trials"] == 8
+        opt = p["optimum"]
+        assert opt["method"] in {"quadratic", "diagonal-quadratic", "weighted-mean"}
+        assert opt["milestone"] == 3       # the only rung holding >= 2·2 + 3 trials
+        lo, hi = opt["intervals"]["lr"]
+        assert lo <= opt["values"]["lr"] <= hi
         assert math.isfinite(p["best_val_loss"]) and p["best_val_loss"] < math.log(10)
-        # chosen at the highest rung holding >= 3 trials: rung 3 holds all 4 here
-        assert p["chosen_rung"] == 3
     rules = {r["hyperparameter"]: r for r in rep["rules"]}
     assert set(rules) == {"lr", "output_mult"}
     lr = rules["lr"]
-    # the rule reproduces the per-width optima it was fitted on (2 widths: exact line)
-    lo, hi = (p["best_config"]["lr"] for p in rep["proxies"])
-    assert lr["slope"] == pytest.approx(math.log(hi / lo) / math.log(2), abs=1e-9)
-    assert rep["target"]["width"] == 64
+    # the rule is fitted on the smoothed per-width optima, with intervals and a verdict
+    assert lr["optima"] == pytest.approx([p["optimum"]["values"]["lr"] for p in rep["proxies"]])
+    assert lr["slope_interval"][0] <= lr["slope"] <= lr["slope_interval"][1]
+    lo, hi = lr["transferred_interval"]
+    assert lo <= lr["transferred_value"] <= hi
+    assert lr["verdict"] in {"stable", "drifting", "noisy", "edge", "too_few_sizes"}
+    assert lr["reason"]
+    assert rep["target"]["width"] == 128
     assert rep["target"]["config"]["lr"] == pytest.approx(lr["transferred_value"])
     assert rep["target"]["val_loss"] < math.log(10)
+    # predicted before the target ran, stored, and reported beside the actual loss
+    assert rep["loss_law"]["n_params"] == sorted(rep["loss_law"]["n_params"])
+    if rep["target"].get("predicted_val_loss") is not None:
+        p_lo, p_hi = rep["target"]["predicted_val_loss_interval"]
+        assert p_lo <= rep["target"]["predicted_val_loss"] <= p_hi
+    else:
+        assert rep["target"]["predicted_val_loss_error"]
+    assert (tmp_path / "out" / "transfer.png").stat().st_size > 10_000
     c = rep["cost"]
     assert REQUIRED["cost"] <= c.keys()
     assert c["total_gpu_hours"] == pytest.approx(c["proxy_gpu_hours"] + c["target_gpu_hours"])
@@ -56,16 +79,26 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
         n = store.counts(result.sweep_id)
         rows = store.sweep_rows(result.sweep_id)
     assert rows["sweep"]["status"] == "completed"
-    assert n["trials"] == 2 * 4 + 1 and n["proxy_sweeps"] == 2
+    assert n["trials"] == 3 * 8 + 1 and n["proxy_sweeps"] == 3 and n["scaling_laws"] == 1
     assert n["trial_reports"] >= 8 and n["scheduler_events"] >= 8
-    assert n["transfer_rules"] == 2 and n["target_runs"] == 1 and n["ledger_entries"] >= 9
+    assert n["transfer_rules"] == 2 and n["target_runs"] == 1 and n["ledger_entries"] >= 25
+    # each width's best was chosen at the highest rung holding >= 3 judged trials
+    for ps, p in zip(sorted(rows["proxy_sweeps"], key=lambda r: r["width"]), rep["proxies"]):
+        ids = {t["id"] for t in rows["trials"] if t["proxy_sweep_id"] == ps["id"]}
+        held = {}
+        for e in rows["events"]:
+            if e["trial_id"] in ids and e["value"] is not None:
+                held.setdefault(e["milestone"], []).append(e["value"])
+        assert p["chosen_rung"] == max(m for m, v in held.items() if len(v) >= 3)
+        assert p["best_val_loss"] == pytest.approx(min(held[p["chosen_rung"]]))
     target_trial = next(t for t in rows["trials"] if t["kind"] == "target")
     assert [r["step"] for r in target_trial["reports"]] == list(range(3, 28, 3))
+    assert rows["laws"][0]["data"]["target_width"] == 128
     assert all(t["status"] in {"completed", "stopped", "diverged"} for t in rows["trials"])
     assert rows["provenance"]["dataset"]["fingerprint"]
     # every proxy trial has its GPU-hours in the ledger, and they add up to the proxy line
     per_trial = [e["value"] for e in rows["ledger"] if e["scope"] == "trial"]
-    assert len(per_trial) == 9
+    assert len(per_trial) == 25
     assert sum(per_trial) == pytest.approx(c["total_gpu_hours"])
 
     # `mutune report` renders the same figures from the database alone
@@ -88,3 +121,40 @@ def test_cli_rejects_a_bad_config_with_field_value_rule(tmp_path):
     assert out.exit_code == 2
     assert "widths = [64]: List should have at least 2 items" in out.output
     assert "search.space.lr = {…}: high (0.1) must be > low (1.0)" in out.output
+
+
+def test_rerun_at_concurrency_one_reproduces_reports(ray_local, tiny_config, tmp_path):
+    from mutune.api import rerun
+    from mutune.services.store import Store
+
+    cfg = tiny_config.model_copy(update={
+        "ray": tiny_config.ray.model_copy(update={"max_concurrent_trials": 1})})
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    first = mutune.run(cfg, db=url, out_dir=tmp_path / "a", progress=False)
+    second, warnings = rerun(first.sweep_id, db=url, out_dir=tmp_path / "b", progress=False)
+    assert warnings == []
+    assert second.sweep_id != first.sweep_id
+
+    def curves(sweep_id):
+        with Store.open(url) as store:
+            rows = store.sweep_rows(sweep_id)
+        return sorted((t["kind"], t["width"], t["seed"],
+                       tuple((r["step"], r["metrics"]["val_loss"]) for r in t["reports"]))
+                      for t in rows["trials"])
+
+    assert curves(first.sweep_id) == curves(second.sweep_id)
+    assert second.report["rules"] == first.report["rules"]
+
+
+def test_provenance_differences_are_named():
+    from mutune.provenance import provenance_differences
+
+    rec = {"packages": {"torch": "2.13.0", "mup": "1.0.0"}, "python": "3.11.7",
+           "cpu_model": "X", "cpu_count": 2, "dataset": {"fingerprint": "ab", "size_bytes": 9}}
+    now = {"packages": {"torch": "2.14.1", "mup": "1.0.0"}, "python": "3.11.7",
+           "cpu_model": "Y", "cpu_count": 2, "dataset": {"fingerprint": "cd", "size_bytes": 9}}
+    diffs = provenance_differences(rec, now)
+    assert diffs == ["package torch: recorded 2.13.0, now 2.14.1",
+                     "CPU model: recorded X, now Y",
+                     "dataset fingerprint: recorded ab, now cd"]
+    assert provenance_differences(rec, rec) == []

@@ -30,12 +30,30 @@ def _normal_(weight: torch.Tensor, std: float) -> None:
         nn.init.normal_(weight, mean=0.0, std=std)
 
 
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding (Su et al. 2021, "RoFormer", §3.4.2) on the last dimension of
+    x (B, H, T, d_head), pairing dimension i with i + d_head/2 (the GPT-NeoX layout)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def _rotary_tables(t: int, d_head: int, device: torch.device) -> tuple[torch.Tensor,
+                                                                        torch.Tensor]:
+    """cos and sin tables of shape (T, d_head/2) with base 10000 (RoFormer eq. 15)."""
+    inv = 1.0 / (10000 ** (torch.arange(0, d_head, 2, device=device, dtype=torch.float32)
+                           / d_head))
+    ang = torch.outer(torch.arange(t, device=device, dtype=torch.float32), inv)
+    return ang.cos(), ang.sin()
+
+
 class _Block(nn.Module):
     """Pre-LN block: x + Attn(LN(x)), then x + MLP(LN(x)); shapes (B, T, width) → same."""
 
-    def __init__(self, width: int, d_head: int, ffn_ratio: int, attn_mult: float):
+    def __init__(self, width: int, d_head: int, ffn_ratio: int, attn_mult: float,
+                 rotary: bool = False):
         super().__init__()
         self.n_heads, self.d_head, self.attn_mult = width // d_head, d_head, attn_mult
+        self.rotary = rotary
         self.ln_1 = nn.LayerNorm(width)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
@@ -47,6 +65,9 @@ class _Block(nn.Module):
         b, t, w = x.shape
         q, k, v = self.qkv(self.ln_1(x)).split(w, dim=2)
         q, k, v = (z.view(b, t, self.n_heads, self.d_head).transpose(1, 2) for z in (q, k, v))
+        if self.rotary:
+            cos, sin = _rotary_tables(t, self.d_head, x.device)
+            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         # μP: logits q·k / d_head (not / √d_head), TP V Appendix D.2.
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                            scale=self.attn_mult / self.d_head)
@@ -55,12 +76,16 @@ class _Block(nn.Module):
 
 
 class MuGPT(nn.Module):
-    """Byte-level causal decoder with learned positions and an untied μP readout.
+    """Byte-level causal decoder: learned or rotary positions, untied or tied μP readout.
 
     ``forward(idx)``: idx LongTensor (B, T), 0 <= idx < vocab, T <= seq_len → logits
     (B, T, vocab), unnormalized log-probabilities (nats). Embeddings (token + position) are
     summed and multiplied by ``input_mult``; ``depth`` pre-LN blocks; final LayerNorm;
-    ``mup.MuReadout(width, vocab, bias=False, output_mult=output_mult)``.
+    ``mup.MuReadout(width, vocab, bias=False, output_mult=output_mult)``, or with
+    ``tied=True`` a ``mup.MuSharedReadout`` sharing the token embedding (mup issue 55: the
+    shared weight's init is kept width-independent by ``build_parametrized``). With
+    ``positions="rotary"`` there is no position embedding; q and k are rotated per head
+    (Su et al. 2021).
 
     Args:
         width: d_model, a multiple of ``d_head``. vocab: tokens (256 for bytes).
@@ -68,8 +93,10 @@ class MuGPT(nn.Module):
         d_head: head dimension, fixed across widths. ffn_ratio: FFN width / d_model.
         input_mult, output_mult, attn_mult: μP multipliers (transferable, TP V Table 1).
         init_std: std of embeddings and, at the base width, of matrix weights.
+        positions: ``"learned"`` or ``"rotary"``. tied: share embedding and readout weights.
     Raises:
-        ProxyError: width % d_head != 0, a count < 1, a multiplier not finite > 0; in
+        ProxyError: width % d_head != 0, a count < 1, a multiplier not finite > 0, unknown
+            positions, rotary with an odd d_head; in
             ``forward``: idx not (B, T) or T > seq_len.
     References:
         Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2; Radford et al. 2019.
@@ -77,8 +104,13 @@ class MuGPT(nn.Module):
 
     def __init__(self, width: int, *, vocab: int = 256, seq_len: int = 64, depth: int = 2,
                  d_head: int = 16, ffn_ratio: int = 4, input_mult: float = 1.0,
-                 output_mult: float = 1.0, attn_mult: float = 1.0, init_std: float = 0.02):
+                 output_mult: float = 1.0, attn_mult: float = 1.0, init_std: float = 0.02,
+                 positions: str = "learned", tied: bool = False):
         super().__init__()
+        if positions not in ("learned", "rotary"):
+            raise ProxyError(f"positions = {positions!r}: use 'learned' or 'rotary'")
+        if positions == "rotary" and d_head % 2:
+            raise ProxyError(f"rotary positions need an even d_head, got {d_head}")
         for name, value in (("width", width), ("vocab", vocab), ("seq_len", seq_len),
                             ("depth", depth), ("d_head", d_head), ("ffn_ratio", ffn_ratio)):
             _count(name, value)
@@ -92,19 +124,24 @@ class MuGPT(nn.Module):
         self.d_head, self.n_heads, self.ffn_ratio = d_head, width // d_head, ffn_ratio
         self.input_mult, self.output_mult = input_mult, output_mult
         self.attn_mult, self.init_std = attn_mult, init_std
+        self.positions, self.tied = positions, tied
         self.tok_emb = nn.Embedding(vocab, width)
-        self.pos_emb = nn.Embedding(seq_len, width)
-        self.blocks = nn.ModuleList(_Block(width, d_head, ffn_ratio, attn_mult)
+        self.pos_emb = nn.Embedding(seq_len, width) if positions == "learned" else None
+        self.blocks = nn.ModuleList(_Block(width, d_head, ffn_ratio, attn_mult,
+                                           rotary=positions == "rotary")
                                     for _ in range(depth))
         self.ln_f = nn.LayerNorm(width)
-        self.readout = mup.MuReadout(width, vocab, bias=False, output_mult=output_mult)
+        self.readout = (mup.MuSharedReadout(self.tok_emb.weight, bias=False,
+                                            output_mult=output_mult) if tied else
+                        mup.MuReadout(width, vocab, bias=False, output_mult=output_mult))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Embeddings N(0, init_std²); matrix weights ``mup.init.normal_(std=init_std)`` (variance
         ∝ 1/fan_in under μP); query rows of qkv, biases and readout zero; LayerNorms 1/0."""
         _normal_(self.tok_emb.weight, self.init_std)
-        _normal_(self.pos_emb.weight, self.init_std)
+        if self.pos_emb is not None:
+            _normal_(self.pos_emb.weight, self.init_std)
         for block in self.blocks:
             for layer in (block.qkv, block.proj, block.fc, block.fc_out):
                 _normal_(layer.weight, self.init_std)
@@ -116,7 +153,8 @@ class MuGPT(nn.Module):
                 nn.init.zeros_(ln.bias)
         nn.init.ones_(self.ln_f.weight)
         nn.init.zeros_(self.ln_f.bias)
-        nn.init.zeros_(self.readout.weight)
+        if not self.tied:  # a tied readout keeps the embedding's init
+            nn.init.zeros_(self.readout.weight)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, vocab) for token ids idx (B, T), T <= seq_len."""
@@ -125,8 +163,10 @@ class MuGPT(nn.Module):
         t = idx.shape[1]
         if t > self.seq_len or t < 1:
             raise ProxyError(f"sequence length T={t} must be in [1, seq_len={self.seq_len}]")
-        pos = torch.arange(t, device=idx.device)
-        x = (self.tok_emb(idx) + self.pos_emb(pos)) * self.input_mult
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(t, device=idx.device))
+        x = x * self.input_mult
         for block in self.blocks:
             x = block(x)
         return self.readout(self.ln_f(x))
@@ -134,8 +174,8 @@ class MuGPT(nn.Module):
 
 def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, ffn_ratio: int,
               base_width: int, parametrization: str, input_mult: float = 1.0,
-              output_mult: float = 1.0, attn_mult: float = 1.0,
-              init_std: float = 0.02) -> nn.Module:
+              output_mult: float = 1.0, attn_mult: float = 1.0, init_std: float = 0.02,
+              positions: str = "learned", tied: bool = False) -> nn.Module:
     """A :class:`MuGPT` of d_model ``width`` in μP (base ``base_width``) or SP.
 
     ``base_width`` and ``2 * base_width`` must be multiples of ``d_head`` (so are the models).
@@ -147,6 +187,6 @@ def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, 
     def factory(w: int) -> nn.Module:
         return MuGPT(w, vocab=vocab, seq_len=seq_len, depth=depth, d_head=d_head,
                      ffn_ratio=ffn_ratio, input_mult=input_mult, output_mult=output_mult,
-                     attn_mult=attn_mult, init_std=init_std)
+                     attn_mult=attn_mult, init_std=init_std, positions=positions, tied=tied)
 
     return build_parametrized(factory, width, base_width, parametrization)

@@ -21,10 +21,12 @@ from mutune.proxies.data import (ClassificationData, TextData, classification_ba
 from mutune.proxies.gpt import build_gpt
 from mutune.proxies.mlp import build_mlp
 from mutune.proxies.parametrization import make_optimizer
+from mutune.proxies.tokens import TokenData, load_token_data
 
 __all__ = ["ProxyTask", "load_task_data", "TaskData"]
 
-TaskData = Union[ClassificationData, TextData]
+TaskData = Union[ClassificationData, TextData, TokenData]
+_LM_DATA = (TextData, TokenData)
 
 _MODEL_HPARAMS = ("input_mult", "output_mult", "attn_mult", "init_std")
 
@@ -33,6 +35,8 @@ def load_task_data(config: SweepConfig) -> TaskData:
     """Load the config's dataset once (in the driver; trials receive it through Ray)."""
     if config.data.kind == "digits":
         return load_digits_data(val_fraction=config.data.val_fraction, seed=config.seed)
+    if config.data.kind == "tokens":
+        return load_token_data(config.data.path, vocab=config.model.vocab)
     return load_text_data(config.data.path)
 
 
@@ -64,11 +68,12 @@ class ProxyTask:
             return build_mlp(width, d_in=self.data.d_in, n_classes=self.data.n_classes,
                              depth=m.depth, base_width=m.base_width,
                              parametrization=m.parametrization, **kw)
-        if not isinstance(self.data, TextData):
-            raise ProxyError("a gpt model needs text data")
+        if not isinstance(self.data, _LM_DATA):
+            raise ProxyError("a gpt model needs text or token data")
         return build_gpt(width, vocab=m.vocab, seq_len=m.seq_len, depth=m.depth,
                          d_head=m.d_head, ffn_ratio=m.ffn_ratio, base_width=m.base_width,
-                         parametrization=m.parametrization, **kw)
+                         parametrization=m.parametrization, positions=m.positions,
+                         tied=m.tied, **kw)
 
     def optimizer(self, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
         """The μP optimizer (MuAdamW by default) at learning rate ``lr`` (per step)."""

@@ -22,7 +22,7 @@ from typing import Any
 from ray.tune import Callback
 
 from mutune.recorder import Recorder
-from mutune.search.asha import ASHA, Decision, Judgement
+from mutune.search.asha import Decision, Judgement
 
 __all__ = ["SweepBook", "TrialRecord"]
 
@@ -59,14 +59,15 @@ class SweepBook(Callback):
         max_t: steps a completed trial reaches.
         devices: devices granted per trial; device_kind: e.g. ``cpu``.
         seq: a shared counter ordering reports and decisions across the whole sweep.
-        core: the ASHA core (None for the target run) — tells stopped from completed.
+        core: the ASHA or Hyperband core (None for the target run) — tells stopped from
+            completed.
         on_progress: called with (trials finished, trials started) after each change.
         on_started: called with the recorder's trial id right after a trial is recorded.
     """
 
     def __init__(self, recorder: Recorder, *, sweep_id: int, proxy_sweep_id: int | None,
                  kind: str, width: int, max_t: int, devices: float, device_kind: str,
-                 seq: itertools.count, core: ASHA | None = None,
+                 seq: itertools.count, core: Any = None,
                  on_progress: Callable[[int, int], None] | None = None,
                  on_started: Callable[[int], None] | None = None) -> None:
         self.recorder, self.sweep_id, self.proxy_sweep_id = recorder, sweep_id, proxy_sweep_id
@@ -131,7 +132,8 @@ class SweepBook(Callback):
         if rec.reports and int(rec.reports[-1]["step"]) >= step:
             return
         keep = {k: float(result[k]) for k in ("val_loss", "train_loss", "productive_s",
-                                               "eval_s", "setup_s", "samples", "n_params")
+                                               "eval_s", "setup_s", "samples", "n_params",
+                                               "replicates")
                 if k in result}
         rec.reports.append({"step": step, **keep})
         self.recorder.trial_reported(rec.trial_id, step, keep, next(self.seq))

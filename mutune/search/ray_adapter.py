@@ -12,21 +12,22 @@ from typing import Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from mutune.errors import SearchError
-from mutune.search.asha import ASHA, Decision
+from mutune.search.asha import Decision
 
 __all__ = ["RayASHA"]
 
 
 class RayASHA(FIFOScheduler):
-    """Drive :class:`ASHA` from Ray Tune: CONTINUE, or STOP at a rung / on divergence.
+    """Drive a scheduler core from Ray Tune: CONTINUE, or STOP at a rung / on divergence.
 
     Args:
-        core: the scheduler core holding the rungs.
+        core: the scheduler core holding the rungs (:class:`ASHA` or
+            :class:`~mutune.search.hyperband.Hyperband`).
         book: the sweep's :class:`~mutune.search.book.SweepBook` (records reports, decisions).
         metric: the reported key ranked by the core (e.g. ``val_loss``).
     """
 
-    def __init__(self, core: ASHA, book: Any, metric: str) -> None:
+    def __init__(self, core: Any, book: Any, metric: str) -> None:
         super().__init__()
         self.core, self.book = core, book
         self._metric, self._mode = metric, core.mode
@@ -49,5 +50,5 @@ class RayASHA(FIFOScheduler):
         return TrialScheduler.CONTINUE
 
     def debug_string(self) -> str:
-        return (f"mutune ASHA: r={self.core.grace_period} η={self.core.reduction_factor} "
-                f"max_t={self.core.max_t} milestones={self.core.milestones}")
+        return (f"mutune {type(self.core).__name__}: r={self.core.grace_period} "
+                f"η={self.core.reduction_factor} max_t={self.core.max_t}")

@@ -20,8 +20,9 @@ from mutune.config import RayConfig, SchedulerConfig
 from mutune.recorder import Recorder
 from mutune.search.asha import ASHA
 from mutune.search.book import SweepBook, TrialRecord
+from mutune.search.hyperband import Hyperband
 
-__all__ = ["ray_cluster", "run_trials", "RunOutcome"]
+__all__ = ["ray_cluster", "run_trials", "RunOutcome", "make_core"]
 
 
 @contextlib.contextmanager
@@ -54,11 +55,18 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
         ray.shutdown()
 
 
+def make_core(scheduler: SchedulerConfig, *, mode: str, seed: int) -> ASHA | Hyperband:
+    """The scheduler core the config names: :class:`ASHA` or :class:`Hyperband`."""
+    kw = dict(grace_period=scheduler.grace_period, reduction_factor=scheduler.reduction_factor,
+              max_t=scheduler.max_t, mode=mode)
+    return Hyperband(**kw, seed=seed) if scheduler.kind == "hyperband" else ASHA(**kw)
+
+
 @dataclass
 class RunOutcome:
-    """The trials of one Ray Tune run, as the driver recorded them, and the ASHA core."""
+    """The trials of one Ray Tune run, as the driver recorded them, and the scheduler core."""
     trials: list[TrialRecord]
-    core: ASHA | None
+    core: ASHA | Hyperband | None
 
 
 def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: int,
@@ -66,13 +74,15 @@ def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: in
                scheduler: SchedulerConfig | None, metric: str, mode: str, ray_cfg: RayConfig,
                storage: Path, name: str, seq: itertools.count,
                on_progress: Callable[[int, int], None] | None = None,
-               on_started: Callable[[int], None] | None = None) -> RunOutcome:
+               on_started: Callable[[int], None] | None = None,
+               scheduler_seed: int = 0) -> RunOutcome:
     """Run ``points`` as Ray Tune trials at ``width`` for up to ``max_t`` steps each.
 
     Args:
         points: per trial {"hparams": {...}, "seed": int, "index": int}.
         task: the :class:`~mutune.proxies.task.ProxyTask` (shipped once via the object store).
-        scheduler: ASHA settings, or None to run every trial to ``max_t`` (the target run).
+        scheduler: ASHA/Hyperband settings, or None to run every trial to ``max_t`` (the
+            target run); ``scheduler_seed`` seeds Hyperband's bracket assignment.
         storage: folder for Ray Tune's experiment state (absolute path is taken).
         on_progress: called with (finished, started) trial counts.
         on_started: called with each trial's recorder id right after it is recorded.
@@ -84,23 +94,23 @@ def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: in
     from mutune.search.ray_adapter import RayASHA
     from mutune.search.trainable import train_trial
 
-    core = (ASHA(grace_period=scheduler.grace_period,
-                 reduction_factor=scheduler.reduction_factor, max_t=scheduler.max_t,
-                 mode=mode) if scheduler else None)
+    core = make_core(scheduler, mode=mode, seed=scheduler_seed) if scheduler else None
+    gpus = ray_cfg.gpus_per_trial
     book = SweepBook(recorder, sweep_id=sweep_id, proxy_sweep_id=proxy_sweep_id, kind=kind,
-                     width=width, max_t=max_t, devices=ray_cfg.cpus_per_trial,
+                     width=width, max_t=max_t, devices=gpus or ray_cfg.cpus_per_trial,
                      device_kind=ray_cfg.device_kind, seq=seq, core=core,
                      on_progress=on_progress, on_started=on_started)
     ray_scheduler = RayASHA(core, book, metric) if core else None
-    trainable = tune.with_resources(tune.with_parameters(train_trial, task=task),
-                                    {"cpu": ray_cfg.cpus_per_trial})
+    resources = {"cpu": ray_cfg.cpus_per_trial, **({"gpu": gpus} if gpus else {})}
+    trainable = tune.with_resources(tune.with_parameters(train_trial, task=task), resources)
     threads = max(int(ray_cfg.cpus_per_trial), 1)
     tuner = tune.Tuner(
         trainable,
         param_space={"point": tune.grid_search(points), "width": width, "max_t": max_t,
-                     "threads": threads},
+                     "threads": threads, "gpus": gpus},
         tune_config=tune.TuneConfig(scheduler=ray_scheduler, num_samples=1,
-                                    reuse_actors=True),
+                                    reuse_actors=True,
+                                    max_concurrent_trials=ray_cfg.max_concurrent_trials),
         run_config=tune.RunConfig(name=name, storage_path=str(Path(storage).resolve()),
                                   callbacks=[book], verbose=0,
                                   failure_config=tune.FailureConfig(max_failures=0)),

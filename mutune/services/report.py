@@ -12,7 +12,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_report", "render_report", "write_report_json", "plot_loss_vs_lr"]
+import numpy as np
+
+__all__ = ["build_report", "render_report", "write_report_json", "plot_loss_vs_lr",
+           "plot_transfer"]
 
 _COST_KEYS = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
               "naive_grid_gpu_hours", "saved_gpu_hours", "saved_fraction", "ettr")
@@ -42,19 +45,46 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
                         "best_val_loss": _f(best.get("val_loss")),
                         "chosen_rung": best.get("milestone"),
                         "best_trial_id": best.get("trial_id"), "trials": n})
+    for p, ps in zip(proxies, sorted(rows["proxy_sweeps"], key=lambda p: p["width"])):
+        opt = (ps.get("best") or {}).get("optimum")
+        if opt:
+            p["optimum"] = {"milestone": opt.get("milestone"), "method": opt.get("method"),
+                            "values": opt.get("optimum"), "intervals": opt.get("interval"),
+                            "on_edge": opt.get("on_edge"), "horizon": opt.get("horizon")}
     rules = []
     for r in rows["rules"]:
         d = r.get("data") or {}
-        rules.append({"hyperparameter": r["hyperparameter"], "slope": _f(r["slope"]),
-                      "intercept": _f(r["intercept"]),
-                      "transferred_value": _f(d.get("transferred_value")),
-                      "formula": d.get("formula"), "widths": d.get("widths"),
-                      "optima": d.get("optima")})
+        rule = {"hyperparameter": r["hyperparameter"], "slope": _f(r["slope"]),
+                "intercept": _f(r["intercept"]),
+                "transferred_value": _f(d.get("value_after_adjustments",
+                                              d.get("transferred_value"))),
+                "formula": d.get("formula"), "widths": d.get("widths"),
+                "optima": d.get("optima")}
+        for key in ("verdict", "reason", "advice", "optimum_source", "published_adjustments",
+                    "outside_searched_range"):
+            if key in d:
+                rule[key] = d[key]
+        for key in ("slope_interval", "transferred_interval"):
+            if d.get(key) is not None:
+                rule[key] = [_f(v) for v in d[key]]
+        if d.get("optima_intervals") is not None:
+            rule["optima_intervals"] = [[_f(v) for v in iv] for iv in d["optima_intervals"]]
+        if "published_adjustments" in d:
+            rule["rule_value"] = _f(d.get("transferred_value"))
+        rules.append(rule)
+    law = next((x["data"] for x in rows.get("laws", []) if x["kind"] == "loss_vs_params"),
+               None)
     target = None
     if rows.get("target"):
         t = rows["target"]
         target = {"width": t["width"], "config": t["config"], "val_loss": _f(t["val_loss"]),
                   "status": t["status"]}
+        if law and law.get("predicted_val_loss") is not None:
+            target["predicted_val_loss"] = _f(law["predicted_val_loss"])
+            target["predicted_val_loss_interval"] = [
+                _f(v) for v in law["predicted_val_loss_interval"]]
+        elif law and law.get("error"):
+            target["predicted_val_loss_error"] = law["error"]
     ledger = {e["name"]: e for e in rows["ledger"] if e["scope"] == "sweep"}
     cost: dict[str, Any] = {}
     for key in _COST_KEYS:
@@ -68,30 +98,46 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     kinds = sorted({t["device_kind"] for t in trials.values() if t.get("device_kind")})
     device_kind = kinds[0] if len(kinds) == 1 else ",".join(kinds) or None
     cost["device_kind"] = device_kind
-    return {"sweep_id": sweep["id"], "name": sweep["name"], "status": sweep["status"],
-            "device_kind": device_kind, "proxies": proxies, "rules": rules,
-            "target": target, "cost": cost}
+    out = {"sweep_id": sweep["id"], "name": sweep["name"], "status": sweep["status"],
+           "device_kind": device_kind, "proxies": proxies, "rules": rules,
+           "target": target, "cost": cost}
+    if law is not None:
+        out["loss_law"] = {k: law.get(k) for k in ("form", "identifiable", "intervals",
+                                                    "n_params", "losses", "target_params",
+                                                    "error") if k in law}
+        for k in ("E", "A", "alpha"):
+            if k in law:
+                out["loss_law"][k] = _f(law[k])
+    return _json_safe(out)
+
+
+def _json_safe(o: Any) -> Any:
+    """Non-finite floats (NaN intervals of an unidentified fit) become None, as in JSON."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _json_safe(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_json_safe(v) for v in o]
+    return o
 
 
 def write_report_json(report: dict[str, Any], path: Path) -> Path:
     """Write ``report`` as indented JSON (non-finite floats as null); returns ``path``."""
-    def clean(o: Any) -> Any:
-        if isinstance(o, float) and not math.isfinite(o):
-            return None
-        if isinstance(o, dict):
-            return {k: clean(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [clean(v) for v in o]
-        return o
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(clean(report), indent=2, sort_keys=False) + "\n",
-                    encoding="utf-8")
+    path.write_text(json.dumps(_json_safe(report), indent=2) + "\n", encoding="utf-8")
     return path
 
 
 def _num(v: Any, fmt: str = ".4g") -> str:
     return "—" if v is None else format(v, fmt)
+
+
+def _interval(iv: Any) -> str:
+    if not iv or any(v is None or not math.isfinite(float(v)) for v in iv):
+        return "—"
+    return f"[{float(iv[0]):.4g}, {float(iv[1]):.4g}]"
 
 
 def render_report(report: dict[str, Any], console: Any) -> None:
@@ -108,22 +154,38 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         t.add_row(str(p["width"]), str(p["trials"]), str(p["chosen_rung"]),
                   _num(p["best_val_loss"]), cfg)
     console.print(t)
-    r = Table(title="Transfer rules: log h*(w) = a + b·log w")
-    for col in ("hyperparameter", "a", "b (slope)", "transferred value"):
+    r = Table(title="Transfer rules: log h*(w) = a + b·log w (95 % intervals)")
+    for col in ("hyperparameter", "a", "b (slope)", "b interval", "transferred value",
+                "value interval", "verdict"):
         r.add_column(col, justify="right")
     for rule in report["rules"]:
         r.add_row(rule["hyperparameter"], _num(rule["intercept"]), _num(rule["slope"]),
-                  _num(rule["transferred_value"]))
+                  _interval(rule.get("slope_interval")), _num(rule["transferred_value"]),
+                  _interval(rule.get("transferred_interval")), rule.get("verdict", "—"))
     console.print(r)
     for rule in report["rules"]:
         if rule.get("formula"):
             console.print(f"rule: {rule['formula']}  →  {rule['hyperparameter']} at the target "
                           f"= {_num(rule['transferred_value'])}", highlight=False)
+        if rule.get("verdict"):
+            console.print(f"  {rule['verdict']}: {rule.get('reason', '')}"
+                          + (f" — {rule['advice']}" if rule.get("advice") else ""),
+                          highlight=False)
+        for adj in rule.get("published_adjustments") or []:
+            console.print(f"  published rule: {adj['rule']}", highlight=False)
+        if rule.get("outside_searched_range"):
+            console.print(f"  [yellow]warning:[/] the transferred {rule['hyperparameter']} "
+                          "lies outside the searched range", highlight=False)
     tg = report.get("target")
     if tg:
         cfg = " ".join(f"{k}={v:.4g}" for k, v in sorted(tg["config"].items()))
         console.print(f"Target run: width {tg['width']}, {cfg}: final val loss "
                       f"{_num(tg['val_loss'])} nats ({tg['status']})")
+        if tg.get("predicted_val_loss") is not None:
+            console.print(f"  predicted before it ran (loss law over the proxies): "
+                          f"{_num(tg['predicted_val_loss'])} nats, 95 % interval "
+                          f"{_interval(tg.get('predicted_val_loss_interval'))}",
+                          highlight=False)
     c = report["cost"]
     ct = Table(title=f"Cost (GPU-hours; device kind {c.get('device_kind')})")
     ct.add_column("line")
@@ -173,6 +235,69 @@ def plot_loss_vs_lr(rows: dict[str, Any], path: Path) -> Path:
         ax.set_yscale("log")
         ax.legend(fontsize=8)
     axes[0].set_ylabel("validation loss (nats)")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_transfer(report: dict[str, Any], path: Path) -> Path:
+    """PNG: left, each rule's per-width optima with their 95 % intervals, the fitted line and
+    the transferred value at the target width (with its interval); right, the loss law over
+    the proxies with the target's predicted interval and its actual loss."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rules = report["rules"]
+    fig, axes = plt.subplots(1, len(rules) + 1, figsize=(5 * (len(rules) + 1), 4.2))
+    for ax, rule in zip(axes, rules):
+        w = rule.get("widths") or []
+        y = rule.get("optima") or []
+        ivs = rule.get("optima_intervals")
+        if ivs and all(v is not None for iv in ivs for v in iv):
+            err = [[yy - lo for yy, (lo, _) in zip(y, ivs)], [hi - yy for yy, (_, hi) in
+                                                              zip(y, ivs)]]
+            ax.errorbar(w, y, yerr=err, fmt="o", capsize=3, label="optimum per width")
+        else:
+            ax.plot(w, y, "o", label="optimum per width")
+        tw = report["target"]["width"] if report.get("target") else max(w) * 4
+        xs = np.geomspace(min(w), tw, 50)
+        ax.plot(xs, np.exp(rule["intercept"] + rule["slope"] * np.log(xs)), "-", lw=1,
+                label=f"rule, b = {rule['slope']:.3g}")
+        tv = rule.get("transferred_value")
+        tiv = rule.get("transferred_interval")
+        if tv is not None:
+            yerr = None
+            if tiv and all(v is not None for v in tiv):
+                yerr = [[max(tv - tiv[0], 0)], [max(tiv[1] - tv, 0)]]
+            ax.errorbar([tw], [tv], yerr=yerr, fmt="*", ms=10, capsize=3, label="transferred")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("width")
+        ax.set_title(f"{rule['hyperparameter']}: {rule.get('verdict', '')}")
+        ax.legend(fontsize=7)
+    ax = axes[-1]
+    law = report.get("loss_law") or {}
+    if law.get("n_params"):
+        ax.plot(law["n_params"], law["losses"], "o", label="best loss per proxy")
+        tg = report.get("target") or {}
+        if tg.get("predicted_val_loss") is not None and all(
+                v is not None for v in tg["predicted_val_loss_interval"]):
+            lo, hi = tg["predicted_val_loss_interval"]
+            ax.errorbar([law["target_params"]], [tg["predicted_val_loss"]],
+                        yerr=[[tg["predicted_val_loss"] - lo], [hi - tg["predicted_val_loss"]]],
+                        fmt="s", capsize=3, label="predicted (target)")
+        if tg.get("val_loss") is not None:
+            ax.plot([law["target_params"]], [tg["val_loss"]], "*", ms=12, label="actual")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("parameters N")
+        ax.set_ylabel("validation loss (nats)")
+        ax.set_title("loss law: predicted vs actual target loss")
+        ax.legend(fontsize=7)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

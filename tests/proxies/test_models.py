@@ -224,3 +224,35 @@ def test_adam_steps_reduce_training_loss_on_digits(width):
     after = train_loss()
     assert before == pytest.approx(math.log(10), rel=1e-5)  # zero readout: uniform logits
     assert after < 0.5 * before
+
+
+# -- GPT knobs: rotary positions, tied embeddings (mup issue 55) ---------------------------
+@pytest.mark.parametrize("positions", ["learned", "rotary"])
+@pytest.mark.parametrize("tied", [False, True])
+def test_gpt_knobs_forward_causal_and_tied_init_width_independent(positions, tied):
+    from mutune.proxies.gpt import build_gpt
+
+    stds = []
+    for w in (32, 128, 512):
+        m = build_gpt(w, vocab=64, seq_len=12, depth=1, d_head=16, ffn_ratio=2, base_width=32,
+                      parametrization="mup", positions=positions, tied=tied)
+        if tied:
+            assert m.readout.weight is m.tok_emb.weight
+        assert (m.pos_emb is None) == (positions == "rotary")
+        stds.append(float(m.tok_emb.weight.detach().std()))
+        x = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(0))
+        y1 = m(x)
+        x2 = x.clone()
+        x2[:, -1] = (x2[:, -1] + 1) % 64
+        y2 = m(x2)
+        assert y1.shape == (2, 12, 64)
+        assert torch.allclose(y1[:, :-1], y2[:, :-1], atol=1e-6)
+    # the embedding init does not grow with width (mup issue 55), tied or not
+    assert max(stds) / min(stds) < 1.1, stds
+
+
+def test_rotary_needs_even_d_head():
+    from mutune.proxies.gpt import MuGPT
+
+    with pytest.raises(ProxyError, match="even d_head"):
+        MuGPT(15, d_head=15, positions="rotary")

@@ -14,8 +14,10 @@ from mutune.search.tuner import run_trials
 pytestmark = pytest.mark.slow
 
 
-def test_asha_sweep_on_ray_records_every_report_and_decision(ray_local, tiny_config, tmp_path):
+@pytest.mark.parametrize("kind", ["asha", "hyperband"])
+def test_sweep_on_ray_records_every_report_and_decision(ray_local, tiny_config, tmp_path, kind):
     cfg = tiny_config
+    sched = cfg.search.scheduler.model_copy(update={"kind": kind})
     task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg))
     hps = sample_configs(cfg.search, cfg.seed, 0)
     hps[0]["lr"] = 1e30   # Adam steps of 1e30: the loss is NaN by step 3
@@ -24,9 +26,9 @@ def test_asha_sweep_on_ray_records_every_report_and_decision(ray_local, tiny_con
     rec = MemoryRecorder()
     seq = itertools.count(1)
     out = run_trials(points, task=task, width=16, max_t=27, recorder=rec, sweep_id=1,
-                     proxy_sweep_id=2, kind="proxy", scheduler=cfg.search.scheduler,
+                     proxy_sweep_id=2, kind="proxy", scheduler=sched,
                      metric="val_loss", mode="min", ray_cfg=cfg.ray, storage=tmp_path,
-                     name="t", seq=seq)
+                     name="t", seq=seq, scheduler_seed=7)
     assert len(out.trials) == 4
     statuses = {t.status for t in out.trials}
     assert statuses <= {"completed", "stopped", "diverged"}
@@ -51,8 +53,8 @@ def test_asha_sweep_on_ray_records_every_report_and_decision(ray_local, tiny_con
     assert diverged[0].status == "diverged"
     assert not math.isfinite(diverged[0].reports[-1]["val_loss"])
     # the decisions match a pure replay of the core on the recorded order
-    from mutune.search.asha import ASHA
-    core = ASHA(grace_period=3, reduction_factor=3, max_t=27)
+    from mutune.search.tuner import make_core
+    core = make_core(sched, mode="min", seed=7)
     by_id = {t.trial_id: t.key for t in out.trials}
     replayed = []
     for e in sorted(reports, key=lambda e: e["seq"]):

@@ -53,6 +53,9 @@ def _record_sweep(rec) -> dict[str, int]:
                           "transferred_value": 0.0095, "formula": "log h = a + b log w"})
     ids["t3"] = rec.trial_started(sweep_id=ids["sweep"], proxy_sweep_id=None, kind="target",
                                   key="target", width=64, config={"lr": 0.0095}, seed=7)
+    rec.law_fitted(sweep_id=ids["sweep"], law={"kind": "loss_vs_params", "E": 0.1,
+                                                "alpha": float("nan"),
+                                                "predicted_val_loss": 1.2})
     ids["target"] = rec.target_started(sweep_id=ids["sweep"], trial_id=ids["t3"], width=64,
                                        config={"lr": 0.0095})
     rec.trial_finished(trial_id=ids["t3"], status="completed", reason=None, timing=TIMING)
@@ -67,6 +70,22 @@ def _record_sweep(rec) -> dict[str, int]:
     return ids
 
 
+def test_upgrade_from_the_baseline_keeps_rows(store_url):
+    upgrade(store_url, revision="0001")
+    engine = make_engine(store_url)
+    try:
+        assert "scaling_laws" not in inspect(engine).get_table_names()
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO sweeps (name, status, seed, config, created_at) "
+                              "VALUES ('old', 'completed', 1, '{}', CURRENT_TIMESTAMP)"))
+        upgrade(store_url)
+        assert set(inspect(engine).get_table_names()) == set(TABLES) | {"alembic_version"}
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT name FROM sweeps")).scalars().all() == ["old"]
+    finally:
+        engine.dispose()
+
+
 def test_upgrade_creates_tables_and_second_upgrade_is_a_no_op(store_url):
     upgrade(store_url)
     engine = make_engine(store_url)
@@ -78,7 +97,7 @@ def test_upgrade_creates_tables_and_second_upgrade_is_a_no_op(store_url):
         upgrade(store_url)
         with engine.connect() as conn:
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() \
-                == ["0001"]
+                == ["0002"]
             assert conn.execute(text("SELECT name FROM sweeps")).scalars().all() == ["kept"]
         assert set(inspect(engine).get_table_names()) == set(TABLES) | {"alembic_version"}
     finally:
@@ -159,7 +178,11 @@ def test_full_recorder_sequence_reads_back(store):
 
     assert store.counts(ids["sweep"]) == {
         "sweeps": 1, "provenance": 1, "proxy_sweeps": 1, "trials": 3, "trial_reports": 3,
-        "scheduler_events": 2, "transfer_rules": 1, "target_runs": 1, "ledger_entries": 2}
+        "scheduler_events": 2, "transfer_rules": 1, "target_runs": 1, "ledger_entries": 2,
+        "scaling_laws": 1}
+    (law,) = rows["laws"]
+    assert law["kind"] == "loss_vs_params" and law["data"]["alpha"] == "nan"
+    assert law["data"]["predicted_val_loss"] == 1.2
     (listed,) = store.list_sweeps()
     assert listed["id"] == ids["sweep"] and listed["status"] == "completed"
 

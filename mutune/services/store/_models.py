@@ -16,7 +16,7 @@ from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, MetaData, St
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ["Base", "Sweep", "Provenance", "ProxySweep", "Trial", "TrialReport", "SchedulerEvent",
-           "TransferRule", "TargetRun", "LedgerEntry", "TABLES"]
+           "TransferRule", "TargetRun", "LedgerEntry", "ScalingLaw", "TABLES"]
 
 #: Constraint names are fixed by convention so the migration and the models name them alike.
 NAMING_CONVENTION = {
@@ -182,6 +182,18 @@ class LedgerEntry(Base):
     inputs: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
+class ScalingLaw(Base):
+    """A fitted law of loss against scale (e.g. L(N) = E + A·N^-α), with its prediction for the
+    target; ``data`` holds the whole fit (migration 0002)."""
+
+    __tablename__ = "scaling_laws"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
 #: Table names, in creation order.
 TABLES = ("sweeps", "provenance", "proxy_sweeps", "trials", "trial_reports", "scheduler_events",
-          "transfer_rules", "target_runs", "ledger_entries")
+          "transfer_rules", "target_runs", "ledger_entries", "scaling_laws")

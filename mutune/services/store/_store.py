@@ -22,8 +22,9 @@ from mutune.errors import StoreError
 from mutune.recorder import TRIAL_STATUSES
 
 from . import _engine
-from ._models import (Base, LedgerEntry, Provenance, ProxySweep, SchedulerEvent, Sweep,
-                      TargetRun, TransferRule, Trial, TrialReport)
+from ._heartbeat import HeartbeatMixin
+from ._models import (Base, LedgerEntry, Provenance, ProxySweep, ScalingLaw, SchedulerEvent,
+                      Sweep, TargetRun, TransferRule, Trial, TrialReport)
 
 __all__ = ["Store", "finite_json"]
 
@@ -103,7 +104,7 @@ def _row(obj: Base, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
             for c in obj.__table__.columns if c.key not in exclude}
 
 
-class Store:
+class Store(HeartbeatMixin):
     """The results database as a :class:`mutune.recorder.Recorder` (DESIGN.md §2, §7).
 
     Open it with :meth:`open` (migrates to head first) or build it from an engine; use it as a
@@ -327,6 +328,20 @@ class Store:
                                data=finite_json(rule)))
         self._write(work)
 
+    def law_fitted(self, sweep_id: int, law: Mapping[str, Any]) -> None:
+        """Record a fitted scaling law; ``law["kind"]`` names it, the mapping goes to ``data``.
+
+        Raises:
+            StoreError: unknown sweep, or ``law`` lacks ``kind``.
+        """
+        if "kind" not in law:
+            raise StoreError(f"a scaling law needs 'kind'; got keys {sorted(law)}")
+
+        def work(s: Session) -> None:
+            self._get(s, Sweep, sweep_id, "sweep")
+            s.add(ScalingLaw(sweep_id=sweep_id, kind=str(law["kind"]), data=finite_json(law)))
+        self._write(work)
+
     def target_started(self, sweep_id: int, trial_id: int, width: int,
                        config: Mapping[str, Any]) -> int:
         """Record the target run of trial ``trial_id`` (status ``running``); returns its id.
@@ -420,6 +435,7 @@ class Store:
                 "transfer_rules": count(TransferRule, TransferRule.sweep_id == sweep_id),
                 "target_runs": count(TargetRun, TargetRun.sweep_id == sweep_id),
                 "ledger_entries": count(LedgerEntry, LedgerEntry.sweep_id == sweep_id),
+                "scaling_laws": count(ScalingLaw, ScalingLaw.sweep_id == sweep_id),
             }
         return self._read(work)
 
@@ -429,7 +445,7 @@ class Store:
         Returns:
             ``{"sweep", "provenance", "proxy_sweeps", "trials" (each with its "reports":
             [{"step", "seq", "metrics"}] by step), "events" (by seq), "rules", "target" (the
-            latest target run or None), "ledger"}``; timestamps are UTC ISO 8601 strings.
+            latest target run or None), "ledger", "laws"}``; timestamps are UTC ISO 8601 strings.
         Raises:
             StoreError: unknown sweep.
         """
@@ -457,6 +473,8 @@ class Store:
                                .order_by(TargetRun.id.desc()).limit(1)).first()
             ledger = s.scalars(select(LedgerEntry).where(LedgerEntry.sweep_id == sweep_id)
                                .order_by(LedgerEntry.id)).all()
+            laws = s.scalars(select(ScalingLaw).where(ScalingLaw.sweep_id == sweep_id)
+                             .order_by(ScalingLaw.id)).all()
             return {
                 "sweep": _row(sweep),
                 "provenance": dict(prov.data) if prov is not None else {},
@@ -466,5 +484,6 @@ class Store:
                 "rules": [_row(r) for r in rules],
                 "target": _row(target) if target is not None else None,
                 "ledger": [_row(e) for e in ledger],
+                "laws": [_row(law) for law in laws],
             }
         return self._read(work)

@@ -1,0 +1,58 @@
+"""Where a trial trains: CPU, or one CUDA device with bf16 autocast and the flash SDPA kernel.
+
+On CUDA, matrix multiplies run under ``torch.autocast(dtype=torch.bfloat16)`` (parameters and
+optimizer state stay float32) and attention is restricted to the FlashAttention kernel of
+``scaled_dot_product_attention`` (Dao et al. 2022, "FlashAttention"), which accepts the μP
+``attn_mult/d_head`` scale through its ``scale`` argument. On CPU both are no-ops.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["TrainDevice", "select_device"]
+
+
+@dataclass(frozen=True)
+class TrainDevice:
+    """A torch device and the numeric settings used on it.
+
+    Attributes:
+        device: ``torch.device("cpu")`` or ``torch.device("cuda")``.
+        autocast_dtype: ``torch.bfloat16`` on CUDA, None on CPU (full float32).
+        flash_sdpa: whether attention is restricted to the flash kernel.
+    """
+    device: torch.device
+    autocast_dtype: torch.dtype | None
+    flash_sdpa: bool
+
+    @property
+    def kind(self) -> str:
+        """``cuda`` or ``cpu`` (the ledger's device kind)."""
+        return self.device.type
+
+    @contextlib.contextmanager
+    def compute(self) -> Iterator[None]:
+        """Context for forward passes: bf16 autocast and the flash SDPA kernel on CUDA."""
+        with contextlib.ExitStack() as stack:
+            if self.autocast_dtype is not None:
+                stack.enter_context(torch.autocast(device_type=self.device.type,
+                                                   dtype=self.autocast_dtype))
+            if self.flash_sdpa:
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+                stack.enter_context(sdpa_kernel([SDPBackend.FLASH_ATTENTION]))
+            yield
+
+
+def select_device(prefer_cuda: bool = True) -> TrainDevice:
+    """CUDA (bf16 autocast, flash attention) when asked for and available, else CPU float32.
+
+    Inside a Ray trial granted a GPU, ``CUDA_VISIBLE_DEVICES`` already names that GPU, so
+    ``cuda`` means the trial's own device.
+    """
+    if prefer_cuda and torch.cuda.is_available():
+        return TrainDevice(torch.device("cuda"), torch.bfloat16, True)
+    return TrainDevice(torch.device("cpu"), None, False)

@@ -1,0 +1,112 @@
+"""nanoGPT-style token files: flat little-endian ``uint16`` arrays read through ``numpy.memmap``.
+
+A folder holding ``train.bin`` and ``val.bin`` (the layout nanoGPT's ``prepare.py`` writes) is
+used as is; a single ``.bin`` file is split with its last 10 % of tokens as validation. The
+arrays are opened lazily in whichever process uses them, so shipping a :class:`TokenData` to a
+Ray worker copies two paths, not the tokens.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from mutune.errors import ProxyError
+
+__all__ = ["TokenData", "load_token_data"]
+
+_VAL_FRACTION_DEN = 10
+_CHUNK = 1 << 24
+
+
+def _sha256(paths: list[pathlib.Path]) -> str:
+    digest = hashlib.sha256()
+    for p in paths:
+        with open(p, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+class TokenData:
+    """Train and validation token streams backed by ``uint16`` memmaps.
+
+    Attributes:
+        train, val: 1-D ``numpy.memmap`` of dtype uint16 (opened on first use).
+        vocab: vocabulary size (every token id is < vocab).
+        fingerprint: sha256 hex of the file bytes (train then val file).
+        size_bytes: bytes of the files. n_files: 1 or 2. source: the path given.
+    """
+
+    def __init__(self, train_path: pathlib.Path, val_path: pathlib.Path | None, vocab: int,
+                 fingerprint: str, size_bytes: int, source: str) -> None:
+        self.train_path, self.val_path = train_path, val_path
+        self.vocab, self.fingerprint, self.size_bytes = vocab, fingerprint, size_bytes
+        self.n_files = 1 if val_path is None else 2
+        self.source = source
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_arrays"] = None  # reopened lazily where it lands
+        return state
+
+    def _open(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._arrays is None:
+            train = np.memmap(self.train_path, dtype=np.uint16, mode="r")
+            if self.val_path is None:
+                n_val = len(train) // _VAL_FRACTION_DEN
+                self._arrays = (train[: len(train) - n_val], train[len(train) - n_val:])
+            else:
+                self._arrays = (train, np.memmap(self.val_path, dtype=np.uint16, mode="r"))
+        return self._arrays
+
+    @property
+    def train(self) -> np.ndarray:
+        return self._open()[0]
+
+    @property
+    def val(self) -> np.ndarray:
+        return self._open()[1]
+
+
+def load_token_data(path: str | os.PathLike[str], vocab: int) -> TokenData:
+    """Open a nanoGPT-style token file or folder (``train.bin`` + ``val.bin``).
+
+    Args:
+        path: a ``.bin`` file of uint16 tokens, or a folder with ``train.bin`` and ``val.bin``.
+        vocab: the model's vocabulary size; every token must be < vocab.
+    Raises:
+        ProxyError: missing files, an odd byte count (not uint16), fewer than 10 tokens of
+            validation, or a token id ≥ vocab (names the file and the largest id).
+    """
+    p = pathlib.Path(path)
+    if p.is_dir():
+        train, val = p / "train.bin", p / "val.bin"
+        missing = [str(f) for f in (train, val) if not f.is_file()]
+        if missing:
+            raise ProxyError(f"token folder {str(p)!r} lacks {missing} (nanoGPT layout: "
+                             "train.bin and val.bin)")
+        files: list[pathlib.Path] = [train, val]
+    elif p.is_file():
+        train, val, files = p, None, [p]
+    else:
+        raise ProxyError(f"token data path {str(p)!r} does not exist")
+    for f in files:
+        size = f.stat().st_size
+        if size % 2:
+            raise ProxyError(f"{str(f)!r} has {size} bytes, not a whole number of uint16 tokens")
+    data = TokenData(train, val, int(vocab), _sha256(files),
+                     sum(f.stat().st_size for f in files), str(p))
+    if len(data.val) < _VAL_FRACTION_DEN or len(data.train) < _VAL_FRACTION_DEN:
+        raise ProxyError(f"token data {str(p)!r} is too short: {len(data.train)} train and "
+                         f"{len(data.val)} validation tokens")
+    for name, arr in (("train", data.train), ("val", data.val)):
+        top = int(arr.max())
+        if top >= vocab:
+            raise ProxyError(f"{name} tokens of {str(p)!r} reach id {top} >= vocab {vocab}; "
+                             "set model.vocab to the tokenizer's size")
+    return data

@@ -1,0 +1,264 @@
+"""The optimum of a proxy sweep: a local quadratic in log space, not a noisy argmin.
+
+The loss near its minimum is approximately quadratic in the log of each hyperparameter (the
+"valley" plots of Yang et al. 2022, Tensor Programs V, Figure 1 / §3, fitted there by eye; the
+parabolic fit of DESIGN.md §5). So the optimum is taken as the minimiser of a least-squares
+quadratic fitted to the best trials (a local response-surface fit: Box & Wilson 1951, "On the
+Experimental Attainment of Optimum Conditions", JRSS B; Myers, Montgomery & Anderson-Cook,
+"Response Surface Methodology", ch. 6 "the stationary point"), with a percentile bootstrap over
+trials — or over whole seeds/replicates when ``groups`` is given (Efron & Tibshirani 1993, ch. 13
+percentile interval; Davison & Hinkley 1997, §3.8 for resampling clusters).
+
+Which trials: callers pass the values judged at one rung (the highest rung holding ≥ 3 trials,
+DESIGN.md §4, as :func:`mutune.search.best.best_at_rung` chooses it) or several rungs'
+values concatenated; this module does not know about rungs.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mutune.errors import FitError
+
+__all__ = ["Optimum", "estimate_optimum"]
+
+QUADRATIC = "quadratic"               # full quadratic with cross terms
+DIAGONAL = "diagonal-quadratic"       # separable: no cross terms
+WEIGHTED_MEAN = "weighted-mean"       # curvature not positive-definite: weighted best points
+EDGE_FRACTION = 0.05
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """Estimated optimum of one proxy sweep, in natural-log units of each hyperparameter.
+
+    Attributes:
+        names: hyperparameter names, in column order.
+        center: name → log h* (natural log).
+        interval: name → 95 % percentile-bootstrap interval (lo, hi) of log h*; (nan, nan) if
+            fewer than 20 bootstrap replicates could be fitted.
+        method: ``"quadratic"``, ``"diagonal-quadratic"`` or ``"weighted-mean"``.
+        n_used: finite trials the estimate saw; n_dropped: non-finite trials dropped.
+        n_neighbourhood: best trials the quadratic was fitted to.
+        on_edge: name → True when the optimum is within 5 % of the log-range of a searched
+            bound, or the best trial sits at the extreme sampled value.
+        edge_side: name → ``"low"``, ``"high"`` or None (which bound it is near).
+        best_trial: name → log value of the best finite trial (the raw argmin/argmax).
+        n_boot_used: bootstrap replicates that gave an estimate.
+    """
+    names: tuple[str, ...]
+    center: dict[str, float]
+    interval: dict[str, tuple[float, float]]
+    method: str
+    n_used: int
+    n_dropped: int
+    n_neighbourhood: int
+    on_edge: dict[str, bool]
+    edge_side: dict[str, str | None]
+    best_trial: dict[str, float]
+    n_boot_used: int
+
+    def value(self, name: str) -> float:
+        """h* of ``name`` in natural units (exp of the log centre)."""
+        return math.exp(self.center[name])
+
+    def value_interval(self, name: str) -> tuple[float, float]:
+        """The 95 % interval of ``name`` in natural units."""
+        lo, hi = self.interval[name]
+        return (math.exp(lo), math.exp(hi))
+
+
+def _design(Z: np.ndarray, full: bool) -> np.ndarray:
+    """Quadratic design matrix of standardized coordinates Z (k, d): 1, z_j, z_j², z_i·z_j."""
+    k, d = Z.shape
+    cols = [np.ones(k)] + [Z[:, j] for j in range(d)] + [Z[:, j] ** 2 for j in range(d)]
+    if full:
+        cols += [Z[:, i] * Z[:, j] for i in range(d) for j in range(i + 1, d)]
+    return np.column_stack(cols)
+
+
+def _n_params(d: int, full: bool) -> int:
+    return 1 + 2 * d + (d * (d - 1) // 2 if full else 0)
+
+
+def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int) -> tuple[np.ndarray, str, int]:
+    """One estimate from trials X (n, d) log values, y (n,) losses to minimise.
+
+    Trials at identical points (seeds/replicates of one config) are first averaged, so the
+    neighbourhood counts distinct configurations.
+
+    Returns (centre (d,), method, neighbourhood size). Raises FitError when nothing fits.
+    """
+    X, inverse = np.unique(X, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    y = np.bincount(inverse, weights=y) / np.bincount(inverse)   # mean over repeats (seeds)
+    n, d = X.shape
+    order = np.argsort(y, kind="stable")
+    for method in ((QUADRATIC, DIAGONAL) if d > 1 else (QUADRATIC,)):
+        full = method == QUADRATIC and d > 1
+        p = _n_params(d, full)
+        k = min(n, max(n_best, p + 1 if full else p))
+        if k < p + (1 if full else 0):
+            continue
+        idx = order[:k]
+        Xn, yn = X[idx], y[idx]
+        mid = Xn[0]
+        spread = np.ptp(Xn, axis=0)
+        if np.any(spread == 0):
+            continue
+        Z = (Xn - mid) / spread
+        D = _design(Z, full)
+        if np.linalg.matrix_rank(D) < p:
+            continue
+        coef = np.linalg.lstsq(D, yn, rcond=None)[0]
+        g = coef[1:1 + d]
+        H = np.diag(2 * coef[1 + d:1 + 2 * d])
+        if full:
+            it = iter(coef[1 + 2 * d:])
+            for i in range(d):
+                for j in range(i + 1, d):
+                    H[i, j] = H[j, i] = next(it)
+        eig = np.linalg.eigvalsh(H)
+        if eig[0] <= 1e-10 * max(1.0, float(np.max(np.abs(eig)))):
+            continue         # not positive-definite: try the separable fit, then the mean
+        z_star = np.linalg.solve(H, -g)
+        centre = mid + z_star * spread
+        return np.clip(centre, Xn.min(axis=0), Xn.max(axis=0)), method, k
+    k = min(n, max(n_best, 2))
+    idx = order[:k]
+    yn = y[idx]
+    span = yn[-1] - yn[0]
+    w = (yn[-1] - yn) / span if span > 0 else np.ones(k)
+    if k > 1 and w.sum() == 0:
+        w = np.ones(k)
+    return (w[:, None] * X[idx]).sum(axis=0) / w.sum(), WEIGHTED_MEAN, k
+
+
+def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[str],
+                     mode: str = "min", groups: Sequence | None = None,
+                     n_best: int | None = None, n_boot: int = 500, seed: int = 0,
+                     bounds: np.ndarray | None = None) -> Optimum:
+    """Optimum of the loss over the searched hyperparameters, by a local quadratic in log space.
+
+    Method (stated in ``Optimum.method``): average repeated configurations (seeds), take the
+    ``n_best`` best distinct configurations; standardize
+    each log hyperparameter by the neighbourhood's spread; fit by least squares a full quadratic
+    with cross terms when d ≥ 2 and the neighbourhood (grown to p + 1 trials if needed) has at
+    least p + 1 trials (p = 1 + 2d + d(d−1)/2), else — or when that fit is not
+    positive-definite — a separable (diagonal) quadratic (p = 1 + 2d; for d = 1 both are the
+    parabola, reported as ``"quadratic"``); centre = the stationary point −H⁻¹g (Box & Wilson
+    1951), clipped per coordinate to the neighbourhood's box (the axis-aligned hull of the
+    trials fitted). When no fitted Hessian is positive-definite (a ridge or a saddle: the
+    quadratic has no minimum) the centre is the weighted mean of the best trials' log values,
+    weight (y_worst − y_i)/(y_worst − y_best) within the neighbourhood.
+
+    Args:
+        log_h: natural-log hyperparameter values, shape (n_trials, n_hp).
+        values: the metric per trial, shape (n_trials,), e.g. validation loss in nats.
+        names: n_hp hyperparameter names, in column order.
+        mode: ``"min"`` (loss) or ``"max"`` (accuracy).
+        groups: optional (n_trials,) seed/replicate ids; the bootstrap then resamples whole
+            groups (cluster bootstrap) rather than single trials.
+        n_best: neighbourhood size; default max(5, 2·n_hp + 3), capped at the finite trials.
+        n_boot: bootstrap replicates (0 disables the interval).
+        seed: seed of the ``numpy.random.default_rng`` behind the bootstrap.
+        bounds: optional (n_hp, 2) searched range in log units (default: the sampled min/max).
+    Returns:
+        :class:`Optimum` (log units; ``value(name)`` for natural units).
+    Raises:
+        ValueError: shapes or names inconsistent, mode unknown, n_best < 1, n_boot < 0,
+            bounds not (n_hp, 2) with lo < hi.
+        FitError: fewer finite trials than 1 + 2·n_hp (counts given); a hyperparameter that
+            takes one value only; a flat metric (all finite values equal).
+    References:
+        Yang et al. 2022, Tensor Programs V, §3 / Fig. 1; Box & Wilson 1951 (stationary point of
+        a fitted quadratic); Efron & Tibshirani 1993, ch. 13 (percentile bootstrap).
+    """
+    X = np.asarray(log_h, dtype=float)
+    v = np.asarray(values, dtype=float)
+    names = tuple(names)
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2 or v.ndim != 1 or X.shape[0] != v.shape[0]:
+        raise ValueError(f"log_h shape {np.shape(log_h)} and values shape {v.shape} must be "
+                         "(n_trials, n_hp) and (n_trials,)")
+    n_all, d = X.shape
+    if len(names) != d:
+        raise ValueError(f"names {list(names)} must name the {d} columns of log_h")
+    if mode not in ("min", "max"):
+        raise ValueError(f"mode = {mode!r}: must be 'min' or 'max'")
+    if n_boot < 0:
+        raise ValueError(f"n_boot = {n_boot}: must be ≥ 0")
+    g = None
+    if groups is not None:
+        g = np.asarray(groups)
+        if g.shape != (n_all,):
+            raise ValueError(f"groups shape {g.shape} must be ({n_all},)")
+    finite = np.isfinite(v) & np.all(np.isfinite(X), axis=1)
+    n_dropped = int(n_all - finite.sum())
+    X, v = X[finite], v[finite]
+    g = g[finite] if g is not None else None
+    n = X.shape[0]
+    needed = 1 + 2 * d
+    if n < needed:
+        raise FitError(f"{n} finite trials ({n_dropped} non-finite dropped of {n_all}): need "
+                       f"≥ {needed} to fit a quadratic in {d} hyperparameter(s) {list(names)}")
+    if n_best is None:
+        n_best = max(5, 2 * d + 3)
+    if n_best < 1:
+        raise ValueError(f"n_best = {n_best}: must be ≥ 1")
+    n_best = min(n_best, n)
+    lo_s, hi_s = X.min(axis=0), X.max(axis=0)
+    single = [names[j] for j in range(d) if lo_s[j] == hi_s[j]]
+    if single:
+        raise FitError(f"hyperparameters {single} take a single value across the {n} finite "
+                       "trials: no optimum can be located along them")
+    if np.ptp(v) == 0:
+        raise FitError(f"flat: all {n} finite values equal {v[0]!r}; the metric does not "
+                       f"depend on {list(names)} in the searched range")
+    y = v if mode == "min" else -v
+    centre, method, k = _fit_once(X, y, n_best)
+
+    # bootstrap: refit the whole procedure on resampled trials / groups
+    rng = np.random.default_rng(seed)
+    draws = []
+    if g is not None:
+        ids, inverse = np.unique(g, return_inverse=True)
+        members = [np.flatnonzero(inverse == i) for i in range(len(ids))]
+    for _ in range(n_boot):
+        if g is None:
+            idx = rng.integers(0, n, n)
+        else:
+            idx = np.concatenate([members[i] for i in rng.integers(0, len(members),
+                                                                   len(members))])
+        yb = y[idx]
+        if idx.size < needed or np.ptp(yb) == 0 or np.any(np.ptp(X[idx], axis=0) == 0):
+            continue
+        draws.append(_fit_once(X[idx], yb, min(n_best, idx.size))[0])
+    if len(draws) >= 20:
+        qs = np.quantile(np.array(draws), [0.025, 0.975], axis=0)
+        interval = {nm: (float(qs[0, j]), float(qs[1, j])) for j, nm in enumerate(names)}
+    else:
+        interval = {nm: (math.nan, math.nan) for nm in names}
+
+    if bounds is None:
+        b = np.column_stack([lo_s, hi_s])
+    else:
+        b = np.asarray(bounds, dtype=float)
+        if b.shape != (d, 2) or not np.all(b[:, 0] < b[:, 1]):
+            raise ValueError(f"bounds {b.tolist()} must be shape ({d}, 2) with lo < hi")
+    best = X[int(np.argmin(y))]
+    margin = EDGE_FRACTION * (b[:, 1] - b[:, 0])
+    on_edge, side = {}, {}
+    for j, nm in enumerate(names):
+        low = centre[j] <= b[j, 0] + margin[j] or best[j] == lo_s[j]
+        high = centre[j] >= b[j, 1] - margin[j] or best[j] == hi_s[j]
+        on_edge[nm] = bool(low or high)
+        side[nm] = ("low" if centre[j] - b[j, 0] <= b[j, 1] - centre[j] else "high") \
+            if low and high else ("low" if low else "high" if high else None)
+    return Optimum(names, {nm: float(centre[j]) for j, nm in enumerate(names)}, interval,
+                   method, n, n_dropped, k, on_edge, side,
+                   {nm: float(best[j]) for j, nm in enumerate(names)}, len(draws))

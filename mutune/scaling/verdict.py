@@ -1,0 +1,128 @@
+"""The health verdict on a fitted transfer rule: does the optimum transfer, and if not, why.
+
+Under μP the width exponent of the transferable hyperparameters (learning rate, init and
+multipliers) is ≈ 0 (Yang et al. 2022, Tensor Programs V, §3 and Table 1); under standard
+parametrization it is not, and the fitted exponent is the correction that transfers anyway
+(TP V Figure 1; Everett et al. 2024, "Scaling Exponents Across Parameterizations and
+Optimizers", ICML, §4 fit the same per-parametrization exponents).
+
+Precedence (the first that applies wins; deterministic):
+
+1. ``too_few_sizes`` — fewer than 3 distinct sizes: a line through 2 points has no residuals,
+   so neither its slope interval nor any later check means anything.
+2. ``edge`` — an optimum sits at the edge of its searched range: it is censored, every later
+   check would judge a biased slope.
+3. ``noisy`` — the slope interval is wider than ``4 × tolerance``, not finite, the residual
+   scatter exceeds ``max_residual``, or (μP) the interval straddles a tolerance bound (neither
+   inside nor outside: inconclusive).
+4. ``sp_corrected`` — standard parametrization: the exponent is reported as the correction.
+5. ``drifting`` — μP and the interval lies entirely outside [−tolerance, +tolerance].
+6. ``stable`` — μP and the interval lies inside [−tolerance, +tolerance].
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mutune.scaling.rules import TransferRule
+
+__all__ = ["Verdict", "rule_verdict", "VERDICTS"]
+
+VERDICTS = ("too_few_sizes", "edge", "noisy", "sp_corrected", "drifting", "stable")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A named health verdict on a transfer rule.
+
+    Attributes:
+        name: one of :data:`VERDICTS`.
+        reason: what was measured, with the numbers.
+        advice: what to do about it (empty when nothing needs doing).
+    """
+    name: str
+    reason: str
+    advice: str
+
+
+def _fmt(x: float) -> str:
+    return f"{x:+.3f}"
+
+
+def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float = 0.1,
+                 on_edge: bool = False, edge_side: str | None = None,
+                 n_sizes: int | None = None, max_residual: float = math.log(2)) -> Verdict:
+    """Name the health of a transfer rule (precedence in the module docstring).
+
+    Args:
+        rule: the fitted :class:`~mutune.scaling.rules.TransferRule` (its ``slope`` and
+            ``slope_interval`` are the width exponent b and its 95 % interval).
+        parametrization: ``"mup"`` or ``"sp"``.
+        tolerance: largest |b| still called width-independent, in log-log slope units (octaves
+            of the hyperparameter per octave of width); > 0.
+        on_edge: whether any per-size optimum lies at the edge of its searched range
+            (:attr:`~mutune.scaling.optimum.Optimum.on_edge`).
+        edge_side: ``"low"`` or ``"high"``: which bound, for the advice.
+        n_sizes: distinct proxy sizes (default: distinct widths in the rule).
+        max_residual: largest acceptable residual scale of the log optima about the line
+            (natural-log units; default ln 2, one octave).
+    Returns:
+        :class:`Verdict`.
+    Raises:
+        ValueError: unknown parametrization or edge_side, tolerance ≤ 0, n_sizes < 1.
+    References:
+        Yang et al. 2022, Tensor Programs V (arXiv 2203.03466), §3, Table 1.
+    """
+    if parametrization not in ("mup", "sp"):
+        raise ValueError(f"parametrization = {parametrization!r}: must be 'mup' or 'sp'")
+    if not (math.isfinite(tolerance) and tolerance > 0):
+        raise ValueError(f"tolerance = {tolerance}: must be a finite number > 0")
+    if edge_side not in (None, "low", "high"):
+        raise ValueError(f"edge_side = {edge_side!r}: must be None, 'low' or 'high'")
+    if n_sizes is None:
+        n_sizes = len(set(rule.scales))
+    if n_sizes < 1:
+        raise ValueError(f"n_sizes = {n_sizes}: must be ≥ 1")
+    hp = rule.hyperparameter
+    b = rule.slope
+    lo, hi = rule.slope_interval
+    finite = math.isfinite(lo) and math.isfinite(hi)
+    iv = f"[{_fmt(lo)}, {_fmt(hi)}]" if finite else "undefined"
+    if n_sizes < 3:
+        return Verdict("too_few_sizes",
+                       f"{hp}: {n_sizes} proxy size(s); a rule needs ≥ 3 for an interval "
+                       "on its slope",
+                       "add a proxy width (e.g. double the largest) and rerun its sweep")
+    if on_edge:
+        where = {"low": "the lower bound", "high": "the upper bound"}.get(edge_side or "",
+                                                                          "a bound")
+        widen = {"low": "extend the range downwards (smaller values)",
+                 "high": "extend the range upwards (larger values)"}.get(
+                     edge_side or "", "widen the searched range on the side it touches")
+        return Verdict("edge", f"{hp}: an optimum lies at {where} of the searched range, so "
+                       "it is censored and the fitted slope is biased", widen)
+    width = hi - lo if finite else math.inf
+    if not finite or width > 4 * tolerance or rule.residual_scale > max_residual:
+        return Verdict("noisy",
+                       f"{hp}: slope interval {iv} (width {width:.3g} vs 4×tolerance = "
+                       f"{4 * tolerance:.3g}), residual scale {rule.residual_scale:.3g} "
+                       f"(max {max_residual:.3g}) in log units",
+                       "more samples per sweep or more seeds per configuration, or more sizes")
+    if parametrization == "sp":
+        return Verdict("sp_corrected",
+                       f"{hp}: under SP the fitted exponent b = {_fmt(b)} (95 % {iv}) is the "
+                       "correction that makes transfer work under SP: "
+                       f"{hp}*(w) ∝ w^{b:.3g}",
+                       "use the fitted rule for the target, or switch to μP to make b ≈ 0")
+    if lo > tolerance or hi < -tolerance:
+        return Verdict("drifting",
+                       f"{hp}: slope b = {_fmt(b)} with 95 % interval {iv} lies outside "
+                       f"±{tolerance:g}: the optimum moves with width under μP",
+                       "check the μP set-up (coord check, MuReadout, base shapes, Mu* "
+                       "optimizer); the fitted rule still extrapolates")
+    if -tolerance <= lo and hi <= tolerance:
+        return Verdict("stable", f"{hp}: slope b = {_fmt(b)} with 95 % interval {iv} inside "
+                       f"±{tolerance:g}: width-independent as μP predicts", "")
+    return Verdict("noisy", f"{hp}: slope interval {iv} straddles ±{tolerance:g}: cannot tell "
+                   "stable from drifting", "more seeds per configuration or another width")
+

@@ -1,0 +1,123 @@
+"""`mutune export --optuna-storage URL`: a recorded sweep as Optuna studies (optuna-dashboard).
+
+One study per proxy width, named ``{prefix}-{sweep_id}-w{width}``, direction from the sweep's
+mode. Each proxy trial becomes a finished Optuna trial (``optuna.trial.create_trial``):
+
+* params: the searched hyperparameters (the config's ``search.space``) with their distributions
+  — ``loguniform`` → ``FloatDistribution(log=True)``, ``uniform`` → ``FloatDistribution``,
+  ``choice`` → ``CategoricalDistribution``; fixed hyperparameters go to the study's user attrs;
+* intermediate values: {step: metric} of every report (non-finite values as Optuna stores them);
+* state and value: ``completed`` → COMPLETE with the last report's value; ``stopped`` → PRUNED
+  with the value at its last report (Optuna's convention for pruned trials); ``failed`` or
+  ``diverged`` → FAIL without a value; a trial with no finite report → FAIL;
+* user attrs: mutune trial id, key, status, reason, seed.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from mutune.errors import StoreError
+
+__all__ = ["export_to_optuna", "distributions_from_space"]
+
+
+def distributions_from_space(space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Optuna distributions for a config's ``search.space`` (name → {type, low, high | values}).
+
+    Raises:
+        StoreError: an unknown distribution type (names the parameter and the type).
+    """
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+    out: dict[str, Any] = {}
+    for name, d in space.items():
+        kind = d.get("type")
+        if kind == "loguniform":
+            out[name] = FloatDistribution(float(d["low"]), float(d["high"]), log=True)
+        elif kind == "uniform":
+            out[name] = FloatDistribution(float(d["low"]), float(d["high"]))
+        elif kind == "choice":
+            out[name] = CategoricalDistribution([float(v) for v in d["values"]])
+        else:
+            raise StoreError(f"search.space.{name}.type = {kind!r}: cannot be exported to "
+                             "Optuna (expected loguniform, uniform or choice)")
+    return out
+
+
+def _num(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def export_to_optuna(store: Any, sweep_id: int, storage_url: str, *,
+                     study_prefix: str = "mutune", overwrite: bool = False) -> list[str]:
+    """Write sweep ``sweep_id``'s proxy widths into the Optuna RDB storage at ``storage_url``.
+
+    Args:
+        store: a :class:`~mutune.services.store.Store`.
+        storage_url: an Optuna storage URL (e.g. ``sqlite:///optuna.db``).
+        study_prefix: study names are ``{study_prefix}-{sweep_id}-w{width}``.
+        overwrite: delete a study of the same name first (default: refuse).
+    Returns:
+        The study names written, one per proxy width, in width order of the record.
+    Raises:
+        StoreError: unknown sweep, a study that exists already (without ``overwrite``), or
+            a search space Optuna cannot represent.
+    """
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    rows = store.sweep_rows(sweep_id)
+    search = (rows["sweep"]["config"] or {}).get("search") or {}
+    dists = distributions_from_space(search.get("space") or {})
+    fixed = search.get("fixed") or {}
+    storage = optuna.storages.RDBStorage(storage_url)
+    names = []
+    for ps in rows["proxy_sweeps"]:
+        settings = ps["settings"] or {}
+        metric = settings.get("metric", "val_loss")
+        direction = "maximize" if settings.get("mode", "min") == "max" else "minimize"
+        name = f"{study_prefix}-{sweep_id}-w{ps['width']}"
+        if overwrite:
+            try:
+                optuna.delete_study(study_name=name, storage=storage)
+            except KeyError:
+                pass
+        try:
+            study = optuna.create_study(study_name=name, storage=storage, direction=direction)
+        except optuna.exceptions.DuplicatedStudyError as exc:
+            raise StoreError(f"Optuna study {name!r} exists already in {storage_url}; "
+                             "pass overwrite=True (--overwrite) to replace it") from exc
+        study.set_user_attr("mutune_sweep_id", sweep_id)
+        study.set_user_attr("width", ps["width"])
+        study.set_user_attr("scheduler", settings.get("scheduler"))
+        study.set_user_attr("fixed", fixed)
+        study.set_user_attr("best", ps.get("best"))
+        trials = []
+        for t in rows["trials"]:
+            if t["kind"] != "proxy" or t["proxy_sweep_id"] != ps["id"]:
+                continue
+            inter = {int(r["step"]): v for r in t["reports"]
+                     if (v := _num(r["metrics"].get(metric))) is not None}
+            finite = [v for _, v in sorted(inter.items()) if math.isfinite(v)]
+            last = finite[-1] if finite else None
+            status = t["status"]
+            if status == "completed" and last is not None:
+                state, value = TrialState.COMPLETE, last
+            elif status == "stopped" and last is not None:
+                state, value = TrialState.PRUNED, last
+            else:
+                state, value = TrialState.FAIL, None
+            params = {k: t["config"][k] for k in dists if k in t["config"]}
+            trials.append(create_trial(
+                params=params, distributions={k: dists[k] for k in params}, value=value,
+                intermediate_values=inter, state=state,
+                user_attrs={"mutune_trial_id": t["id"], "key": t["key"], "status": status,
+                            "reason": t.get("reason"), "seed": t.get("seed")}))
+        study.add_trials(trials)
+        names.append(name)
+    return names

@@ -1,0 +1,117 @@
+"""Heartbeats of running trials and the stale-trial query (DESIGN.md §7, issue 4 "Heartbeats").
+
+A running trial beats through the driver (:meth:`HeartbeatMixin.heartbeat`; every report and
+decision also refreshes ``trials.heartbeat_at``). A trial still ``running`` whose last beat (or,
+if it never beat, its start) is older than its lease is *stale*: its process died or lost the
+database. :meth:`HeartbeatMixin.stale_trials` finds them and :meth:`HeartbeatMixin.mark_stale`
+ends one as ``failed`` with the reason ``stale: …`` — compare-and-set on ``running``, so a trial
+that finished in the meantime is never overwritten. Times are UTC.
+
+The lease comparison runs in Python on the running trials only (a handful per sweep), so it
+behaves the same on SQLite (which keeps timestamps as text without a zone) and PostgreSQL.
+"""
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from mutune.errors import StoreError
+
+from ._models import Trial
+
+__all__ = ["HeartbeatMixin"]
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:  # SQLite hands back naive datetimes; they were stored as UTC
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+class HeartbeatMixin:
+    """Heartbeat methods of :class:`~mutune.services.store.Store` (uses ``_write``/``_read``)."""
+
+    def heartbeat(self, trial_id: int, *, now: datetime | None = None) -> None:
+        """Record that trial ``trial_id`` is alive at ``now`` (default: the current UTC time).
+
+        Raises:
+            StoreError: unknown trial.
+        """
+        stamp = _utc(now) or datetime.now(timezone.utc)
+
+        def work(s: Session) -> None:
+            trial = s.get(Trial, trial_id)
+            if trial is None:
+                raise StoreError(f"no trial with id {trial_id!r} in the results database")
+            trial.heartbeat_at = stamp
+        self._write(work)  # type: ignore[attr-defined]
+
+    def stale_trials(self, sweep_id: int | None = None, *, lease_s: float,
+                     now: datetime | None = None) -> list[dict[str, Any]]:
+        """Running trials whose heartbeat (or start, if they never beat) is older than
+        ``lease_s`` seconds before ``now``.
+
+        Args:
+            sweep_id: only this sweep's trials (None: every sweep).
+            lease_s: the lease in seconds (> 0); should be comfortably longer than the
+                heartbeat interval, or live trials are reported.
+            now: the reference time (default: the current UTC time).
+        Returns:
+            [{"id", "sweep_id", "proxy_sweep_id", "key", "kind", "started_at", "heartbeat_at"
+            (UTC ISO 8601), "age_s"}] oldest beat first.
+        Raises:
+            StoreError: ``lease_s`` not a positive finite number.
+        """
+        if not isinstance(lease_s, (int, float)) or not math.isfinite(lease_s) or lease_s <= 0:
+            raise StoreError(f"lease_s = {lease_s!r}: must be a positive number of seconds")
+        ref = _utc(now) or datetime.now(timezone.utc)
+        horizon = ref - timedelta(seconds=float(lease_s))
+
+        def work(s: Session) -> list[dict[str, Any]]:
+            q = select(Trial).where(Trial.status == "running")
+            if sweep_id is not None:
+                q = q.where(Trial.sweep_id == sweep_id)
+            out = []
+            for t in s.scalars(q.order_by(Trial.id)):
+                beat = _utc(t.heartbeat_at) or _utc(t.started_at)
+                if beat is None or beat < horizon:
+                    out.append({"id": t.id, "sweep_id": t.sweep_id,
+                                "proxy_sweep_id": t.proxy_sweep_id, "key": t.key,
+                                "kind": t.kind,
+                                "started_at": _utc(t.started_at).isoformat()
+                                if t.started_at else None,
+                                "heartbeat_at": _utc(t.heartbeat_at).isoformat()
+                                if t.heartbeat_at else None,
+                                "age_s": None if beat is None
+                                else (ref - beat).total_seconds()})
+            out.sort(key=lambda r: -(r["age_s"] or math.inf))
+            return out
+        return self._read(work)  # type: ignore[attr-defined]
+
+    def mark_stale(self, trial_id: int, reason: str) -> bool:
+        """End running trial ``trial_id`` as ``failed`` with reason ``"stale: <reason>"``.
+
+        Returns:
+            True if the trial was running and is now failed; False if it had already ended
+            (it is left as it is).
+        Raises:
+            StoreError: unknown trial.
+        """
+        text = f"stale: {reason}"
+
+        def work(s: Session) -> bool:
+            if s.get(Trial, trial_id) is None:
+                raise StoreError(f"no trial with id {trial_id!r} in the results database")
+            res = s.execute(update(Trial)
+                            .where(Trial.id == trial_id, Trial.status == "running")
+                            .values(status="failed", reason=text,
+                                    finished_at=datetime.now(timezone.utc))
+                            .execution_options(synchronize_session=False))
+            return bool(res.rowcount)
+        return self._write(work)  # type: ignore[attr-defined]

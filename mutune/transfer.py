@@ -1,0 +1,252 @@
+"""The transfer stage of the main job: per-width optima → transfer rules → target prediction.
+
+Between the proxy sweeps and the target run (DESIGN.md §2), this module turns recorded rung
+values into arrays for :mod:`mutune.scaling` and its frozen results back into recorder rows:
+
+* each width's optimum of every searched hyperparameter: a local quadratic in log space at the
+  highest rung holding enough trials for the fit (:func:`mutune.scaling.estimate_optimum`), with
+  a bootstrap interval; for the learning rate also the short-horizon fit of LR*(steps) across
+  rungs (:func:`mutune.scaling.fit_horizon`);
+* each hyperparameter's transfer rule log h*(w) = a + b·log w with intervals and a health
+  verdict, the published batch/token rules the config asks for, and the AdamW timescale rule
+  for weight decay;
+* the loss law L(N) = E + A·N^-α over the proxies, predicting the target's loss before it runs.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from mutune.config import Choice, LogUniform, SweepConfig
+from mutune.errors import FitError
+
+__all__ = ["width_optimum", "transfer_rules", "loss_law", "target_train_settings"]
+
+
+def _log_bounds(config: SweepConfig, names: list[str]) -> np.ndarray | None:
+    rows = []
+    for n in names:
+        d = config.search.space[n]
+        if isinstance(d, LogUniform):
+            rows.append((math.log(d.low), math.log(d.high)))
+        elif isinstance(d, Choice) and min(d.values) > 0:
+            rows.append((math.log(min(d.values)), math.log(max(d.values))))
+        elif getattr(d, "low", 0) > 0:
+            rows.append((math.log(d.low), math.log(d.high)))
+        else:
+            return None
+    return np.array(rows)
+
+
+def _finite(vals: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in vals.items() if math.isfinite(v)}
+
+
+def width_optimum(config: SweepConfig, outcome: Any, best: Any) -> dict[str, Any]:
+    """The optimum of every searched hyperparameter at one proxy width.
+
+    Uses the highest rung holding at least 2·k + 3 finite trials (k hyperparameters searched;
+    the quadratic needs them), else the fullest rung. Falls back to the best trial's values,
+    with no interval, when the quadratic cannot be fitted (the reason is kept).
+
+    Args:
+        config: the sweep config. outcome: the width's RunOutcome (trials and scheduler core).
+        best: the width's :class:`~mutune.search.best.BestTrial` (the fallback).
+    Returns:
+        JSON-able {"milestone", "n_trials", "method", "optimum": {name: value},
+        "interval": {name: [lo, hi] or None}, "on_edge": {name: bool}, "edge_side",
+        "horizon": {...} or None, "fallback_reason"}; values in each hyperparameter's unit.
+    """
+    from mutune.scaling import estimate_optimum, fit_horizon
+
+    names = sorted(config.search.space)
+    hp_of = {t.key: t.point["hparams"] for t in outcome.trials}
+    rungs = {m: _finite(v) for m, v in outcome.core.rung_values().items()}
+    need = 2 * len(names) + 3
+    full = sorted((m for m, v in rungs.items() if len(v) >= need), reverse=True)
+    bounds = _log_bounds(config, names)
+    seed = config.seed
+
+    def fit(m: int) -> Any:
+        keys = sorted(rungs[m])
+        log_h = np.array([[math.log(hp_of[k][n]) for n in names] for k in keys])
+        return estimate_optimum(log_h, np.array([rungs[m][k] for k in keys]), names=names,
+                                mode=config.search.mode, n_boot=config.transfer.n_boot_optimum,
+                                seed=seed, bounds=bounds)
+
+    milestone = full[0] if full else max(rungs, key=lambda m: (len(rungs[m]), m))
+    out: dict[str, Any] = {"milestone": milestone, "n_trials": len(rungs[milestone]),
+                           "horizon": None, "fallback_reason": None}
+    try:
+        opt = fit(milestone)
+    except FitError as err:
+        hp = hp_of[best.trial]
+        out.update(method="best-trial", optimum={n: float(hp[n]) for n in names},
+                   interval={n: None for n in names}, on_edge={n: False for n in names},
+                   edge_side={n: None for n in names}, fallback_reason=str(err),
+                   milestone=best.milestone, n_trials=best.n_trials)
+        return out
+    out.update(method=opt.method, optimum={n: opt.value(n) for n in names},
+               interval={n: (list(opt.value_interval(n))
+                             if all(map(math.isfinite, opt.interval[n])) else None)
+                         for n in names},
+               on_edge=dict(opt.on_edge), edge_side=dict(opt.edge_side))
+    if "lr" in names and len(full) >= 2:
+        per_rung = []
+        for m in sorted(full):
+            try:
+                o = fit(m)
+            except FitError:
+                continue
+            per_rung.append((m, o.center["lr"]))
+        if len(per_rung) >= 2:
+            try:
+                h = fit_horizon([m for m, _ in per_rung], [v for _, v in per_rung],
+                                target_steps=config.target_steps, n_boot=200, seed=seed)
+                out["horizon"] = {"rungs": [m for m, _ in per_rung],
+                                  "optimum_lr_per_rung": [math.exp(v) for _, v in per_rung],
+                                  "exponent": h.exponent,
+                                  "highest_rung_lr": h.highest_rung_lr,
+                                  "extrapolated_lr": h.extrapolated_lr,
+                                  "target_steps": config.target_steps}
+            except FitError as err:
+                out["horizon"] = {"error": str(err)}
+    return out
+
+
+def target_train_settings(config: SweepConfig, lr: float) -> dict[str, Any]:
+    """Batch size and weight decay of the target run, and the published-rule factors on its
+    learning rate when the target differs from the proxies (config ``transfer`` section).
+
+    * batch: ``target.batch_size`` ≠ ``train.batch_size`` → lr × (B_t/B_p)^½ for Adam-family
+      optimizers (Malladi et al. 2022) or × B_t/B_p for SGD (Goyal et al. 2017), unless
+      ``transfer.lr_batch_rule`` is ``none``;
+    * tokens: when ``transfer.token_beta`` is set and the target trains on a different number
+      of samples than the proxies' max_t budget, lr × (D_t/D_p)^-β (Bjorck et al. 2025);
+    * weight decay: with ``train.weight_decay`` > 0 and ``transfer.weight_decay_rule`` =
+      ``timescale``, λ_t keeps the proxies' AdamW timescale τ = B/(η·λ·D) (Wang & Aitchison
+      2024) at the target's lr, batch and samples.
+
+    Returns:
+        {"lr": adjusted lr, "batch_size", "weight_decay", "adjustments": [{rule, factor, …}]}.
+    """
+    from mutune.scaling import (adamw_timescale, adamw_weight_decay_for, scale_lr_for_batch,
+                                scale_lr_for_tokens)
+
+    t, tr = config.target, config.transfer
+    bp = config.train.batch_size
+    bt = t.batch_size or bp
+    adjustments = []
+    new_lr = lr
+    if bt != bp and tr.lr_batch_rule != "none":
+        kind = ("sgd" if config.train.optimizer == "sgd" else "adam") \
+            if tr.lr_batch_rule == "auto" else ("sgd" if tr.lr_batch_rule == "linear"
+                                                 else "adam")
+        scaled = scale_lr_for_batch(new_lr, bp, bt, kind)
+        adjustments.append({"rule": f"batch {bp}→{bt} ({kind})", "factor": scaled / new_lr})
+        new_lr = scaled
+    d_p = config.search.scheduler.max_t * bp
+    d_t = config.target_steps * bt
+    if tr.token_beta is not None and d_t != d_p:
+        scaled = scale_lr_for_tokens(new_lr, d_p, d_t, beta=tr.token_beta)
+        adjustments.append({"rule": f"samples {d_p}→{d_t} (β={tr.token_beta})",
+                            "factor": scaled / new_lr})
+        new_lr = scaled
+    wd = config.train.weight_decay
+    if wd > 0 and tr.weight_decay_rule == "timescale" and (bt != bp or d_t != d_p
+                                                            or new_lr != lr):
+        tau = adamw_timescale(lr, wd, d_p, bp)
+        wd_t = adamw_weight_decay_for(lr=new_lr, dataset_size=d_t, batch_size=bt,
+                                      tau_epochs=tau.tau_epochs)
+        adjustments.append({"rule": f"AdamW timescale τ={tau.tau_epochs:.4g} epochs",
+                            "weight_decay": wd_t})
+        wd = wd_t
+    return {"lr": new_lr, "batch_size": bt, "weight_decay": wd, "adjustments": adjustments}
+
+
+def transfer_rules(config: SweepConfig, widths: list[int],
+                   optima: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
+                                                         dict[str, float], dict[str, Any]]:
+    """Fit every searched hyperparameter's transfer rule, its verdict and transferred value.
+
+    Args:
+        widths: proxy widths, increasing. optima: :func:`width_optimum` per width.
+    Returns:
+        (rule rows for the recorder, the target's hyperparameters, the target's training
+        settings from :func:`target_train_settings`).
+    Raises:
+        FitError: a rule cannot be fitted (fewer than 2 widths, non-positive optima).
+    """
+    from mutune.scaling import fit_transfer_rule, rule_verdict
+
+    tr = config.transfer
+    par = config.model.parametrization
+    target_w = config.target.width
+    rows, hp = [], dict(config.search.fixed)
+    for name in sorted(config.search.space):
+        use_horizon = (name == "lr" and tr.horizon == "extrapolate"
+                       and all((o.get("horizon") or {}).get("extrapolated_lr") for o in optima))
+        values = [o["horizon"]["extrapolated_lr"] if use_horizon else o["optimum"][name]
+                  for o in optima]
+        ivs = [o["interval"][name] for o in optima]
+        intervals = None if use_horizon or any(iv is None for iv in ivs) else ivs
+        rule = fit_transfer_rule(name, widths, values, optima_intervals=intervals,
+                                 n_boot=tr.n_boot, seed=config.seed)
+        edges = [o["edge_side"].get(name) for o in optima if o["on_edge"].get(name)]
+        verdict = rule_verdict(rule, parametrization=par, tolerance=tr.tolerance,
+                               on_edge=bool(edges), edge_side=edges[0] if edges else None,
+                               n_sizes=len(widths))
+        value = rule.predict(target_w)
+        lo, hi = rule.prediction_interval(target_w)
+        dist = config.search.space[name]
+        outside = (isinstance(dist, (LogUniform,)) and not dist.low <= value <= dist.high)
+        hp[name] = value
+        rows.append({
+            "hyperparameter": name, "intercept": rule.intercept, "slope": rule.slope,
+            "slope_interval": list(rule.slope_interval), "residual_scale": rule.residual_scale,
+            "widths": widths, "optima": values, "optima_intervals": intervals,
+            "optimum_source": "horizon-extrapolated" if use_horizon else "highest-rung",
+            "target_width": target_w, "transferred_value": value,
+            "transferred_interval": [lo, hi], "formula": rule.formula,
+            "verdict": verdict.name, "reason": verdict.reason, "advice": verdict.advice,
+            "outside_searched_range": outside})
+    settings = target_train_settings(config, hp["lr"])
+    if settings["lr"] != hp["lr"]:
+        for r in rows:
+            if r["hyperparameter"] == "lr":
+                r["published_adjustments"] = settings["adjustments"]
+                r["value_after_adjustments"] = settings["lr"]
+        hp["lr"] = settings["lr"]
+    return rows, hp, settings
+
+
+def loss_law(config: SweepConfig, widths: list[int], n_params: list[float],
+             losses: list[float], target_params: float) -> dict[str, Any]:
+    """Fit L(N) = E + A·N^-α on the best full-budget loss per proxy size and predict the
+    target's loss with a 95 % interval (Kaplan et al. 2020 §3; Hoffmann et al. 2022 §3.2).
+
+    Returns:
+        JSON-able law row: kind ``loss_vs_params``, parameters, intervals, the target's
+        predicted loss and interval; or, with fewer than 3 usable sizes, a row with
+        ``error`` and no prediction.
+    """
+    from mutune.scaling import fit_loss_law
+
+    row: dict[str, Any] = {"kind": "loss_vs_params", "widths": widths, "n_params": n_params,
+                           "losses": losses, "target_width": config.target.width,
+                           "target_params": target_params}
+    try:
+        law = fit_loss_law(n_params, losses, n_boot=config.transfer.n_boot,
+                           seed=config.seed)
+    except FitError as err:
+        row["error"] = str(err)
+        return row
+    lo, hi = law.predict_interval(target_params)
+    row.update(form=law.form, E=law.E, A=law.A, alpha=law.alpha,
+               identifiable=law.identifiable,
+               intervals={k: list(v) for k, v in law.intervals.items()},
+               predicted_val_loss=law.predict(target_params),
+               predicted_val_loss_interval=[lo, hi])
+    return row
