@@ -126,7 +126,7 @@ def rerun(sweep_id: int, *, db: str | None = None,
         StoreError: no such sweep. ConfigError: the stored config no longer validates.
     """
     from mutune.config import parse_config
-    from mutune.proxies.task import load_task_data
+    from mutune.proxies.task import ProxyTask, load_task_data
     from mutune.provenance import collect_provenance, provenance_differences
     from mutune.services.store import Store
 
@@ -137,6 +137,9 @@ def rerun(sweep_id: int, *, db: str | None = None,
     data = load_task_data(cfg)
     now = collect_provenance({"kind": cfg.data.kind, "fingerprint": data.fingerprint,
                               "size_bytes": data.size_bytes})
+    bsh = ProxyTask(cfg.model, cfg.train, data).with_base_shapes().base_shapes
+    if bsh is not None:
+        now["base_shapes"] = bsh
     warnings = provenance_differences(rows.get("provenance") or {}, now)
     if console is not None:
         for w in warnings:

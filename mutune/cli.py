@@ -200,7 +200,7 @@ def transfer_check_cmd(
         log2_lr_min: float = typer.Option(-12.0, help="Smallest log2 learning rate."),
         log2_lr_max: float = typer.Option(-2.0, help="Largest log2 learning rate."),
         num_lrs: int = typer.Option(11, help="Grid points between them."),
-        seeds: int = typer.Option(3, help="Seeds per point."),
+        seeds: int = typer.Option(6, help="Replicate seeds per point (trained in one trial)."),
         steps: int = typer.Option(60, help="Training steps per run."),
         db: Optional[str] = DbOption,
         out: Path = typer.Option(Path("mutune-out"), "--out", help="Output folder.")) -> None:

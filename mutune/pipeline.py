@@ -71,7 +71,8 @@ class SweepRun:
 @contextlib.contextmanager
 def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
                on_progress: Progress | None = None) -> Iterator[SweepRun]:
-    """Load the data, record the sweep (with provenance) and hold a Ray cluster for the block.
+    """Load the data, compute the μP base shapes once (saved as ``out_dir/base_shapes.bsh``
+    and in the sweep's provenance), record the sweep and hold a Ray cluster for the block.
 
     The sweep is recorded ``completed`` when the block ends normally and ``failed`` with the
     reason when it raises (the error propagates; rows recorded before stay).
@@ -83,11 +84,16 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     data = load_task_data(config)
     dataset = {"kind": config.data.kind, "fingerprint": data.fingerprint,
                "size_bytes": data.size_bytes}
-    sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed,
-                                      collect_provenance(dataset))
+    task = ProxyTask(config.model, config.train, data).with_base_shapes()
+    provenance = collect_provenance(dataset)
+    if task.base_shapes is not None:
+        provenance["base_shapes"] = task.base_shapes
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "base_shapes.bsh").write_text(task.base_shapes)
+    sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed, provenance)
     try:
-        run = SweepRun(config, recorder, ProxyTask(config.model, config.train, data), sweep_id,
-                       Path(out_dir), itertools.count(1), on_progress)
+        run = SweepRun(config, recorder, task, sweep_id, Path(out_dir), itertools.count(1),
+                       on_progress)
         with ray_cluster(config.ray):
             yield run
     except BaseException as err:

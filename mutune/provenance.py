@@ -54,8 +54,8 @@ def collect_provenance(dataset: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def provenance_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """What differs between a sweep's recorded provenance and this environment's, as sentences
-    a rerun prints as warnings: package versions, Python, CPU model and count, dataset
-    fingerprint and size. The git revision and platform string are informational only."""
+    a rerun prints as warnings: package versions, Python, CPU model and count, μP base shapes,
+    dataset fingerprint and size. The git revision and platform string are informational only."""
     out = []
     rp, cp = recorded.get("packages", {}), current.get("packages", {})
     for name in sorted(set(rp) | set(cp)):
@@ -65,6 +65,8 @@ def provenance_differences(recorded: dict[str, Any], current: dict[str, Any]) ->
                        ("cpu_count", "CPU count")):
         if recorded.get(key) != current.get(key):
             out.append(f"{label}: recorded {recorded.get(key)}, now {current.get(key)}")
+    if "base_shapes" in recorded and recorded.get("base_shapes") != current.get("base_shapes"):
+        out.append("μP base shapes differ from the recorded .bsh")
     rd, cd = recorded.get("dataset", {}), current.get("dataset", {})
     for key in ("fingerprint", "size_bytes"):
         if rd.get(key) != cd.get(key):

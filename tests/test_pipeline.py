@@ -96,6 +96,8 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
     assert rows["laws"][0]["data"]["target_width"] == 128
     assert all(t["status"] in {"completed", "stopped", "diverged"} for t in rows["trials"])
     assert rows["provenance"]["dataset"]["fingerprint"]
+    bsh = (tmp_path / "out" / "base_shapes.bsh").read_text()
+    assert bsh.startswith("# mup base shapes") and rows["provenance"]["base_shapes"] == bsh
     # every proxy trial has its GPU-hours in the ledger, and they add up to the proxy line
     per_trial = [e["value"] for e in rows["ledger"] if e["scope"] == "trial"]
     assert len(per_trial) == 25

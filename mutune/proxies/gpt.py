@@ -175,8 +175,10 @@ class MuGPT(nn.Module):
 def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, ffn_ratio: int,
               base_width: int, parametrization: str, input_mult: float = 1.0,
               output_mult: float = 1.0, attn_mult: float = 1.0, init_std: float = 0.02,
-              positions: str = "learned", tied: bool = False) -> nn.Module:
-    """A :class:`MuGPT` of d_model ``width`` in μP (base ``base_width``) or SP.
+              positions: str = "learned", tied: bool = False,
+              base_shapes: str | None = None) -> nn.Module:
+    """A :class:`MuGPT` of d_model ``width`` in μP (base ``base_width``) or SP;
+    ``base_shapes`` (saved .bsh text) replaces building the base and delta models.
 
     ``base_width`` and ``2 * base_width`` must be multiples of ``d_head`` (so are the models).
     Raises:
@@ -189,4 +191,4 @@ def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, 
                      ffn_ratio=ffn_ratio, input_mult=input_mult, output_mult=output_mult,
                      attn_mult=attn_mult, init_std=init_std, positions=positions, tied=tied)
 
-    return build_parametrized(factory, width, base_width, parametrization)
+    return build_parametrized(factory, width, base_width, parametrization, base_shapes)

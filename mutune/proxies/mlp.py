@@ -86,8 +86,9 @@ class MuMLP(nn.Module):
 
 def build_mlp(width: int, *, d_in: int, n_classes: int, depth: int, base_width: int,
               parametrization: str, input_mult: float = 1.0, output_mult: float = 1.0,
-              init_std: float = 1.0) -> nn.Module:
-    """A :class:`MuMLP` of hidden width ``width`` in μP (base ``base_width``) or SP.
+              init_std: float = 1.0, base_shapes: str | None = None) -> nn.Module:
+    """A :class:`MuMLP` of hidden width ``width`` in μP (base ``base_width``) or SP;
+    ``base_shapes`` (saved .bsh text) replaces building the base and delta models.
 
     Returns:
         The model, base shapes set (see :func:`build_parametrized`).
@@ -100,4 +101,4 @@ def build_mlp(width: int, *, d_in: int, n_classes: int, depth: int, base_width: 
         return MuMLP(d_in, w, n_classes, depth=depth, input_mult=input_mult,
                      output_mult=output_mult, init_std=init_std)
 
-    return build_parametrized(factory, width, base_width, parametrization)
+    return build_parametrized(factory, width, base_width, parametrization, base_shapes)

@@ -21,7 +21,7 @@ from torch import nn
 from mutune.errors import ProxyError
 
 __all__ = ["PARAMETRIZATIONS", "OPTIMIZERS", "build_parametrized", "make_optimizer",
-           "count_parameters"]
+           "count_parameters", "base_shapes_text"]
 
 PARAMETRIZATIONS = ("mup", "sp")
 OPTIMIZERS = ("adamw", "adam", "sgd")
@@ -66,8 +66,39 @@ def _undo_shared_readout_rescale(model: nn.Module) -> None:
                 module.weight.div_(math.sqrt(module.width_mult()))
 
 
+def base_shapes_text(factory: Callable[[int], nn.Module], base_width: int) -> str:
+    """mup's base-shapes file (``.bsh`` YAML) for a model family: the shapes of
+    ``factory(base_width)`` with the width dimensions found against ``factory(2·base_width)``
+    marked (``mup.make_base_shapes``). Saved with a sweep and passed back to
+    :func:`build_parametrized` so every trial, the target run and a rerun use the same base.
+
+    Raises:
+        ProxyError: base_width < 1 or the factory does not return a module.
+    """
+    import yaml
+
+    if isinstance(base_width, bool) or not isinstance(base_width, int) or base_width < 1:
+        raise ProxyError(f"base_width must be an int >= 1, got {base_width!r}")
+    with torch.random.fork_rng(devices=[]):
+        bsh = mup.make_base_shapes(_build(factory, base_width), _build(factory, 2 * base_width))
+    shapes = {name: list(s.base_shape()) for name, s in bsh.items()}
+    return "# mup base shapes (mutune)\n" + yaml.safe_dump(shapes, indent=4)
+
+
+def _load_base_shapes(text: str) -> dict:
+    import yaml
+
+    from mup.infshape import InfShape
+
+    try:
+        data = yaml.safe_load(text)
+        return {k: InfShape.from_base_shape(v) for k, v in data.items()}
+    except (yaml.YAMLError, AttributeError, TypeError) as exc:
+        raise ProxyError(f"base shapes are not a mup .bsh mapping: {exc}") from exc
+
+
 def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_width: int,
-                       parametrization: str) -> nn.Module:
+                       parametrization: str, base_shapes: str | None = None) -> nn.Module:
     """Build ``factory(width)`` in μP (relative to ``base_width``) or in standard parametrization.
 
     For ``"mup"``: ``model = factory(width)``, ``base = factory(base_width)``,
@@ -85,6 +116,8 @@ def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_wid
         width: hidden width of the model to build (units: features), ``>= base_width``.
         base_width: width at which μP equals SP (width multiplier 1), ``>= 1``.
         parametrization: ``"mup"`` or ``"sp"``.
+        base_shapes: saved base shapes (:func:`base_shapes_text`); when given under μP they
+            are used instead of building the base and delta models again.
     Returns:
         The model, each parameter carrying ``p.infshape``.
     Raises:
@@ -105,7 +138,9 @@ def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_wid
                          "Linear; use mup.MuReadout (or mup.MuSharedReadout for tied embeddings) "
                          "as the output layer, or parametrization='sp'")
     try:
-        if parametrization == "mup":
+        if parametrization == "mup" and base_shapes is not None:
+            mup.set_base_shapes(model, _load_base_shapes(base_shapes))
+        elif parametrization == "mup":
             with torch.random.fork_rng(devices=[]):
                 base = _build(factory, base_width)
                 delta = _build(factory, 2 * base_width)

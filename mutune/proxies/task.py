@@ -6,6 +6,7 @@ trainer (:mod:`mutune.search.trainable`) stays family-agnostic.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Union
@@ -52,14 +53,39 @@ class ProxyTask:
     model: Union[MLPModel, GPTModel]
     train: TrainConfig
     data: TaskData
+    base_shapes: str | None = None
+
+    def with_base_shapes(self) -> "ProxyTask":
+        """This task with its μP base shapes computed once (mup .bsh text), so every model
+        built from it — proxies, target, a rerun — shares one base. SP tasks are returned
+        unchanged."""
+        if self.model.parametrization != "mup" or self.base_shapes is not None:
+            return self
+        from mutune.proxies.parametrization import base_shapes_text
+        return dataclasses.replace(self, base_shapes=base_shapes_text(
+            lambda w: self._build_raw(w, {}), self.model.base_width))
+
+    def _build_raw(self, width: int, hparams: Mapping[str, float]) -> torch.nn.Module:
+        """The bare module (no base shapes) at ``width``: for making base shapes."""
+        from mutune.proxies.gpt import MuGPT
+        from mutune.proxies.mlp import MuMLP
+        kw = {k: float(v) for k, v in hparams.items() if k in _MODEL_HPARAMS}
+        m = self.model
+        if isinstance(m, MLPModel):
+            kw.pop("attn_mult", None)
+            return MuMLP(self.data.d_in, width, self.data.n_classes, depth=m.depth, **kw)
+        return MuGPT(width, vocab=m.vocab, seq_len=m.seq_len, depth=m.depth, d_head=m.d_head,
+                     ffn_ratio=m.ffn_ratio, positions=m.positions, tied=m.tied, **kw)
 
     def build(self, width: int, hparams: Mapping[str, float]) -> torch.nn.Module:
-        """The model at ``width`` with base shapes set (μP or SP per the config).
+        """The model at ``width`` with base shapes set (μP or SP per the config), from the
+        task's saved base shapes when it has them.
 
         Raises:
             ProxyError: the family does not match the data, or a μP guard fails.
         """
         kw = {k: float(v) for k, v in hparams.items() if k in _MODEL_HPARAMS}
+        kw["base_shapes"] = self.base_shapes
         m = self.model
         if isinstance(m, MLPModel):
             if not isinstance(self.data, ClassificationData):

@@ -256,3 +256,29 @@ def test_rotary_needs_even_d_head():
 
     with pytest.raises(ProxyError, match="even d_head"):
         MuGPT(15, d_head=15, positions="rotary")
+
+
+def test_saved_base_shapes_build_the_same_model():
+    """Models built from a saved .bsh equal those built from base and delta models."""
+    from mutune.proxies.gpt import build_gpt
+    from mutune.proxies.mlp import MuMLP, build_mlp
+    from mutune.proxies.parametrization import base_shapes_text
+
+    bsh = base_shapes_text(lambda w: MuMLP(8, w, 3, depth=2), 16)
+    assert bsh.startswith("# mup base shapes")
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    for w in (16, 64):
+        outs = []
+        for shapes in (None, bsh):
+            with torch.random.fork_rng():
+                torch.manual_seed(3)
+                m = build_mlp(w, d_in=8, n_classes=3, depth=2, base_width=16,
+                              parametrization="mup", output_mult=2.0, base_shapes=shapes)
+            outs.append(m)
+        assert [p.infshape.width_mult() for p in outs[0].parameters()] == \
+            [p.infshape.width_mult() for p in outs[1].parameters()]
+        for a, b in zip(outs[0].parameters(), outs[1].parameters()):
+            assert torch.equal(a, b)
+    with pytest.raises(ProxyError, match="not a mup .bsh"):
+        build_gpt(32, vocab=16, seq_len=4, depth=1, d_head=16, ffn_ratio=1, base_width=16,
+                  parametrization="mup", base_shapes="- just a list")

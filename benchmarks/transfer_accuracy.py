@@ -1,0 +1,114 @@
+"""Does the transferred learning rate land where a direct sweep at the target width finds it?
+
+Issue 5's check on the μP MLP / digits sweep (the quickstart config): sweep widths ≤ 256 with
+ASHA, fit the transfer rule, predict the LR at width 1024 — then sweep width 1024 directly with
+the same search (same sampled points, same seeds) and estimate its optimum the same way. Both go
+through the pipeline's own stages (:func:`mutune.pipeline.sweep_width`,
+:func:`mutune.pipeline.fit_rules`); nothing here re-implements a sweep or a fit. Prints:
+
+    {"benchmark": "transfer_accuracy", "target_width": 1024, "transferred_log2_lr": …,
+     "direct_log2_lr": …, "error_octaves": …, …}
+
+and writes ``transfer_accuracy.png`` (optimum per width with intervals, the fitted rule, the
+transferred value and the direct optimum at 1024). Usage:
+    python benchmarks/transfer_accuracy.py [--samples 32] [--widths 64,128,256] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", default=None, help="sweep config (default: quickstart)")
+    p.add_argument("--widths", default="64,128,256")
+    p.add_argument("--target-width", type=int, default=1024)
+    p.add_argument("--samples", type=int, default=32)
+    p.add_argument("--out", default=None)
+    a = p.parse_args()
+
+    from mutune.config import load_config, parse_config
+    from mutune.pipeline import fit_rules, open_sweep, sweep_width
+    from mutune.services.store import Store
+
+    out = Path(a.out or tempfile.mkdtemp(prefix="mutune-transfer-accuracy-"))
+    out.mkdir(parents=True, exist_ok=True)
+    d = load_config(a.config).model_dump(mode="json")
+    d["widths"] = [int(w) for w in a.widths.split(",")]
+    d["target"]["width"] = a.target_width
+    d["search"]["num_samples"] = a.samples
+    d["name"] = "transfer-accuracy"
+    cfg = parse_config(d)
+    t0 = time.perf_counter()
+    with Store.open(f"sqlite:///{out / 'transfer_accuracy.db'}") as store, \
+            open_sweep(cfg, store, out_dir=out) as run:
+        proxies = [sweep_width(run, w, i)[0] for i, w in enumerate(cfg.widths)]
+        rules, target_hp, _ = fit_rules(run, proxies)
+        direct, _ = sweep_width(run, a.target_width, len(cfg.widths))
+    lr_rule = next(r for r in rules if r["hyperparameter"] == "lr")
+    transferred = math.log2(target_hp["lr"])
+    direct_lr = direct.optimum["optimum"]["lr"]
+    direct_iv = direct.optimum["interval"]["lr"]
+    res = {"benchmark": "transfer_accuracy", "target_width": a.target_width,
+           "transferred_log2_lr": transferred, "direct_log2_lr": math.log2(direct_lr),
+           "error_octaves": abs(transferred - math.log2(direct_lr)),
+           "direct_log2_lr_interval": _log2_interval(direct_iv),
+           "transferred_log2_lr_interval": _log2_interval(lr_rule["transferred_interval"]),
+           "slope": lr_rule["slope"], "slope_interval": lr_rule["slope_interval"],
+           "verdict": lr_rule["verdict"], "proxy_widths": cfg.widths,
+           "proxy_log2_lr": [math.log2(v) for v in lr_rule["optima"]],
+           "samples_per_width": a.samples, "seconds": round(time.perf_counter() - t0, 1),
+           "sweep_id": run.sweep_id, "out": str(out)}
+    _plot(res, lr_rule, direct, out / "transfer_accuracy.png")
+    print(json.dumps(res))
+
+
+def _log2_interval(iv) -> list[float] | None:
+    if not iv or not all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in iv):
+        return None
+    return [math.log2(v) for v in iv]
+
+
+def _plot(res: dict, rule: dict, direct, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    w = rule["widths"]
+    y = [math.log2(v) for v in rule["optima"]]
+    ivs = rule.get("optima_intervals")
+    if ivs:
+        ax.errorbar(w, y, yerr=[[yy - math.log2(lo) for yy, (lo, _) in zip(y, ivs)],
+                                [math.log2(hi) - yy for yy, (_, hi) in zip(y, ivs)]],
+                    fmt="o", capsize=3, label="proxy optimum (95 % interval)")
+    else:
+        ax.plot(w, y, "o", label="proxy optimum")
+    xs = np.geomspace(min(w), res["target_width"], 50)
+    ax.plot(xs, (rule["intercept"] + rule["slope"] * np.log(xs)) / math.log(2), "-", lw=1,
+            label=f"rule, slope {rule['slope']:.3f}")
+    ax.plot([res["target_width"]], [res["transferred_log2_lr"]], "*", ms=12,
+            label="transferred to target")
+    div = res["direct_log2_lr_interval"]
+    ax.errorbar([res["target_width"] * 1.08], [res["direct_log2_lr"]],
+                yerr=None if not div else [[res["direct_log2_lr"] - div[0]],
+                                           [div[1] - res["direct_log2_lr"]]],
+                fmt="s", capsize=3, label="direct sweep at target")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("width")
+    ax.set_ylabel("optimal log2 learning rate")
+    ax.set_title(f"transfer error {res['error_octaves']:.2f} octaves")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
