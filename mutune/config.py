@@ -176,6 +176,9 @@ class TransferConfig(_Strict):
     """How optima become transfer rules (mutune.transfer, mutune.scaling).
 
     ``tolerance``: |width exponent| a μP rule may show and still be ``stable``.
+    ``mup_flat``: under μP, when the width exponent's 95 % interval contains 0 (the data do
+    not reject width-independence, TP V §3), transfer the widest proxy's optimum instead of
+    extrapolating a slope the data cannot pin down; an exponent the data do resolve is used.
     ``horizon``: ``highest_rung`` fits rules on each width's highest-rung optimum;
     ``extrapolate`` uses LR*(steps) fitted across rungs, extrapolated to the target's steps
     (short-horizon bias, Wu et al. 2018). ``lr_batch_rule``: how lr moves when the target's
@@ -184,6 +187,7 @@ class TransferConfig(_Strict):
     on more samples than the proxies' max_t budget (None: off). ``weight_decay_rule``:
     ``timescale`` keeps the AdamW timescale τ = B/(η·λ·D) (Wang & Aitchison 2024)."""
     tolerance: float = Field(default=0.1, gt=0)
+    mup_flat: bool = True
     n_boot: int = Field(default=1000, ge=50)
     n_boot_optimum: int = Field(default=300, ge=50)
     horizon: Literal["highest_rung", "extrapolate"] = "highest_rung"

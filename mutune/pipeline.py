@@ -198,8 +198,10 @@ def fit_rules(run: SweepRun, proxies: list[ProxyResult]
 
 def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                         target_hp: dict[str, float]) -> dict[str, Any]:
-    """Before the target run: fit the loss law on the best full-budget loss per proxy width
-    against its parameter count, predict the target's loss, and record the law.
+    """Before the target run: fit the loss law on each proxy width's best loss at equal budget
+    (its value at the chosen rung, the highest holding at least 3 trials — trials that merely
+    completed are not the best, asynchronous ASHA lets early arrivals finish) against the
+    width's parameter count, predict the target's loss, and record the law.
 
     Returns:
         The recorded law row (with ``predicted_val_loss`` and its interval when it fitted).
@@ -207,18 +209,19 @@ def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
     from mutune.proxies.parametrization import count_parameters
     from mutune.transfer import loss_law
 
-    widths, n_params, losses = [], [], []
+    widths, n_params, losses, rungs = [], [], [], []
     for p, outcome in swept:
-        done = [t for t in outcome.trials if t.status == "completed" and t.reports
-                and math.isfinite(t.reports[-1]["val_loss"])]
-        if not done:
+        sized = [t for t in outcome.trials if t.reports and "n_params" in t.reports[-1]]
+        if not sized or not math.isfinite(p.best_val_loss):
             continue
         widths.append(p.width)
-        n_params.append(float(done[0].reports[-1]["n_params"]))
-        losses.append(min(t.reports[-1]["val_loss"] for t in done))
+        n_params.append(float(sized[0].reports[-1]["n_params"]))
+        losses.append(p.best_val_loss)       # best value at the width's chosen rung
+        rungs.append(p.milestone)
     target_params = float(count_parameters(run.task.build(run.config.target.width,
                                                           target_hp)))
     law = loss_law(run.config, widths, n_params, losses, target_params)
+    law["rungs"] = rungs
     run.recorder.law_fitted(run.sweep_id, law)
     return law
 

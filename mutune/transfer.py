@@ -55,7 +55,8 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any) -> dict[str, Any
         config: the sweep config. outcome: the width's RunOutcome (trials and scheduler core).
         best: the width's :class:`~mutune.search.best.BestTrial` (the fallback).
     Returns:
-        JSON-able {"milestone", "n_trials", "method", "optimum": {name: value},
+        JSON-able {"milestone", "n_trials", "trial_ids" (the recorder's ids of the trials
+        the fit used), "method", "optimum": {name: value},
         "interval": {name: [lo, hi] or None}, "on_edge": {name: bool}, "edge_side",
         "horizon": {...} or None, "fallback_reason"}; values in each hyperparameter's unit.
     """
@@ -77,7 +78,9 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any) -> dict[str, Any
                                 seed=seed, bounds=bounds)
 
     milestone = full[0] if full else max(rungs, key=lambda m: (len(rungs[m]), m))
+    db_id = {t.key: t.trial_id for t in outcome.trials}
     out: dict[str, Any] = {"milestone": milestone, "n_trials": len(rungs[milestone]),
+                           "trial_ids": sorted(db_id[k] for k in rungs[milestone]),
                            "horizon": None, "fallback_reason": None}
     try:
         opt = fit(milestone)
@@ -86,7 +89,8 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any) -> dict[str, Any
         out.update(method="best-trial", optimum={n: float(hp[n]) for n in names},
                    interval={n: None for n in names}, on_edge={n: False for n in names},
                    edge_side={n: None for n in names}, fallback_reason=str(err),
-                   milestone=best.milestone, n_trials=best.n_trials)
+                   milestone=best.milestone, n_trials=best.n_trials,
+                   trial_ids=[db_id[best.trial]])
         return out
     out.update(method=opt.method, optimum={n: opt.value(n) for n in names},
                interval={n: (list(opt.value_interval(n))
@@ -171,6 +175,11 @@ def transfer_rules(config: SweepConfig, widths: list[int],
                                                          dict[str, float], dict[str, Any]]:
     """Fit every searched hyperparameter's transfer rule, its verdict and transferred value.
 
+    Under μP with ``transfer.mup_flat`` the transferred value is the widest proxy's optimum
+    whenever the exponent's 95 % interval contains 0 (Yang et al. 2022, TP V §3: μP optima
+    are width-independent, finite-width effects shrink with width); otherwise the fitted power
+    law is evaluated at the target width.
+
     Args:
         widths: proxy widths, increasing. optima: :func:`width_optimum` per width.
     Returns:
@@ -200,6 +209,13 @@ def transfer_rules(config: SweepConfig, widths: list[int],
                                n_sizes=len(widths))
         value = rule.predict(target_w)
         lo, hi = rule.prediction_interval(target_w)
+        s_lo, s_hi = rule.slope_interval
+        flat = (par == "mup" and tr.mup_flat
+                and not (math.isfinite(s_lo) and math.isfinite(s_hi) and (s_lo > 0 or s_hi < 0)))
+        if flat:
+            # μP, exponent not resolved: the widest proxy's optimum, with its own interval
+            value = values[-1]
+            lo, hi = intervals[-1] if intervals else (math.nan, math.nan)
         dist = config.search.space[name]
         outside = (isinstance(dist, (LogUniform,)) and not dist.low <= value <= dist.high)
         hp[name] = value
@@ -210,6 +226,8 @@ def transfer_rules(config: SweepConfig, widths: list[int],
             "optimum_source": "horizon-extrapolated" if use_horizon else "highest-rung",
             "target_width": target_w, "transferred_value": value,
             "transferred_interval": [lo, hi], "formula": rule.formula,
+            "transfer_form": ("flat: widest proxy's optimum (μP; the exponent's interval "
+                              "contains 0)" if flat else "power law in width"),
             "verdict": verdict.name, "reason": verdict.reason, "advice": verdict.advice,
             "outside_searched_range": outside})
     settings = target_train_settings(config, hp["lr"])
@@ -224,7 +242,7 @@ def transfer_rules(config: SweepConfig, widths: list[int],
 
 def loss_law(config: SweepConfig, widths: list[int], n_params: list[float],
              losses: list[float], target_params: float) -> dict[str, Any]:
-    """Fit L(N) = E + A·N^-α on the best full-budget loss per proxy size and predict the
+    """Fit L(N) = E + A·N^-α on the best loss per proxy size (at equal budget) and predict the
     target's loss with a 95 % interval (Kaplan et al. 2020 §3; Hoffmann et al. 2022 §3.2).
 
     Returns:

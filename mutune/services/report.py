@@ -50,7 +50,9 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         if opt:
             p["optimum"] = {"milestone": opt.get("milestone"), "method": opt.get("method"),
                             "values": opt.get("optimum"), "intervals": opt.get("interval"),
-                            "on_edge": opt.get("on_edge"), "horizon": opt.get("horizon")}
+                            "on_edge": opt.get("on_edge"), "horizon": opt.get("horizon"),
+                            "trial_ids": opt.get("trial_ids"),
+                            "fallback_reason": opt.get("fallback_reason")}
     rules = []
     for r in rows["rules"]:
         d = r.get("data") or {}
@@ -61,7 +63,7 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
                 "formula": d.get("formula"), "widths": d.get("widths"),
                 "optima": d.get("optima")}
         for key in ("verdict", "reason", "advice", "optimum_source", "published_adjustments",
-                    "outside_searched_range"):
+                    "outside_searched_range", "transfer_form"):
             if key in d:
                 rule[key] = d[key]
         for key in ("slope_interval", "transferred_interval"):
@@ -154,6 +156,22 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         t.add_row(str(p["width"]), str(p["trials"]), str(p["chosen_rung"]),
                   _num(p["best_val_loss"]), cfg)
     console.print(t)
+    o = Table(title="Optimum per width: local quadratic in log space (95 % bootstrap interval)")
+    for col in ("width", "rung (steps)", "trials fitted", "method", "optimum", "lr at target "
+                "steps (short-horizon fit)"):
+        o.add_column(col, justify="right" if col != "optimum" else "left")
+    for p in report["proxies"]:
+        opt = p.get("optimum")
+        if not opt:
+            continue
+        vals = " ".join(f"{k}={v:.4g} {_interval((opt.get('intervals') or {}).get(k))}"
+                        for k, v in sorted((opt.get("values") or {}).items()))
+        hz = opt.get("horizon") or {}
+        hz_text = (f"{hz['extrapolated_lr']:.4g} (rung {hz['highest_rung_lr']:.4g})"
+                   if hz.get("extrapolated_lr") is not None else "—")
+        o.add_row(str(p["width"]), str(opt.get("milestone")),
+                  str(len(opt.get("trial_ids") or [])), str(opt.get("method")), vals, hz_text)
+    console.print(o)
     r = Table(title="Transfer rules: log h*(w) = a + b·log w (95 % intervals)")
     for col in ("hyperparameter", "a", "b (slope)", "b interval", "transferred value",
                 "value interval", "verdict"):
@@ -166,7 +184,9 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     for rule in report["rules"]:
         if rule.get("formula"):
             console.print(f"rule: {rule['formula']}  →  {rule['hyperparameter']} at the target "
-                          f"= {_num(rule['transferred_value'])}", highlight=False)
+                          f"= {_num(rule['transferred_value'])}"
+                          + (f" ({rule['transfer_form']})" if rule.get("transfer_form") else ""),
+                          highlight=False)
         if rule.get("verdict"):
             console.print(f"  {rule['verdict']}: {rule.get('reason', '')}"
                           + (f" — {rule['advice']}" if rule.get("advice") else ""),
