@@ -64,8 +64,8 @@ def main() -> None:
            "proxy_log2_lr": [math.log2(v) for v in lr_rule["optima"]],
            "samples_per_width": a.samples, "seconds": round(time.perf_counter() - t0, 1),
            "sweep_id": run.sweep_id, "out": str(out)}
+    print(json.dumps(res), flush=True)
     _plot(res, lr_rule, direct, out / "transfer_accuracy.png")
-    print(json.dumps(res))
 
 
 def _log2_interval(iv) -> list[float] | None:
@@ -85,8 +85,9 @@ def _plot(res: dict, rule: dict, direct, path: Path) -> None:
     y = [math.log2(v) for v in rule["optima"]]
     ivs = rule.get("optima_intervals")
     if ivs:
-        ax.errorbar(w, y, yerr=[[yy - math.log2(lo) for yy, (lo, _) in zip(y, ivs)],
-                                [math.log2(hi) - yy for yy, (_, hi) in zip(y, ivs)]],
+        # a weighted-mean optimum can sit outside its percentile interval: clamp at 0
+        ax.errorbar(w, y, yerr=[[max(yy - math.log2(lo), 0) for yy, (lo, _) in zip(y, ivs)],
+                                [max(math.log2(hi) - yy, 0) for yy, (_, hi) in zip(y, ivs)]],
                     fmt="o", capsize=3, label="proxy optimum (95 % interval)")
     else:
         ax.plot(w, y, "o", label="proxy optimum")
@@ -97,8 +98,8 @@ def _plot(res: dict, rule: dict, direct, path: Path) -> None:
             label="transferred to target")
     div = res["direct_log2_lr_interval"]
     ax.errorbar([res["target_width"] * 1.08], [res["direct_log2_lr"]],
-                yerr=None if not div else [[res["direct_log2_lr"] - div[0]],
-                                           [div[1] - res["direct_log2_lr"]]],
+                yerr=None if not div else [[max(res["direct_log2_lr"] - div[0], 0)],
+                                           [max(div[1] - res["direct_log2_lr"], 0)]],
                 fmt="s", capsize=3, label="direct sweep at target")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("width")

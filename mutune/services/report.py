@@ -278,16 +278,19 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
         y = rule.get("optima") or []
         ivs = rule.get("optima_intervals")
         if ivs and all(v is not None for iv in ivs for v in iv):
-            err = [[yy - lo for yy, (lo, _) in zip(y, ivs)], [hi - yy for yy, (_, hi) in
-                                                              zip(y, ivs)]]
+            # a weighted-mean optimum can sit outside its percentile interval: clamp at 0
+            err = [[max(yy - lo, 0) for yy, (lo, _) in zip(y, ivs)],
+                   [max(hi - yy, 0) for yy, (_, hi) in zip(y, ivs)]]
             ax.errorbar(w, y, yerr=err, fmt="o", capsize=3, label="optimum per width")
         else:
             ax.plot(w, y, "o", label="optimum per width")
         tw = report["target"]["width"] if report.get("target") else max(w) * 4
         xs = np.geomspace(min(w), tw, 50)
         ax.plot(xs, np.exp(rule["intercept"] + rule["slope"] * np.log(xs)), "-", lw=1,
-                label=f"rule, b = {rule['slope']:.3g}")
+                label=f"fitted rule, b = {rule['slope']:.3g}")
         tv = rule.get("transferred_value")
+        if tv is not None and str(rule.get("transfer_form", "")).startswith("flat"):
+            ax.plot([max(w), tw], [tv, tv], "--", lw=1, label="transferred flat (μP)")
         tiv = rule.get("transferred_interval")
         if tv is not None:
             yerr = None
@@ -308,7 +311,8 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
                 v is not None for v in tg["predicted_val_loss_interval"]):
             lo, hi = tg["predicted_val_loss_interval"]
             ax.errorbar([law["target_params"]], [tg["predicted_val_loss"]],
-                        yerr=[[tg["predicted_val_loss"] - lo], [hi - tg["predicted_val_loss"]]],
+                        yerr=[[max(tg["predicted_val_loss"] - lo, 0)],
+                              [max(hi - tg["predicted_val_loss"], 0)]],
                         fmt="s", capsize=3, label="predicted (target)")
         if tg.get("val_loss") is not None:
             ax.plot([law["target_params"]], [tg["val_loss"]], "*", ms=12, label="actual")
