@@ -75,8 +75,7 @@ def ray_local() -> Iterator[None]:
         ray.shutdown()
 
 
-@pytest.fixture
-def tiny_config():
+def make_tiny_config():
     """The quickstart config shrunk to seconds: widths 16/32, 4 samples, max_t 27, target 64."""
     from mutune.config import load_config, parse_config
 
@@ -88,3 +87,9 @@ def tiny_config():
     d["search"]["scheduler"].update(grace_period=3, reduction_factor=3, max_t=27)
     d["train"]["eval_every"] = 3
     return parse_config(d)
+
+
+@pytest.fixture
+def tiny_config():
+    """:func:`make_tiny_config` as a fixture."""
+    return make_tiny_config()

@@ -224,6 +224,17 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         console.print(f"naive = {c['naive_formula']}")
 
 
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_loss_vs_lr(rows: dict[str, Any], path: Path) -> Path:
     """PNG of validation loss against log2 learning rate, one colour per width: left, at the
     first rung (every trial that reported); right, at each width's chosen rung (the one its best
@@ -255,12 +266,7 @@ def plot_loss_vs_lr(rows: dict[str, Any], path: Path) -> Path:
         ax.set_yscale("log")
         ax.legend(fontsize=8)
     axes[0].set_ylabel("validation loss (nats)")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_transfer(report: dict[str, Any], path: Path) -> Path:
@@ -322,9 +328,4 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
         ax.set_ylabel("validation loss (nats)")
         ax.set_title("loss law: predicted vs actual target loss")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

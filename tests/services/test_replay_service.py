@@ -185,18 +185,11 @@ def test_curves_take_seconds_from_productive_and_eval():
 @pytest.fixture(scope="module")
 def real_sweep(ray_local, tmp_path_factory):
     import mutune
-    from mutune.config import load_config, parse_config
+    from tests.conftest import make_tiny_config
 
-    d = load_config().model_dump(mode="json")
-    d["widths"] = [16, 32]
-    d["model"]["base_width"] = 16
-    d["target"]["width"] = 64
-    d["search"]["num_samples"] = 4
-    d["search"]["scheduler"].update(grace_period=3, reduction_factor=3, max_t=27)
-    d["train"]["eval_every"] = 3
     tmp = tmp_path_factory.mktemp("real")
     url = f"sqlite:///{tmp / 'mutune.db'}"
-    result = mutune.run(parse_config(d), db=url, out_dir=tmp / "out", progress=False)
+    result = mutune.run(make_tiny_config(), db=url, out_dir=tmp / "out", progress=False)
     return url, result.sweep_id
 
 
