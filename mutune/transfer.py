@@ -223,7 +223,8 @@ def transfer_rules(config: SweepConfig, widths: list[int],
             "hyperparameter": name, "intercept": rule.intercept, "slope": rule.slope,
             "slope_interval": list(rule.slope_interval), "residual_scale": rule.residual_scale,
             "widths": widths, "optima": values, "optima_intervals": intervals,
-            "optimum_source": "horizon-extrapolated" if use_horizon else "highest-rung",
+            "optimum_source": ("horizon-extrapolated" if use_horizon else
+                               "per width: highest rung holding enough trials for the fit"),
             "target_width": target_w, "transferred_value": value,
             "transferred_interval": [lo, hi], "formula": rule.formula,
             "transfer_form": ("flat: widest proxy's optimum (μP; the exponent's interval "

@@ -167,7 +167,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         vals = " ".join(f"{k}={v:.4g} {_interval((opt.get('intervals') or {}).get(k))}"
                         for k, v in sorted((opt.get("values") or {}).items()))
         hz = opt.get("horizon") or {}
-        hz_text = (f"{hz['extrapolated_lr']:.4g} (rung {hz['highest_rung_lr']:.4g})"
+        hz_text = (f"{hz['extrapolated_lr']:.4g} (at the rung: {hz['highest_rung_lr']:.4g})"
                    if hz.get("extrapolated_lr") is not None else "—")
         o.add_row(str(p["width"]), str(opt.get("milestone")),
                   str(len(opt.get("trial_ids") or [])), str(opt.get("method")), vals, hz_text)
@@ -183,8 +183,12 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     console.print(r)
     for rule in report["rules"]:
         if rule.get("formula"):
-            console.print(f"rule: {rule['formula']}  →  {rule['hyperparameter']} at the target "
-                          f"= {_num(rule['transferred_value'])}"
+            flat = str(rule.get("transfer_form", "")).startswith("flat")
+            console.print(f"fitted: {rule['formula']}"
+                          + ("  (slope not resolved: not extrapolated)" if flat else ""),
+                          highlight=False)
+            console.print(f"  → {rule['hyperparameter']} at the target = "
+                          f"{_num(rule['transferred_value'])}"
                           + (f" ({rule['transfer_form']})" if rule.get("transfer_form") else ""),
                           highlight=False)
         if rule.get("verdict"):
@@ -201,10 +205,25 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         cfg = " ".join(f"{k}={v:.4g}" for k, v in sorted(tg["config"].items()))
         console.print(f"Target run: width {tg['width']}, {cfg}: final val loss "
                       f"{_num(tg['val_loss'])} nats ({tg['status']})")
+        law = report.get("loss_law") or {}
         if tg.get("predicted_val_loss") is not None:
-            console.print(f"  predicted before it ran (loss law over the proxies): "
-                          f"{_num(tg['predicted_val_loss'])} nats, 95 % interval "
+            form = law.get("form", "")
+            ident = "" if law.get("identifiable", True) else \
+                " — E + A·N^-α not identifiable from these sizes; power-law fallback"
+            console.print(f"  predicted before it ran (loss law {form} over the proxies"
+                          f"{ident}): {_num(tg['predicted_val_loss'])} nats, 95 % interval "
                           f"{_interval(tg.get('predicted_val_loss_interval'))}",
+                          highlight=False)
+            iv = tg.get("predicted_val_loss_interval") or [None, None]
+            if tg.get("val_loss") is not None and None not in iv and \
+                    not iv[0] <= tg["val_loss"] <= iv[1]:
+                side = "above" if tg["val_loss"] > iv[1] else "below"
+                console.print(f"  [yellow]warning:[/] the actual loss lies {side} the predicted "
+                              "interval: the proxies' loss-vs-size trend did not hold at the "
+                              "target (few sizes, or a transferred setting that is off)",
+                              highlight=False)
+        elif tg.get("predicted_val_loss_error"):
+            console.print(f"  no loss prediction: {tg['predicted_val_loss_error']}",
                           highlight=False)
     c = report["cost"]
     ct = Table(title=f"Cost (GPU-hours; device kind {c.get('device_kind')})")
