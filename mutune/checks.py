@@ -102,7 +102,8 @@ def run_transfer_check(config: SweepConfig, recorder: Recorder, *, widths: Seque
 
     Every (parametrization, width, lr) is one trial training ``seeds`` replicate models for
     ``steps`` steps; the loss per LR is the mean over seeds of the final validation loss (a
-    diverged replicate makes the point NaN); the optimum per width is :func:`grid_optimum`. μP ``spread_octaves`` = max − min of the optima over widths; SP
+    diverged replicate makes the point NaN); the optimum per width is :func:`grid_optimum`.
+    μP ``spread_octaves`` = max − min of the optima over widths; SP
     ``drift_octaves`` = optimum at the widest − optimum at the narrowest width.
 
     Writes ``transfer_check.json`` and ``transfer_check.png`` into ``out_dir``.

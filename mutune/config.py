@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from mutune.errors import ConfigError
 
 __all__ = [
-    "SweepConfig", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData", "LogUniform", "Uniform",
-    "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig", "TargetConfig", "TransferConfig",
+    "SweepConfig", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData", "LogUniform",
+    "Uniform", "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig", "TargetConfig", "TransferConfig",
     "RayConfig",
     "load_config", "parse_config", "default_config_path", "SEARCHABLE",
 ]
