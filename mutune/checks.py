@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mutune._json import json_safe
 from mutune.config import SweepConfig
 from mutune.errors import FitError
 from mutune.recorder import Recorder
@@ -161,20 +162,10 @@ def run_transfer_check(config: SweepConfig, recorder: Recorder, *, widths: Seque
             result[par] = entry
         result["sweep_id"] = run.sweep_id
     out = Path(out_dir)
-    result = _nan_to_none(result)
+    result = json_safe(result)
     (out / "transfer_check.json").write_text(json.dumps(result, indent=2) + "\n")
     _plot_transfer(result, out / "transfer_check.png")
     return result
-
-
-def _nan_to_none(o: Any) -> Any:
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, dict):
-        return {k: _nan_to_none(v) for k, v in o.items()}
-    if isinstance(o, list):
-        return [_nan_to_none(v) for v in o]
-    return o
 
 
 def _plot_transfer(result: dict[str, Any], path: Path) -> None:

@@ -29,11 +29,9 @@ def _log_bounds(config: SweepConfig, names: list[str]) -> np.ndarray | None:
     rows = []
     for n in names:
         d = config.search.space[n]
-        if isinstance(d, LogUniform):
-            rows.append((math.log(d.low), math.log(d.high)))
-        elif isinstance(d, Choice) and min(d.values) > 0:
+        if isinstance(d, Choice) and min(d.values) > 0:
             rows.append((math.log(min(d.values)), math.log(max(d.values))))
-        elif getattr(d, "low", 0) > 0:
+        elif getattr(d, "low", 0) > 0:  # log-uniform, or uniform on positive values
             rows.append((math.log(d.low), math.log(d.high)))
         else:
             return None

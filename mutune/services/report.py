@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from mutune._json import json_safe
+
 __all__ = ["build_report", "render_report", "write_report_json", "plot_loss_vs_lr",
            "plot_transfer"]
 
@@ -110,25 +112,14 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         for k in ("E", "A", "alpha"):
             if k in law:
                 out["loss_law"][k] = _f(law[k])
-    return _json_safe(out)
-
-
-def _json_safe(o: Any) -> Any:
-    """Non-finite floats (NaN intervals of an unidentified fit) become None, as in JSON."""
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, dict):
-        return {k: _json_safe(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_json_safe(v) for v in o]
-    return o
+    return json_safe(out)
 
 
 def write_report_json(report: dict[str, Any], path: Path) -> Path:
     """Write ``report`` as indented JSON (non-finite floats as null); returns ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_json_safe(report), indent=2) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(json_safe(report), indent=2) + "\n", encoding="utf-8")
     return path
 
 
