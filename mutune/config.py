@@ -130,6 +130,9 @@ class SchedulerConfig(_Strict):
 class SearchConfig(_Strict):
     """What is searched per proxy width and how trials are ranked."""
     num_samples: int = Field(default=16, ge=1)
+    #: seeds trained per trial in lockstep (same hyperparameters); the trial reports their
+    #: mean validation loss, averaging out seed noise without a start-up cost per seed
+    replicates: int = Field(default=1, ge=1, le=16)
     space: dict[str, Distribution]
     fixed: dict[str, float] = Field(default_factory=dict)
     metric: Literal["val_loss"] = "val_loss"

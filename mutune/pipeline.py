@@ -20,7 +20,7 @@ from mutune.config import SweepConfig
 from mutune.errors import SearchError
 from mutune.recorder import Recorder
 
-__all__ = ["run_pipeline", "open_sweep", "SweepRun", "sweep_width", "fit_rules",
+__all__ = ["run_pipeline", "open_sweep", "SweepRun", "sweep_width", "align_optima", "fit_rules",
            "predict_target_loss", "train_target",
            "PipelineResult", "ProxyResult", "compute_cost"]
 
@@ -118,7 +118,8 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
             with the reason, and everything recorded before stays.
     """
     with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress) as run:
-        swept = [sweep_width(run, width, i) for i, width in enumerate(config.widths)]
+        swept = align_optima(run, [sweep_width(run, width, i)
+                                   for i, width in enumerate(config.widths)])
         proxies = [p for p, _ in swept]
         rules, target_hp, settings = fit_rules(run, proxies)
         law = predict_target_loss(run, swept, target_hp)
@@ -147,11 +148,13 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
     config, recorder = run.config, run.recorder
     search, sched = config.search, config.search.scheduler
     hps = sample_configs(search, config.seed, index)
-    seeds = trial_seeds(config.seed, index, len(hps))
-    points = [{"hparams": hp, "seed": s, "index": k}
-              for k, (hp, s) in enumerate(zip(hps, seeds))]
+    reps = search.replicates
+    seeds = trial_seeds(config.seed, index, len(hps) * reps)
+    points = [{"hparams": hp, "seed": seeds[k * reps], "index": k,
+               **({"replicate_seeds": seeds[k * reps:(k + 1) * reps]} if reps > 1 else {})}
+              for k, hp in enumerate(hps)]
     settings = {"scheduler": {**sched.model_dump(), "seed": config.seed},
-                "num_samples": search.num_samples,
+                "num_samples": search.num_samples, "replicates": search.replicates,
                 "metric": search.metric, "mode": search.mode,
                 "parametrization": config.model.parametrization}
     ps_id = recorder.proxy_sweep_started(run.sweep_id, width, settings)
@@ -169,11 +172,44 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
     optimum = width_optimum(config, outcome, best)
     result = ProxyResult(width, ps_id, rec.trial_id, dict(rec.point["hparams"]), best.value,
                          best.milestone, len(outcome.trials), optimum)
-    recorder.proxy_sweep_finished(ps_id, {
-        "trial_id": rec.trial_id, "milestone": best.milestone, "config": rec.point["hparams"],
-        "val_loss": best.value, "trials": len(outcome.trials), "rung_trials": best.n_trials,
-        "optimum": optimum})
+    _record_best(run, result, best.n_trials)
     return result, outcome
+
+
+def _record_best(run: SweepRun, p: ProxyResult, rung_trials: int) -> None:
+    run.recorder.proxy_sweep_finished(p.proxy_sweep_id, {
+        "trial_id": p.best_trial_id, "milestone": p.milestone, "config": p.best_config,
+        "val_loss": p.best_val_loss, "trials": p.trials, "rung_trials": rung_trials,
+        "optimum": p.optimum})
+
+
+def align_optima(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
+                 ) -> list[tuple[ProxyResult, Any]]:
+    """Re-estimate every width's optimum at one common rung (:func:`mutune.transfer.common_rung`)
+    so the transfer rule compares the widths at equal budget (DESIGN.md §4). Widths already
+    estimated at that rung are kept as they are; with no common rung nothing changes.
+
+    Args:
+        swept: (ProxyResult, RunOutcome) per width, as :func:`sweep_width` returns them.
+    Returns:
+        The same list with ``ProxyResult.optimum`` replaced where the rung differed.
+    """
+    from mutune.search.best import best_at_rung
+    from mutune.transfer import common_rung, width_optimum
+
+    config = run.config
+    m = common_rung(config, [o for _, o in swept])
+    if m is None:
+        return swept
+    out = []
+    for p, o in swept:
+        if p.optimum.get("milestone") != m:
+            best = best_at_rung(o.core.rung_values(), mode=config.search.mode, min_trials=3)
+            p = dataclasses.replace(p, optimum={**width_optimum(config, o, best, milestone=m),
+                                                "aligned_from": p.optimum.get("milestone")})
+            _record_best(run, p, best.n_trials)
+        out.append((p, o))
+    return out
 
 
 def fit_rules(run: SweepRun, proxies: list[ProxyResult]
@@ -305,12 +341,16 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
                                     for t in largest)
     target_setup = target.reports[0].get("setup_s", 0.0) if target.reports else 0.0
     overhead = proxy_overhead + max(target_setup - proxy_setup, 0.0)
-    naive = naive_sweep_estimate([t.last_step for t in largest], [t.n_evals for t in largest],
+    # each trial trains search.replicates seeds in lockstep; the target run trains one model
+    reps = config.search.replicates
+    naive = naive_sweep_estimate([t.last_step * reps for t in largest],
+                                 [t.n_evals * reps for t in largest],
                                  s_per_step=s_step, s_per_eval=s_eval,
                                  overhead_s_per_trial=overhead, devices=tt["devices"])
     max_t = config.search.scheduler.max_t
     full_evals = math.ceil(max_t / config.train.eval_every)
-    grid = naive_sweep_estimate([max_t] * len(largest), [full_evals] * len(largest),
+    grid = naive_sweep_estimate([max_t * reps] * len(largest),
+                                [full_evals * reps] * len(largest),
                                 s_per_step=s_step, s_per_eval=s_eval,
                                 overhead_s_per_trial=overhead, devices=tt["devices"])
     total_h = proxy_h + target_h
@@ -325,7 +365,7 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
             "naive_grid_formula": grid.formula, "saved_gpu_hours": saved,
             "saved_fraction": saved / naive.gpu_hours if naive.gpu_hours > 0 else None,
             "ettr": e}
-    overhead_inputs = {"median_proxy_overhead_s": proxy_overhead,
+    overhead_inputs = {"replicates_per_trial": reps, "median_proxy_overhead_s": proxy_overhead,
                        "median_proxy_setup_s": proxy_setup, "target_setup_s": target_setup}
     for name, unit in (("proxy_gpu_hours", "GPU-h"), ("target_gpu_hours", "GPU-h"),
                        ("total_gpu_hours", "GPU-h"), ("saved_gpu_hours", "GPU-h"),

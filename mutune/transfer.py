@@ -22,7 +22,7 @@ import numpy as np
 from mutune.config import Choice, LogUniform, SweepConfig
 from mutune.errors import FitError
 
-__all__ = ["width_optimum", "transfer_rules", "loss_law", "target_train_settings"]
+__all__ = ["width_optimum", "common_rung", "transfer_rules", "loss_law", "target_train_settings"]
 
 
 def _log_bounds(config: SweepConfig, names: list[str]) -> np.ndarray | None:
@@ -42,16 +42,49 @@ def _finite(vals: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in vals.items() if math.isfinite(v)}
 
 
-def width_optimum(config: SweepConfig, outcome: Any, best: Any) -> dict[str, Any]:
+def _fit_rungs(config: SweepConfig, outcome: Any) -> dict[int, dict[str, float]]:
+    return {m: _finite(v) for m, v in outcome.core.rung_values().items()}
+
+
+def _needed(config: SweepConfig) -> int:
+    return 2 * len(config.search.space) + 3
+
+
+def common_rung(config: SweepConfig, outcomes: list[Any]) -> int | None:
+    """The highest rung (steps) holding at least 2·k + 3 finite trials at *every* width
+    (k hyperparameters searched), or None when no rung does.
+
+    Optima compared across widths must be measured at equal budget (DESIGN.md §4): early
+    rungs favour larger learning rates (short-horizon bias, Wu et al. 2018; mup issue 64),
+    so an optimum at rung 60 at one width and rung 180 at another mixes horizons into the
+    fitted width exponent. ASHA's asynchronous promotions give each width a different number
+    of trials at its top rungs, so the per-width choice alone does not align them.
+
+    Args:
+        outcomes: one RunOutcome per width (its ``core.rung_values()``: milestone → values).
+    """
+    need = _needed(config)
+    common = None
+    for o in outcomes:
+        ok = {m for m, v in _fit_rungs(config, o).items() if len(v) >= need}
+        common = ok if common is None else common & ok
+    return max(common) if common else None
+
+
+def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
+                  milestone: int | None = None) -> dict[str, Any]:
     """The optimum of every searched hyperparameter at one proxy width.
 
-    Uses the highest rung holding at least 2·k + 3 finite trials (k hyperparameters searched;
-    the quadratic needs them), else the fullest rung. Falls back to the best trial's values,
-    with no interval, when the quadratic cannot be fitted (the reason is kept).
+    Uses ``milestone`` when given and it holds at least 2·k + 3 finite trials (k
+    hyperparameters searched; the quadratic needs them; :func:`common_rung` picks one rung
+    for all widths), else the highest rung holding that many, else the fullest rung. Falls
+    back to the best trial's values, with no interval, when the quadratic cannot be fitted
+    (the reason is kept).
 
     Args:
         config: the sweep config. outcome: the width's RunOutcome (trials and scheduler core).
         best: the width's :class:`~mutune.search.best.BestTrial` (the fallback).
+        milestone: the rung (steps) to estimate at, e.g. the sweep's common rung.
     Returns:
         JSON-able {"milestone", "n_trials", "trial_ids" (the recorder's ids of the trials
         the fit used), "method", "optimum": {name: value},
@@ -62,9 +95,11 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any) -> dict[str, Any
 
     names = sorted(config.search.space)
     hp_of = {t.key: t.point["hparams"] for t in outcome.trials}
-    rungs = {m: _finite(v) for m, v in outcome.core.rung_values().items()}
-    need = 2 * len(names) + 3
+    rungs = _fit_rungs(config, outcome)
+    need = _needed(config)
     full = sorted((m for m, v in rungs.items() if len(v) >= need), reverse=True)
+    if milestone in full:      # the requested rung first; lower rungs still feed the horizon
+        full = [milestone] + [m for m in full if m < milestone]
     bounds = _log_bounds(config, names)
     seed = config.seed
 
@@ -222,7 +257,9 @@ def transfer_rules(config: SweepConfig, widths: list[int],
             "slope_interval": list(rule.slope_interval), "residual_scale": rule.residual_scale,
             "widths": widths, "optima": values, "optima_intervals": intervals,
             "optimum_source": ("horizon-extrapolated" if use_horizon else
-                               "per width: highest rung holding enough trials for the fit"),
+                               "per width: the highest rung holding enough trials for the "
+                               "fit at every width, else at that width"),
+            "optimum_rungs": [o.get("milestone") for o in optima],
             "target_width": target_w, "transferred_value": value,
             "transferred_interval": [lo, hi], "formula": rule.formula,
             "transfer_form": ("flat: widest proxy's optimum (μP; the exponent's interval "

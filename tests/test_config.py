@@ -45,6 +45,8 @@ def test_shipped_configs_load():
     (lambda d: d["target"].update(width=256), "(root)", "target.width (256)",
      "must be > the largest proxy width (256)"),
     (lambda d: d["search"]["space"].pop("lr"), "search", "'lr'", "must search"),
+    (lambda d: d["search"].update(replicates=0), "search.replicates", "0",
+     "greater than or equal to 1"),
     (lambda d: d["search"]["space"]["lr"].update(low=-1), "search.space.lr.low", "-1",
      "greater than 0"),
     (lambda d: d["search"]["space"].update(dropout={"type": "uniform", "low": 0, "high": 1}),

@@ -28,6 +28,7 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
     d = tiny_config.model_dump(mode="json")
     d["widths"], d["target"]["width"] = [16, 32, 64], 128
     d["search"]["num_samples"] = 8
+    d["search"]["replicates"] = 2        # two seeds per trial, averaged
     d["transfer"]["n_boot"] = 200
     from mutune.config import parse_config
     result = mutune.run(parse_config(d), db=store_url, out_dir=tmp_path / "out",
@@ -93,6 +94,13 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
         assert p["chosen_rung"] == max(m for m, v in held.items() if len(v) >= 3)
         assert p["best_val_loss"] == pytest.approx(min(held[p["chosen_rung"]]))
     target_trial = next(t for t in rows["trials"] if t["kind"] == "target")
+    # proxy trials average two seeds; the target trains one model, and the naive sweep at
+    # target size is priced for both seeds of every trial
+    assert {r["metrics"]["replicates"] for t in rows["trials"] if t["kind"] == "proxy"
+            for r in t["reports"]} == {2}
+    assert {r["metrics"]["replicates"] for r in target_trial["reports"]} == {1}
+    naive = next(e for e in rows["ledger"] if e["name"] == "naive_gpu_hours")
+    assert naive["inputs"]["replicates_per_trial"] == 2
     assert [r["step"] for r in target_trial["reports"]] == list(range(3, 28, 3))
     assert rows["laws"][0]["data"]["target_width"] == 128
     assert all(t["status"] in {"completed", "stopped", "diverged"} for t in rows["trials"])

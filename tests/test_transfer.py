@@ -64,3 +64,51 @@ def test_published_rules_change_target_lr_batch_and_weight_decay():
         tau(0.01, 0.1, 200 * 64, 64))
     assert target_train_settings(_cfg(), 0.01)["adjustments"] == []
     assert math.isfinite(s["weight_decay"])
+
+
+def _synthetic_outcome(n_trials: int, log_lr_star: float, top_rung_trials: int):
+    """A real ASHA core fed a deterministic loss (log lr − log lr*)² + 1/step. Trials arrive
+    worst first, so each newcomer leads its rung and continues; only the first
+    ``top_rung_trials`` go on to the top rung (80 steps), the others end at rung 40."""
+    from mutune.search.asha import ASHA
+    from mutune.search.book import TrialRecord
+    from mutune.search.tuner import RunOutcome
+
+    core = ASHA(grace_period=20, reduction_factor=2, max_t=80)
+    trials, grid = [], [log_lr_star + 3.0 * (k / (n_trials - 1) - 0.5) for k in range(n_trials)]
+    order = sorted(range(n_trials), key=lambda k: -abs(grid[k] - log_lr_star))
+    reached_top = 0
+    for k in order:
+        key = f"t{k}"
+        trials.append(TrialRecord(key, k + 1, {"hparams": {"lr": math.exp(grid[k])}}, 0.0))
+        for step in (20, 40, 80):
+            if step == 80 and reached_top >= top_rung_trials:
+                break
+            js = core.on_report(key, step, (grid[k] - log_lr_star) ** 2 + 1.0 / step)
+            if any(j.decision.value != "continue" for j in js):
+                break
+            reached_top += step == 80
+    return RunOutcome(trials, core)
+
+
+def test_common_rung_aligns_widths_at_equal_budget():
+    from mutune.search.best import best_at_rung
+    from mutune.transfer import common_rung, width_optimum
+
+    cfg = _cfg()        # lr only: a rung needs 2·1 + 3 = 5 finite trials for the fit
+    rich = _synthetic_outcome(24, math.log(0.01), top_rung_trials=6)
+    poor = _synthetic_outcome(24, math.log(0.01), top_rung_trials=3)
+    own = [width_optimum(cfg, o, best_at_rung(o.core.rung_values(), mode="min",
+                                              min_trials=3))["milestone"]
+           for o in (rich, poor)]
+    assert own == [80, 40]                      # each width alone picks a different rung
+    assert common_rung(cfg, [rich, poor]) == 40
+    opt = width_optimum(cfg, rich, best_at_rung(rich.core.rung_values(), mode="min",
+                                                min_trials=3), milestone=40)
+    assert opt["milestone"] == 40 and opt["n_trials"] == len(rich.core.rung_values()[40])
+    assert math.log(opt["optimum"]["lr"]) == pytest.approx(math.log(0.01), abs=0.05)
+    # a rung too thin for the fit is not used even when asked for
+    thin = width_optimum(cfg, poor, best_at_rung(poor.core.rung_values(), mode="min",
+                                                 min_trials=3), milestone=80)
+    assert thin["milestone"] == 40
+    assert common_rung(cfg, [rich, _synthetic_outcome(4, 0.0, top_rung_trials=1)]) is None
