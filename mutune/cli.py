@@ -44,23 +44,40 @@ def run(config: Optional[Path] = typer.Argument(
 
 
 @app.command()
-def report(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
+def report(sweep_id: Optional[int] = typer.Argument(None, help="Sweep id in the results "
+                                                      "database (omit with --by)."),
            db: Optional[str] = DbOption,
+           by: Optional[str] = typer.Option(None, "--by", help="'project': sum the ledger "
+                                            "of every sweep per project instead."),
            json_out: Optional[Path] = typer.Option(None, "--json",
                                                    help="Also write report.json here.")) -> None:
-    """Print a sweep's report again from the database alone (the main job's renderer)."""
+    """Print a sweep's report again from the database alone (the main job's renderer), or,
+    with ``--by project``, GPU-hours and money summed per project across sweeps."""
     from rich.console import Console
 
     from mutune.api import resolve_db
-    from mutune.errors import StoreError
-    from mutune.services.report import build_report, render_report, write_report_json
+    from mutune.errors import ConfigError, StoreError
+    from mutune.services.report import (build_report, project_costs, render_project_costs,
+                                        render_report, write_report_json)
     from mutune.services.store import Store
 
+    if by is not None and by != "project":
+        _fail(ConfigError(f"--by = {by!r}: the only grouping is 'project'"))
+    if (by is None) == (sweep_id is None):
+        _fail(ConfigError("give either a SWEEP_ID or --by project"))
     try:
         with Store.open(resolve_db(db)) as store:
-            rows = store.sweep_rows(sweep_id)
+            if by:
+                rows = project_costs(store.list_sweeps(), store.sweep_costs())
+            else:
+                rows = store.sweep_rows(sweep_id)
     except StoreError as err:
         _fail(err)
+    if by:
+        render_project_costs(rows, Console())
+        if json_out:
+            write_report_json({"by": "project", "projects": rows}, json_out)
+        return
     rep = build_report(rows)
     render_report(rep, Console())
     if json_out:

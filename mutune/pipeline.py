@@ -314,24 +314,77 @@ def _bind(cb: Progress | None, label: str, total: int) -> Callable[[int, int], N
     return lambda done, started: cb(label, done, total)
 
 
+def _flops_per_sample(config: SweepConfig, width: int, n_params: float) -> float:
+    """Model training FLOPs per sample (MLP) or token (GPT), Kaplan et al. 2020 §2.1."""
+    from mutune.config import GPTModel
+    from mutune.scaling.ledger import model_flops_per_step
+
+    m = config.model
+    if isinstance(m, GPTModel):
+        return model_flops_per_step(n_params, 1, n_layer=m.depth, n_ctx=m.seq_len,
+                                    d_model=width)
+    return model_flops_per_step(n_params, 1)
+
+
+def _peak_flops(config: SweepConfig, kind: str) -> tuple[float | None, str]:
+    """Peak FLOP/s per device of ``kind`` and where it came from (config table or measured)."""
+    peak = config.cost.device(kind).peak_flops
+    if peak is not None:
+        return peak, f"device table ({kind})"
+    if kind == "cpu":
+        from mutune.proxies.device import measure_cpu_peak_flops
+        return measure_cpu_peak_flops(), "measured: one thread's float32 matmul rate"
+    return None, f"no peak FLOP/s for device kind {kind!r} in cost.devices"
+
+
 def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
                  target: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The ledger (DESIGN.md §6) from the recorded trials: GPU-hours of the proxy sweeps and
-    the target run, the naive counterfactuals with their formulas, savings and ETTR.
+    the target run, the naive counterfactuals with their formulas, savings, money, ETTR, MFU,
+    each trial's time by category and the sweep's waste by category.
+
+    The sweep held ``concurrency × devices per trial`` devices from its first trial's start to
+    its last trial's end (concurrency = ``ray.max_concurrent_trials``, else the CPUs granted
+    over the CPUs per trial); what no trial used in that span is ``idle`` waste
+    (:func:`mutune.scaling.ledger.sweep_waste`).
 
     Returns:
         (cost figures keyed as report.json's ``cost``, ledger entries for the recorder).
     """
     from mutune.scaling.cost import ettr, gpu_hours, naive_sweep_estimate
+    from mutune.scaling.ledger import TIME_CATEGORIES, money, sweep_waste, trial_time
 
     proxy_trials = [t for o in outcomes.values() for t in o.trials]
+    everything = [*proxy_trials, target]
     entries: list[dict[str, Any]] = []
-    for t in [*proxy_trials, target]:
+    widths = {t.trial_id: w for w, o in outcomes.items() for t in o.trials}
+    widths[target.trial_id] = config.target.width
+    kind = target.timing["device_kind"]
+    peak, peak_source = _peak_flops(config, kind)
+    price = config.cost.price_per_hour(kind)
+    flops_total = flops_device_s = 0.0
+    for t in everything:
+        tm = t.timing
         entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "gpu_hours",
-                        "value": gpu_hours(t.timing["allocated_s"], t.timing["devices"]),
+                        "value": gpu_hours(tm["allocated_s"], tm["devices"]),
                         "unit": "GPU-h"})
-    proxy_h = sum(e["value"] for e in entries[:-1])
-    target_h = entries[-1]["value"]
+        split = trial_time(tm)
+        for cat in TIME_CATEGORIES:
+            entries.append({"scope": "trial", "trial_id": t.trial_id, "name": f"{cat}_s",
+                            "value": split.seconds[cat], "unit": "s"})
+        per_sample = _flops_per_sample(config, widths[t.trial_id], tm["n_params"])
+        steps = max(tm["steps"], 1)
+        entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "flops_per_step",
+                        "value": per_sample * tm["samples"] / steps, "unit": "FLOP",
+                        "formula": "samples/step × (6·N [+ 6·n_layer·n_ctx·d_model]) "
+                                   "(Kaplan et al. 2020 §2.1)",
+                        "inputs": {"n_params": tm["n_params"],
+                                   "samples_per_step": tm["samples"] / steps}})
+        flops_total += per_sample * tm["samples"]
+        flops_device_s += tm["productive_s"] * tm["devices"]
+    proxy_h = sum(e["value"] for e in entries
+                  if e["name"] == "gpu_hours" and e["trial_id"] != target.trial_id)
+    target_h = gpu_hours(target.timing["allocated_s"], target.timing["devices"])
     tt = target.timing
     s_step = tt["productive_s"] / max(tt["steps"], 1)
     s_eval = tt["eval_s"] / max(tt["evals"], 1)
@@ -355,23 +408,66 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
                                 overhead_s_per_trial=overhead, devices=tt["devices"])
     total_h = proxy_h + target_h
     saved = naive.gpu_hours - total_h
-    everything = [*proxy_trials, target]
     e = ettr(sum(t.timing["productive_s"] for t in everything),
              sum(t.timing["allocated_s"] for t in everything))
-    cost = {"device_kind": tt["device_kind"], "proxy_gpu_hours": proxy_h,
+    # the sweep's hold on devices: first trial start → last trial end, × devices held
+    r = config.ray
+    per_trial = r.gpus_per_trial or r.cpus_per_trial
+    concurrency = r.max_concurrent_trials or max(int(r.num_cpus // r.cpus_per_trial), 1)
+    span = (max(t.started + t.timing["allocated_s"] for t in everything)
+            - min(t.started for t in everything))
+    held_devices = concurrency * per_trial
+    waste = sweep_waste([(t.status, t.timing, t.timing["devices"]) for t in everything],
+                        held_device_s=max(span * held_devices,
+                                          sum(trial_time(t.timing).allocated_s
+                                              * t.timing["devices"] for t in everything)))
+    mfu_value = (flops_total / flops_device_s / peak
+                 if peak and flops_device_s > 0 else None)
+    n_trials = len(proxy_trials)
+    cost = {"device_kind": kind, "proxy_gpu_hours": proxy_h,
             "target_gpu_hours": target_h, "total_gpu_hours": total_h,
             "naive_gpu_hours": naive.gpu_hours, "naive_formula": naive.formula,
             "naive_inputs": naive.inputs, "naive_grid_gpu_hours": grid.gpu_hours,
             "naive_grid_formula": grid.formula, "saved_gpu_hours": saved,
             "saved_fraction": saved / naive.gpu_hours if naive.gpu_hours > 0 else None,
-            "ettr": e}
+            "price_per_hour": price, "currency": config.cost.currency,
+            "pricing": config.cost.pricing,
+            "total_money": money(total_h, price), "naive_money": money(naive.gpu_hours, price),
+            "saved_money": None if price is None else saved * price,
+            "ettr": e, "mfu": mfu_value, "peak_flops_per_device": peak,
+            "peak_flops_source": peak_source,
+            "held_gpu_hours": waste.allocated_s / 3600.0,
+            "useful_gpu_hours": waste.useful_s / 3600.0,
+            "waste_gpu_hours": waste.waste_gpu_hours,
+            "gpu_hours_per_trial": proxy_h / n_trials if n_trials else None,
+            "cost_to_final_metric_gpu_hours": total_h,
+            "project": config.cost.project, "owner": config.cost.owner}
     overhead_inputs = {"replicates_per_trial": reps, "median_proxy_overhead_s": proxy_overhead,
                        "median_proxy_setup_s": proxy_setup, "target_setup_s": target_setup}
-    for name, unit in (("proxy_gpu_hours", "GPU-h"), ("target_gpu_hours", "GPU-h"),
-                       ("total_gpu_hours", "GPU-h"), ("saved_gpu_hours", "GPU-h"),
-                       ("saved_fraction", "1"), ("ettr", "1")):
+    units = {"saved_fraction": "1", "ettr": "1", "mfu": "1", "price_per_hour":
+             f"{config.cost.currency}/device-h", "total_money": config.cost.currency,
+             "naive_money": config.cost.currency, "saved_money": config.cost.currency,
+             "peak_flops_per_device": "FLOP/s"}
+    for name in ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "saved_gpu_hours",
+                 "saved_fraction", "ettr", "useful_gpu_hours",
+                 "gpu_hours_per_trial", "cost_to_final_metric_gpu_hours", "price_per_hour",
+                 "total_money", "naive_money", "saved_money"):
         if cost[name] is not None:
-            entries.append({"scope": "sweep", "name": name, "value": cost[name], "unit": unit})
+            entries.append({"scope": "sweep", "name": name, "value": cost[name],
+                            "unit": units.get(name, "GPU-h")})
+    entries.append({"scope": "sweep", "name": "mfu", "value": mfu_value, "unit": "1",
+                    "formula": "Σ model FLOPs / Σ (productive s × devices) / peak FLOP/s "
+                               "(Chowdhery et al. 2022, App. B)",
+                    "inputs": {"model_flops": flops_total, "productive_device_s":
+                               flops_device_s, "peak_flops_per_device": peak,
+                               "peak_source": peak_source}})
+    for cat, v in waste.waste_gpu_hours.items():
+        entries.append({"scope": "waste", "name": cat, "value": v, "unit": "GPU-h"})
+    entries.append({"scope": "sweep", "name": "held_gpu_hours",
+                    "value": waste.allocated_s / 3600.0, "unit": "GPU-h",
+                    "formula": "span first trial start → last trial end × devices held",
+                    "inputs": {"span_s": span, "devices_held": held_devices,
+                               "concurrency": concurrency}})
     entries.append({"scope": "sweep", "name": "naive_gpu_hours", "value": naive.gpu_hours,
                     "unit": "GPU-h", "formula": naive.formula,
                     "inputs": {**naive.inputs, **overhead_inputs}})

@@ -108,9 +108,34 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
     bsh = (tmp_path / "out" / "base_shapes.bsh").read_text()
     assert bsh.startswith("# mup base shapes") and rows["provenance"]["base_shapes"] == bsh
     # every proxy trial has its GPU-hours in the ledger, and they add up to the proxy line
-    per_trial = [e["value"] for e in rows["ledger"] if e["scope"] == "trial"]
+    per_trial = [e["value"] for e in rows["ledger"]
+                 if e["scope"] == "trial" and e["name"] == "gpu_hours"]
     assert len(per_trial) == 25
     assert sum(per_trial) == pytest.approx(c["total_gpu_hours"])
+    # each trial's time categories add up to its allocated seconds
+    by_trial = {}
+    for e in rows["ledger"]:
+        if e["scope"] == "trial" and e["name"].endswith("_s"):
+            by_trial.setdefault(e["trial_id"], {})[e["name"]] = e["value"]
+    assert len(by_trial) == 25
+    for t in rows["trials"]:
+        cats = by_trial[t["id"]]
+        assert set(cats) == {"productive_s", "eval_s", "checkpoint_s", "setup_s",
+                             "recovery_s", "other_s"}
+        assert sum(cats.values()) == pytest.approx(max(t["allocated_s"], sum(cats.values())))
+        assert cats["productive_s"] == pytest.approx(t["productive_s"])
+    # the sweep's hold on the devices: useful + waste categories = held
+    assert set(c["waste_gpu_hours"]) == {"early_stopped", "failed", "recovery", "idle"}
+    assert c["useful_gpu_hours"] + sum(c["waste_gpu_hours"].values()) == \
+        pytest.approx(c["held_gpu_hours"])
+    assert c["held_gpu_hours"] >= c["total_gpu_hours"] * 0.999
+    stopped_h = sum(t["allocated_s"] * t["devices"] / 3600 for t in rows["trials"]
+                    if t["status"] == "stopped")
+    assert c["waste_gpu_hours"]["early_stopped"] == pytest.approx(stopped_h, rel=1e-6)
+    assert 0 < c["mfu"] < 1 and c["mfu_inputs"]["peak_source"].startswith("measured")
+    assert c["price_per_hour"] == 0.04 and c["currency"] == "USD"
+    assert c["saved_money"] == pytest.approx(c["saved_gpu_hours"] * 0.04)
+    assert c["gpu_hours_per_trial"] == pytest.approx(c["proxy_gpu_hours"] / 24)
 
     # `mutune report` renders the same figures from the database alone
     out = CliRunner().invoke(app, ["report", str(result.sweep_id), "--db", store_url,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["TrainDevice", "select_device"]
+__all__ = ["TrainDevice", "select_device", "measure_cpu_peak_flops"]
 
 
 @dataclass(frozen=True)
@@ -56,3 +56,37 @@ def select_device(prefer_cuda: bool = True) -> TrainDevice:
     if prefer_cuda and torch.cuda.is_available():
         return TrainDevice(torch.device("cuda"), torch.bfloat16, True)
     return TrainDevice(torch.device("cpu"), None, False)
+
+
+def measure_cpu_peak_flops(*, n: int = 512, repeats: int = 5) -> float:
+    """Float32 FLOP/s of one CPU thread on an ``n × n`` matmul, best of ``repeats``.
+
+    The "measured CPU figure" MFU divides by on a CPU machine (there is no datasheet peak
+    for an arbitrary CPU): 2·n³ FLOPs per matmul (the multiply-adds of a dense product). Runs
+    with one intra-op thread, as trials do (DESIGN.md §5), and restores the thread count.
+    Takes about 0.1 s.
+
+    Returns:
+        FLOP/s per thread (per CPU granted).
+    Raises:
+        ValueError: n < 64 or repeats < 1.
+    """
+    import time
+
+    if n < 64 or repeats < 1:
+        raise ValueError(f"n = {n}, repeats = {repeats}: need n >= 64 and repeats >= 1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        gen = torch.Generator().manual_seed(0)
+        a = torch.randn(n, n, generator=gen)
+        b = torch.randn(n, n, generator=gen)
+        a @ b  # warm-up
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return 2.0 * n ** 3 / best

@@ -20,7 +20,10 @@ __all__ = ["build_report", "render_report", "write_report_json", "plot_loss_vs_l
            "plot_transfer"]
 
 _COST_KEYS = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
-              "naive_grid_gpu_hours", "saved_gpu_hours", "saved_fraction", "ettr")
+              "naive_grid_gpu_hours", "saved_gpu_hours", "saved_fraction", "ettr", "mfu",
+              "held_gpu_hours", "useful_gpu_hours", "gpu_hours_per_trial",
+              "cost_to_final_metric_gpu_hours", "price_per_hour", "total_money",
+              "naive_money", "saved_money")
 
 
 def _f(v: Any) -> float | None:
@@ -99,6 +102,19 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         cost["naive_inputs"] = ledger["naive_gpu_hours"]["inputs"]
     if "naive_grid_gpu_hours" in ledger:
         cost["naive_grid_formula"] = ledger["naive_grid_gpu_hours"]["formula"]
+    for key in ("mfu", "held_gpu_hours"):
+        if key in ledger and ledger[key].get("formula"):
+            cost[f"{key}_formula"] = ledger[key]["formula"]
+            cost[f"{key}_inputs"] = ledger[key]["inputs"]
+    if "price_per_hour" in ledger:
+        cost["currency"] = ledger["price_per_hour"]["unit"].split("/")[0]
+    waste = {e["name"]: _f(e["value"]) for e in rows["ledger"] if e["scope"] == "waste"}
+    if waste:
+        cost["waste_gpu_hours"] = waste
+    cfg = sweep.get("config") or {}
+    cost["project"] = sweep.get("project")
+    cost["owner"] = (cfg.get("cost") or {}).get("owner")
+    cost["pricing"] = (cfg.get("cost") or {}).get("pricing")
     kinds = sorted({t["device_kind"] for t in trials.values() if t.get("device_kind")})
     device_kind = kinds[0] if len(kinds) == 1 else ",".join(kinds) or None
     cost["device_kind"] = device_kind
@@ -225,13 +241,33 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                        ("naive_gpu_hours", "naive: same search at target size"),
                        ("naive_grid_gpu_hours", "naive: every sample to max_t"),
                        ("saved_gpu_hours", "saved vs naive"),
-                       ("saved_fraction", "saved fraction"), ("ettr", "ETTR")):
+                       ("saved_fraction", "saved fraction"), ("ettr", "ETTR"),
+                       ("mfu", "MFU"), ("gpu_hours_per_trial", "per proxy trial"),
+                       ("cost_to_final_metric_gpu_hours", "to reach the final metric"),
+                       ("held_gpu_hours", "held by the sweep (wall × devices)"),
+                       ("useful_gpu_hours", "useful")):
         if key in c:
-            fmt = ".1%" if key in ("saved_fraction", "ettr") else ".6f"
+            fmt = ".1%" if key in ("saved_fraction", "ettr") else \
+                ".3%" if key == "mfu" else ".6f"
             ct.add_row(label, _num(c[key], fmt))
+    for cat, v in (c.get("waste_gpu_hours") or {}).items():
+        ct.add_row(f"waste: {cat.replace('_', ' ')}", _num(v, ".6f"))
+    cur = c.get("currency", "")
+    for key, label in (("price_per_hour", f"price per device-hour ({c.get('pricing')})"),
+                       ("total_money", "money spent"), ("naive_money", "money, naive"),
+                       ("saved_money", "money saved")):
+        if c.get(key) is not None:
+            ct.add_row(label, f"{c[key]:.4f} {cur}")
     console.print(ct)
     if c.get("naive_formula"):
-        console.print(f"naive = {c['naive_formula']}")
+        console.print(f"naive = {c['naive_formula']}", highlight=False)
+    if c.get("mfu_formula"):
+        i = c.get("mfu_inputs") or {}
+        console.print(f"MFU = {c['mfu_formula']}; peak {_num(i.get('peak_flops_per_device'), '.3g')}"
+                      f" FLOP/s ({i.get('peak_source')})", highlight=False)
+    if c.get("project") or c.get("owner"):
+        console.print(f"billed to project {c.get('project')}, owner {c.get('owner')}",
+                      highlight=False)
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -339,3 +375,58 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
         ax.set_title("loss law: predicted vs actual target loss")
         ax.legend(fontsize=7)
     return _save(fig, path)
+
+
+#: Ledger figures summed per project by :func:`project_costs` (GPU-hours and money).
+_SUMMED = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
+           "saved_gpu_hours", "total_money", "naive_money", "saved_money")
+
+
+def project_costs(sweeps: list[dict[str, Any]],
+                  costs: dict[int, dict[str, float | None]]) -> list[dict[str, Any]]:
+    """Sum the ledger across sweeps per project (``mutune report --by project``).
+
+    Args:
+        sweeps: sweep rows (``id``, ``project``, ``status``), as ``Store.list_sweeps``.
+        costs: sweep id → sweep-scope ledger figures, as ``Store.sweep_costs``.
+    Returns:
+        One row per project (None: sweeps without a project), sorted by name: ``project``,
+        ``sweeps``, ``priced_sweeps`` (sweeps with a ledger), the sums of
+        :data:`_SUMMED` (GPU-hours; money in the sweeps' currency; a money sum is None
+        when no sweep was priced), and ``saved_fraction`` = Σ saved / Σ naive.
+    """
+    rows: dict[Any, dict[str, Any]] = {}
+    for sw in sweeps:
+        r = rows.setdefault(sw.get("project"), {"project": sw.get("project"), "sweeps": 0,
+                                                "priced_sweeps": 0,
+                                                **{k: None for k in _SUMMED}})
+        r["sweeps"] += 1
+        c = costs.get(sw["id"])
+        if not c or c.get("total_gpu_hours") is None:
+            continue
+        r["priced_sweeps"] += 1
+        for k in _SUMMED:
+            if c.get(k) is not None:
+                r[k] = (r[k] or 0.0) + float(c[k])
+    for r in rows.values():
+        naive, saved = r["naive_gpu_hours"], r["saved_gpu_hours"]
+        r["saved_fraction"] = saved / naive if naive and saved is not None else None
+    return sorted(rows.values(), key=lambda r: (r["project"] is None, r["project"] or ""))
+
+
+def render_project_costs(rows: list[dict[str, Any]], console: Any) -> None:
+    """Print :func:`project_costs` as a rich table."""
+    from rich.table import Table
+
+    t = Table(title="Cost by project (GPU-hours)")
+    for col in ("project", "sweeps", "priced", "proxy", "target", "total", "naive", "saved",
+                "saved %", "money", "money saved"):
+        t.add_column(col, justify="left" if col == "project" else "right")
+    for r in rows:
+        t.add_row(r["project"] or "(none)", str(r["sweeps"]), str(r["priced_sweeps"]),
+                  *(_num(r[k], ".6f") for k in ("proxy_gpu_hours", "target_gpu_hours",
+                                                  "total_gpu_hours", "naive_gpu_hours",
+                                                  "saved_gpu_hours")),
+                  _num(r["saved_fraction"], ".1%"), _num(r["total_money"], ".4f"),
+                  _num(r["saved_money"], ".4f"))
+    console.print(t)

@@ -196,11 +196,12 @@ class Store(HeartbeatMixin):
     def sweep_started(self, config: Mapping[str, Any], seed: int,
                       provenance: Mapping[str, Any]) -> int:
         """Record a new sweep (status ``running``) and its provenance row; returns its id.
-        ``name``/``project`` are read from ``config`` when present."""
+        ``name`` and ``project`` (top level, or ``cost.project``) are read from ``config``
+        when present."""
         def work(s: Session) -> int:
+            project = config.get("project") or (config.get("cost") or {}).get("project")
             sweep = Sweep(name=str(config.get("name") or "sweep"),
-                          project=None if config.get("project") is None
-                          else str(config.get("project")),
+                          project=None if project is None else str(project),
                           status="running", seed=int(seed), config=finite_json(config),
                           created_at=_now())
             s.add(sweep)
@@ -412,6 +413,17 @@ class Store(HeartbeatMixin):
     def list_sweeps(self) -> list[dict[str, Any]]:
         """Every sweep row as plain data (config included), oldest first."""
         return self._read(lambda s: [_row(r) for r in s.scalars(select(Sweep).order_by(Sweep.id))])
+
+    def sweep_costs(self) -> dict[int, dict[str, float | None]]:
+        """The sweep-scope ledger figures of every sweep: sweep id → {name: value} (GPU-hours,
+        money, fractions as recorded; None where not finite)."""
+        def work(s: Session) -> dict[int, dict[str, float | None]]:
+            out: dict[int, dict[str, float | None]] = {}
+            for e in s.scalars(select(LedgerEntry).where(LedgerEntry.scope == "sweep")
+                               .order_by(LedgerEntry.id)):
+                out.setdefault(e.sweep_id, {})[e.name] = e.value
+            return out
+        return self._read(work)
 
     def counts(self, sweep_id: int) -> dict[str, int]:
         """Rows per table that belong to sweep ``sweep_id`` (``sweeps`` is 1).
