@@ -67,6 +67,90 @@ def report(sweep_id: int = typer.Argument(..., help="Sweep id in the results dat
         write_report_json(rep, json_out)
 
 
+@app.command("list")
+def list_cmd(db: Optional[str] = DbOption,
+             status: Optional[str] = typer.Option(None, help="Only sweeps with this status "
+                                                             "(running, completed, failed, "
+                                                             "cancelled, budget_exhausted)."),
+             limit: int = typer.Option(50, min=1, help="At most this many, newest first."),
+             json_out: bool = typer.Option(False, "--json", help="Print JSON instead.")
+             ) -> None:
+    """List the sweeps in the results database: status, widths, trials, GPU-hours."""
+    import json
+
+    from rich.console import Console
+
+    from mutune.api import resolve_db
+    from mutune.errors import StoreError
+    from mutune.services.listing import render_sweep_list
+    from mutune.services.store import Store
+
+    try:
+        with Store.open(resolve_db(db)) as store:
+            sweeps = store.sweep_summaries(limit=limit, status=status)
+    except StoreError as err:
+        _fail(err)
+    if json_out:
+        typer.echo(json.dumps(sweeps, indent=2))
+    else:
+        render_sweep_list(sweeps, Console())
+
+
+@app.command()
+def show(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
+         db: Optional[str] = DbOption) -> None:
+    """One sweep: status and reason, model, provenance, and every trial with its status."""
+    from rich.console import Console
+
+    from mutune.api import resolve_db
+    from mutune.errors import StoreError
+    from mutune.services.listing import render_sweep
+    from mutune.services.store import Store
+
+    try:
+        with Store.open(resolve_db(db)) as store:
+            rows = store.sweep_rows(sweep_id)
+    except StoreError as err:
+        _fail(err)
+    render_sweep(rows, Console())
+
+
+@app.command()
+def cancel(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
+           db: Optional[str] = DbOption) -> None:
+    """Cancel a running sweep: the process running it starts no new trial, stops the running
+    ones, and records the sweep ``cancelled`` (within about a second of its next trial event)."""
+    from mutune.api import resolve_db
+    from mutune.errors import StoreError
+    from mutune.services.store import Store
+
+    try:
+        with Store.open(resolve_db(db)) as store:
+            store.request_cancel(sweep_id)
+    except StoreError as err:
+        _fail(err)
+    typer.echo(f"sweep {sweep_id}: cancel requested; the running process stops it")
+
+
+@app.command()
+def logs(trial_id: int = typer.Argument(..., help="Trial id (see mutune show SWEEP_ID)."),
+         db: Optional[str] = DbOption) -> None:
+    """A trial's stdout, stderr and, if it failed, its traceback, as stored in the database."""
+    from rich.console import Console
+
+    from mutune.api import resolve_db
+    from mutune.errors import StoreError
+    from mutune.services.listing import render_trial_log
+    from mutune.services.store import Store
+
+    try:
+        with Store.open(resolve_db(db)) as store:
+            log = store.trial_log(trial_id)
+    except StoreError as err:
+        _fail(err)
+    render_trial_log(log, Console())
+
+
 @app.command()
 def rerun(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
           db: Optional[str] = DbOption,

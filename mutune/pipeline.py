@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mutune.config import SweepConfig
-from mutune.errors import SearchError
+from mutune.errors import SearchError, SweepStopped
 from mutune.recorder import Recorder
 
 __all__ = ["run_pipeline", "open_sweep", "SweepRun", "sweep_width", "fit_rules",
@@ -74,8 +74,10 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     """Load the data, compute the μP base shapes once (saved as ``out_dir/base_shapes.bsh``
     and in the sweep's provenance), record the sweep and hold a Ray cluster for the block.
 
-    The sweep is recorded ``completed`` when the block ends normally and ``failed`` with the
-    reason when it raises (the error propagates; rows recorded before stay).
+    The sweep is recorded ``completed`` when the block ends normally, with the status of a
+    :class:`~mutune.errors.SweepStopped` (``cancelled``, ``budget_exhausted``) when the block
+    raises one (re-raised with the sweep id), and ``failed`` with the reason when it raises
+    anything else (the error propagates; rows recorded before stay).
     """
     from mutune.proxies.task import ProxyTask, load_task_data
     from mutune.provenance import collect_provenance
@@ -96,6 +98,9 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
                        on_progress)
         with ray_cluster(config.ray):
             yield run
+    except SweepStopped as stop:
+        recorder.sweep_finished(sweep_id, stop.status, stop.reason)
+        raise SweepStopped(stop.status, stop.reason, sweep_id) from None
     except BaseException as err:
         recorder.sweep_finished(sweep_id, "failed", f"{type(err).__name__}: {err}"[:2000])
         raise
@@ -116,6 +121,8 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     Raises:
         SearchError, ProxyError, FitError: a stage failed; the sweep is recorded as failed
             with the reason, and everything recorded before stays.
+        SweepStopped: ``mutune cancel`` (or the budget) ended the sweep early; recorded with
+            that status, the error carries the sweep id.
     """
     with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress) as run:
         swept = [sweep_width(run, width, i) for i, width in enumerate(config.widths)]
@@ -162,6 +169,8 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
                          name=f"sweep{run.sweep_id}-w{width}", seq=run.seq,
                          on_progress=_bind(run.on_progress, f"width {width}", len(points)),
                          scheduler_seed=config.seed)
+    if outcome.stopped is not None:
+        raise SweepStopped("cancelled", outcome.stopped)
     from mutune.transfer import width_optimum
 
     best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3)
@@ -262,6 +271,10 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
                          on_progress=_bind(run.on_progress, f"target {config.target.width}", 1),
                          on_started=open_target)
     trec = outcome.trials[0] if outcome.trials else None
+    if outcome.stopped is not None:
+        if trec is not None and "target" in started:
+            recorder.target_finished(started["target"], None, trec.status)
+        raise SweepStopped("cancelled", outcome.stopped)
     if trec is None or "target" not in started:
         raise SearchError("the target run never started")
     val = trec.reports[-1]["val_loss"] if trec.reports else None

@@ -23,6 +23,7 @@ from ray.tune import Callback
 
 from mutune.recorder import Recorder
 from mutune.search.asha import Decision, Judgement
+from mutune.search.trial_log import collect
 
 __all__ = ["SweepBook", "TrialRecord"]
 
@@ -63,18 +64,22 @@ class SweepBook(Callback):
             completed.
         on_progress: called with (trials finished, trials started) after each change.
         on_started: called with the recorder's trial id right after a trial is recorded.
+        log_dir: where trials write their stdout/stderr/traceback
+            (:mod:`mutune.search.trial_log`); each is recorded when the trial ends.
     """
 
     def __init__(self, recorder: Recorder, *, sweep_id: int, proxy_sweep_id: int | None,
                  kind: str, width: int, max_t: int, devices: float, device_kind: str,
                  seq: itertools.count, core: Any = None,
                  on_progress: Callable[[int, int], None] | None = None,
-                 on_started: Callable[[int], None] | None = None) -> None:
+                 on_started: Callable[[int], None] | None = None,
+                 log_dir: str | None = None) -> None:
         self.recorder, self.sweep_id, self.proxy_sweep_id = recorder, sweep_id, proxy_sweep_id
         self.kind, self.width, self.max_t = kind, width, max_t
         self.devices, self.device_kind = devices, device_kind
         self.seq, self.core = seq, core
         self.on_progress, self.on_started = on_progress, on_started
+        self.log_dir = log_dir
         self.trials: dict[str, TrialRecord] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -122,7 +127,14 @@ class SweepBook(Callback):
             rec = self.trials[trial.trial_id]
         err = trial.get_error()
         text = str(err).strip().splitlines()[-1] if err else "trial raised an error"
-        self._finish(rec, "failed", text[:2000])
+        self._finish(rec, "failed", text[:2000], ray_error=str(err) if err else None)
+
+    def close(self, status: str, reason: str) -> None:
+        """After the run: record every trial Ray ended without telling the callbacks (a
+        stopped experiment) as ``status`` with ``reason``."""
+        for rec in self.trials.values():
+            if rec.status == "running":
+                self._finish(rec, status, reason)
 
     # -- called by the scheduler adapter before it decides ----------------------------------
     def record_report(self, trial: Any, result: dict) -> None:
@@ -145,7 +157,8 @@ class SweepBook(Callback):
                                         j.decision.value, next(self.seq))
 
     # -- helpers -----------------------------------------------------------------------------
-    def _finish(self, rec: TrialRecord, status: str, reason: str | None) -> None:
+    def _finish(self, rec: TrialRecord, status: str, reason: str | None,
+                ray_error: str | None = None) -> None:
         if rec.status != "running":
             return
         allocated = time.monotonic() - rec.started
@@ -159,6 +172,12 @@ class SweepBook(Callback):
                       "evals": rec.n_evals, "n_params": float(last.get("n_params", 0.0)),
                       "devices": self.devices, "device_kind": self.device_kind}
         self.recorder.trial_finished(rec.trial_id, status, reason, rec.timing)
+        log = collect(self.log_dir, rec.key)
+        if log is not None or ray_error is not None:
+            log = log or {"stdout": "", "stderr": "", "traceback": None}
+            self.recorder.trial_logged(rec.trial_id, log.get("stdout") or "",
+                                       log.get("stderr") or "",
+                                       log.get("traceback") or ray_error)
         self._progress()
 
     def _progress(self) -> None:

@@ -27,6 +27,9 @@ __all__ = ["train_trial"]
 def train_trial(config: dict[str, Any], *, task: Any) -> None:
     """Train one trial and report after every ``task.train.eval_every`` steps and at the end.
 
+    What the trial prints and the traceback of an error go to ``config["log_dir"]`` for the
+    driver to record (:mod:`mutune.search.trial_log`).
+
     Args:
         config: Ray Tune's per-trial config: ``width`` (int), ``max_t`` (steps), ``threads``
             (torch intra-op threads), ``gpus`` (GPUs granted: > 0 trains on CUDA with bf16
@@ -39,6 +42,15 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
     Raises:
         ProxyError: the model cannot be built (reported by Ray as a failed trial).
     """
+    from ray import tune
+
+    from mutune.search.trial_log import capture
+
+    with capture(config.get("log_dir"), tune.get_context().get_trial_id() or "trial"):
+        _train(config, task)
+
+
+def _train(config: dict[str, Any], task: Any) -> None:
     import torch
     from ray import tune
 

@@ -67,6 +67,8 @@ class RunOutcome:
     """The trials of one Ray Tune run, as the driver recorded them, and the scheduler core."""
     trials: list[TrialRecord]
     core: ASHA | Hyperband | None
+    #: why the run was stopped from outside (``mutune cancel``), None when it ran to its end
+    stopped: str | None = None
 
 
 def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: int,
@@ -87,19 +89,25 @@ def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: in
         on_progress: called with (finished, started) trial counts.
         on_started: called with each trial's recorder id right after it is recorded.
     Returns:
-        RunOutcome with every trial in a terminal state.
+        RunOutcome with every trial in a terminal state; ``stopped`` holds the reason when
+        ``recorder.stop_requested`` ended the run early (its unfinished trials ``cancelled``).
     """
     from ray import tune
 
     from mutune.search.ray_adapter import RayASHA
+    from mutune.search.stopping import SweepStopper
     from mutune.search.trainable import train_trial
 
     core = make_core(scheduler, mode=mode, seed=scheduler_seed) if scheduler else None
     gpus = ray_cfg.gpus_per_trial
+    log_dir = str(Path(storage).resolve() / "trial_logs" / name)
     book = SweepBook(recorder, sweep_id=sweep_id, proxy_sweep_id=proxy_sweep_id, kind=kind,
                      width=width, max_t=max_t, devices=gpus or ray_cfg.cpus_per_trial,
                      device_kind=ray_cfg.device_kind, seq=seq, core=core,
-                     on_progress=on_progress, on_started=on_started)
+                     on_progress=on_progress, on_started=on_started, log_dir=log_dir)
+    stopper = SweepStopper(recorder, sweep_id)
+    if stopper.check() is not None:
+        return RunOutcome([], core, stopper.reason)
     ray_scheduler = RayASHA(core, book, metric) if core else None
     resources = {"cpu": ray_cfg.cpus_per_trial, **({"gpu": gpus} if gpus else {})}
     trainable = tune.with_resources(tune.with_parameters(train_trial, task=task), resources)
@@ -107,13 +115,15 @@ def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: in
     tuner = tune.Tuner(
         trainable,
         param_space={"point": tune.grid_search(points), "width": width, "max_t": max_t,
-                     "threads": threads, "gpus": gpus},
+                     "threads": threads, "gpus": gpus, "log_dir": log_dir},
         tune_config=tune.TuneConfig(scheduler=ray_scheduler, num_samples=1,
                                     reuse_actors=True,
                                     max_concurrent_trials=ray_cfg.max_concurrent_trials),
         run_config=tune.RunConfig(name=name, storage_path=str(Path(storage).resolve()),
-                                  callbacks=[book], verbose=0,
+                                  callbacks=[book], verbose=0, stop=stopper,
                                   failure_config=tune.FailureConfig(max_failures=0)),
     )
     tuner.fit()
-    return RunOutcome(list(book.trials.values()), core)
+    if stopper.reason is not None:
+        book.close("cancelled", stopper.reason)
+    return RunOutcome(list(book.trials.values()), core, stopper.reason)

@@ -99,11 +99,15 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         cost["naive_inputs"] = ledger["naive_gpu_hours"]["inputs"]
     if "naive_grid_gpu_hours" in ledger:
         cost["naive_grid_formula"] = ledger["naive_grid_gpu_hours"]["formula"]
+    # every recorded trial's allocated device-seconds: what a cancelled or budget-cut sweep
+    # spent, too (its ledger lines are never written)
+    cost["spent_gpu_hours"] = sum((t.get("allocated_s") or 0.0) * (t.get("devices") or 1)
+                                  for t in trials.values()) / 3600.0
     kinds = sorted({t["device_kind"] for t in trials.values() if t.get("device_kind")})
     device_kind = kinds[0] if len(kinds) == 1 else ",".join(kinds) or None
     cost["device_kind"] = device_kind
     out = {"sweep_id": sweep["id"], "name": sweep["name"], "status": sweep["status"],
-           "device_kind": device_kind, "proxies": proxies, "rules": rules,
+           "reason": sweep.get("reason"), "device_kind": device_kind, "proxies": proxies, "rules": rules,
            "target": target, "cost": cost}
     if law is not None:
         out["loss_law"] = {k: law.get(k) for k in ("form", "identifiable", "intervals",
@@ -139,6 +143,9 @@ def render_report(report: dict[str, Any], console: Any) -> None:
 
     console.print(f"[bold]mutune sweep {report['sweep_id']}[/] ({report['name']}, "
                   f"{report['status']}, device kind: {report['device_kind']})")
+    if report["status"] in ("cancelled", "budget_exhausted", "failed"):
+        console.print(f"[yellow]sweep {report['status']}:[/] {report.get('reason') or ''} — "
+                      "the tables show what was recorded before it ended", highlight=False)
     t = Table(title="Proxy sweeps: best trial at the highest rung with ≥ 3 trials")
     for col in ("width", "trials", "rung (steps)", "best val loss (nats)", "best config"):
         t.add_column(col, justify="right" if col != "best config" else "left")
@@ -225,7 +232,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                        ("naive_gpu_hours", "naive: same search at target size"),
                        ("naive_grid_gpu_hours", "naive: every sample to max_t"),
                        ("saved_gpu_hours", "saved vs naive"),
-                       ("saved_fraction", "saved fraction"), ("ettr", "ETTR")):
+                       ("saved_fraction", "saved fraction"), ("ettr", "ETTR"),
+                       ("spent_gpu_hours", "spent: every recorded trial")):
         if key in c:
             fmt = ".1%" if key in ("saved_fraction", "ettr") else ".6f"
             ct.add_row(label, _num(c[key], fmt))
