@@ -82,7 +82,7 @@ def _train(config: dict[str, Any], task: Any) -> None:
             ts = time.perf_counter()
             x, y = x.to(dev.device, non_blocking=True), y.to(dev.device, non_blocking=True)
             with dev.compute():
-                loss = task.loss(model(x), y)
+                loss = task.step_loss(model, x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
