@@ -38,7 +38,10 @@ def load_task_data(config: SweepConfig) -> TaskData:
 
 
 def _tensor(a: Any) -> torch.Tensor:
-    return a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))
+    if isinstance(a, torch.Tensor):
+        return a
+    a = np.ascontiguousarray(a)
+    return torch.from_numpy(a if a.flags.writeable else a.copy())
 
 
 @dataclass(frozen=True)
@@ -150,16 +153,16 @@ class ProxyTask:
         model.eval()
         with torch.no_grad():
             if isinstance(self.data, ClassificationData):
-                x = torch.from_numpy(self.data.val_x)
-                y = torch.from_numpy(self.data.val_y)
+                x = _tensor(self.data.val_x)
+                y = _tensor(self.data.val_y)
                 out = float(self.step_loss(model, x, y))
             else:
                 x, y = lm_eval_windows(self.data.val, self.model.seq_len,
                                        self.train.eval_windows)
                 total, bs = 0.0, max(self.train.batch_size, 1)
                 for i in range(0, len(x), bs):
-                    xb = torch.from_numpy(np.ascontiguousarray(x[i:i + bs]))
-                    yb = torch.from_numpy(np.ascontiguousarray(y[i:i + bs]))
+                    xb = _tensor(x[i:i + bs])
+                    yb = _tensor(y[i:i + bs])
                     total += float(self.step_loss(model, xb, yb)) * len(xb)
                 out = total / len(x)
         model.train(was_training)

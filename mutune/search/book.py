@@ -175,9 +175,11 @@ class SweepBook(Callback):
         log = collect(self.log_dir, rec.key)
         if log is not None or ray_error is not None:
             log = log or {"stdout": "", "stderr": "", "traceback": None}
+            # a traceback only for a trial that failed (a stopped trial's thread may be ended
+            # by an exception after its last report; that is not the trial's error)
+            trace = (log.get("traceback") or ray_error) if status == "failed" else None
             self.recorder.trial_logged(rec.trial_id, log.get("stdout") or "",
-                                       log.get("stderr") or "",
-                                       log.get("traceback") or ray_error)
+                                       log.get("stderr") or "", trace)
         self._progress()
 
     def _progress(self) -> None:

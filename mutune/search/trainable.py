@@ -46,11 +46,11 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
 
     from mutune.search.trial_log import capture
 
-    with capture(config.get("log_dir"), tune.get_context().get_trial_id() or "trial"):
-        _train(config, task)
+    with capture(config.get("log_dir"), tune.get_context().get_trial_id() or "trial") as log:
+        _train(config, task, log.save)
 
 
-def _train(config: dict[str, Any], task: Any) -> None:
+def _train(config: dict[str, Any], task: Any, save_log: Any) -> None:
     import torch
     from ray import tune
 
@@ -98,6 +98,7 @@ def _train(config: dict[str, Any], task: Any) -> None:
                 vals = ([float("nan")] if diverged else
                         [task.val_loss(model) for model in models])
             eval_s += time.perf_counter() - te
+            save_log()   # before the report: a trial stopped at this report has its output
             tune.report({"step": step, "val_loss": sum(vals) / len(vals),
                          "train_loss": loss_sum / loss_n, "productive_s": productive_s,
                          "eval_s": eval_s, "setup_s": setup_s,

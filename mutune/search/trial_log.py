@@ -2,8 +2,10 @@
 
 A trial runs in a Ray worker; the recorder lives in the driver (DESIGN.md §2). Inside the worker,
 :func:`capture` tees ``sys.stdout``/``sys.stderr`` into bounded buffers (the worker's own log
-files still receive everything) and, when the block ends — normally or by an exception — writes
-``{log_dir}/{trial key}.json`` = {"stdout", "stderr", "traceback"}. The driver's
+files still receive everything) and writes ``{log_dir}/{trial key}.json`` = {"stdout",
+"stderr", "traceback"}: at every ``save()`` (the trainable saves before each report, so a trial
+the scheduler stops at a report has its file complete) and when the block ends — normally or by
+an exception, whose traceback it adds. The driver's
 :class:`~mutune.search.book.SweepBook` reads it with :func:`collect` when Ray reports the trial
 finished and records it (``Recorder.trial_logged``). ``log_dir`` lies under the sweep's Ray
 storage folder, which a local cluster shares with the driver; on a remote cluster without shared
@@ -20,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["capture", "collect", "LOG_TAIL_CHARS"]
+__all__ = ["capture", "collect", "Captured", "LOG_TAIL_CHARS"]
 
 #: Characters of each stream kept (the tail: a failing trial's last lines matter most).
 LOG_TAIL_CHARS = 65_536
@@ -55,29 +57,39 @@ def _path(log_dir: str | Path, key: str) -> Path:
     return Path(log_dir) / f"{safe}.json"
 
 
+class Captured:
+    """The handle :func:`capture` yields: ``save()`` writes what was captured so far."""
+
+    def __init__(self, log_dir: str | Path | None, key: str, limit: int) -> None:
+        self.path = None if log_dir is None else _path(log_dir, key)
+        self.out, self.err = _Tee(sys.stdout, limit), _Tee(sys.stderr, limit)
+
+    def save(self, trace: str | None = None) -> None:
+        """Write stdout, stderr (and ``trace``) to the log file, atomically."""
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"stdout": self.out.value(), "stderr": self.err.value(),
+                                   "traceback": trace}), encoding="utf-8")
+        tmp.replace(self.path)
+
+
 @contextlib.contextmanager
 def capture(log_dir: str | Path | None, key: str,
-            limit: int = LOG_TAIL_CHARS) -> Iterator[None]:
+            limit: int = LOG_TAIL_CHARS) -> Iterator[Captured]:
     """Tee stdout/stderr of the block and write them (with the traceback of an exception,
-    which is re-raised) to ``log_dir/key.json``; ``log_dir`` None captures nothing."""
-    if log_dir is None:
-        yield
-        return
-    out, err = _Tee(sys.stdout, limit), _Tee(sys.stderr, limit)
+    which is re-raised) to ``log_dir/key.json``; ``log_dir`` None writes nothing."""
+    cap = Captured(log_dir, key, limit)
     trace: str | None = None
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            yield
+        with contextlib.redirect_stdout(cap.out), contextlib.redirect_stderr(cap.err):
+            yield cap
     except BaseException:
         trace = tb.format_exc()[-limit:]
         raise
     finally:
-        path = _path(log_dir, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"stdout": out.value(), "stderr": err.value(),
-                                   "traceback": trace}), encoding="utf-8")
-        tmp.replace(path)
+        cap.save(trace)
 
 
 def collect(log_dir: str | Path | None, key: str) -> dict[str, Any] | None:
