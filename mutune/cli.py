@@ -29,14 +29,39 @@ def run(config: Optional[Path] = typer.Argument(
                        "mutune (configs/quickstart.yaml)."),
         db: Optional[str] = DbOption,
         out: Path = typer.Option(Path("mutune-out"), "--out",
-                                 help="Folder for report.json, plots and Ray state.")) -> None:
+                                 help="Folder for report.json, plots and Ray state."),
+        dry_run: bool = typer.Option(False, "--dry-run",
+                                     help="Print the planned trials, steps, GPU-hours and "
+                                          "money (from a short warm-up of each width) and "
+                                          "exit; trains and records nothing."),
+        warmup_steps: int = typer.Option(5, min=2, help="Steps timed per width (--dry-run)."),
+        trial_overhead_s: float = typer.Option(
+            2.0, min=0, help="Assumed Ray start-up + teardown per trial, s (--dry-run)."),
+        plan_json: Optional[Path] = typer.Option(None, "--plan-json",
+                                                 help="Also write the plan here (--dry-run)."),
+        ) -> None:
     """Run the main job: proxy sweeps on Ray Tune → transfer rules → one target run → report."""
     from rich.console import Console
 
     from mutune.api import run as api_run
-    from mutune.errors import ConfigError
+    from mutune.errors import ConfigError, MutuneError
 
     console = Console()
+    if dry_run:
+        import json
+
+        from mutune.config import load_config
+        from mutune.dryrun import plan_sweep, render_plan
+        try:
+            plan = plan_sweep(load_config(config), warmup_steps=warmup_steps,
+                              overhead_s=trial_overhead_s)
+        except MutuneError as err:
+            _fail(err)
+        render_plan(plan, console)
+        if plan_json:
+            from mutune._json import json_safe
+            plan_json.write_text(json.dumps(json_safe(plan), indent=2) + "\n")
+        return
     try:
         api_run(config, db=db, out_dir=out, console=console)
     except ConfigError as err:
@@ -206,25 +231,55 @@ def replay(sweep_id: int = typer.Argument(..., help="Sweep id in the results dat
 @app.command()
 def export(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
            db: Optional[str] = DbOption,
-           optuna_storage: str = typer.Option(..., help="Optuna RDB storage URL, e.g. "
-                                                        "sqlite:///optuna.db."),
+           hparams: bool = typer.Option(False, "--hparams",
+                                        help="Write the transferred hyperparameters for "
+                                             "--width (and --depth)."),
+           width: Optional[int] = typer.Option(None, min=1, help="Target width (--hparams)."),
+           depth: Optional[int] = typer.Option(None, min=1,
+                                               help="Target depth (--hparams; default: the "
+                                                    "sweep's)."),
+           fmt: str = typer.Option("json", "--format", help="json or yaml (--hparams)."),
+           out: Optional[Path] = typer.Option(None, "--out",
+                                              help="Write here instead of stdout (--hparams)."),
+           optuna_storage: Optional[str] = typer.Option(
+               None, help="Optuna RDB storage URL, e.g. sqlite:///optuna.db."),
            study_prefix: str = typer.Option("mutune", help="Study names: PREFIX-ID-wWIDTH."),
            overwrite: bool = typer.Option(False, help="Replace studies of the same name.")
            ) -> None:
-    """Write a sweep into an Optuna storage (one study per proxy width) for optuna-dashboard."""
+    """Use a sweep elsewhere: ``--hparams --width N`` writes the transferred hyperparameters
+    for that shape (rule, interval, verdict, μP optimizer snippet); ``--optuna-storage URL``
+    writes the sweep into an Optuna storage (one study per proxy width) for optuna-dashboard."""
     from mutune.api import resolve_db
     from mutune.errors import MutuneError
-    from mutune.services.optuna_export import export_to_optuna
-    from mutune.services.store import Store
 
+    if hparams == (optuna_storage is not None):
+        _fail(ValueError("give exactly one of --hparams (with --width) or --optuna-storage"))
+    if hparams and width is None:
+        _fail(ValueError("--hparams needs --width N (the target width)"))
+    if fmt not in ("json", "yaml"):
+        _fail(ValueError(f"--format {fmt!r}: use json or yaml"))
+    from mutune.services.store import Store
     try:
         with Store.open(resolve_db(db)) as store:
-            names = export_to_optuna(store, sweep_id, optuna_storage,
-                                     study_prefix=study_prefix, overwrite=overwrite)
+            if hparams:
+                from mutune.services.hparams_export import export_hparams, format_export
+                text = format_export(export_hparams(store.sweep_rows(sweep_id), width=width,
+                                                    depth=depth), fmt)
+            else:
+                from mutune.services.optuna_export import export_to_optuna
+                names = export_to_optuna(store, sweep_id, optuna_storage,
+                                         study_prefix=study_prefix, overwrite=overwrite)
     except MutuneError as err:
         _fail(err)
-    for name in names:
-        typer.echo(f"study {name} → {optuna_storage}")
+    if not hparams:
+        for name in names:
+            typer.echo(f"study {name} → {optuna_storage}")
+    elif out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}")
+    else:
+        typer.echo(text, nl=False)
 
 
 def _widths(text: str) -> list[int]:

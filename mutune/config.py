@@ -21,7 +21,7 @@ from mutune.errors import ConfigError
 __all__ = [
     "SweepConfig", "ModelSpec", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData", "LogUniform",
     "Uniform", "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig", "TargetConfig", "TransferConfig",
-    "RayConfig",
+    "RayConfig", "BudgetConfig",
     "load_config", "parse_config", "default_config_path", "SEARCHABLE",
 ]
 
@@ -221,6 +221,35 @@ class RayConfig(_Strict):
     device_kind: str = "cpu"
 
 
+class BudgetConfig(_Strict):
+    """What the sweep may spend, enforced while it runs (and priced by ``--dry-run``).
+
+    ``gpu_hours``: device-hours (allocated seconds × devices / 3600, DESIGN.md §6) of every
+    trial and the target run together. ``money``: the same at ``price_per_hour`` per device-hour
+    (needs it). No new trial starts once the spent hours plus what the running trials need to
+    reach their next rung plus the new trial's first rung would exceed the budget; running
+    trials finish their rung and the sweep ends ``budget_exhausted`` with what it has.
+    """
+    gpu_hours: float | None = Field(default=None, gt=0)
+    money: float | None = Field(default=None, gt=0)
+    price_per_hour: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _priced(self) -> "BudgetConfig":
+        if self.money is not None and self.price_per_hour is None:
+            raise ValueError(f"money ({self.money}) needs price_per_hour (money per "
+                             "device-hour) to be enforced")
+        return self
+
+    @property
+    def limit_gpu_hours(self) -> float | None:
+        """The tighter of ``gpu_hours`` and ``money / price_per_hour``; None: no limit."""
+        caps = [c for c in (self.gpu_hours, self.money / self.price_per_hour
+                            if self.money is not None and self.price_per_hour else None)
+                if c is not None]
+        return min(caps) if caps else None
+
+
 class SweepConfig(_Strict):
     """A whole mutune sweep: proxies at several widths → transfer → one target run."""
     name: str = Field(min_length=1, max_length=200)
@@ -233,6 +262,7 @@ class SweepConfig(_Strict):
     target: TargetConfig
     transfer: TransferConfig = TransferConfig()
     ray: RayConfig = RayConfig()
+    budget: BudgetConfig = BudgetConfig()
 
     @field_validator("model", mode="before")
     @classmethod
