@@ -66,6 +66,8 @@ class SweepRun:
     out_dir: Path
     seq: itertools.count
     on_progress: Progress | None = None
+    #: the sweep's :class:`~mutune.search.budget.BudgetGate` when the config sets a budget
+    budget: Any = None
 
 
 @contextlib.contextmanager
@@ -94,8 +96,13 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         (Path(out_dir) / "base_shapes.bsh").write_text(task.base_shapes)
     sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed, provenance)
     try:
+        limit = config.budget.limit_gpu_hours
+        gate = None
+        if limit is not None:
+            from mutune.search.budget import BudgetGate
+            gate = BudgetGate(limit)
         run = SweepRun(config, recorder, task, sweep_id, Path(out_dir), itertools.count(1),
-                       on_progress)
+                       on_progress, gate)
         with ray_cluster(config.ray):
             yield run
     except SweepStopped as stop:
@@ -129,6 +136,7 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         proxies = [p for p, _ in swept]
         rules, target_hp, settings = fit_rules(run, proxies)
         law = predict_target_loss(run, swept, target_hp)
+        _admit_target(run, law)
         target, trec = train_target(run, target_hp, settings)
         if law.get("predicted_val_loss") is not None:
             target["predicted_val_loss"] = law["predicted_val_loss"]
@@ -168,9 +176,12 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
                          mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
                          name=f"sweep{run.sweep_id}-w{width}", seq=run.seq,
                          on_progress=_bind(run.on_progress, f"width {width}", len(points)),
-                         scheduler_seed=config.seed)
+                         scheduler_seed=config.seed, budget=run.budget)
     if outcome.stopped is not None:
         raise SweepStopped("cancelled", outcome.stopped)
+    cut = run.budget.exhausted if run.budget is not None else None
+    if cut is not None and not any(t.reports for t in outcome.trials):
+        raise SweepStopped("budget_exhausted", f"{cut}; width {width} got no trial")
     from mutune.transfer import width_optimum
 
     best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3)
@@ -182,7 +193,29 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
         "trial_id": rec.trial_id, "milestone": best.milestone, "config": rec.point["hparams"],
         "val_loss": best.value, "trials": len(outcome.trials), "rung_trials": best.n_trials,
         "optimum": optimum})
+    if cut is not None:
+        raise SweepStopped("budget_exhausted", f"{cut}; width {width} kept "
+                                               f"{len(outcome.trials)} of {len(points)} trials")
     return result, outcome
+
+
+def _admit_target(run: SweepRun, law: dict[str, Any]) -> None:
+    """With a budget: the target run starts only if its estimate fits (the widest proxy's
+    seconds per step × the parameter ratio × the target's steps, plus the per-trial overhead).
+
+    Raises:
+        SweepStopped: ``budget_exhausted``, the target run would exceed the budget.
+    """
+    gate = run.budget
+    if gate is None or not gate.books:
+        return
+    n_params, target_params = law.get("n_params") or [], law.get("target_params")
+    ratio = (float(target_params) / float(n_params[-1]) if n_params and target_params
+             else (run.config.target.width / run.config.widths[-1]) ** 2)
+    proxy_books = [b for b in gate.books if b.kind == "proxy"]
+    est = gate.estimate_gpu_hours(proxy_books[-1], run.config.target_steps, scale=ratio)
+    if not gate.admits(est, f"the target run at width {run.config.target.width}"):
+        raise SweepStopped("budget_exhausted", gate.exhausted)
 
 
 def fit_rules(run: SweepRun, proxies: list[ProxyResult]

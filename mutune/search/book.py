@@ -81,6 +81,8 @@ class SweepBook(Callback):
         self.on_progress, self.on_started = on_progress, on_started
         self.log_dir = log_dir
         self.trials: dict[str, TrialRecord] = {}
+        #: Ray trial key → rung (steps) at which the budget stopped it
+        self.budget_stops: dict[str, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # Ray Tune pickles its run config (callbacks, scheduler) into its experiment snapshot
@@ -107,11 +109,16 @@ class SweepBook(Callback):
         self.record_report(trial, result)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        rec = self.trials[trial.trial_id]
+        rec = self.trials.get(trial.trial_id)
+        if rec is None:   # removed before it started (the budget): nothing ran, nothing to record
+            return
         decision = self.core.stopped(trial.trial_id) if self.core else None
         last = rec.reports[-1] if rec.reports else {}
         if decision is Decision.DIVERGED or (last and not math.isfinite(last["val_loss"])):
             status, reason = "diverged", "non-finite val_loss"
+        elif trial.trial_id in self.budget_stops:
+            status, reason = "stopped", (f"budget exhausted: stopped at rung "
+                                         f"{self.budget_stops[trial.trial_id]}")
         elif decision is Decision.STOP:
             status, reason = "stopped", f"below the rung cutoff at step {rec.last_step}"
         elif rec.last_step >= self.max_t:
@@ -155,6 +162,17 @@ class SweepBook(Callback):
         rec = self.trials[trial.trial_id]
         self.recorder.scheduler_decided(rec.trial_id, j.milestone, j.value, j.cutoff,
                                         j.decision.value, next(self.seq))
+
+    def next_milestone(self, rec: TrialRecord) -> int:
+        """The next step at which trial ``rec`` will be judged (its bracket's rungs), or max_t
+        when no rung is left (or there is no scheduler). Assigns no Hyperband bracket."""
+        core, ms = self.core, []
+        if core is not None and hasattr(core, "bracket_of"):
+            s = core.bracket_of(rec.key)
+            ms = core.brackets[s if s is not None else 0].milestones
+        elif core is not None:
+            ms = core.milestones
+        return next((m for m in ms if m > rec.last_step), self.max_t)
 
     # -- helpers -----------------------------------------------------------------------------
     def _finish(self, rec: TrialRecord, status: str, reason: str | None,

@@ -77,7 +77,7 @@ def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: in
                storage: Path, name: str, seq: itertools.count,
                on_progress: Callable[[int, int], None] | None = None,
                on_started: Callable[[int], None] | None = None,
-               scheduler_seed: int = 0) -> RunOutcome:
+               scheduler_seed: int = 0, budget: Any = None) -> RunOutcome:
     """Run ``points`` as Ray Tune trials at ``width`` for up to ``max_t`` steps each.
 
     Args:
@@ -88,6 +88,8 @@ def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: in
         storage: folder for Ray Tune's experiment state (absolute path is taken).
         on_progress: called with (finished, started) trial counts.
         on_started: called with each trial's recorder id right after it is recorded.
+        budget: the sweep's :class:`~mutune.search.budget.BudgetGate` (None: no budget);
+            with a scheduler it admits each new trial (see :class:`RayASHA`).
     Returns:
         RunOutcome with every trial in a terminal state; ``stopped`` holds the reason when
         ``recorder.stop_requested`` ended the run early (its unfinished trials ``cancelled``).
@@ -105,10 +107,12 @@ def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: in
                      width=width, max_t=max_t, devices=gpus or ray_cfg.cpus_per_trial,
                      device_kind=ray_cfg.device_kind, seq=seq, core=core,
                      on_progress=on_progress, on_started=on_started, log_dir=log_dir)
+    if budget is not None:
+        budget.register(book)
     stopper = SweepStopper(recorder, sweep_id)
     if stopper.check() is not None:
         return RunOutcome([], core, stopper.reason)
-    ray_scheduler = RayASHA(core, book, metric) if core else None
+    ray_scheduler = RayASHA(core, book, metric, budget) if core else None
     resources = {"cpu": ray_cfg.cpus_per_trial, **({"gpu": gpus} if gpus else {})}
     trainable = tune.with_resources(tune.with_parameters(train_trial, task=task), resources)
     threads = max(int(ray_cfg.cpus_per_trial), 1)

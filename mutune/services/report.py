@@ -101,6 +101,15 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         cost["naive_grid_formula"] = ledger["naive_grid_gpu_hours"]["formula"]
     # every recorded trial's allocated device-seconds: what a cancelled or budget-cut sweep
     # spent, too (its ledger lines are never written)
+    budget = (sweep.get("config") or {}).get("budget") or {}
+    caps = [c for c in (budget.get("gpu_hours"),
+                        budget["money"] / budget["price_per_hour"]
+                        if budget.get("money") and budget.get("price_per_hour") else None)
+            if c is not None]
+    if caps:
+        cost["budget_gpu_hours"] = min(caps)
+    if budget.get("price_per_hour"):
+        cost["price_per_hour"] = budget["price_per_hour"]
     cost["spent_gpu_hours"] = sum((t.get("allocated_s") or 0.0) * (t.get("devices") or 1)
                                   for t in trials.values()) / 3600.0
     kinds = sorted({t["device_kind"] for t in trials.values() if t.get("device_kind")})
@@ -233,13 +242,17 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                        ("naive_grid_gpu_hours", "naive: every sample to max_t"),
                        ("saved_gpu_hours", "saved vs naive"),
                        ("saved_fraction", "saved fraction"), ("ettr", "ETTR"),
-                       ("spent_gpu_hours", "spent: every recorded trial")):
+                       ("spent_gpu_hours", "spent: every recorded trial"),
+                       ("budget_gpu_hours", "budget")):
         if key in c:
             fmt = ".1%" if key in ("saved_fraction", "ettr") else ".6f"
             ct.add_row(label, _num(c[key], fmt))
     console.print(ct)
     if c.get("naive_formula"):
         console.print(f"naive = {c['naive_formula']}")
+    if c.get("price_per_hour") and c.get("spent_gpu_hours") is not None:
+        console.print(f"money spent: {c['spent_gpu_hours'] * c['price_per_hour']:.4f} at "
+                      f"{c['price_per_hour']:g} per device-hour", highlight=False)
 
 
 def _save(fig: Any, path: Path) -> Path:
