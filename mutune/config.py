@@ -19,9 +19,9 @@ from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationEr
 from mutune.errors import ConfigError
 
 __all__ = [
-    "SweepConfig", "ModelSpec", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData", "LogUniform",
-    "Uniform", "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig", "TargetConfig", "TransferConfig",
-    "RayConfig", "BudgetConfig",
+    "SweepConfig", "ModelSpec", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData",
+    "LogUniform", "Uniform", "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig",
+    "TargetConfig", "TransferConfig", "RayConfig", "BudgetConfig", "TrackingConfig",
     "load_config", "parse_config", "default_config_path", "SEARCHABLE",
 ]
 
@@ -250,6 +250,17 @@ class BudgetConfig(_Strict):
         return min(caps) if caps else None
 
 
+class TrackingConfig(_Strict):
+    """Optional logging of every trial through Ray Tune's logger callbacks (off by default;
+    the results database records everything either way). ``tensorboard``: event files under
+    each trial's folder in ``OUT/ray/`` (needs the ``tensorboard`` extra, tensorboardX).
+    ``mlflow_uri``: an MLflow tracking URI, one MLflow run per trial in experiment
+    ``mlflow_experiment`` (default: the sweep's name; needs the ``mlflow`` extra)."""
+    tensorboard: bool = False
+    mlflow_uri: str | None = Field(default=None, min_length=1)
+    mlflow_experiment: str | None = Field(default=None, min_length=1)
+
+
 class SweepConfig(_Strict):
     """A whole mutune sweep: proxies at several widths → transfer → one target run."""
     name: str = Field(min_length=1, max_length=200)
@@ -263,6 +274,7 @@ class SweepConfig(_Strict):
     transfer: TransferConfig = TransferConfig()
     ray: RayConfig = RayConfig()
     budget: BudgetConfig = BudgetConfig()
+    tracking: TrackingConfig = TrackingConfig()
 
     @field_validator("model", mode="before")
     @classmethod

@@ -176,7 +176,8 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
                          mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
                          name=f"sweep{run.sweep_id}-w{width}", seq=run.seq,
                          on_progress=_bind(run.on_progress, f"width {width}", len(points)),
-                         scheduler_seed=config.seed, budget=run.budget)
+                         scheduler_seed=config.seed, budget=run.budget,
+                         tracking=config.tracking)
     if outcome.stopped is not None:
         raise SweepStopped("cancelled", outcome.stopped)
     cut = run.budget.exhausted if run.budget is not None else None
@@ -302,7 +303,7 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
                          mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
                          name=f"sweep{run.sweep_id}-target", seq=run.seq,
                          on_progress=_bind(run.on_progress, f"target {config.target.width}", 1),
-                         on_started=open_target)
+                         on_started=open_target, tracking=config.tracking)
     trec = outcome.trials[0] if outcome.trials else None
     if outcome.stopped is not None:
         if trec is not None and "target" in started:

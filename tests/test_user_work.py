@@ -134,3 +134,42 @@ def test_budget_cuts_a_sweep_short_and_loses_no_trial(ray_local, tmp_path):
     assert spent < 3 * 0.002
     assert json.loads((tmp_path / "out" / "report.json").read_text())["status"] == \
         "budget_exhausted"
+
+
+def test_tensorboard_tracking_writes_every_trials_events(ray_local, tmp_path):
+    import importlib.util
+    import itertools
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    from mutune.config import TrackingConfig
+    from mutune.errors import SearchError
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.recorder import MemoryRecorder
+    from mutune.search.tuner import run_trials, tracking_callbacks
+
+    cfg = make_tiny_config()
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
+    points = [{"hparams": {"lr": lr, "output_mult": 1.0}, "seed": i, "index": i}
+              for i, lr in enumerate((0.01, 0.03))]
+    rec = MemoryRecorder()
+    sweep = rec.sweep_started({}, 0, {})
+    out = run_trials(points, task=task, width=16, max_t=6, recorder=rec, sweep_id=sweep,
+                     proxy_sweep_id=None, kind="proxy", scheduler=None, metric="val_loss",
+                     mode="min", ray_cfg=cfg.ray, storage=tmp_path, name="tb",
+                     seq=itertools.count(1), tracking=TrackingConfig(tensorboard=True))
+    assert [t.status for t in out.trials] == ["completed", "completed"]
+    events = sorted(tmp_path.glob("tb/*/events.out.tfevents.*"))
+    assert len(events) == 2 and all(e.stat().st_size > 0 for e in events)
+    data = events[0].read_bytes()        # TFRecord frames: read back the logged scalars
+    tags, pos = set(), 0
+    while pos < len(data):
+        (n,) = struct.unpack("<Q", data[pos:pos + 8])
+        ev = event_pb2.Event.FromString(data[pos + 12:pos + 12 + n])
+        tags |= {v.tag for v in ev.summary.value}
+        pos += 12 + n + 4
+    assert any(t.endswith("val_loss") for t in tags), tags
+    if importlib.util.find_spec("mlflow") is None:
+        with pytest.raises(SearchError, match="needs mlflow"):
+            tracking_callbacks(TrackingConfig(mlflow_uri="file:///tmp/x"), "n")

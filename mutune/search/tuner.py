@@ -22,7 +22,37 @@ from mutune.search.asha import ASHA
 from mutune.search.book import SweepBook, TrialRecord
 from mutune.search.hyperband import Hyperband
 
-__all__ = ["ray_cluster", "run_trials", "RunOutcome", "make_core"]
+__all__ = ["ray_cluster", "run_trials", "RunOutcome", "make_core", "tracking_callbacks"]
+
+
+def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
+    """Ray Tune's own logger callbacks the config's ``tracking`` section asks for:
+    ``TBXLoggerCallback`` (TensorBoard) and ``MLflowLoggerCallback`` (experiment
+    ``mlflow_experiment`` or ``name``).
+
+    Raises:
+        SearchError: a logger is asked for but its package (extra) is not installed.
+    """
+    import importlib.util
+
+    from mutune.errors import SearchError
+
+    out: list[Any] = []
+    if tracking is None:
+        return out
+    if tracking.tensorboard:
+        if importlib.util.find_spec("tensorboardX") is None:
+            raise SearchError("tracking.tensorboard needs tensorboardX: pip install "
+                              "'mutune[tensorboard]'")
+        from ray.tune.logger import TBXLoggerCallback
+        out.append(TBXLoggerCallback())
+    if tracking.mlflow_uri:
+        if importlib.util.find_spec("mlflow") is None:
+            raise SearchError("tracking.mlflow_uri needs mlflow: pip install 'mutune[mlflow]'")
+        from ray.air.integrations.mlflow import MLflowLoggerCallback
+        out.append(MLflowLoggerCallback(tracking_uri=tracking.mlflow_uri,
+                                        experiment_name=tracking.mlflow_experiment or name))
+    return out
 
 
 @contextlib.contextmanager
@@ -77,7 +107,8 @@ def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: in
                storage: Path, name: str, seq: itertools.count,
                on_progress: Callable[[int, int], None] | None = None,
                on_started: Callable[[int], None] | None = None,
-               scheduler_seed: int = 0, budget: Any = None) -> RunOutcome:
+               scheduler_seed: int = 0, budget: Any = None,
+               tracking: Any = None) -> RunOutcome:
     """Run ``points`` as Ray Tune trials at ``width`` for up to ``max_t`` steps each.
 
     Args:
@@ -90,6 +121,7 @@ def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: in
         on_started: called with each trial's recorder id right after it is recorded.
         budget: the sweep's :class:`~mutune.search.budget.BudgetGate` (None: no budget);
             with a scheduler it admits each new trial (see :class:`RayASHA`).
+        tracking: the config's :class:`~mutune.config.TrackingConfig` (None: no loggers).
     Returns:
         RunOutcome with every trial in a terminal state; ``stopped`` holds the reason when
         ``recorder.stop_requested`` ended the run early (its unfinished trials ``cancelled``).
@@ -124,7 +156,8 @@ def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: in
                                     reuse_actors=True,
                                     max_concurrent_trials=ray_cfg.max_concurrent_trials),
         run_config=tune.RunConfig(name=name, storage_path=str(Path(storage).resolve()),
-                                  callbacks=[book], verbose=0, stop=stopper,
+                                  callbacks=[book, *tracking_callbacks(tracking, name)],
+                                  verbose=0, stop=stopper,
                                   failure_config=tune.FailureConfig(max_failures=0)),
     )
     tuner.fit()

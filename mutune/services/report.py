@@ -116,8 +116,8 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     device_kind = kinds[0] if len(kinds) == 1 else ",".join(kinds) or None
     cost["device_kind"] = device_kind
     out = {"sweep_id": sweep["id"], "name": sweep["name"], "status": sweep["status"],
-           "reason": sweep.get("reason"), "device_kind": device_kind, "proxies": proxies, "rules": rules,
-           "target": target, "cost": cost}
+           "reason": sweep.get("reason"), "device_kind": device_kind, "proxies": proxies,
+           "rules": rules, "target": target, "cost": cost}
     if law is not None:
         out["loss_law"] = {k: law.get(k) for k in ("form", "identifiable", "intervals",
                                                     "n_params", "losses", "target_params",
