@@ -20,12 +20,9 @@ import time
 from typing import Any
 
 from mutune.config import SweepConfig
+from mutune.search.plan import DEFAULT_TRIAL_OVERHEAD_S
 
 __all__ = ["plan_sweep", "render_plan", "DEFAULT_TRIAL_OVERHEAD_S"]
-
-#: Assumed Ray per-trial start-up + teardown, seconds (median measured on 2 CPUs with actor
-#: reuse in the quickstart: 1.5–3 s).
-DEFAULT_TRIAL_OVERHEAD_S = 2.0
 
 
 def _middle(dist: Any) -> float:
@@ -124,7 +121,9 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                    + len(steps) * (m["setup_s"] + overhead_s))
         return seconds * devices / 3600.0
 
-    task.build(config.widths[0], hp)   # untimed: first-call costs (lazy imports, allocator)
+    # untimed: first-call costs (lazy imports of the optimizer's compiler, allocator), which a
+    # Ray worker pays once, inside its start-up overhead
+    _warmup(task, config.widths[0], hp, 2, threads)
     widths = []
     for w in config.widths:
         m = _warmup(task, w, hp, warmup_steps, threads)

@@ -11,7 +11,9 @@ answers one question before Ray gives a slot to a new trial:
 * committed: what each running trial needs to reach its next rung (steps × its measured seconds
   per step) — it will finish that rung;
 * new: the new trial's first rung (grace period × the width's measured seconds per step) plus
-  the median per-trial overhead seen so far.
+  the median per-trial overhead seen so far (before any trial has finished: the assumed
+  :data:`~mutune.search.plan.DEFAULT_TRIAL_OVERHEAD_S`). The first trials of a sweep are
+  admitted on that assumption, so a budget smaller than a few trials may be overshot by them.
 
 Once it refuses, it refuses for good (``exhausted``): the scheduler adapter removes the trials
 that never started and stops each running trial at its next rung; the pipeline ends the sweep
@@ -22,6 +24,8 @@ from __future__ import annotations
 import statistics
 import time
 from typing import Any
+
+from mutune.search.plan import DEFAULT_TRIAL_OVERHEAD_S
 
 __all__ = ["BudgetGate"]
 
@@ -74,7 +78,7 @@ class BudgetGate:
     def _overhead_s(self) -> float:
         done = [r.timing["overhead_s"] for r in self._records()
                 if r.status != "running" and "overhead_s" in r.timing]
-        return statistics.median(done) if done else 0.0
+        return statistics.median(done) if done else DEFAULT_TRIAL_OVERHEAD_S
 
     def committed_gpu_hours(self) -> float:
         """What the running trials need to reach their next rung, device-hours."""

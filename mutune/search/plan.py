@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from mutune.search.asha import rung_milestones
 
-__all__ = ["planned_trial_steps"]
+__all__ = ["planned_trial_steps", "DEFAULT_TRIAL_OVERHEAD_S"]
+
+#: Assumed Ray per-trial start-up + teardown, seconds, until one is measured (median measured
+#: on 2 CPUs with actor reuse in the quickstart: 1.5–3 s). Used by the dry run and the budget.
+DEFAULT_TRIAL_OVERHEAD_S = 2.0
 
 
 def _halving(n: int, milestones: list[int], eta: int, max_t: int) -> list[int]:
