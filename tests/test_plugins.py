@@ -64,9 +64,15 @@ PLUGIN = textwrap.dedent('''
         return nn.functional.cross_entropy(model(x), y, label_smoothing=0.0)
 
 
+    def batch(data, batch_size, seed, step):
+        """The user's own loader: a contiguous window of the training set (no shuffling)."""
+        start = (seed * 7919 + step * batch_size) % (len(data.train_x) - batch_size)
+        return data.train_x[start:start + batch_size], data.train_y[start:start + batch_size]
+
+
     FAMILY = ModelFamily(name="plain_mlp", spec=PlainSpec, build=build,
                          data_kinds=("digits",), hparams=("output_mult", "init_std"),
-                         readout="head", forward_loss=forward_loss)
+                         readout="head", forward_loss=forward_loss, batch=batch)
     NOT_A_FAMILY = 42
 ''')
 
@@ -130,6 +136,10 @@ def test_user_plugin_config_model_and_training(user_plugin):
     assert torch.count_nonzero(head.weight) == 0                 # zero readout
     assert head.width_mult() == 4.0                              # 32 / base 8
     assert model.body[1].weight.infshape.width_mult() == 4.0
+    x, y = task.batch(1, 2)                                    # the plugin's loader
+    start = (7919 + 2 * cfg.train.batch_size) % (len(task.data.train_x) - cfg.train.batch_size)
+    assert torch.equal(y, torch.from_numpy(task.data.train_y[start:start + len(y)]))
+    assert x.shape == (cfg.train.batch_size, 64)
     opt = task.optimizer(model, 0.01)
     assert isinstance(opt, torch.optim.AdamW)                    # MuAdamW's class
     before = task.val_loss(model)
