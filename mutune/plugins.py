@@ -51,14 +51,18 @@ class ModelFamily:
         readout: name of a plain ``nn.Linear`` output layer (attribute path, e.g. ``"head"``)
             that mutune replaces with a zero-initialised ``mup.MuReadout`` of the same shape
             (:func:`mutune.proxies.convert.swap_readout`); None when ``build`` already uses one.
+        attention_scale: name of the attribute holding the attention-logit scale in the
+            model's attention modules (each also has ``head_dim``); mutune sets it to
+            attn_mult / head_dim (:func:`mutune.proxies.convert.set_attention_scale`), taking
+            ``attn_mult``; None when ``build`` already scales by attn_mult/d_head.
         forward_loss: optional training step body ``forward_loss(model, x, y) -> scalar
             loss`` (nats) replacing ``cross_entropy(model(x), y)`` in training and evaluation.
         batch: optional data loader ``batch(data, batch_size, seed, step) -> (x, y)`` (numpy
             or torch) replacing mutune's seeded sampler; a pure function of its arguments.
 
     A family on ``text``/``tokens`` data needs a ``seq_len`` field in its spec (tokens per
-    batch row). Attention in a plain model must already scale its logits by 1/d_head
-    (μP, TP V §4), not 1/√d_head: mutune cannot rewrite it.
+    batch row). Attention in a plain model must read its logit scale from the attribute
+    named by ``attention_scale`` (mutune cannot rewrite a hard-coded 1/√d_head).
     """
     name: str
     spec: type
@@ -66,6 +70,7 @@ class ModelFamily:
     data_kinds: tuple[str, ...] = ("digits",)
     hparams: tuple[str, ...] = ("input_mult", "output_mult", "init_std")
     readout: str | None = None
+    attention_scale: str | None = None
     forward_loss: Callable[..., Any] | None = None
     batch: Callable[..., Any] | None = None
 

@@ -235,3 +235,70 @@ def test_example_package_installs_and_runs_end_to_end(tmp_path):
     assert {r["hyperparameter"] for r in report["rules"]} == {"lr", "output_mult"}
     listed = _run_cli(["list", "--db", url, "--json"], [site, ROOT], tmp_path)
     assert json.loads(listed.stdout)[0]["family"] == "tiny_cnn"
+
+
+def test_plain_attention_model_gets_the_mup_attention_scale_and_readout():
+    """A family whose plain model reads its logit scale from ``self.scale``: mutune sets it
+    to attn_mult / head_dim (not 1/√head_dim) and swaps the readout."""
+    from typing import Literal
+
+    import torch.nn.functional as F
+    from torch import nn
+
+    from mutune.config import ModelSpec, TrainConfig
+    from mutune.plugins import ModelFamily
+    from mutune.proxies.convert import set_attention_scale
+    from mutune.proxies.data import load_digits_data
+    from mutune.proxies.task import ProxyTask
+
+    class Attn(nn.Module):
+        def __init__(self, width: int, head_dim: int) -> None:
+            super().__init__()
+            self.head_dim, self.n_heads = head_dim, width // head_dim
+            self.scale = head_dim ** -0.5                    # what a plain model ships with
+            self.qkv = nn.Linear(width, 3 * width)
+
+        def forward(self, x):
+            b, t, w = x.shape
+            q, k, v = (z.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+                       for z in self.qkv(x).chunk(3, dim=-1))
+            out = F.scaled_dot_product_attention(q, k, v, scale=self.scale)
+            return out.transpose(1, 2).reshape(b, t, w)
+
+    class Net(nn.Module):           # digits as 8 tokens of 8 pixels
+        def __init__(self, width: int) -> None:
+            super().__init__()
+            self.embed, self.attn = nn.Linear(8, width), Attn(width, 4)
+            self.head = nn.Linear(width, 10)
+
+        def forward(self, x):
+            h = self.embed(x.view(-1, 8, 8))
+            return self.head((h + self.attn(h)).mean(dim=1))
+
+    class Spec(ModelSpec):
+        family: Literal["attn_test"]
+        base_width: int = 8
+
+    fam = ModelFamily(name="attn_test", spec=Spec,
+                      build=lambda width, *, depth, d_in, n_classes: Net(width),
+                      hparams=("output_mult", "attn_mult"), readout="head",
+                      attention_scale="scale")
+    task = ProxyTask(Spec(family="attn_test", depth=1), TrainConfig(),
+                     load_digits_data(val_fraction=0.2, seed=0), family=fam).with_base_shapes()
+    model = task.build(32, {"lr": 0.01, "attn_mult": 2.0, "output_mult": 0.5})
+    assert model.attn.scale == 2.0 / 4                       # attn_mult / d_head
+    assert isinstance(model.head, mup.MuReadout) and model.head.output_mult == 0.5
+    assert model.attn.qkv.weight.infshape.width_mult() == 4.0
+    x, y = task.batch(0, 1)
+    opt = task.optimizer(model, 0.01)
+    loss = task.step_loss(model, x, y)
+    loss.backward()
+    opt.step()
+    assert torch.isfinite(loss)
+    with torch.no_grad():                                    # the scale is what forward uses
+        h = model.embed(x.view(-1, 8, 8))
+        a = model.attn(h)
+        model.attn.scale = 0.0
+        assert not torch.allclose(a, model.attn(h))
+    with pytest.raises(ProxyError, match="nothing to give the μP attention scale"):
+        set_attention_scale(nn.Linear(2, 2), "scale")

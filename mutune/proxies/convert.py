@@ -1,8 +1,10 @@
-"""Converting a plain PyTorch model for μP: its output layer becomes a ``mup.MuReadout``.
+"""Converting a plain PyTorch model for μP: its output layer becomes a ``mup.MuReadout`` and
+its attention logits are scaled by attn_mult/d_head.
 
 A user's model built from ``nn.Linear`` layers is μP-ready once its readout divides its input
-by the width multiplier and starts at zero (TP V Table 3); hidden layers need nothing under
-``MuAdamW`` (mup scales their learning rate by parameter shape).
+by the width multiplier and starts at zero, and its attention scales logits by 1/d_head instead
+of 1/√d_head (TP V Table 3, §4); hidden layers need nothing under ``MuAdamW`` (mup scales their
+learning rate by parameter shape).
 
 References:
     Yang et al. 2022, Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 ``MuReadout``.
@@ -14,7 +16,7 @@ from torch import nn
 
 from mutune.errors import ProxyError
 
-__all__ = ["swap_readout"]
+__all__ = ["swap_readout", "set_attention_scale"]
 
 
 def swap_readout(model: nn.Module, path: str, *, output_mult: float = 1.0) -> nn.Module:
@@ -48,3 +50,32 @@ def swap_readout(model: nn.Module, path: str, *, output_mult: float = 1.0) -> nn
     else:
         setattr(owner, leaf, new)
     return model
+
+
+def set_attention_scale(model: nn.Module, attr: str, *, attn_mult: float = 1.0,
+                        head_dim_attr: str = "head_dim") -> int:
+    """Give every attention module of ``model`` the μP logit scale: on each submodule that has
+    both ``attr`` (the scale its forward multiplies q·k by, e.g. passed to
+    ``F.scaled_dot_product_attention(..., scale=self.scale)``) and ``head_dim_attr`` (d_head),
+    set ``attr = attn_mult / d_head``.
+
+    Returns:
+        How many modules were set.
+    Raises:
+        ProxyError: no submodule has both attributes, or a d_head that is not a positive int.
+    References:
+        Yang et al. 2022, Tensor Programs V, §4 and Table 3 (attention logit 1/d scaling).
+    """
+    count = 0
+    for name, module in model.named_modules():
+        if hasattr(module, attr) and hasattr(module, head_dim_attr):
+            d = getattr(module, head_dim_attr)
+            if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+                raise ProxyError(f"{name or type(model).__name__}.{head_dim_attr} = {d!r}: "
+                                 "must be a positive int (the head dimension)")
+            setattr(module, attr, attn_mult / d)
+            count += 1
+    if count == 0:
+        raise ProxyError(f"{type(model).__name__} has no module with both {attr!r} and "
+                         f"{head_dim_attr!r}: nothing to give the μP attention scale")
+    return count

@@ -84,18 +84,22 @@ class ProxyTask:
     def factory(self, hparams: Mapping[str, float]) -> Callable[[int], torch.nn.Module]:
         """``width -> nn.Module`` without base shapes: the family's ``build`` with the
         section's options, the data's shape and the model hyperparameters the family takes;
-        a plain readout is swapped for ``mup.MuReadout`` (taking ``output_mult``)."""
-        from mutune.proxies.convert import swap_readout
+        a plain readout is swapped for ``mup.MuReadout`` (taking ``output_mult``) and the
+        attention scale set to attn_mult/d_head (taking ``attn_mult``) when the family asks."""
+        from mutune.proxies.convert import set_attention_scale, swap_readout
 
         fam = self.family
         kw = {k: float(v) for k, v in hparams.items() if k in fam.hparams}
         out_mult = kw.pop("output_mult", 1.0) if fam.readout is not None else None
+        attn_mult = kw.pop("attn_mult", 1.0) if fam.attention_scale is not None else None
         options = {**self.model.build_options(), **self._data_shape()}
 
         def factory(width: int) -> torch.nn.Module:
             model = fam.build(width, **options, **kw)
             if fam.readout is not None and isinstance(model, torch.nn.Module):
                 swap_readout(model, fam.readout, output_mult=out_mult)
+            if fam.attention_scale is not None and isinstance(model, torch.nn.Module):
+                set_attention_scale(model, fam.attention_scale, attn_mult=attn_mult)
             return model
         return factory
 
