@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,4 +164,7 @@ def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: in
     tuner.fit()
     if stopper.reason is not None:
         book.close("cancelled", stopper.reason)
+    # every trial's output is recorded; what a stopped trial's thread wrote after its last
+    # report (already collected) is not kept on disk
+    shutil.rmtree(log_dir, ignore_errors=True)
     return RunOutcome(list(book.trials.values()), core, stopper.reason)
