@@ -71,10 +71,16 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
         progress: show a progress display while trials run (needs ``console``).
     Returns:
         RunResult carrying the report's figures.
+
+    A sweep ended early on purpose (``mutune cancel``, the config's budget) is no error: its
+    report is built from what was recorded, with ``status`` ``cancelled`` or
+    ``budget_exhausted`` and the ``reason``.
+
     Raises:
         ConfigError: the config is invalid (field, value, rule).
         MutuneError: a stage failed; the sweep is recorded as failed with the reason.
     """
+    from mutune.errors import SweepStopped
     from mutune.pipeline import run_pipeline
     from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
                                         render_report, write_report_json)
@@ -85,29 +91,40 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with Store.open(url) as store:
-        if console is not None and progress:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, \
-                TimeElapsedColumn
-            tasks: dict[str, Any] = {}
-            with Progress("[progress.description]{task.description}", BarColumn(),
-                          MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
-                def on_progress(label: str, done: int, total: int) -> None:
-                    if label not in tasks:
-                        tasks[label] = bar.add_task(label, total=total)
-                    bar.update(tasks[label], completed=done)
-                result = run_pipeline(cfg, store, out_dir=out, on_progress=on_progress)
-        else:
-            result = run_pipeline(cfg, store, out_dir=out)
-        rows = store.sweep_rows(result.sweep_id)
+        try:
+            sweep_id = _run_with_progress(run_pipeline, cfg, store, out, console, progress)
+        except SweepStopped as stop:
+            if stop.sweep_id is None:
+                raise
+            sweep_id = stop.sweep_id
+        rows = store.sweep_rows(sweep_id)
     report = build_report(rows)
     report_path = write_report_json(report, out / "report.json")
     plot_path = plot_loss_vs_lr(rows, out / "loss_vs_lr.png")
-    plot_transfer(report, out / "transfer.png")
+    if report["rules"]:
+        plot_transfer(report, out / "transfer.png")
     if console is not None:
         render_report(report, console)
-        console.print(f"report: {report_path}  plots: {plot_path}, {out / 'transfer.png'}  "
-                      f"db: {url}")
-    return RunResult(result.sweep_id, report, report_path, plot_path, url)
+        console.print(f"report: {report_path}  plots: {plot_path}"
+                      + (f", {out / 'transfer.png'}" if report["rules"] else "")
+                      + f"  db: {url}")
+    return RunResult(sweep_id, report, report_path, plot_path, url)
+
+
+def _run_with_progress(run_pipeline: Any, cfg: SweepConfig, store: Any, out: Path,
+                       console: Any, progress: bool) -> int:
+    """Run the pipeline, with a rich progress display when there is a console; its sweep id."""
+    if console is None or not progress:
+        return run_pipeline(cfg, store, out_dir=out).sweep_id
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    tasks: dict[str, Any] = {}
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
+        def on_progress(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=total)
+            bar.update(tasks[label], completed=done)
+        return run_pipeline(cfg, store, out_dir=out, on_progress=on_progress).sweep_id
 
 
 def rerun(sweep_id: int, *, db: str | None = None,

@@ -29,14 +29,39 @@ def run(config: Optional[Path] = typer.Argument(
                        "mutune (configs/quickstart.yaml)."),
         db: Optional[str] = DbOption,
         out: Path = typer.Option(Path("mutune-out"), "--out",
-                                 help="Folder for report.json, plots and Ray state.")) -> None:
+                                 help="Folder for report.json, plots and Ray state."),
+        dry_run: bool = typer.Option(False, "--dry-run",
+                                     help="Print the planned trials, steps, GPU-hours and "
+                                          "money (from a short warm-up of each width) and "
+                                          "exit; trains and records nothing."),
+        warmup_steps: int = typer.Option(5, min=2, help="Steps timed per width (--dry-run)."),
+        trial_overhead_s: float = typer.Option(
+            2.0, min=0, help="Assumed Ray start-up + teardown per trial, s (--dry-run)."),
+        plan_json: Optional[Path] = typer.Option(None, "--plan-json",
+                                                 help="Also write the plan here (--dry-run)."),
+        ) -> None:
     """Run the main job: proxy sweeps on Ray Tune → transfer rules → one target run → report."""
     from rich.console import Console
 
     from mutune.api import run as api_run
-    from mutune.errors import ConfigError
+    from mutune.errors import ConfigError, MutuneError
 
     console = Console()
+    if dry_run:
+        import json
+
+        from mutune.config import load_config
+        from mutune.dryrun import plan_sweep, render_plan
+        try:
+            plan = plan_sweep(load_config(config), warmup_steps=warmup_steps,
+                              overhead_s=trial_overhead_s)
+        except MutuneError as err:
+            _fail(err)
+        render_plan(plan, console)
+        if plan_json:
+            from mutune._json import json_safe
+            plan_json.write_text(json.dumps(json_safe(plan), indent=2) + "\n")
+        return
     try:
         api_run(config, db=db, out_dir=out, console=console)
     except ConfigError as err:
@@ -82,6 +107,90 @@ def report(sweep_id: Optional[int] = typer.Argument(None, help="Sweep id in the 
     render_report(rep, Console())
     if json_out:
         write_report_json(rep, json_out)
+
+
+@app.command("list")
+def list_cmd(db: Optional[str] = DbOption,
+             status: Optional[str] = typer.Option(None, help="Only sweeps with this status "
+                                                             "(running, completed, failed, "
+                                                             "cancelled, budget_exhausted)."),
+             limit: int = typer.Option(50, min=1, help="At most this many, newest first."),
+             json_out: bool = typer.Option(False, "--json", help="Print JSON instead.")
+             ) -> None:
+    """List the sweeps in the results database: status, widths, trials, GPU-hours."""
+    import json
+
+    from rich.console import Console
+
+    from mutune.api import resolve_db
+    from mutune.errors import StoreError
+    from mutune.services.listing import render_sweep_list
+    from mutune.services.store import Store
+
+    try:
+        with Store.open(resolve_db(db)) as store:
+            sweeps = store.sweep_summaries(limit=limit, status=status)
+    except StoreError as err:
+        _fail(err)
+    if json_out:
+        typer.echo(json.dumps(sweeps, indent=2))
+    else:
+        render_sweep_list(sweeps, Console())
+
+
+@app.command()
+def show(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
+         db: Optional[str] = DbOption) -> None:
+    """One sweep: status and reason, model, provenance, and every trial with its status."""
+    from rich.console import Console
+
+    from mutune.api import resolve_db
+    from mutune.errors import StoreError
+    from mutune.services.listing import render_sweep
+    from mutune.services.store import Store
+
+    try:
+        with Store.open(resolve_db(db)) as store:
+            rows = store.sweep_rows(sweep_id)
+    except StoreError as err:
+        _fail(err)
+    render_sweep(rows, Console())
+
+
+@app.command()
+def cancel(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
+           db: Optional[str] = DbOption) -> None:
+    """Cancel a running sweep: the process running it starts no new trial, stops the running
+    ones, and records the sweep ``cancelled`` (within about a second of its next trial event)."""
+    from mutune.api import resolve_db
+    from mutune.errors import StoreError
+    from mutune.services.store import Store
+
+    try:
+        with Store.open(resolve_db(db)) as store:
+            store.request_cancel(sweep_id)
+    except StoreError as err:
+        _fail(err)
+    typer.echo(f"sweep {sweep_id}: cancel requested; the running process stops it")
+
+
+@app.command()
+def logs(trial_id: int = typer.Argument(..., help="Trial id (see mutune show SWEEP_ID)."),
+         db: Optional[str] = DbOption) -> None:
+    """A trial's stdout, stderr and, if it failed, its traceback, as stored in the database."""
+    from rich.console import Console
+
+    from mutune.api import resolve_db
+    from mutune.errors import StoreError
+    from mutune.services.listing import render_trial_log
+    from mutune.services.store import Store
+
+    try:
+        with Store.open(resolve_db(db)) as store:
+            log = store.trial_log(trial_id)
+    except StoreError as err:
+        _fail(err)
+    render_trial_log(log, Console())
 
 
 @app.command()
@@ -139,25 +248,55 @@ def replay(sweep_id: int = typer.Argument(..., help="Sweep id in the results dat
 @app.command()
 def export(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
            db: Optional[str] = DbOption,
-           optuna_storage: str = typer.Option(..., help="Optuna RDB storage URL, e.g. "
-                                                        "sqlite:///optuna.db."),
+           hparams: bool = typer.Option(False, "--hparams",
+                                        help="Write the transferred hyperparameters for "
+                                             "--width (and --depth)."),
+           width: Optional[int] = typer.Option(None, min=1, help="Target width (--hparams)."),
+           depth: Optional[int] = typer.Option(None, min=1,
+                                               help="Target depth (--hparams; default: the "
+                                                    "sweep's)."),
+           fmt: str = typer.Option("json", "--format", help="json or yaml (--hparams)."),
+           out: Optional[Path] = typer.Option(None, "--out",
+                                              help="Write here instead of stdout (--hparams)."),
+           optuna_storage: Optional[str] = typer.Option(
+               None, help="Optuna RDB storage URL, e.g. sqlite:///optuna.db."),
            study_prefix: str = typer.Option("mutune", help="Study names: PREFIX-ID-wWIDTH."),
            overwrite: bool = typer.Option(False, help="Replace studies of the same name.")
            ) -> None:
-    """Write a sweep into an Optuna storage (one study per proxy width) for optuna-dashboard."""
+    """Use a sweep elsewhere: ``--hparams --width N`` writes the transferred hyperparameters
+    for that shape (rule, interval, verdict, μP optimizer snippet); ``--optuna-storage URL``
+    writes the sweep into an Optuna storage (one study per proxy width) for optuna-dashboard."""
     from mutune.api import resolve_db
     from mutune.errors import MutuneError
-    from mutune.services.optuna_export import export_to_optuna
-    from mutune.services.store import Store
 
+    if hparams == (optuna_storage is not None):
+        _fail(ValueError("give exactly one of --hparams (with --width) or --optuna-storage"))
+    if hparams and width is None:
+        _fail(ValueError("--hparams needs --width N (the target width)"))
+    if fmt not in ("json", "yaml"):
+        _fail(ValueError(f"--format {fmt!r}: use json or yaml"))
+    from mutune.services.store import Store
     try:
         with Store.open(resolve_db(db)) as store:
-            names = export_to_optuna(store, sweep_id, optuna_storage,
-                                     study_prefix=study_prefix, overwrite=overwrite)
+            if hparams:
+                from mutune.services.hparams_export import export_hparams, format_export
+                text = format_export(export_hparams(store.sweep_rows(sweep_id), width=width,
+                                                    depth=depth), fmt)
+            else:
+                from mutune.services.optuna_export import export_to_optuna
+                names = export_to_optuna(store, sweep_id, optuna_storage,
+                                         study_prefix=study_prefix, overwrite=overwrite)
     except MutuneError as err:
         _fail(err)
-    for name in names:
-        typer.echo(f"study {name} → {optuna_storage}")
+    if not hparams:
+        for name in names:
+            typer.echo(f"study {name} → {optuna_storage}")
+    elif out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}")
+    else:
+        typer.echo(text, nl=False)
 
 
 def _widths(text: str) -> list[int]:

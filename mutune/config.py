@@ -13,14 +13,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError,
+                      field_validator, model_validator)
 
 from mutune.errors import ConfigError
 
 __all__ = [
-    "SweepConfig", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData", "LogUniform",
-    "Uniform", "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig", "TargetConfig", "TransferConfig",
-    "RayConfig", "CostConfig", "DeviceSpec", "DEFAULT_DEVICES",
+    "SweepConfig", "ModelSpec", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData",
+    "LogUniform", "Uniform", "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig",
+    "TargetConfig", "TransferConfig", "RayConfig", "BudgetConfig", "TrackingConfig",
+    "CostConfig", "DeviceSpec", "DEFAULT_DEVICES",
     "load_config", "parse_config", "default_config_path", "SEARCHABLE",
 ]
 
@@ -69,19 +71,28 @@ class Choice(_Strict):
 Distribution = Annotated[Union[LogUniform, Uniform, Choice], Field(discriminator="type")]
 
 
-class MLPModel(_Strict):
-    """μP MLP (``mutune.proxies.mlp``): ``depth`` hidden layers of size width."""
-    family: Literal["mlp"]
+class ModelSpec(_Strict):
+    """The ``model`` section every model family shares. ``family`` names a model plugin
+    (entry-point group ``mutune.models``, :mod:`mutune.plugins`); the plugin's own subclass
+    adds its options. ``base_width``: the width at which μP equals SP (width multiplier 1)."""
+    family: str = Field(min_length=1)
     parametrization: Literal["mup", "sp"] = "mup"
     depth: int = Field(default=2, ge=1, le=64)
     base_width: int = Field(default=64, ge=1)
 
+    def build_options(self) -> dict[str, Any]:
+        """The fields handed to the family's ``build`` (``depth`` and the plugin's own)."""
+        return self.model_dump(exclude={"family", "parametrization", "base_width"})
 
-class GPTModel(_Strict):
-    """μP byte-level GPT-style pre-LN decoder (``mutune.proxies.gpt``)."""
+
+class MLPModel(ModelSpec):
+    """μP MLP (``mutune.proxies.mlp``, plugin ``mlp``): ``depth`` hidden layers of size width."""
+    family: Literal["mlp"]
+
+
+class GPTModel(ModelSpec):
+    """μP byte-level GPT-style pre-LN decoder (``mutune.proxies.gpt``, plugin ``gpt``)."""
     family: Literal["gpt"]
-    parametrization: Literal["mup", "sp"] = "mup"
-    depth: int = Field(default=2, ge=1, le=64)
     base_width: int = Field(default=32, ge=1)
     d_head: int = Field(default=16, ge=1)
     ffn_ratio: int = Field(default=4, ge=1)
@@ -262,11 +273,46 @@ class CostConfig(_Strict):
         return getattr(self.device(kind), self.pricing)
 
 
+class BudgetConfig(_Strict):
+    """What the sweep may spend, enforced while it runs (and priced by ``--dry-run``).
+
+    ``gpu_hours``: device-hours (allocated seconds × devices / 3600, DESIGN.md §6) of every
+    trial and the target run together. ``money``: the same at ``price_per_hour`` per device-hour
+    (default: the ``cost`` table's price of ``ray.device_kind``; the sweep config refuses a
+    money budget with neither). No new trial starts once the spent hours plus what the running trials need to
+    reach their next rung plus the new trial's first rung would exceed the budget; running
+    trials finish their rung and the sweep ends ``budget_exhausted`` with what it has.
+    """
+    gpu_hours: float | None = Field(default=None, gt=0)
+    money: float | None = Field(default=None, gt=0)
+    #: None: the ``cost`` table's price of ``ray.device_kind`` under ``cost.pricing``
+    price_per_hour: float | None = Field(default=None, gt=0)
+
+    @property
+    def limit_gpu_hours(self) -> float | None:
+        """The tighter of ``gpu_hours`` and ``money / price_per_hour``; None: no limit."""
+        caps = [c for c in (self.gpu_hours, self.money / self.price_per_hour
+                            if self.money is not None and self.price_per_hour else None)
+                if c is not None]
+        return min(caps) if caps else None
+
+
+class TrackingConfig(_Strict):
+    """Optional logging of every trial through Ray Tune's logger callbacks (off by default;
+    the results database records everything either way). ``tensorboard``: event files under
+    each trial's folder in ``OUT/ray/`` (needs the ``tensorboard`` extra, tensorboardX).
+    ``mlflow_uri``: an MLflow tracking URI, one MLflow run per trial in experiment
+    ``mlflow_experiment`` (default: the sweep's name; needs the ``mlflow`` extra)."""
+    tensorboard: bool = False
+    mlflow_uri: str | None = Field(default=None, min_length=1)
+    mlflow_experiment: str | None = Field(default=None, min_length=1)
+
+
 class SweepConfig(_Strict):
     """A whole mutune sweep: proxies at several widths → transfer → one target run."""
     name: str = Field(min_length=1, max_length=200)
     seed: int = Field(default=0, ge=0)
-    model: Annotated[Union[MLPModel, GPTModel], Field(discriminator="family")]
+    model: SerializeAsAny[ModelSpec]
     data: Annotated[Union[DigitsData, TextData, TokenData], Field(discriminator="kind")]
     widths: list[int] = Field(min_length=2)
     search: SearchConfig
@@ -275,9 +321,30 @@ class SweepConfig(_Strict):
     transfer: TransferConfig = TransferConfig()
     ray: RayConfig = RayConfig()
     cost: CostConfig = CostConfig()
+    budget: BudgetConfig = BudgetConfig()
+    tracking: TrackingConfig = TrackingConfig()
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _plugin(cls, value: Any) -> Any:
+        """Validate the section with the spec of the plugin ``family`` names."""
+        if isinstance(value, ModelSpec):
+            return value
+        return _model_spec(value).model_validate(value)
 
     @model_validator(mode="after")
     def _cross(self) -> "SweepConfig":
+        from mutune.plugins import MODEL_HPARAMS, load_family
+
+        family = load_family(self.model.family)
+        if self.data.kind not in family.data_kinds:
+            raise ValueError(f"a {self.model.family} model needs data.kind: "
+                             f"{' or '.join(family.data_kinds)} (got {self.data.kind!r})")
+        for name in [*self.search.space, *self.search.fixed]:
+            if name in MODEL_HPARAMS and name not in family.hparams:
+                raise ValueError(f"search names {name!r}, which model.family "
+                                 f"{self.model.family!r} does not take (it takes: lr"
+                                 + "".join(f", {h}" for h in family.hparams) + ")")
         w = self.widths
         if any(b <= a for a, b in zip(w, w[1:])) or w[0] < 1:
             raise ValueError(f"widths {w} must be positive and strictly increasing")
@@ -293,19 +360,22 @@ class SweepConfig(_Strict):
                 if width % self.model.d_head:
                     raise ValueError(f"width {width} must be a multiple of model.d_head "
                                      f"({self.model.d_head})")
-            if isinstance(self.data, DigitsData):
-                raise ValueError("a gpt model needs data.kind: text or tokens")
             if isinstance(self.data, TextData) and self.model.vocab != 256:
                 raise ValueError(f"model.vocab ({self.model.vocab}) must be 256 for byte-level "
                                  "text data")
             if self.model.positions == "rotary" and self.model.d_head % 2:
                 raise ValueError(f"rotary positions need an even model.d_head "
                                  f"({self.model.d_head})")
-        elif not isinstance(self.data, DigitsData):
-            raise ValueError("an mlp model needs data.kind: digits")
         if self.ray.cpus_per_trial > self.ray.num_cpus:
             raise ValueError(f"ray.cpus_per_trial ({self.ray.cpus_per_trial}) must be <= "
                              f"ray.num_cpus ({self.ray.num_cpus})")
+        if self.budget.money is not None and self.budget.price_per_hour is None:
+            price = self.cost.price_per_hour(self.ray.device_kind)
+            if price is None or price <= 0:
+                raise ValueError(f"budget.money ({self.budget.money}) needs a price: set "
+                                 f"budget.price_per_hour, or a {self.cost.pricing} price for "
+                                 f"device kind {self.ray.device_kind!r} in cost.devices")
+            self.budget = self.budget.model_copy(update={"price_per_hour": price})
         return self
 
     @property
@@ -314,21 +384,34 @@ class SweepConfig(_Strict):
         return self.target.steps or self.search.scheduler.max_t
 
 
-def _format_errors(err: ValidationError, source: str) -> str:
-    lines = [f"invalid sweep config {source}:"]
+def _model_spec(value: Any) -> type[ModelSpec]:
+    """The spec class of the plugin ``value["family"]`` names (ValueError if none)."""
+    from mutune.plugins import load_family
+
+    if not isinstance(value, dict) or not isinstance(value.get("family"), str):
+        raise ValueError("model must be a mapping with a 'family' naming a model plugin")
+    spec = load_family(value["family"]).spec
+    if not (isinstance(spec, type) and issubclass(spec, ModelSpec)):
+        raise ValueError(f"model plugin {value['family']!r}: its spec is not a "
+                         "mutune.config.ModelSpec subclass")
+    return spec
+
+
+def _format_errors(err: ValidationError, source: str, prefix: str = "") -> list[str]:
+    lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-after"))
         # pydantic puts union tags in the path; they are not user fields
-        loc = ".".join(p for p in loc.split(".") if p not in
-                       {"MLPModel", "GPTModel", "DigitsData", "TextData", "mlp", "gpt",
-                        "digits", "text", "loguniform", "uniform", "choice"}) or "(root)"
+        loc = ".".join(p for p in (prefix + loc).split(".") if p not in
+                       {"DigitsData", "TextData", "digits", "text", "tokens", "loguniform",
+                        "uniform", "choice"}) or "(root)"
         rule = e["msg"].removeprefix("Value error, ")
         value = e.get("input")
         shown = repr(value) if not isinstance(value, dict) else "{…}"
         if e["type"] == "extra_forbidden":
             rule = "unknown key (not allowed)"
         lines.append(f"  {loc} = {shown}: {rule}")
-    return "\n".join(lines)
+    return lines
 
 
 def parse_config(data: Any, *, source: str = "<dict>") -> SweepConfig:
@@ -340,10 +423,28 @@ def parse_config(data: Any, *, source: str = "<dict>") -> SweepConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"invalid sweep config {source}: top level must be a mapping, got "
                           f"{type(data).__name__}")
+    lines = [f"invalid sweep config {source}:"]
+    model = data.get("model")
+    if isinstance(model, dict) and isinstance(model.get("family"), str):
+        # the model section first, with its plugin's spec, so its errors name model.<field>
+        try:
+            spec = _model_spec(model)
+            data = {**data, "model": spec.model_validate(model)}
+        except ConfigError as err:
+            raise ConfigError(f"{lines[0]}\n  {err}") from None
+        except ValidationError as err:
+            lines += _format_errors(err, source, prefix="model.")
+            data = {k: v for k, v in data.items() if k != "model"}
     try:
-        return SweepConfig.model_validate(data)
+        cfg = SweepConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_format_errors(err, source)) from None
+        errs = _format_errors(err, source)
+        if len(lines) > 1:   # the model section failed: the rest cannot be cross-checked
+            errs = [e for e in errs if not e.lstrip().startswith("model =")]
+        raise ConfigError("\n".join(lines + errs)) from None
+    if len(lines) > 1:
+        raise ConfigError("\n".join(lines))
+    return cfg
 
 
 def default_config_path() -> Path:

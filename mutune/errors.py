@@ -5,7 +5,8 @@ them all at once; each family names the stage that raised it.
 """
 from __future__ import annotations
 
-__all__ = ["MutuneError", "ConfigError", "ProxyError", "SearchError", "FitError", "StoreError"]
+__all__ = ["MutuneError", "ConfigError", "ProxyError", "SearchError", "FitError", "StoreError",
+           "SweepStopped"]
 
 
 class MutuneError(Exception):
@@ -30,3 +31,14 @@ class FitError(MutuneError, ValueError):
 
 class StoreError(MutuneError):
     """The results database refused or lost a write, or holds no such row."""
+
+
+class SweepStopped(MutuneError):
+    """The sweep was ended early on purpose, not by a fault: ``status`` is ``cancelled``
+    (``mutune cancel``) or ``budget_exhausted``; ``reason`` says why. What was recorded before
+    stays, and the report is built from it."""
+
+    def __init__(self, status: str, reason: str, sweep_id: int | None = None) -> None:
+        super().__init__(f"sweep {sweep_id} {status}: {reason}" if sweep_id is not None
+                         else f"{status}: {reason}")
+        self.status, self.reason, self.sweep_id = status, reason, sweep_id

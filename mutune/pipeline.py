@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mutune.config import SweepConfig
-from mutune.errors import SearchError
+from mutune.errors import SearchError, SweepStopped
 from mutune.recorder import Recorder
 
 __all__ = ["run_pipeline", "open_sweep", "SweepRun", "sweep_width", "align_optima", "fit_rules",
@@ -66,6 +66,8 @@ class SweepRun:
     out_dir: Path
     seq: itertools.count
     on_progress: Progress | None = None
+    #: the sweep's :class:`~mutune.search.budget.BudgetGate` when the config sets a budget
+    budget: Any = None
 
 
 @contextlib.contextmanager
@@ -74,8 +76,10 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     """Load the data, compute the μP base shapes once (saved as ``out_dir/base_shapes.bsh``
     and in the sweep's provenance), record the sweep and hold a Ray cluster for the block.
 
-    The sweep is recorded ``completed`` when the block ends normally and ``failed`` with the
-    reason when it raises (the error propagates; rows recorded before stay).
+    The sweep is recorded ``completed`` when the block ends normally, with the status of a
+    :class:`~mutune.errors.SweepStopped` (``cancelled``, ``budget_exhausted``) when the block
+    raises one (re-raised with the sweep id), and ``failed`` with the reason when it raises
+    anything else (the error propagates; rows recorded before stay).
     """
     from mutune.proxies.task import ProxyTask, load_task_data
     from mutune.provenance import collect_provenance
@@ -92,10 +96,18 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         (Path(out_dir) / "base_shapes.bsh").write_text(task.base_shapes)
     sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed, provenance)
     try:
+        limit = config.budget.limit_gpu_hours
+        gate = None
+        if limit is not None:
+            from mutune.search.budget import BudgetGate
+            gate = BudgetGate(limit)
         run = SweepRun(config, recorder, task, sweep_id, Path(out_dir), itertools.count(1),
-                       on_progress)
+                       on_progress, gate)
         with ray_cluster(config.ray):
             yield run
+    except SweepStopped as stop:
+        recorder.sweep_finished(sweep_id, stop.status, stop.reason)
+        raise SweepStopped(stop.status, stop.reason, sweep_id) from None
     except BaseException as err:
         recorder.sweep_finished(sweep_id, "failed", f"{type(err).__name__}: {err}"[:2000])
         raise
@@ -116,6 +128,8 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     Raises:
         SearchError, ProxyError, FitError: a stage failed; the sweep is recorded as failed
             with the reason, and everything recorded before stays.
+        SweepStopped: ``mutune cancel`` (or the budget) ended the sweep early; recorded with
+            that status, the error carries the sweep id.
     """
     with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress) as run:
         swept = align_optima(run, [sweep_width(run, width, i)
@@ -123,6 +137,7 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         proxies = [p for p, _ in swept]
         rules, target_hp, settings = fit_rules(run, proxies)
         law = predict_target_loss(run, swept, target_hp)
+        _admit_target(run, law)
         target, trec = train_target(run, target_hp, settings)
         if law.get("predicted_val_loss") is not None:
             target["predicted_val_loss"] = law["predicted_val_loss"]
@@ -164,7 +179,13 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
                          mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
                          name=f"sweep{run.sweep_id}-w{width}", seq=run.seq,
                          on_progress=_bind(run.on_progress, f"width {width}", len(points)),
-                         scheduler_seed=config.seed)
+                         scheduler_seed=config.seed, budget=run.budget,
+                         tracking=config.tracking)
+    if outcome.stopped is not None:
+        raise SweepStopped("cancelled", outcome.stopped)
+    cut = run.budget.exhausted if run.budget is not None else None
+    if cut is not None and not any(t.reports for t in outcome.trials):
+        raise SweepStopped("budget_exhausted", f"{cut}; width {width} got no trial")
     from mutune.transfer import width_optimum
 
     best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3)
@@ -173,7 +194,29 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
     result = ProxyResult(width, ps_id, rec.trial_id, dict(rec.point["hparams"]), best.value,
                          best.milestone, len(outcome.trials), optimum)
     _record_best(run, result, best.n_trials)
+    if cut is not None:
+        raise SweepStopped("budget_exhausted", f"{cut}; width {width} kept "
+                                               f"{len(outcome.trials)} of {len(points)} trials")
     return result, outcome
+
+
+def _admit_target(run: SweepRun, law: dict[str, Any]) -> None:
+    """With a budget: the target run starts only if its estimate fits (the widest proxy's
+    seconds per step × the parameter ratio × the target's steps, plus the per-trial overhead).
+
+    Raises:
+        SweepStopped: ``budget_exhausted``, the target run would exceed the budget.
+    """
+    gate = run.budget
+    if gate is None or not gate.books:
+        return
+    n_params, target_params = law.get("n_params") or [], law.get("target_params")
+    ratio = (float(target_params) / float(n_params[-1]) if n_params and target_params
+             else (run.config.target.width / run.config.widths[-1]) ** 2)
+    proxy_books = [b for b in gate.books if b.kind == "proxy"]
+    est = gate.estimate_gpu_hours(proxy_books[-1], run.config.target_steps, scale=ratio)
+    if not gate.admits(est, f"the target run at width {run.config.target.width}"):
+        raise SweepStopped("budget_exhausted", gate.exhausted)
 
 
 def _record_best(run: SweepRun, p: ProxyResult, rung_trials: int) -> None:
@@ -296,8 +339,12 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
                          mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
                          name=f"sweep{run.sweep_id}-target", seq=run.seq,
                          on_progress=_bind(run.on_progress, f"target {config.target.width}", 1),
-                         on_started=open_target)
+                         on_started=open_target, tracking=config.tracking)
     trec = outcome.trials[0] if outcome.trials else None
+    if outcome.stopped is not None:
+        if trec is not None and "target" in started:
+            recorder.target_finished(started["target"], None, trec.status)
+        raise SweepStopped("cancelled", outcome.stopped)
     if trec is None or "target" not in started:
         raise SearchError("the target run never started")
     val = trec.reports[-1]["val_loss"] if trec.reports else None

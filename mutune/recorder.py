@@ -17,8 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 __all__ = ["Recorder", "MemoryRecorder", "TRIAL_STATUSES"]
 
 #: Terminal trial statuses. ``completed``: ran to max_t; ``stopped``: ended by the scheduler at a
-#: rung; ``diverged``: reported a NaN/inf metric; ``failed``: raised an error.
-TRIAL_STATUSES = ("running", "completed", "stopped", "diverged", "failed")
+#: rung (or by the budget at a rung); ``diverged``: reported a NaN/inf metric; ``failed``: raised
+#: an error; ``cancelled``: ended by ``mutune cancel`` before its rung.
+TRIAL_STATUSES = ("running", "completed", "stopped", "diverged", "failed", "cancelled")
 
 
 @runtime_checkable
@@ -53,6 +54,15 @@ class Recorder(Protocol):
         """The trial released its resources with a terminal ``status`` (TRIAL_STATUSES).
         ``timing`` keys: allocated_s, productive_s, eval_s, overhead_s, steps, samples,
         devices (count), plus device_kind (str) — seconds are wall seconds."""
+
+    def trial_logged(self, trial_id: int, stdout: str, stderr: str,
+                     traceback: str | None) -> None:
+        """What the trial wrote (the tails of its stdout and stderr) and, when it raised, the
+        formatted traceback. Called once per trial, after it finished; a repeat replaces."""
+
+    def stop_requested(self, sweep_id: int) -> str | None:
+        """Why the sweep should stop now (e.g. ``cancelled by user``), or None to go on.
+        Polled by the driver between trial events; must be cheap."""
 
     def proxy_sweep_finished(self, proxy_sweep_id: int, best: Mapping[str, Any]) -> None:
         """The width's sweep ended; ``best`` holds trial_id, milestone, config, val_loss,
@@ -90,6 +100,7 @@ class MemoryRecorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
         self._next_id = 0
+        self.stop_reason: str | None = None
 
     def _new_id(self, name: str, **kwargs: Any) -> int:
         self._next_id += 1
@@ -125,6 +136,14 @@ class MemoryRecorder:
     def trial_finished(self, trial_id, status, reason, timing):
         self._log("trial_finished", trial_id=trial_id, status=status, reason=reason,
                   timing=dict(timing))
+
+    def trial_logged(self, trial_id, stdout, stderr, traceback):
+        self._log("trial_logged", trial_id=trial_id, stdout=stdout, stderr=stderr,
+                  traceback=traceback)
+
+    def stop_requested(self, sweep_id):
+        """``self.stop_reason`` (set it to make the sweep stop)."""
+        return self.stop_reason
 
     def proxy_sweep_finished(self, proxy_sweep_id, best):
         self._log("proxy_sweep_finished", proxy_sweep_id=proxy_sweep_id, best=dict(best))

@@ -51,7 +51,12 @@ def test_shipped_configs_load():
      "greater than 0"),
     (lambda d: d["search"]["space"].update(dropout={"type": "uniform", "low": 0, "high": 1}),
      "search", "'dropout'", "unknown hyperparameter"),
-    (lambda d: d["model"].update(family="resnet"), "model", "resnet", "does not match"),
+    (lambda d: d["model"].update(family="resnet"), "model.family", "'resnet'",
+     "no model plugin of that name is installed here"),
+    (lambda d: d["model"].update(depth=0), "model.depth", "0", "greater than or equal to 1"),
+    (lambda d: d["model"].update(d_head=16), "model.d_head", "16", "unknown key"),
+    (lambda d: d.update(data={"kind": "text"}), "(root)", "a mlp model",
+     "needs data.kind: digits"),
 ])
 def test_errors_name_field_value_and_rule(quick, mutate, field, value, rule):
     d = copy.deepcopy(quick)

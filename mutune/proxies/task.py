@@ -1,35 +1,31 @@
 """A proxy task: how to build, feed and evaluate one model family from a sweep config.
 
-This is the one place that maps the config's model and data sections onto
-:mod:`mutune.proxies.mlp`, :mod:`mutune.proxies.gpt` and :mod:`mutune.proxies.data`, so the
-trainer (:mod:`mutune.search.trainable`) stays family-agnostic.
+This is the one place that maps the config's model and data sections onto the model plugin
+(:mod:`mutune.plugins`; the built-in ``mlp`` and ``gpt`` are plugins too) and
+:mod:`mutune.proxies.data`, so the trainer (:mod:`mutune.search.trainable`) stays
+family-agnostic.
 """
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mutune.config import GPTModel, MLPModel, SweepConfig, TrainConfig
-from mutune.errors import ProxyError
+from mutune.config import ModelSpec, SweepConfig, TrainConfig
+from mutune.plugins import ModelFamily, load_family
 from mutune.proxies.data import (ClassificationData, TextData, classification_batch,
                                  lm_batch, lm_eval_windows, load_digits_data, load_text_data)
-from mutune.proxies.gpt import build_gpt
-from mutune.proxies.mlp import build_mlp
-from mutune.proxies.parametrization import make_optimizer
+from mutune.proxies.parametrization import build_parametrized, make_optimizer
 from mutune.proxies.tokens import TokenData, load_token_data
 
 __all__ = ["ProxyTask", "load_task_data", "TaskData"]
 
 TaskData = Union[ClassificationData, TextData, TokenData]
-_LM_DATA = (TextData, TokenData)
-
-_MODEL_HPARAMS = ("input_mult", "output_mult", "attn_mult", "init_std")
 
 
 def load_task_data(config: SweepConfig) -> TaskData:
@@ -41,19 +37,34 @@ def load_task_data(config: SweepConfig) -> TaskData:
     return load_text_data(config.data.path)
 
 
+def _tensor(a: Any) -> torch.Tensor:
+    if isinstance(a, torch.Tensor):
+        return a
+    a = np.ascontiguousarray(a)
+    return torch.from_numpy(a if a.flags.writeable else a.copy())
+
+
 @dataclass(frozen=True)
 class ProxyTask:
     """Build / batch / loss / evaluate for one model family.
 
     Attributes:
-        model: the config's model section (MLP or GPT).
+        model: the config's model section (the plugin's :class:`~mutune.config.ModelSpec`).
         train: the config's training section.
         data: the loaded dataset.
+        base_shapes: the μP base shapes (mup .bsh text), once computed.
+        family: the model plugin; loaded from ``model.family`` when not given (in the driver,
+            so Ray workers receive it with the task and never look plugins up).
     """
-    model: Union[MLPModel, GPTModel]
+    model: ModelSpec
     train: TrainConfig
     data: TaskData
     base_shapes: str | None = None
+    family: ModelFamily | None = None
+
+    def __post_init__(self) -> None:
+        if self.family is None:
+            object.__setattr__(self, "family", load_family(self.model.family))
 
     def with_base_shapes(self) -> "ProxyTask":
         """This task with its μP base shapes computed once (mup .bsh text), so every model
@@ -63,43 +74,45 @@ class ProxyTask:
             return self
         from mutune.proxies.parametrization import base_shapes_text
         return dataclasses.replace(self, base_shapes=base_shapes_text(
-            lambda w: self._build_raw(w, {}), self.model.base_width))
+            self.factory({}), self.model.base_width))
 
-    def _build_raw(self, width: int, hparams: Mapping[str, float]) -> torch.nn.Module:
-        """The bare module (no base shapes) at ``width``: for making base shapes."""
-        from mutune.proxies.gpt import MuGPT
-        from mutune.proxies.mlp import MuMLP
-        kw = {k: float(v) for k, v in hparams.items() if k in _MODEL_HPARAMS}
-        m = self.model
-        if isinstance(m, MLPModel):
-            kw.pop("attn_mult", None)
-            return MuMLP(self.data.d_in, width, self.data.n_classes, depth=m.depth, **kw)
-        return MuGPT(width, vocab=m.vocab, seq_len=m.seq_len, depth=m.depth, d_head=m.d_head,
-                     ffn_ratio=m.ffn_ratio, positions=m.positions, tied=m.tied, **kw)
+    def _data_shape(self) -> dict[str, int]:
+        if isinstance(self.data, ClassificationData):
+            return {"d_in": self.data.d_in, "n_classes": self.data.n_classes}
+        return {}
+
+    def factory(self, hparams: Mapping[str, float]) -> Callable[[int], torch.nn.Module]:
+        """``width -> nn.Module`` without base shapes: the family's ``build`` with the
+        section's options, the data's shape and the model hyperparameters the family takes;
+        a plain readout is swapped for ``mup.MuReadout`` (taking ``output_mult``) and the
+        attention scale set to attn_mult/d_head (taking ``attn_mult``) when the family asks."""
+        from mutune.proxies.convert import set_attention_scale, swap_readout
+
+        fam = self.family
+        kw = {k: float(v) for k, v in hparams.items() if k in fam.hparams}
+        out_mult = kw.pop("output_mult", 1.0) if fam.readout is not None else None
+        attn_mult = kw.pop("attn_mult", 1.0) if fam.attention_scale is not None else None
+        options = {**self.model.build_options(), **self._data_shape()}
+
+        def factory(width: int) -> torch.nn.Module:
+            model = fam.build(width, **options, **kw)
+            if fam.readout is not None and isinstance(model, torch.nn.Module):
+                swap_readout(model, fam.readout, output_mult=out_mult)
+            if fam.attention_scale is not None and isinstance(model, torch.nn.Module):
+                set_attention_scale(model, fam.attention_scale, attn_mult=attn_mult)
+            return model
+        return factory
 
     def build(self, width: int, hparams: Mapping[str, float]) -> torch.nn.Module:
         """The model at ``width`` with base shapes set (μP or SP per the config), from the
         task's saved base shapes when it has them.
 
         Raises:
-            ProxyError: the family does not match the data, or a μP guard fails.
+            ProxyError: the factory does not return a module, or a μP guard fails
+                (:func:`~mutune.proxies.parametrization.build_parametrized`).
         """
-        kw = {k: float(v) for k, v in hparams.items() if k in _MODEL_HPARAMS}
-        kw["base_shapes"] = self.base_shapes
-        m = self.model
-        if isinstance(m, MLPModel):
-            if not isinstance(self.data, ClassificationData):
-                raise ProxyError("an mlp model needs classification data (digits)")
-            kw.pop("attn_mult", None)
-            return build_mlp(width, d_in=self.data.d_in, n_classes=self.data.n_classes,
-                             depth=m.depth, base_width=m.base_width,
-                             parametrization=m.parametrization, **kw)
-        if not isinstance(self.data, _LM_DATA):
-            raise ProxyError("a gpt model needs text or token data")
-        return build_gpt(width, vocab=m.vocab, seq_len=m.seq_len, depth=m.depth,
-                         d_head=m.d_head, ffn_ratio=m.ffn_ratio, base_width=m.base_width,
-                         parametrization=m.parametrization, positions=m.positions,
-                         tied=m.tied, **kw)
+        return build_parametrized(self.factory(hparams), width, self.model.base_width,
+                                  self.model.parametrization, self.base_shapes)
 
     def optimizer(self, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
         """The μP optimizer (MuAdamW by default) at learning rate ``lr`` (per step)."""
@@ -109,24 +122,33 @@ class ProxyTask:
 
     @property
     def samples_per_step(self) -> int:
-        """Samples (MLP) or tokens (GPT) consumed by one training step."""
-        b = self.train.batch_size
-        return b * self.model.seq_len if isinstance(self.model, GPTModel) else b
+        """Samples (classification) or tokens (``seq_len`` per row) consumed by one step."""
+        return self.train.batch_size * int(getattr(self.model, "seq_len", 1) or 1)
 
     def batch(self, seed: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training batch number ``step`` for ``seed`` (a pure function of both)."""
-        if isinstance(self.data, ClassificationData):
+        """Training batch number ``step`` for ``seed`` (a pure function of both): the
+        family's own loader when it has one, else mutune's seeded sampler."""
+        if self.family.batch is not None:
+            x, y = self.family.batch(self.data, self.train.batch_size, seed, step)
+        elif isinstance(self.data, ClassificationData):
             x, y = classification_batch(self.data, self.train.batch_size, seed, step)
         else:
             x, y = lm_batch(self.data.train, self.train.batch_size, self.model.seq_len,
                             seed, step)
-        return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(
-            np.ascontiguousarray(y))
+        return _tensor(x), _tensor(y)
 
     @staticmethod
     def loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy in nats; logits (B, C) or (B, T, C), targets (B,) or (B, T)."""
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+    def step_loss(self, model: torch.nn.Module, x: torch.Tensor,
+                  y: torch.Tensor) -> torch.Tensor:
+        """The scalar loss (nats) of one batch: the family's ``forward_loss`` when it has
+        one, else the cross-entropy of ``model(x)`` against ``y``."""
+        if self.family.forward_loss is not None:
+            return self.family.forward_loss(model, x, y)
+        return self.loss(model(x), y)
 
     def val_loss(self, model: torch.nn.Module) -> float:
         """Validation cross-entropy in nats (whole digits validation split, or
@@ -135,17 +157,17 @@ class ProxyTask:
         model.eval()
         with torch.no_grad():
             if isinstance(self.data, ClassificationData):
-                x = torch.from_numpy(self.data.val_x)
-                y = torch.from_numpy(self.data.val_y)
-                out = float(self.loss(model(x), y))
+                x = _tensor(self.data.val_x)
+                y = _tensor(self.data.val_y)
+                out = float(self.step_loss(model, x, y))
             else:
                 x, y = lm_eval_windows(self.data.val, self.model.seq_len,
                                        self.train.eval_windows)
                 total, bs = 0.0, max(self.train.batch_size, 1)
                 for i in range(0, len(x), bs):
-                    xb = torch.from_numpy(np.ascontiguousarray(x[i:i + bs]))
-                    yb = torch.from_numpy(np.ascontiguousarray(y[i:i + bs]))
-                    total += float(self.loss(model(xb), yb)) * len(xb)
+                    xb = _tensor(x[i:i + bs])
+                    yb = _tensor(y[i:i + bs])
+                    total += float(self.step_loss(model, xb, yb)) * len(xb)
                 out = total / len(x)
         model.train(was_training)
         return out

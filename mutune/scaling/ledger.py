@@ -32,7 +32,7 @@ TIME_CATEGORIES = ("productive", "eval", "checkpoint", "setup", "recovery", "oth
 #: Waste categories of a sweep (report.json ``cost.waste_gpu_hours``).
 WASTE_CATEGORIES = ("early_stopped", "failed", "recovery", "idle")
 STOPPED = frozenset({"stopped"})
-FAILED = frozenset({"failed", "diverged", "zombie", "stale"})
+FAILED = frozenset({"failed", "diverged", "zombie", "stale", "cancelled"})
 
 
 def _nonneg(name: str, v: object) -> float:
@@ -100,13 +100,14 @@ def sweep_waste(trials: Sequence[tuple[str, Mapping[str, float], float]], *,
 
     Args:
         trials: (status, timing, devices) per trial — the target run included; status one of
-            ``completed``, ``stopped``, ``failed``, ``diverged``, ``zombie``, ``stale``;
+            ``completed``, ``stopped``, ``failed``, ``diverged``, ``zombie``, ``stale``,
+            ``cancelled``;
             timing as for :func:`trial_time`; devices granted (may be fractional).
         held_device_s: device-seconds the sweep held (wall × devices, DESIGN.md §6); None:
             the sum over trials (no idle time between trials is known).
     Returns:
         :class:`SweepWaste`: ``early_stopped`` = all device-seconds of stopped trials except
-        their recovery; ``failed`` = the same for failed/diverged/zombie/stale trials;
+        their recovery; ``failed`` = the same for failed/diverged/zombie/stale/cancelled trials;
         ``recovery`` = recovery device-seconds of every trial; ``idle`` = held − Σ trial
         allocated (devices held, no trial on them) plus the ``other`` seconds of completed
         trials; ``useful`` = the rest (completed trials' productive, evaluation, checkpoint

@@ -23,6 +23,7 @@ from ray.tune import Callback
 
 from mutune.recorder import Recorder
 from mutune.search.asha import Decision, Judgement
+from mutune.search.trial_log import collect
 
 __all__ = ["SweepBook", "TrialRecord"]
 
@@ -63,19 +64,25 @@ class SweepBook(Callback):
             completed.
         on_progress: called with (trials finished, trials started) after each change.
         on_started: called with the recorder's trial id right after a trial is recorded.
+        log_dir: where trials write their stdout/stderr/traceback
+            (:mod:`mutune.search.trial_log`); each is recorded when the trial ends.
     """
 
     def __init__(self, recorder: Recorder, *, sweep_id: int, proxy_sweep_id: int | None,
                  kind: str, width: int, max_t: int, devices: float, device_kind: str,
                  seq: itertools.count, core: Any = None,
                  on_progress: Callable[[int, int], None] | None = None,
-                 on_started: Callable[[int], None] | None = None) -> None:
+                 on_started: Callable[[int], None] | None = None,
+                 log_dir: str | None = None) -> None:
         self.recorder, self.sweep_id, self.proxy_sweep_id = recorder, sweep_id, proxy_sweep_id
         self.kind, self.width, self.max_t = kind, width, max_t
         self.devices, self.device_kind = devices, device_kind
         self.seq, self.core = seq, core
         self.on_progress, self.on_started = on_progress, on_started
+        self.log_dir = log_dir
         self.trials: dict[str, TrialRecord] = {}
+        #: Ray trial key → rung (steps) at which the budget stopped it
+        self.budget_stops: dict[str, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # Ray Tune pickles its run config (callbacks, scheduler) into its experiment snapshot
@@ -102,11 +109,16 @@ class SweepBook(Callback):
         self.record_report(trial, result)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        rec = self.trials[trial.trial_id]
+        rec = self.trials.get(trial.trial_id)
+        if rec is None:   # removed before it started (the budget): nothing ran, nothing to record
+            return
         decision = self.core.stopped(trial.trial_id) if self.core else None
         last = rec.reports[-1] if rec.reports else {}
         if decision is Decision.DIVERGED or (last and not math.isfinite(last["val_loss"])):
             status, reason = "diverged", "non-finite val_loss"
+        elif trial.trial_id in self.budget_stops:
+            status, reason = "stopped", (f"budget exhausted: stopped at rung "
+                                         f"{self.budget_stops[trial.trial_id]}")
         elif decision is Decision.STOP:
             status, reason = "stopped", f"below the rung cutoff at step {rec.last_step}"
         elif rec.last_step >= self.max_t:
@@ -122,7 +134,14 @@ class SweepBook(Callback):
             rec = self.trials[trial.trial_id]
         err = trial.get_error()
         text = str(err).strip().splitlines()[-1] if err else "trial raised an error"
-        self._finish(rec, "failed", text[:2000])
+        self._finish(rec, "failed", text[:2000], ray_error=str(err) if err else None)
+
+    def close(self, status: str, reason: str) -> None:
+        """After the run: record every trial Ray ended without telling the callbacks (a
+        stopped experiment) as ``status`` with ``reason``."""
+        for rec in self.trials.values():
+            if rec.status == "running":
+                self._finish(rec, status, reason)
 
     # -- called by the scheduler adapter before it decides ----------------------------------
     def record_report(self, trial: Any, result: dict) -> None:
@@ -144,8 +163,20 @@ class SweepBook(Callback):
         self.recorder.scheduler_decided(rec.trial_id, j.milestone, j.value, j.cutoff,
                                         j.decision.value, next(self.seq))
 
+    def next_milestone(self, rec: TrialRecord) -> int:
+        """The next step at which trial ``rec`` will be judged (its bracket's rungs), or max_t
+        when no rung is left (or there is no scheduler). Assigns no Hyperband bracket."""
+        core, ms = self.core, []
+        if core is not None and hasattr(core, "bracket_of"):
+            s = core.bracket_of(rec.key)
+            ms = core.brackets[s if s is not None else 0].milestones
+        elif core is not None:
+            ms = core.milestones
+        return next((m for m in ms if m > rec.last_step), self.max_t)
+
     # -- helpers -----------------------------------------------------------------------------
-    def _finish(self, rec: TrialRecord, status: str, reason: str | None) -> None:
+    def _finish(self, rec: TrialRecord, status: str, reason: str | None,
+                ray_error: str | None = None) -> None:
         if rec.status != "running":
             return
         allocated = time.monotonic() - rec.started
@@ -159,6 +190,14 @@ class SweepBook(Callback):
                       "evals": rec.n_evals, "n_params": float(last.get("n_params", 0.0)),
                       "devices": self.devices, "device_kind": self.device_kind}
         self.recorder.trial_finished(rec.trial_id, status, reason, rec.timing)
+        log = collect(self.log_dir, rec.key)
+        if log is not None or ray_error is not None:
+            log = log or {"stdout": "", "stderr": "", "traceback": None}
+            # a traceback only for a trial that failed (a stopped trial's thread may be ended
+            # by an exception after its last report; that is not the trial's error)
+            trace = (log.get("traceback") or ray_error) if status == "failed" else None
+            self.recorder.trial_logged(rec.trial_id, log.get("stdout") or "",
+                                       log.get("stderr") or "", trace)
         self._progress()
 
     def _progress(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from mutune.errors import SearchError
@@ -25,12 +26,30 @@ class RayASHA(FIFOScheduler):
             :class:`~mutune.search.hyperband.Hyperband`).
         book: the sweep's :class:`~mutune.search.book.SweepBook` (records reports, decisions).
         metric: the reported key ranked by the core (e.g. ``val_loss``).
+        gate: the sweep's :class:`~mutune.search.budget.BudgetGate`, or None (no budget).
+            Before a slot goes to a new trial the gate is asked whether its first rung fits;
+            once it says no, the trials that never started are removed and each running
+            trial stops at its next rung (``finish their rung``).
     """
 
-    def __init__(self, core: Any, book: Any, metric: str) -> None:
+    def __init__(self, core: Any, book: Any, metric: str, gate: Any = None) -> None:
         super().__init__()
-        self.core, self.book = core, book
+        self.core, self.book, self.gate = core, book, gate
         self._metric, self._mode = metric, core.mode
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Any:
+        """FIFO, unless the budget refuses the next new trial: then every trial that never
+        started is removed (Ray calls this before it starts pending trials)."""
+        if self.gate is not None:
+            waiting = [t for t in tune_controller.get_trials()
+                       if t.status == Trial.PENDING and t.trial_id not in self.book.trials]
+            if waiting and not self.gate.admits(
+                    self.gate.estimate_gpu_hours(self.book, self.core.grace_period),
+                    f"a new trial at width {self.book.width}"):
+                for t in waiting:
+                    tune_controller.stop_trial(t)
+                return None
+        return super().choose_trial_to_run(tune_controller)
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         return metric in (None, self._metric) and mode in (None, self._mode)
@@ -46,6 +65,9 @@ class RayASHA(FIFOScheduler):
         for j in judgements:
             self.book.record_judgement(trial, j)
         if any(j.decision is not Decision.CONTINUE for j in judgements):
+            return TrialScheduler.STOP
+        if judgements and self.gate is not None and self.gate.exhausted is not None:
+            self.book.budget_stops[trial.trial_id] = judgements[-1].milestone
             return TrialScheduler.STOP
         return TrialScheduler.CONTINUE
 

@@ -27,6 +27,9 @@ __all__ = ["train_trial"]
 def train_trial(config: dict[str, Any], *, task: Any) -> None:
     """Train one trial and report after every ``task.train.eval_every`` steps and at the end.
 
+    What the trial prints and the traceback of an error go to ``config["log_dir"]`` for the
+    driver to record (:mod:`mutune.search.trial_log`).
+
     Args:
         config: Ray Tune's per-trial config: ``width`` (int), ``max_t`` (steps), ``threads``
             (torch intra-op threads), ``gpus`` (GPUs granted: > 0 trains on CUDA with bf16
@@ -39,6 +42,15 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
     Raises:
         ProxyError: the model cannot be built (reported by Ray as a failed trial).
     """
+    from ray import tune
+
+    from mutune.search.trial_log import capture
+
+    with capture(config.get("log_dir"), tune.get_context().get_trial_id() or "trial") as log:
+        _train(config, task, log.save)
+
+
+def _train(config: dict[str, Any], task: Any, save_log: Any) -> None:
     import torch
     from ray import tune
 
@@ -70,7 +82,7 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
             ts = time.perf_counter()
             x, y = x.to(dev.device, non_blocking=True), y.to(dev.device, non_blocking=True)
             with dev.compute():
-                loss = task.loss(model(x), y)
+                loss = task.step_loss(model, x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -86,6 +98,7 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
                 vals = ([float("nan")] if diverged else
                         [task.val_loss(model) for model in models])
             eval_s += time.perf_counter() - te
+            save_log()   # before the report: a trial stopped at this report has its output
             tune.report({"step": step, "val_loss": sum(vals) / len(vals),
                          "train_loss": loss_sum / loss_n, "productive_s": productive_s,
                          "eval_s": eval_s, "setup_s": setup_s,

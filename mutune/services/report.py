@@ -115,12 +115,25 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     cost["project"] = sweep.get("project")
     cost["owner"] = (cfg.get("cost") or {}).get("owner")
     cost["pricing"] = (cfg.get("cost") or {}).get("pricing")
+    # every recorded trial's allocated device-seconds: what a cancelled or budget-cut sweep
+    # spent, too (its ledger lines are never written)
+    budget = (sweep.get("config") or {}).get("budget") or {}
+    caps = [c for c in (budget.get("gpu_hours"),
+                        budget["money"] / budget["price_per_hour"]
+                        if budget.get("money") and budget.get("price_per_hour") else None)
+            if c is not None]
+    if caps:
+        cost["budget_gpu_hours"] = min(caps)
+    if budget.get("price_per_hour") and cost.get("price_per_hour") is None:
+        cost["price_per_hour"] = budget["price_per_hour"]
+    cost["spent_gpu_hours"] = sum((t.get("allocated_s") or 0.0) * (t.get("devices") or 1)
+                                  for t in trials.values()) / 3600.0
     kinds = sorted({t["device_kind"] for t in trials.values() if t.get("device_kind")})
     device_kind = kinds[0] if len(kinds) == 1 else ",".join(kinds) or None
     cost["device_kind"] = device_kind
     out = {"sweep_id": sweep["id"], "name": sweep["name"], "status": sweep["status"],
-           "device_kind": device_kind, "proxies": proxies, "rules": rules,
-           "target": target, "cost": cost}
+           "reason": sweep.get("reason"), "device_kind": device_kind, "proxies": proxies,
+           "rules": rules, "target": target, "cost": cost}
     if law is not None:
         out["loss_law"] = {k: law.get(k) for k in ("form", "identifiable", "intervals",
                                                     "n_params", "losses", "target_params",
@@ -155,6 +168,9 @@ def render_report(report: dict[str, Any], console: Any) -> None:
 
     console.print(f"[bold]mutune sweep {report['sweep_id']}[/] ({report['name']}, "
                   f"{report['status']}, device kind: {report['device_kind']})")
+    if report["status"] in ("cancelled", "budget_exhausted", "failed"):
+        console.print(f"[yellow]sweep {report['status']}:[/] {report.get('reason') or ''} — "
+                      "the tables show what was recorded before it ended", highlight=False)
     t = Table(title="Proxy sweeps: best trial at the highest rung with ≥ 3 trials")
     for col in ("width", "trials", "rung (steps)", "best val loss (nats)", "best config"):
         t.add_column(col, justify="right" if col != "best config" else "left")
@@ -245,7 +261,9 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                        ("mfu", "MFU"), ("gpu_hours_per_trial", "per proxy trial"),
                        ("cost_to_final_metric_gpu_hours", "to reach the final metric"),
                        ("held_gpu_hours", "held by the sweep (wall × devices)"),
-                       ("useful_gpu_hours", "useful")):
+                       ("useful_gpu_hours", "useful"),
+                       ("spent_gpu_hours", "spent: every recorded trial"),
+                       ("budget_gpu_hours", "budget")):
         if key in c:
             fmt = ".1%" if key in ("saved_fraction", "ettr") else \
                 ".3%" if key == "mfu" else ".6f"
@@ -268,6 +286,10 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     if c.get("project") or c.get("owner"):
         console.print(f"billed to project {c.get('project')}, owner {c.get('owner')}",
                       highlight=False)
+    if (c.get("price_per_hour") and c.get("spent_gpu_hours") is not None
+            and c.get("total_money") is None):
+        console.print(f"money spent: {c['spent_gpu_hours'] * c['price_per_hour']:.4f} at "
+                      f"{c['price_per_hour']:g} per device-hour", highlight=False)
 
 
 def _save(fig: Any, path: Path) -> Path:

@@ -44,6 +44,7 @@ def _record_sweep(rec) -> dict[str, int]:
     rec.trial_finished(trial_id=ids["t2"], status="stopped", reason="rung 10",
                        timing={**TIMING, "steps": 10})
     rec.trial_finished(trial_id=ids["t1"], status="completed", reason=None, timing=TIMING)
+    rec.trial_logged(trial_id=ids["t2"], stdout="hello\n", stderr="", traceback=None)
     rec.proxy_sweep_finished(proxy_sweep_id=ids["proxy"],
                              best={"trial_id": ids["t1"], "milestone": 20,
                                    "config": {"lr": 0.01}, "val_loss": 1.5, "trials": 2})
@@ -68,6 +69,13 @@ def _record_sweep(rec) -> dict[str, int]:
     ])
     rec.sweep_finished(sweep_id=ids["sweep"], status="completed")
     return ids
+
+
+def _head() -> str:
+    from alembic.script import ScriptDirectory
+
+    from mutune.services.store import alembic_config
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
 def test_upgrade_from_the_baseline_keeps_rows(store_url):
@@ -97,7 +105,7 @@ def test_upgrade_creates_tables_and_second_upgrade_is_a_no_op(store_url):
         upgrade(store_url)
         with engine.connect() as conn:
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() \
-                == ["0002"]
+                == [_head()]
             assert conn.execute(text("SELECT name FROM sweeps")).scalars().all() == ["kept"]
         assert set(inspect(engine).get_table_names()) == set(TABLES) | {"alembic_version"}
     finally:
@@ -179,7 +187,7 @@ def test_full_recorder_sequence_reads_back(store):
     assert store.counts(ids["sweep"]) == {
         "sweeps": 1, "provenance": 1, "proxy_sweeps": 1, "trials": 3, "trial_reports": 3,
         "scheduler_events": 2, "transfer_rules": 1, "target_runs": 1, "ledger_entries": 2,
-        "scaling_laws": 1}
+        "scaling_laws": 1, "trial_logs": 1}
     (law,) = rows["laws"]
     assert law["kind"] == "loss_vs_params" and law["data"]["alpha"] == "nan"
     assert law["data"]["predicted_val_loss"] == 1.2

@@ -16,7 +16,7 @@ from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, MetaData, St
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ["Base", "Sweep", "Provenance", "ProxySweep", "Trial", "TrialReport", "SchedulerEvent",
-           "TransferRule", "TargetRun", "LedgerEntry", "ScalingLaw", "TABLES"]
+           "TransferRule", "TargetRun", "LedgerEntry", "ScalingLaw", "TrialLog", "TABLES"]
 
 #: Constraint names are fixed by convention so the migration and the models name them alike.
 NAMING_CONVENTION = {
@@ -50,6 +50,8 @@ class Sweep(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: set by ``mutune cancel``; the running sweep polls it and ends ``cancelled`` (0003)
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Provenance(Base):
@@ -194,6 +196,20 @@ class ScalingLaw(Base):
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+class TrialLog(Base):
+    """What a trial wrote: the tail of its stdout and stderr, and the traceback when it raised
+    (migration 0003). One row per trial."""
+
+    __tablename__ = "trial_logs"
+    __table_args__ = (UniqueConstraint("trial_id", name="uq_trial_logs_trial_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"))
+    stdout: Mapped[str] = mapped_column(Text)
+    stderr: Mapped[str] = mapped_column(Text)
+    traceback: Mapped[str | None] = mapped_column(Text)
+
+
 #: Table names, in creation order.
 TABLES = ("sweeps", "provenance", "proxy_sweeps", "trials", "trial_reports", "scheduler_events",
-          "transfer_rules", "target_runs", "ledger_entries", "scaling_laws")
+          "transfer_rules", "target_runs", "ledger_entries", "scaling_laws", "trial_logs")

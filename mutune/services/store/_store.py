@@ -24,7 +24,7 @@ from mutune.recorder import TRIAL_STATUSES
 from . import _engine
 from ._heartbeat import HeartbeatMixin
 from ._models import (Base, LedgerEntry, Provenance, ProxySweep, ScalingLaw, SchedulerEvent,
-                      Sweep, TargetRun, TransferRule, Trial, TrialReport)
+                      Sweep, TargetRun, TransferRule, Trial, TrialLog, TrialReport)
 
 __all__ = ["Store", "finite_json"]
 
@@ -303,6 +303,47 @@ class Store(HeartbeatMixin):
             trial.device_kind = None if kind is None else str(kind)
         self._write(work)
 
+    def trial_logged(self, trial_id: int, stdout: str, stderr: str,
+                     traceback: str | None) -> None:
+        """Record what trial ``trial_id`` wrote (stdout and stderr tails, the traceback when it
+        raised); a repeat replaces the row. Raises StoreError for an unknown trial."""
+        def work(s: Session) -> None:
+            self._get(s, Trial, trial_id, "trial")
+            row = s.scalar(select(TrialLog).where(TrialLog.trial_id == trial_id))
+            if row is None:
+                row = TrialLog(trial_id=trial_id)
+                s.add(row)
+            row.stdout, row.stderr = str(stdout), str(stderr)
+            row.traceback = None if traceback is None else str(traceback)
+        self._write(work)
+
+    def stop_requested(self, sweep_id: int) -> str | None:
+        """``"cancelled by user at <UTC time>"`` once :meth:`request_cancel` was called for the
+        sweep, else None (one indexed read)."""
+        def work(s: Session) -> str | None:
+            at = s.scalar(select(Sweep.cancel_requested_at).where(Sweep.id == sweep_id))
+            return None if at is None else f"cancelled by user at {_jsonable(at)}"
+        return self._read(work)
+
+    def request_cancel(self, sweep_id: int) -> str:
+        """Ask the process running sweep ``sweep_id`` to stop: it starts no new trial, stops the
+        running ones and ends the sweep ``cancelled`` (it polls :meth:`stop_requested`).
+
+        Returns:
+            The sweep's status after the call (``running`` until the runner notices).
+        Raises:
+            StoreError: unknown sweep, or the sweep already ended (names its status).
+        """
+        def work(s: Session) -> str:
+            row = self._get(s, Sweep, sweep_id, "sweep")
+            if row.status != "running":
+                raise StoreError(f"sweep {sweep_id} is {row.status}, not running: nothing "
+                                 "to cancel")
+            if row.cancel_requested_at is None:
+                row.cancel_requested_at = _now()
+            return row.status
+        return self._write(work)
+
     def proxy_sweep_finished(self, proxy_sweep_id: int, best: Mapping[str, Any]) -> None:
         """Record the width's best trial (``best``) and mark the proxy sweep ``completed``."""
         def work(s: Session) -> None:
@@ -425,6 +466,75 @@ class Store(HeartbeatMixin):
             return out
         return self._read(work)
 
+    def sweep_summaries(self, *, limit: int | None = None,
+                        status: str | None = None) -> list[dict[str, Any]]:
+        """One line per sweep for ``mutune list``, newest first: id, name, project, status,
+        created_at, finished_at, widths and target width (from the config), trial counts by
+        status, and GPU-hours (the ledger's ``total_gpu_hours`` when recorded, else the sum of
+        the trials' allocated device-seconds × devices / 3600).
+
+        Args:
+            limit: at most this many sweeps (None: all).
+            status: only sweeps with this status.
+        """
+        def work(s: Session) -> list[dict[str, Any]]:
+            q = select(Sweep).order_by(Sweep.id.desc())
+            if status is not None:
+                q = q.where(Sweep.status == status)
+            if limit is not None:
+                q = q.limit(limit)
+            sweeps = s.scalars(q).all()
+            ids = [w.id for w in sweeps]
+            by_status: dict[int, dict[str, int]] = {i: {} for i in ids}
+            device_s: dict[int, float] = {i: 0.0 for i in ids}
+            total: dict[int, float] = {}
+            if ids:
+                for sid, st, n in s.execute(select(Trial.sweep_id, Trial.status, func.count())
+                                            .where(Trial.sweep_id.in_(ids))
+                                            .group_by(Trial.sweep_id, Trial.status)):
+                    by_status[sid][st] = int(n)
+                for sid, v in s.execute(
+                        select(Trial.sweep_id,
+                               func.sum(Trial.allocated_s * func.coalesce(Trial.devices, 1)))
+                        .where(Trial.sweep_id.in_(ids)).group_by(Trial.sweep_id)):
+                    device_s[sid] = float(v or 0.0)
+                for sid, v in s.execute(select(LedgerEntry.sweep_id, LedgerEntry.value).where(
+                        LedgerEntry.sweep_id.in_(ids), LedgerEntry.scope == "sweep",
+                        LedgerEntry.name == "total_gpu_hours")):
+                    if v is not None:
+                        total[sid] = float(v)
+            out = []
+            for w in sweeps:
+                cfg = w.config or {}
+                out.append({"id": w.id, "name": w.name, "project": w.project,
+                            "status": w.status, "reason": w.reason,
+                            "created_at": _jsonable(w.created_at),
+                            "finished_at": _jsonable(w.finished_at),
+                            "family": (cfg.get("model") or {}).get("family"),
+                            "widths": cfg.get("widths"),
+                            "target_width": (cfg.get("target") or {}).get("width"),
+                            "trials": sum(by_status[w.id].values()),
+                            "trials_by_status": by_status[w.id],
+                            "gpu_hours": total.get(w.id, device_s[w.id] / 3600.0),
+                            "cancel_requested": w.cancel_requested_at is not None})
+            return out
+        return self._read(work)
+
+    def trial_log(self, trial_id: int) -> dict[str, Any]:
+        """Trial ``trial_id``'s row (status, reason, config, …) with its ``stdout``, ``stderr``
+        and ``traceback`` (empty strings / None when the trial logged nothing yet).
+
+        Raises:
+            StoreError: unknown trial.
+        """
+        def work(s: Session) -> dict[str, Any]:
+            trial = self._get(s, Trial, trial_id, "trial")
+            log = s.scalar(select(TrialLog).where(TrialLog.trial_id == trial_id))
+            return {**_row(trial), "stdout": log.stdout if log else "",
+                    "stderr": log.stderr if log else "",
+                    "traceback": log.traceback if log else None, "logged": log is not None}
+        return self._read(work)
+
     def counts(self, sweep_id: int) -> dict[str, int]:
         """Rows per table that belong to sweep ``sweep_id`` (``sweeps`` is 1).
 
@@ -448,6 +558,7 @@ class Store(HeartbeatMixin):
                 "target_runs": count(TargetRun, TargetRun.sweep_id == sweep_id),
                 "ledger_entries": count(LedgerEntry, LedgerEntry.sweep_id == sweep_id),
                 "scaling_laws": count(ScalingLaw, ScalingLaw.sweep_id == sweep_id),
+                "trial_logs": count(TrialLog, TrialLog.trial_id.in_(trial_ids)),
             }
         return self._read(work)
 

@@ -1,0 +1,118 @@
+"""The sweep's budget, enforced while it runs (config ``budget``; DESIGN.md §6 units).
+
+One :class:`BudgetGate` per sweep, in the driver. It sees every trial through the
+:class:`~mutune.search.book.SweepBook` of each Ray Tune run (proxy widths and the target) and
+answers one question before Ray gives a slot to a new trial:
+
+    spent + committed + new > limit   →   refuse
+
+* spent: device-hours of finished trials (allocated seconds × devices / 3600) plus the elapsed
+  device-hours of running ones;
+* committed: what each running trial needs to reach its next rung (steps × its measured seconds
+  per step) — it will finish that rung;
+* new: the new trial's first rung (grace period × the width's measured seconds per step) plus
+  the median per-trial overhead seen so far (before any trial has finished: the assumed
+  :data:`~mutune.search.plan.DEFAULT_TRIAL_OVERHEAD_S`). The first trials of a sweep are
+  admitted on that assumption, so a budget smaller than a few trials may be overshot by them.
+
+Once it refuses, it refuses for good (``exhausted``): the scheduler adapter removes the trials
+that never started and stops each running trial at its next rung; the pipeline ends the sweep
+``budget_exhausted`` with what it has.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from mutune.search.plan import DEFAULT_TRIAL_OVERHEAD_S
+
+__all__ = ["BudgetGate"]
+
+
+class BudgetGate:
+    """Admission control of new trials against a device-hour limit.
+
+    Args:
+        limit_gpu_hours: the budget, device-hours (> 0).
+    Attributes:
+        exhausted: why the gate closed, None while it admits.
+    """
+
+    def __init__(self, limit_gpu_hours: float) -> None:
+        if not limit_gpu_hours > 0:
+            raise ValueError(f"limit_gpu_hours = {limit_gpu_hours}: must be > 0")
+        self.limit = float(limit_gpu_hours)
+        self.books: list[Any] = []
+        self.exhausted: str | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune snapshots the scheduler (which holds the gate): no live books in the pickle
+        return {**self.__dict__, "books": []}
+
+    def register(self, book: Any) -> None:
+        """Count the trials of ``book`` (one Ray Tune run of this sweep)."""
+        self.books.append(book)
+
+    def _records(self) -> list[Any]:
+        return [r for b in self.books for r in b.trials.values()]
+
+    def spent_gpu_hours(self) -> float:
+        """Device-hours of finished trials plus the elapsed ones of running trials."""
+        now = time.monotonic()
+        total = 0.0
+        for b in self.books:
+            for r in b.trials.values():
+                if r.status == "running":
+                    total += (now - r.started) * b.devices
+                else:
+                    total += r.timing.get("allocated_s", 0.0) * b.devices
+        return total / 3600.0
+
+    @staticmethod
+    def _s_per_step(book: Any) -> float | None:
+        rates = [r.reports[-1]["productive_s"] / r.last_step
+                 for r in book.trials.values() if r.reports and r.last_step > 0]
+        return statistics.median(rates) if rates else None
+
+    def _overhead_s(self) -> float:
+        done = [r.timing["overhead_s"] for r in self._records()
+                if r.status != "running" and "overhead_s" in r.timing]
+        return statistics.median(done) if done else DEFAULT_TRIAL_OVERHEAD_S
+
+    def committed_gpu_hours(self) -> float:
+        """What the running trials need to reach their next rung, device-hours."""
+        total = 0.0
+        for b in self.books:
+            rate = self._s_per_step(b) or 0.0
+            for r in b.trials.values():
+                if r.status == "running":
+                    nxt = b.next_milestone(r)
+                    total += max(nxt - r.last_step, 0) * rate * b.devices
+        return total / 3600.0
+
+    def estimate_gpu_hours(self, book: Any, steps: int, *, scale: float = 1.0,
+                           devices: float | None = None) -> float:
+        """A new trial of ``book``'s run training ``steps`` steps, device-hours: its width's
+        measured seconds per step (else the slowest width seen so far) × ``scale`` (e.g. the
+        parameter ratio of a wider model), plus the median per-trial overhead, × ``devices``
+        (default: the book's)."""
+        rate = self._s_per_step(book)
+        if rate is None:
+            rates = [x for x in (self._s_per_step(b) for b in self.books) if x is not None]
+            rate = max(rates) if rates else 0.0
+        d = book.devices if devices is None else devices
+        return (steps * rate * scale + self._overhead_s()) * d / 3600.0
+
+    def admits(self, new_gpu_hours: float, what: str) -> bool:
+        """Whether a new trial costing ``new_gpu_hours`` fits; closes the gate (for good)
+        when it does not, recording why in :attr:`exhausted`."""
+        if self.exhausted is not None:
+            return False
+        spent, committed = self.spent_gpu_hours(), self.committed_gpu_hours()
+        if spent + committed + new_gpu_hours > self.limit:
+            self.exhausted = (f"budget of {self.limit:.4g} GPU-hours: {spent:.4g} spent and "
+                              f"{committed:.4g} committed to running trials' next rungs; "
+                              f"{what} (≈{new_gpu_hours:.4g}) would exceed it")
+            return False
+        return True

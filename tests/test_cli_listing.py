@@ -1,0 +1,142 @@
+"""``mutune list / show / cancel / logs`` on a real results database, and trial output and
+cancellation through a real local Ray cluster."""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from mutune.cli import app
+from mutune.services.store import Store
+from tests.services.test_replay_service import record_sweep
+
+ENV = {"COLUMNS": "250"}
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(app, list(args), env=ENV)
+
+
+def test_list_show_logs_and_cancel_on_recorded_sweeps(store_url):
+    with Store.open(store_url) as store:
+        done, ids = record_sweep(store, widths=(16,), n=5)
+        running = store.sweep_started({"name": "live", "widths": [8, 16],
+                                       "model": {"family": "mlp"}, "target": {"width": 64}},
+                                      0, {})
+        tid = ids[16][0]
+        store.trial_logged(tid, "step 1 ok\n", "a warning\n",
+                           "Traceback (most recent call last):\nValueError: boom\n")
+    out = _invoke("list", "--db", store_url)
+    assert out.exit_code == 0, out.output
+    assert "synthetic" in out.output and "live" in out.output and "running" in out.output
+    out = _invoke("list", "--db", store_url, "--json")
+    listed = json.loads(out.output)
+    assert [s["id"] for s in listed] == [running, done]          # newest first
+    assert listed[1]["trials"] == 5 and listed[1]["status"] == "completed"
+    assert listed[1]["gpu_hours"] > 0 and listed[0]["widths"] == [8, 16]
+    out = _invoke("list", "--db", store_url, "--json", "--status", "running")
+    assert [s["id"] for s in json.loads(out.output)] == [running]
+
+    out = _invoke("show", str(done), "--db", store_url)
+    assert out.exit_code == 0, out.output
+    for t in ids[16]:
+        assert re.search(rf"│\s*{t}\s*│\s*proxy\s*│\s*16\s*│", out.output), t
+    assert "completed" in out.output and "stopped" in out.output
+
+    out = _invoke("logs", str(tid), "--db", store_url)
+    assert out.exit_code == 0, out.output
+    assert "step 1 ok" in out.output and "a warning" in out.output
+    assert "ValueError: boom" in out.output
+    out = _invoke("logs", str(ids[16][1]), "--db", store_url)
+    assert out.exit_code == 0 and "no output recorded" in out.output
+
+    out = _invoke("cancel", str(running), "--db", store_url)
+    assert out.exit_code == 0, out.output
+    with Store.open(store_url) as store:
+        assert store.stop_requested(running).startswith("cancelled by user")
+        assert store.stop_requested(done) is None
+    assert "cancel requested" in _invoke("list", "--db", store_url).output
+    out = _invoke("cancel", str(done), "--db", store_url)
+    assert out.exit_code == 2 and "completed, not running" in out.output
+    for cmd in ("show", "cancel", "logs"):
+        out = _invoke(cmd, "987654", "--db", store_url)
+        assert out.exit_code == 2 and "987654" in out.output, (cmd, out.output)
+
+
+@pytest.mark.slow
+def test_failed_trial_traceback_reaches_the_database(ray_local, tiny_config, tmp_path):
+    """A trial whose model cannot be built fails in its Ray worker; its traceback is stored
+    and ``mutune logs`` prints it. The healthy trial beside it is stored with its (empty)
+    output and completes."""
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.search.tuner import run_trials
+
+    url = f"sqlite:///{tmp_path / 'logs.db'}"
+    cfg = tiny_config
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
+    points = [{"hparams": {"lr": 0.01, "output_mult": 1.0}, "seed": 1, "index": 0},
+              {"hparams": {"lr": 0.01, "output_mult": -1.0}, "seed": 2, "index": 1}]
+    with Store.open(url) as store:
+        sweep = store.sweep_started(cfg.model_dump(mode="json"), 0, {})
+        out = run_trials(points, task=task, width=16, max_t=6, recorder=store, sweep_id=sweep,
+                         proxy_sweep_id=None, kind="proxy", scheduler=None,
+                         metric="val_loss", mode="min", ray_cfg=cfg.ray, storage=tmp_path,
+                         name="logs", seq=itertools.count(1))
+        by_index = {t.point["index"]: t for t in out.trials}
+        good, bad = by_index[0], by_index[1]
+        assert good.status == "completed" and bad.status == "failed"
+        bad_log = store.trial_log(bad.trial_id)
+        good_log = store.trial_log(good.trial_id)
+    assert "Traceback" in bad_log["traceback"] and "output_mult" in bad_log["traceback"]
+    assert "ProxyError" in bad_log["traceback"]
+    assert good_log["logged"] and good_log["traceback"] is None
+    assert not list((tmp_path / "trial_logs" / "logs").glob("*.json"))  # collected, removed
+    res = _invoke("logs", str(bad.trial_id), "--db", url)
+    assert res.exit_code == 0 and "output_mult must be a finite number > 0" in res.output
+
+
+class _CancelAfterReports(Store):
+    """The real store, whose user cancels the sweep from another shell after ``n`` reports."""
+
+    n = 2
+
+    def trial_reported(self, trial_id, step, metrics, seq):
+        super().trial_reported(trial_id, step, metrics, seq)
+        if seq >= self.n:
+            sweep_id = self.trial_log(trial_id)["sweep_id"]
+            if self.stop_requested(sweep_id) is None:
+                self.request_cancel(sweep_id)
+
+
+@pytest.mark.slow
+def test_cancel_stops_a_running_sweep_and_loses_no_trial(ray_local, tiny_config, tmp_path):
+    from mutune.config import parse_config
+    from mutune.errors import SweepStopped
+    from mutune.pipeline import run_pipeline
+    from mutune.services.report import build_report
+    from mutune.services.store import make_engine, upgrade
+
+    d = tiny_config.model_dump(mode="json")
+    d["search"]["scheduler"]["max_t"] = 200     # long enough that the cancel lands mid-run
+    d["search"]["num_samples"] = 6
+    cfg = parse_config(d)
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    upgrade(url)
+    with _CancelAfterReports(make_engine(url)) as store:
+        with pytest.raises(SweepStopped) as stop:
+            run_pipeline(cfg, store, out_dir=tmp_path / "out")
+        assert stop.value.status == "cancelled" and stop.value.sweep_id is not None
+        rows = store.sweep_rows(stop.value.sweep_id)
+    report = build_report(rows)
+    assert report["status"] == "cancelled"
+    assert report["reason"].startswith("cancelled by user")
+    assert report["target"] is None and report["rules"] == []
+    statuses = [t["status"] for t in rows["trials"]]
+    assert "running" not in statuses and "cancelled" in statuses
+    assert len(statuses) < 6                          # width 16 never got every trial
+    assert {t["width"] for t in rows["trials"]} == {16}
+    assert all(t["allocated_s"] is not None for t in rows["trials"])
+    assert report["cost"]["spent_gpu_hours"] > 0

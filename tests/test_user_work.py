@@ -1,0 +1,176 @@
+"""Using a sweep's result elsewhere and knowing what it will cost: ``export --hparams``, the
+dry run against a real short run, and a budget that cuts a sweep short (real Ray, real
+SQLite)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mutune.cli import app
+from mutune.services.store import Store
+from tests.conftest import make_tiny_config
+
+pytestmark = pytest.mark.slow
+ENV = {"COLUMNS": "200"}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(ray_local, tmp_path_factory):
+    """One real main-job run of the tiny config: (config, result, db url)."""
+    from mutune.api import run
+
+    tmp = tmp_path_factory.mktemp("tiny_run")
+    cfg = make_tiny_config()
+    url = f"sqlite:///{tmp / 'run.db'}"
+    return cfg, run(cfg, db=url, out_dir=tmp / "out"), url
+
+
+def test_export_hparams_at_the_target_width_gives_the_target_run_config(tiny_run, tmp_path):
+    cfg, result, url = tiny_run
+    out = CliRunner().invoke(app, ["export", str(result.sweep_id), "--db", url, "--hparams",
+                                   "--width", str(cfg.target.width)], env=ENV)
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["width"] == cfg.target.width and data["depth"] == cfg.model.depth
+    assert data["hyperparameters"] == pytest.approx(result.target["config"], rel=1e-12)
+    by_name = {r["hyperparameter"]: r for r in data["rules"]}
+    for rule in result.rules:
+        mine = by_name[rule["hyperparameter"]]
+        assert mine["verdict"] == rule["verdict"] and mine["slope"] == pytest.approx(
+            rule["slope"])
+        assert mine["formula"] == rule["formula"]
+    assert data["optimizer"]["class"] == "mup.optim.MuAdamW"
+    assert data["optimizer"]["lr"] == pytest.approx(result.target["config"]["lr"])
+
+    # another shape, YAML to a file: a different depth is flagged, the snippet runs
+    path = tmp_path / "h.yaml"
+    out = CliRunner().invoke(app, ["export", str(result.sweep_id), "--db", url, "--hparams",
+                                   "--width", "512", "--depth", "4", "--format", "yaml",
+                                   "--out", str(path)], env=ENV)
+    assert out.exit_code == 0, out.output
+    data = yaml.safe_load(path.read_text())
+    assert data["width"] == 512 and data["depth"] == 4
+    assert any("depth 4 is not covered" in w for w in data["warnings"])
+    import mup
+    import torch
+
+    from mutune.proxies.mlp import MuMLP
+
+    def build(width, depth, **mults):
+        return MuMLP(64, width, 10, depth=depth, **mults)
+
+    scope = {"build": build}
+    exec(compile(data["snippet"], "snippet", "exec"), scope)   # the user's own trainer
+    opt = scope["optimizer"]
+    assert isinstance(opt, mup.optim.MuAdamW.__wrapped__ if hasattr(
+        mup.optim.MuAdamW, "__wrapped__") else torch.optim.AdamW)
+    assert scope["model"].readout.weight.infshape.width_mult() == 512 / cfg.model.base_width
+    lrs = sorted({g["lr"] for g in opt.param_groups})
+    assert lrs[-1] == pytest.approx(data["hyperparameters"]["lr"])       # vector-like params
+    assert lrs[0] == pytest.approx(data["hyperparameters"]["lr"] * cfg.model.base_width / 512)
+
+    out = CliRunner().invoke(app, ["export", str(result.sweep_id), "--db", url, "--hparams"],
+                             env=ENV)
+    assert out.exit_code == 2 and "--width" in out.output
+
+
+def test_dry_run_figures_match_a_real_run_in_order_of_magnitude(tiny_run, tmp_path):
+    cfg, result, url = tiny_run
+    config_path = tmp_path / "tiny.yaml"
+    config_path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    plan_path = tmp_path / "plan.json"
+    db = tmp_path / "untouched.db"
+    out = CliRunner().invoke(app, ["run", str(config_path), "--dry-run", "--db",
+                                   f"sqlite:///{db}", "--plan-json", str(plan_path)], env=ENV)
+    assert out.exit_code == 0, out.output
+    assert "nothing was trained" in out.output and "naive" in out.output
+    assert not db.exists()                                      # nothing recorded
+    plan = json.loads(plan_path.read_text())
+    assert [w["width"] for w in plan["widths"]] == cfg.widths
+    assert all(w["trials"] == cfg.search.num_samples for w in plan["widths"])
+    assert plan["target"]["steps"] == cfg.target_steps
+    real = result.cost
+    ratios = {}
+    for key in ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours"):
+        ratios[key] = plan[key] / real[key]
+        assert 0.1 < ratios[key] < 10, (key, plan[key], real[key])
+    print("dry-run / real:", json.dumps(ratios))
+    real_steps = {p["width"]: sum(t["steps"] for t in Store.open(url).sweep_rows(
+        result.sweep_id)["trials"] if t["width"] == p["width"]) for p in result.proxies}
+    for w in plan["widths"]:
+        assert 0.25 < w["steps"] / real_steps[w["width"]] <= 1.0 + 1e-9
+
+
+def test_budget_cuts_a_sweep_short_and_loses_no_trial(ray_local, tmp_path):
+    from mutune.api import run
+    from mutune.config import parse_config
+
+    d = make_tiny_config().model_dump(mode="json")
+    d["search"]["num_samples"] = 6
+    d["budget"] = {"gpu_hours": 0.005, "money": 0.02, "price_per_hour": 2.5}   # 18 device-s
+    cfg = parse_config(d)
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    result = run(cfg, db=url, out_dir=tmp_path / "out")
+    rep = result.report
+    assert rep["status"] == "budget_exhausted"
+    assert "budget of 0.005 GPU-hours" in rep["reason"]
+    assert rep["cost"]["budget_gpu_hours"] == pytest.approx(0.005)
+    with Store.open(url) as store:
+        rows = store.sweep_rows(result.sweep_id)
+    trials = rows["trials"]
+    assert 0 < len(trials) < 2 * 6                              # cut short
+    for t in trials:                                            # no trial lost
+        assert t["status"] in ("completed", "stopped", "diverged"), t
+        assert t["allocated_s"] is not None and t["reports"], t
+        if (t["reason"] or "").startswith("budget exhausted"):
+            rung = int(t["reason"].rsplit(" ", 1)[1])
+            assert t["steps"] == rung                           # it finished its rung
+    assert rows["target"] is None
+    spent = rep["cost"]["spent_gpu_hours"]
+    print(f"budget 0.005 GPU-h, spent {spent:.5f} GPU-h over {len(trials)} trials:",
+          [(t["width"], t["status"], t["steps"], t["reason"]) for t in trials])
+    assert spent < 2 * 0.005
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["status"] == \
+        "budget_exhausted"
+
+
+def test_tensorboard_tracking_writes_every_trials_events(ray_local, tmp_path):
+    import importlib.util
+    import itertools
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    from mutune.config import TrackingConfig
+    from mutune.errors import SearchError
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.recorder import MemoryRecorder
+    from mutune.search.tuner import run_trials, tracking_callbacks
+
+    cfg = make_tiny_config()
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
+    points = [{"hparams": {"lr": lr, "output_mult": 1.0}, "seed": i, "index": i}
+              for i, lr in enumerate((0.01, 0.03))]
+    rec = MemoryRecorder()
+    sweep = rec.sweep_started({}, 0, {})
+    out = run_trials(points, task=task, width=16, max_t=6, recorder=rec, sweep_id=sweep,
+                     proxy_sweep_id=None, kind="proxy", scheduler=None, metric="val_loss",
+                     mode="min", ray_cfg=cfg.ray, storage=tmp_path, name="tb",
+                     seq=itertools.count(1), tracking=TrackingConfig(tensorboard=True))
+    assert [t.status for t in out.trials] == ["completed", "completed"]
+    events = sorted(tmp_path.glob("tb/*/events.out.tfevents.*"))
+    assert len(events) == 2 and all(e.stat().st_size > 0 for e in events)
+    data = events[0].read_bytes()        # TFRecord frames: read back the logged scalars
+    tags, pos = set(), 0
+    while pos < len(data):
+        (n,) = struct.unpack("<Q", data[pos:pos + 8])
+        ev = event_pb2.Event.FromString(data[pos + 12:pos + 12 + n])
+        tags |= {v.tag for v in ev.summary.value}
+        pos += 12 + n + 4
+    assert any(t.endswith("val_loss") for t in tags), tags
+    if importlib.util.find_spec("mlflow") is None:
+        with pytest.raises(SearchError, match="needs mlflow"):
+            tracking_callbacks(TrackingConfig(mlflow_uri="file:///tmp/x"), "n")
