@@ -362,11 +362,16 @@ def _bind(cb: Progress | None, label: str, total: int) -> Callable[[int, int], N
 
 
 def _flops_per_sample(config: SweepConfig, width: int, n_params: float) -> float:
-    """Model training FLOPs per sample (MLP) or token (GPT), Kaplan et al. 2020 §2.1."""
+    """Model training FLOPs per sample (MLP) or token (GPT), Kaplan et al. 2020 §2.1, or the
+    model plugin's own ``flops_per_sample``."""
     from mutune.config import GPTModel
+    from mutune.plugins import load_family
     from mutune.scaling.ledger import model_flops_per_step
 
     m = config.model
+    family = load_family(m.family)
+    if family.flops_per_sample is not None:
+        return float(family.flops_per_sample(width, n_params, m))
     if isinstance(m, GPTModel):
         return model_flops_per_step(n_params, 1, n_layer=m.depth, n_ctx=m.seq_len,
                                     d_model=width)

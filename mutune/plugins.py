@@ -59,6 +59,10 @@ class ModelFamily:
             loss`` (nats) replacing ``cross_entropy(model(x), y)`` in training and evaluation.
         batch: optional data loader ``batch(data, batch_size, seed, step) -> (x, y)`` (numpy
             or torch) replacing mutune's seeded sampler; a pure function of its arguments.
+        flops_per_sample: optional ``flops_per_sample(width, n_params, spec) -> float``:
+            training FLOPs per sample (or token) for the ledger's MFU. Default: 6·N, exact for
+            stacks of dense layers (Kaplan et al. 2020 §2.1); a family that shares weights
+            across positions (convolutions, attention) should give its own.
 
     A family on ``text``/``tokens`` data needs a ``seq_len`` field in its spec (tokens per
     batch row). Attention in a plain model must read its logit scale from the attribute
@@ -73,6 +77,7 @@ class ModelFamily:
     attention_scale: str | None = None
     forward_loss: Callable[..., Any] | None = None
     batch: Callable[..., Any] | None = None
+    flops_per_sample: Callable[..., float] | None = None
 
 
 def installed_families() -> dict[str, importlib.metadata.EntryPoint]:

@@ -22,7 +22,7 @@ from torch import nn
 from mutune.config import ModelSpec
 from mutune.plugins import ModelFamily
 
-__all__ = ["TinyCNN", "TinyCNNModel", "build", "FAMILY"]
+__all__ = ["TinyCNN", "TinyCNNModel", "build", "flops_per_sample", "FAMILY"]
 
 
 class TinyCNNModel(ModelSpec):
@@ -78,6 +78,14 @@ def build(width: int, *, depth: int, kernel_size: int, d_in: int, n_classes: int
                    n_classes=n_classes, output_mult=output_mult, init_std=init_std)
 
 
+def flops_per_sample(width: int, n_params: float, spec: TinyCNNModel) -> float:
+    """Training FLOPs per digits image (8×8, 10 classes): 6 per weight per use (Kaplan et al.
+    2020 §2.1) — every convolution weight is used at each of the 64 positions (padding keeps
+    the size), the readout's once."""
+    readout = width * 10
+    return 6.0 * ((n_params - readout) * 64 + readout)
+
+
 #: The plugin object the entry point names.
 FAMILY = ModelFamily(name="tiny_cnn", spec=TinyCNNModel, build=build, data_kinds=("digits",),
-                     hparams=("output_mult", "init_std"))
+                     hparams=("output_mult", "init_std"), flops_per_sample=flops_per_sample)
