@@ -315,7 +315,13 @@ class SweepConfig(_Strict):
 
 
 def _format_errors(err: ValidationError, source: str) -> str:
-    lines = [f"invalid sweep config {source}:"]
+    return "\n".join([f"invalid sweep config {source}:"] +
+                      [f"  {e['field']} = {e['value']}: {e['rule']}" for e in _errors(err)])
+
+
+def _errors(err: ValidationError) -> list[dict[str, str]]:
+    """Each broken rule as {"field": dotted path, "value": repr, "rule": text}."""
+    out = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-after"))
         # pydantic puts union tags in the path; they are not user fields
@@ -327,8 +333,8 @@ def _format_errors(err: ValidationError, source: str) -> str:
         shown = repr(value) if not isinstance(value, dict) else "{…}"
         if e["type"] == "extra_forbidden":
             rule = "unknown key (not allowed)"
-        lines.append(f"  {loc} = {shown}: {rule}")
-    return "\n".join(lines)
+        out.append({"field": loc, "value": shown, "rule": rule})
+    return out
 
 
 def parse_config(data: Any, *, source: str = "<dict>") -> SweepConfig:
@@ -339,11 +345,13 @@ def parse_config(data: Any, *, source: str = "<dict>") -> SweepConfig:
     """
     if not isinstance(data, dict):
         raise ConfigError(f"invalid sweep config {source}: top level must be a mapping, got "
-                          f"{type(data).__name__}")
+                          f"{type(data).__name__}",
+                          [{"field": "(root)", "value": type(data).__name__,
+                            "rule": "top level must be a mapping"}])
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_format_errors(err, source)) from None
+        raise ConfigError(_format_errors(err, source), _errors(err)) from None
 
 
 def default_config_path() -> Path:
