@@ -47,14 +47,15 @@ def fmt(v: Any, spec: str = ".4g") -> str:
         return "n/a"
     try:
         x = float(v)
-    except (TypeError, ValueError):
+    except Exception:  # not a number, or a missing template value (jinja2 Undefined)
         return "n/a"
     return format(x, spec) if math.isfinite(x) else str(x)
 
 
 def pct(v: Any) -> str:
     """A fraction as a percentage with one decimal (``n/a`` for None)."""
-    return "n/a" if v is None else fmt(float(v) * 100, ".1f") + " %"
+    x = fmt(v, "")
+    return "n/a" if x == "n/a" else fmt(float(x) * 100, ".1f") + " %"
 
 
 def interval(iv: Any) -> str:
