@@ -6,8 +6,8 @@ sweeps a dead server left ``running``; then it claims the oldest ``queued`` swee
 that drives the main job on Ray — a local cluster, or the server's ``ray_address`` — with the
 results store as the recorder, attached to the queued sweep's id. The child dies with the server
 (``PR_SET_PDEATHSIG``), so a killed server leaves the sweep ``running`` in the DB for the next
-start to pick up; a cancelled sweep gets SIGTERM, stops at its next recorded event and is marked
-``cancelled``.
+start to pick up; a cancelled sweep's child gets SIGUSR2, stops at its next recorded event (or
+is killed after ``CANCEL_GRACE_S``) and is marked ``cancelled``.
 
 Resume: a claimed sweep that already has rows is finished by :func:`_resume_or_restart`. Issue 4
 builds ``mutune resume SWEEP_ID``; when it lands, the merger swaps its call into that one
@@ -32,7 +32,9 @@ __all__ = ["Worker", "SweepCancelled", "run_claimed", "main"]
 log = logging.getLogger("mutune.worker")
 
 #: Seconds a cancelled child gets to stop at its next recorded event before SIGKILL.
-CANCEL_GRACE_S = 20.0
+CANCEL_GRACE_S = 15.0
+#: The signal that asks a child to cancel its sweep (Ray's driver takes SIGTERM for itself).
+CANCEL_SIGNAL = signal.SIGUSR2
 
 
 class SweepCancelled(MutuneError):
@@ -40,7 +42,7 @@ class SweepCancelled(MutuneError):
 
 
 class _Cancel:
-    """Set by SIGTERM in the child; checked by :class:`_AttachedRecorder` on every write."""
+    """Set by CANCEL_SIGNAL in the child; checked by :class:`_AttachedRecorder` on every write."""
     requested = False
 
 
@@ -187,9 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         _die_with_parent(a.parent_pid)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
-    def on_term(signum: int, frame: Any) -> None:
+    def on_cancel(signum: int, frame: Any) -> None:
+        log.info("sweep %s: cancel requested", a.sweep_id)
         _Cancel.requested = True
-    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(CANCEL_SIGNAL, on_cancel)
     status = run_claimed(a.sweep_id, db=a.db, out_dir=a.out, ray_address=a.ray_address)
     log.info("sweep %s: %s", a.sweep_id, status)
     return 0 if status != "failed" else 1
@@ -290,7 +293,7 @@ class Worker:
                 if self._stop.is_set():
                     return
                 if sweep_id in self._cancel and signalled_at is None:
-                    self._proc.send_signal(signal.SIGTERM)
+                    self._proc.send_signal(CANCEL_SIGNAL)
                     signalled_at = _now()
                 elif signalled_at is not None and _now() - signalled_at > CANCEL_GRACE_S:
                     self._proc.kill()
