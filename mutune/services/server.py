@@ -88,16 +88,21 @@ class _TooLarge(Exception):
 
 
 class _StatusCache:
-    """sweep id → (expiry, project, serialized status); ended sweeps never expire."""
+    """sweep id → (expiry, project, serialized status); ended sweeps never expire.
+
+    Refreshes are single-flight: while one request reloads an expired entry, the others are
+    answered from the previous one (at most one refresh interval old)."""
 
     def __init__(self, ttl_s: float) -> None:
         self.ttl = ttl_s
         self._rows: dict[int, tuple[float, str | None, bytes]] = {}
         self._lock = threading.Lock()
+        self.loading: set[int] = set()
 
-    def get(self, sweep_id: int) -> tuple[str | None, bytes] | None:
+    def get(self, sweep_id: int, *, stale_ok: bool = False
+            ) -> tuple[str | None, bytes] | None:
         hit = self._rows.get(sweep_id)
-        if hit is None or hit[0] < time.monotonic():
+        if hit is None or (hit[0] < time.monotonic() and not stale_ok):
             return None
         return hit[1], hit[2]
 
@@ -189,6 +194,8 @@ def _routes() -> APIRouter:
                         project: str = Depends(_project)) -> Response:
         cache: _StatusCache = request.app.state.status_cache
         hit = cache.get(sweep_id)
+        if hit is None and sweep_id in cache.loading:
+            hit = cache.get(sweep_id, stale_ok=True)
         if hit is None:
             store = request.app.state.store
 
@@ -197,8 +204,12 @@ def _routes() -> APIRouter:
                     return cache.put(sweep_id, store.sweep_progress(sweep_id))
                 except StoreError:
                     return b""
-            await run_in_threadpool(load)
-            hit = cache.get(sweep_id) or (None, b"")
+            cache.loading.add(sweep_id)
+            try:
+                await run_in_threadpool(load)
+            finally:
+                cache.loading.discard(sweep_id)
+            hit = cache.get(sweep_id, stale_ok=True) or (None, b"")
         if hit[0] != project or not hit[1]:
             raise HTTPException(404, f"no sweep with id {sweep_id} in project {project!r}")
         return Response(hit[1], media_type="application/json")
