@@ -224,7 +224,10 @@ class Worker:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        """Re-queue sweeps left ``running`` by a dead server, then start the thread."""
+        """Re-queue sweeps left ``running`` by a dead server, then start the thread.
+
+        One server (one worker) per database: a second one started on the same database
+        would take the first one's running sweep for a dead server's."""
         self.requeued = self.store.requeue_running()
         if self.requeued:
             log.info("re-queued sweeps left running: %s", self.requeued)

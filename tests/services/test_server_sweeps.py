@@ -87,8 +87,9 @@ def _snapshot(db: str, sweep_id: int) -> dict:
     return rows
 
 
-def test_sigkill_mid_sweep_then_restart_resumes_with_no_lost_or_duplicated_rows(tmp_path):
-    db = f"sqlite:///{tmp_path / 'mutune.db'}"
+def test_sigkill_mid_sweep_then_restart_resumes_with_no_lost_or_duplicated_rows(store_url,
+                                                                              tmp_path):
+    db = store_url
     token = make_token(db, "alpha")
     server = start_server(db, tmp_path, worker=True, name="before")
     try:
