@@ -170,7 +170,8 @@ def _routes() -> APIRouter:
         body = await request.body()
         try:
             cfg = parse_submission(body, request.headers.get("content-type"),
-                                   app.state.settings.data_roots)
+                                   app.state.settings.data_roots,
+                                   app.state.settings.ray_address)
         except ConfigError as err:
             return _json({"detail": {"message": str(err), "errors": err.errors}}, 422)
         data = cfg.model_dump(mode="json")

@@ -3,7 +3,7 @@
 The body is YAML or JSON, parsed as data only (``yaml.safe_load`` / ``json.loads``: nothing is
 evaluated as code), validated like ``mutune run`` validates a file, and then checked against the
 server's rules: a ``data.path`` must resolve (symlinks and ``..`` followed) inside one of the
-server's data roots. Every failure is a :class:`~mutune.errors.ConfigError` whose ``errors``
+server's data roots, and ``ray.address`` may only name the server's own cluster. Every failure is a :class:`~mutune.errors.ConfigError` whose ``errors``
 name the field, the value and the rule.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _fail(field: str, value: Any, rule: str) -> ConfigError:
 
 
 def parse_submission(body: bytes, content_type: str | None,
-                     data_roots: Sequence[Path]) -> SweepConfig:
+                     data_roots: Sequence[Path], ray_address: str | None = None) -> SweepConfig:
     """Parse and validate a submitted config.
 
     Args:
@@ -35,11 +35,13 @@ def parse_submission(body: bytes, content_type: str | None,
             ``application/json`` is parsed strictly as JSON).
         content_type: the request's Content-Type header (may be None).
         data_roots: the server's data roots.
+        ray_address: the server's Ray cluster; a config may name only this one in
+            ``ray.address`` (a server never connects where a submitter points it).
     Returns:
         The validated config, ``data.path`` (if any) replaced by its resolved absolute path.
     Raises:
-        ConfigError: not UTF-8, not YAML/JSON, not a mapping, a broken config rule, or a
-            data path outside the data roots (field, value, rule).
+        ConfigError: not UTF-8, not YAML/JSON, not a mapping, a broken config rule, a data
+            path outside the data roots, or a foreign ``ray.address`` (field, value, rule).
     """
     try:
         text = body.decode("utf-8")
@@ -53,6 +55,10 @@ def parse_submission(body: bytes, content_type: str | None,
         raise _fail("(body)", text[:80], f"must be valid {what}: {err}".splitlines()[0]) \
             from None
     cfg = parse_config(data, source="(submitted)")
+    if cfg.ray.address is not None and cfg.ray.address != ray_address:
+        raise _fail("ray.address", cfg.ray.address,
+                    "a submitted sweep runs on the server's Ray cluster "
+                    f"({ray_address or 'a local one'}); leave ray.address out")
     path = getattr(cfg.data, "path", None)
     if path is not None:  # stored resolved, so the worker reads exactly what was checked
         resolved = check_data_path(path, data_roots)

@@ -119,6 +119,12 @@ def test_config_errors_are_422_with_field_value_rule(server):
     assert errors["widths"]["value"] == "'many'" and "list" in errors["widths"]["rule"]
     assert "search.scheduler.reduction_factor" in errors
     assert errors["search.scheduler.reduction_factor"]["value"] == "1"
+    d = make_tiny_config().model_dump(mode="json")
+    d["ray"]["address"] = "ray://attacker.example:10001"
+    r = post(json.dumps(d), "application/json")
+    assert r.status_code == 422
+    err = r.json()["detail"]["errors"][0]
+    assert err["field"] == "ray.address" and "attacker" in err["value"]
     r = post("a: [unclosed")
     assert r.status_code == 422 and r.json()["detail"]["errors"][0]["field"] == "(body)"
     r = post("{not json", "application/json")
