@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,9 @@ def run_claimed(sweep_id: int, *, db: str, out_dir: Path, ray_address: str | Non
 
 def _die_with_parent(parent_pid: int) -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a killed server must not leave
-    a sweep running behind it); exit at once if the parent is already gone."""
+    a sweep running behind it); exit at once if the parent is already gone. Linux ties this to
+    the parent *thread* that forked: the worker thread, which outlives every child it starts.
+    Ray's local cluster processes die with this driver (Ray fate-shares them)."""
     try:
         import ctypes
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -297,8 +300,9 @@ class Worker:
                     return
                 if sweep_id in self._cancel and signalled_at is None:
                     self._proc.send_signal(CANCEL_SIGNAL)
-                    signalled_at = _now()
-                elif signalled_at is not None and _now() - signalled_at > CANCEL_GRACE_S:
+                    signalled_at = time.monotonic()
+                elif signalled_at is not None and \
+                        time.monotonic() - signalled_at > CANCEL_GRACE_S:
                     self._proc.kill()
         rc = self._proc.returncode
         with self._lock:
@@ -316,11 +320,6 @@ class Worker:
             self.store.sweep_finished(sweep_id, "failed",
                                       f"the worker process exited with code {rc}; "
                                       f"log: {attempt / 'worker.log'}")
-
-
-def _now() -> float:
-    import time
-    return time.monotonic()
 
 
 if __name__ == "__main__":
