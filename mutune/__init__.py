@@ -2,18 +2,21 @@
 
 Sweep small μP proxies with ASHA on Ray Tune, fit transfer rules, train the target once, and
 count the GPU-hours saved. The public API is loaded lazily (PEP 562), so ``import mutune`` or
-``import mutune.proxies`` pulls in neither Ray nor SQLAlchemy.
+``import mutune.proxies`` pulls in neither Ray nor SQLAlchemy nor FastAPI; ``mutune.Client`` and
+``mutune.submit`` (the search server's client) load httpx only when first used.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-__all__ = ["run", "RunResult", "SweepConfig", "load_config", "MutuneError", "ConfigError"]
+__all__ = ["run", "RunResult", "SweepConfig", "load_config", "MutuneError", "ConfigError",
+           "Client", "submit"]
 
 _LAZY = {"run": "mutune.api", "RunResult": "mutune.api", "SweepConfig": "mutune.config",
          "load_config": "mutune.config", "MutuneError": "mutune.errors",
-         "ConfigError": "mutune.errors"}
+         "ConfigError": "mutune.errors", "Client": "mutune.services.client",
+         "submit": "mutune.services.client"}
 
 
 def __getattr__(name: str) -> Any:

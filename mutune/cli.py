@@ -12,6 +12,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                        "train once at full size, count the GPU-hours saved.")
 db_app = typer.Typer(no_args_is_help=True, help="Results database maintenance.")
 app.add_typer(db_app, name="db")
+token_app = typer.Typer(no_args_is_help=True, help="API tokens of the search server.")
+app.add_typer(token_app, name="token")
 
 DbOption = typer.Option(None, "--db", envvar="MUTUNE_DB",
                         help="Results database URL (default sqlite:///mutune.db).")
@@ -381,6 +383,90 @@ def transfer_check_cmd(
         opt = ", ".join(f"{w}: {v:.2f}" for w, v in res[par]["optimum_log2_lr"].items())
         typer.echo(f"{par}: optimum log2 lr per width {{{opt}}}; {key} = {res[par][key]:.2f}")
     typer.echo(f"wrote {out / 'transfer_check.json'} and {out / 'transfer_check.png'}")
+
+
+@app.command()
+def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+          port: int = typer.Option(8765, help="TCP port."),
+          db: Optional[str] = DbOption,
+          data_root: Optional[list[Path]] = typer.Option(
+              None, "--data-root", help="A folder submitted configs' data.path may lie under "
+                                        "(repeatable; env MUTUNE_DATA_ROOTS as a JSON list)."),
+          out: Optional[Path] = typer.Option(None, "--out", help="Folder for each sweep's Ray "
+                                             "state and worker log (default mutune-server)."),
+          ray_address: Optional[str] = typer.Option(None, "--ray-address",
+                                                    help="Run every sweep on this Ray cluster "
+                                                         "(default: a local one per sweep)."),
+          no_worker: bool = typer.Option(False, "--no-worker",
+                                         help="Only queue sweeps; run none here."),
+          log_level: str = typer.Option("info", help="uvicorn log level.")) -> None:
+    """Start the search server: API v1 under /api/v1, OpenAPI at /docs, the dashboard at /,
+    and a worker that runs queued sweeps (one at a time) on Ray."""
+    import uvicorn
+
+    from mutune.api import resolve_db
+    from mutune.services.server import create_app
+    from mutune.services.settings import ServerSettings
+
+    overrides: dict = {"db": resolve_db(db)}
+    if data_root:
+        overrides["data_roots"] = data_root
+    if out is not None:
+        overrides["out_dir"] = out
+    if ray_address:
+        overrides["ray_address"] = ray_address
+    if no_worker:
+        overrides["run_worker"] = False
+    settings = ServerSettings(**overrides)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+
+
+@token_app.command("create")
+def token_create(project: str = typer.Option(..., "--project", help="The project every "
+                                             "sweep submitted with this token belongs to."),
+                 db: Optional[str] = DbOption) -> None:
+    """Create an API token; prints it once (only its sha256 is stored)."""
+    from mutune.api import resolve_db
+    from mutune.errors import StoreError
+    from mutune.services.auth import create_token
+    from mutune.services.store import Store
+
+    try:
+        with Store.open(resolve_db(db)) as store:
+            token_id, token = create_token(store, project)
+    except StoreError as err:
+        _fail(err)
+    typer.echo(token)
+    typer.echo(f"token {token_id} for project {project!r}; it is shown only now "
+               "(send it as 'Authorization: Bearer <token>')", err=True)
+
+
+@token_app.command("list")
+def token_list(db: Optional[str] = DbOption) -> None:
+    """List tokens: id, project, created, revoked (never the token itself)."""
+    from mutune.api import resolve_db
+    from mutune.services.store import Store
+
+    with Store.open(resolve_db(db)) as store:
+        for t in store.list_tokens():
+            typer.echo(f"{t['id']}\t{t['project']}\t{t['created_at']}\t"
+                       f"{'revoked' if t['revoked'] else 'active'}")
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: int = typer.Argument(..., help="Token id (see `token list`)."),
+                 db: Optional[str] = DbOption) -> None:
+    """Revoke a token (servers stop accepting it within their token cache time, 5 s)."""
+    from mutune.api import resolve_db
+    from mutune.errors import StoreError
+    from mutune.services.store import Store
+
+    try:
+        with Store.open(resolve_db(db)) as store:
+            was = store.token_revoked(token_id)
+    except StoreError as err:
+        _fail(err)
+    typer.echo(f"token {token_id} {'revoked' if was else 'was already revoked'}")
 
 
 @db_app.command("upgrade")

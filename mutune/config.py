@@ -397,8 +397,9 @@ def _model_spec(value: Any) -> type[ModelSpec]:
     return spec
 
 
-def _format_errors(err: ValidationError, source: str, prefix: str = "") -> list[str]:
-    lines = []
+def _errors(err: ValidationError, prefix: str = "") -> list[dict[str, str]]:
+    """Each broken rule as {"field": dotted path, "value": repr, "rule": text}."""
+    out = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-after"))
         # pydantic puts union tags in the path; they are not user fields
@@ -410,40 +411,53 @@ def _format_errors(err: ValidationError, source: str, prefix: str = "") -> list[
         shown = repr(value) if not isinstance(value, dict) else "{…}"
         if e["type"] == "extra_forbidden":
             rule = "unknown key (not allowed)"
-        lines.append(f"  {loc} = {shown}: {rule}")
-    return lines
+        out.append({"field": loc, "value": shown, "rule": rule})
+    return out
+
+
+def _message(source: str, errors: list[dict[str, str]]) -> str:
+    return "\n".join([f"invalid sweep config {source}:"] +
+                     [f"  {e['field']} = {e['value']}: {e['rule']}" for e in errors])
 
 
 def parse_config(data: Any, *, source: str = "<dict>") -> SweepConfig:
     """Validate already-parsed config data (a mapping) into a :class:`SweepConfig`.
 
+    The ``model`` section is validated first, with the spec of the model plugin its
+    ``family`` names (:mod:`mutune.plugins`), so its errors name ``model.<field>``.
+
     Raises:
-        ConfigError: one line per broken rule, each naming the field, the value and the rule.
+        ConfigError: one line per broken rule, each naming the field, the value and the rule
+            (also as data in ``ConfigError.errors``).
     """
     if not isinstance(data, dict):
         raise ConfigError(f"invalid sweep config {source}: top level must be a mapping, got "
-                          f"{type(data).__name__}")
-    lines = [f"invalid sweep config {source}:"]
+                          f"{type(data).__name__}",
+                          [{"field": "(root)", "value": type(data).__name__,
+                            "rule": "top level must be a mapping"}])
+    errors: list[dict[str, str]] = []
     model = data.get("model")
     if isinstance(model, dict) and isinstance(model.get("family"), str):
-        # the model section first, with its plugin's spec, so its errors name model.<field>
         try:
             spec = _model_spec(model)
             data = {**data, "model": spec.model_validate(model)}
         except ConfigError as err:
-            raise ConfigError(f"{lines[0]}\n  {err}") from None
+            raise ConfigError(f"invalid sweep config {source}:\n  {err}",
+                              [{"field": "model.family", "value": repr(model["family"]),
+                                "rule": str(err)}]) from None
         except ValidationError as err:
-            lines += _format_errors(err, source, prefix="model.")
+            errors += _errors(err, prefix="model.")
             data = {k: v for k, v in data.items() if k != "model"}
     try:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as err:
-        errs = _format_errors(err, source)
-        if len(lines) > 1:   # the model section failed: the rest cannot be cross-checked
-            errs = [e for e in errs if not e.lstrip().startswith("model =")]
-        raise ConfigError("\n".join(lines + errs)) from None
-    if len(lines) > 1:
-        raise ConfigError("\n".join(lines))
+        more = _errors(err)
+        if errors:   # the model section failed: the rest cannot be cross-checked
+            more = [e for e in more if e["field"] != "model"]
+        errors += more
+        raise ConfigError(_message(source, errors), errors) from None
+    if errors:
+        raise ConfigError(_message(source, errors), errors)
     return cfg
 
 

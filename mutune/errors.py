@@ -14,7 +14,14 @@ class MutuneError(Exception):
 
 
 class ConfigError(MutuneError, ValueError):
-    """A sweep config breaks a rule; the message names the field, the value and the rule."""
+    """A sweep config breaks a rule; the message names the field, the value and the rule.
+
+    ``errors`` holds the same as data when known: [{"field": dotted path, "value": repr of the
+    value, "rule": the rule broken}] (the search server answers 422 with it)."""
+
+    def __init__(self, message: str, errors: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.errors = list(errors or [])
 
 
 class ProxyError(MutuneError):

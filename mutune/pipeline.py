@@ -115,7 +115,9 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
 
 
 def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
-                 on_progress: Progress | None = None) -> PipelineResult:
+                 on_progress: Progress | None = None,
+                 reuse: dict[int, tuple[ProxyResult, Any]] | None = None,
+                 seq_start: int = 1) -> PipelineResult:
     """Run the main job for ``config``, recording into ``recorder``.
 
     Args:
@@ -123,6 +125,10 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         recorder: receives every row (see :mod:`mutune.recorder`).
         out_dir: folder for Ray Tune's experiment state (``out_dir/ray``).
         on_progress: called with (stage label, done, total) as trials finish.
+        reuse: width → (ProxyResult, RunOutcome) of widths already swept and recorded (a
+            restarted sweep); those widths are not swept again.
+        seq_start: first report/decision sequence number (a restart continues after the
+            largest one recorded).
     Returns:
         PipelineResult with the sweep id, per-width bests, rules, target and cost figures.
     Raises:
@@ -131,8 +137,11 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         SweepStopped: ``mutune cancel`` (or the budget) ended the sweep early; recorded with
             that status, the error carries the sweep id.
     """
+    reuse = reuse or {}
     with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress) as run:
-        swept = align_optima(run, [sweep_width(run, width, i)
+        run.seq = itertools.count(seq_start)
+        swept = align_optima(run, [reuse[width] if width in reuse else
+                                   sweep_width(run, width, i)
                                    for i, width in enumerate(config.widths)])
         proxies = [p for p, _ in swept]
         rules, target_hp, settings = fit_rules(run, proxies)

@@ -47,7 +47,7 @@ def test_pipeline_does_not_import_services_and_only_services_import_sqlalchemy()
 
 
 @pytest.mark.parametrize("module, absent", [
-    ("mutune", ("ray", "sqlalchemy", "torch")),
+    ("mutune", ("ray", "sqlalchemy", "torch", "fastapi", "httpx", "uvicorn")),
     ("mutune.proxies", ("ray", "sqlalchemy", "fastapi")),
     ("mutune.scaling", ("torch", "ray")),
     ("mutune.config", ("torch", "ray", "sqlalchemy")),

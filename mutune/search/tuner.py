@@ -79,7 +79,9 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
     if cfg.address:
         ray.init(address=cfg.address, **kwargs)
     else:
-        ray.init(num_cpus=cfg.num_cpus, **kwargs)
+        # address="local": always a new local cluster, never one another process started
+        # on this machine (ray.init() without an address joins the latest `ray start` one)
+        ray.init(address="local", num_cpus=cfg.num_cpus, **kwargs)
     try:
         yield
     finally:

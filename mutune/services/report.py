@@ -31,6 +31,12 @@ def _f(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
+def _live_proxy_sweeps(rows: dict[str, Any]) -> list[dict[str, Any]]:
+    """The proxy sweeps a report shows: all but those ``interrupted`` by a dead server (their
+    width was swept again under the same sweep id; their rows stay in the database)."""
+    return [p for p in rows["proxy_sweeps"] if p.get("status") != "interrupted"]
+
+
 def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     """``report.json`` (DESIGN.md §11) from a sweep's rows.
 
@@ -42,6 +48,7 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     """
     sweep = rows["sweep"]
     trials = {t["id"]: t for t in rows["trials"]}
+    rows = {**rows, "proxy_sweeps": _live_proxy_sweeps(rows)}
     proxies = []
     for ps in sorted(rows["proxy_sweeps"], key=lambda p: p["width"]):
         best = ps.get("best") or {}
@@ -314,7 +321,7 @@ def plot_loss_vs_lr(rows: dict[str, Any], path: Path) -> Path:
 
     trials = {t["id"]: t for t in rows["trials"]}
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
-    for ps in sorted(rows["proxy_sweeps"], key=lambda p: p["width"]):
+    for ps in sorted(_live_proxy_sweeps(rows), key=lambda p: p["width"]):
         events = [e for e in rows["events"]
                   if trials.get(e["trial_id"], {}).get("proxy_sweep_id") == ps["id"]
                   and e["value"] is not None and math.isfinite(float(e["value"]))]

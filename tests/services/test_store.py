@@ -12,8 +12,8 @@ from sqlalchemy import inspect, text
 
 from mutune.errors import StoreError
 from mutune.recorder import MemoryRecorder, Recorder
-from mutune.services.store import (TABLES, Base, Store, finite_json, make_engine, normalize_url,
-                                   upgrade)
+from mutune.services.store import (TABLES, Base, Store, alembic_config, finite_json, make_engine,
+                                   normalize_url, upgrade)
 
 CONFIG = {"name": "demo", "project": "lab", "widths": [8, 16], "target_width": 64}
 PROVENANCE = {"packages": {"mutune": "0.1"}, "hardware": {"device_kind": "cpu"},
@@ -92,6 +92,12 @@ def test_upgrade_from_the_baseline_keeps_rows(store_url):
             assert conn.execute(text("SELECT name FROM sweeps")).scalars().all() == ["old"]
     finally:
         engine.dispose()
+
+
+def _head() -> str:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
 def test_upgrade_creates_tables_and_second_upgrade_is_a_no_op(store_url):

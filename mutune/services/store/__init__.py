@@ -6,12 +6,12 @@ implements :class:`mutune.recorder.Recorder`. Importing this package builds no e
 from __future__ import annotations
 
 from ._engine import MIGRATIONS_DIR, alembic_config, make_engine, normalize_url, upgrade
-from ._models import (TABLES, Base, LedgerEntry, Provenance, ProxySweep, SchedulerEvent, Sweep,
+from ._models import (TABLES, ApiToken, Base, LedgerEntry, Provenance, ProxySweep, SchedulerEvent, Sweep,
                       TargetRun, TransferRule, Trial, TrialReport)
 from ._store import Store, finite_json
 
 __all__ = [
     "Store", "make_engine", "upgrade", "normalize_url", "alembic_config", "finite_json",
     "MIGRATIONS_DIR", "TABLES", "Base", "Sweep", "Provenance", "ProxySweep", "Trial",
-    "TrialReport", "SchedulerEvent", "TransferRule", "TargetRun", "LedgerEntry",
+    "TrialReport", "SchedulerEvent", "TransferRule", "TargetRun", "LedgerEntry", "ApiToken",
 ]

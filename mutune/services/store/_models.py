@@ -11,12 +11,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, MetaData, String, Text,
-                        UniqueConstraint)
+from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, MetaData, String,
+                        Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ["Base", "Sweep", "Provenance", "ProxySweep", "Trial", "TrialReport", "SchedulerEvent",
-           "TransferRule", "TargetRun", "LedgerEntry", "ScalingLaw", "TrialLog", "TABLES"]
+           "TransferRule", "TargetRun", "LedgerEntry", "ScalingLaw", "TrialLog", "ApiToken",
+           "TABLES"]
 
 #: Constraint names are fixed by convention so the migration and the models name them alike.
 NAMING_CONVENTION = {
@@ -210,6 +211,21 @@ class TrialLog(Base):
     traceback: Mapped[str | None] = mapped_column(Text)
 
 
+class ApiToken(Base):
+    """A bearer token of the search server (migration 0005): only its sha256 (hex) is stored;
+    every sweep submitted with it belongs to ``project`` (cost attribution)."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (UniqueConstraint("token_sha256", name="uq_api_tokens_token_sha256"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project: Mapped[str] = mapped_column(String(200))
+    token_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked: Mapped[bool] = mapped_column(Boolean)
+
+
 #: Table names, in creation order.
 TABLES = ("sweeps", "provenance", "proxy_sweeps", "trials", "trial_reports", "scheduler_events",
-          "transfer_rules", "target_runs", "ledger_entries", "scaling_laws", "trial_logs")
+          "transfer_rules", "target_runs", "ledger_entries", "scaling_laws", "trial_logs",
+          "api_tokens")

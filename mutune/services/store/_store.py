@@ -23,6 +23,7 @@ from mutune.recorder import TRIAL_STATUSES
 
 from . import _engine
 from ._heartbeat import HeartbeatMixin
+from ._queue import QueueMixin
 from ._models import (Base, LedgerEntry, Provenance, ProxySweep, ScalingLaw, SchedulerEvent,
                       Sweep, TargetRun, TransferRule, Trial, TrialLog, TrialReport)
 
@@ -104,7 +105,7 @@ def _row(obj: Base, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
             for c in obj.__table__.columns if c.key not in exclude}
 
 
-class Store(HeartbeatMixin):
+class Store(HeartbeatMixin, QueueMixin):
     """The results database as a :class:`mutune.recorder.Recorder` (DESIGN.md §2, §7).
 
     Open it with :meth:`open` (migrates to head first) or build it from an engine; use it as a
@@ -194,12 +195,36 @@ class Store(HeartbeatMixin):
 
     # ------------------------------------------------------------------ Recorder
     def sweep_started(self, config: Mapping[str, Any], seed: int,
-                      provenance: Mapping[str, Any]) -> int:
+                      provenance: Mapping[str, Any], *, sweep_id: int | None = None) -> int:
         """Record a new sweep (status ``running``) and its provenance row; returns its id.
         ``name`` and ``project`` (top level, or ``cost.project``) are read from ``config``
-        when present."""
+        when present.
+
+        With ``sweep_id`` (a row the search server created as ``queued``, see
+        :meth:`sweep_queued`), the run attaches to that row instead: its status becomes
+        ``running``, its config and seed are refreshed, its project is kept (the token's), and
+        the provenance row is written or, on a restart, replaced.
+
+        Raises:
+            StoreError: ``sweep_id`` unknown, or that sweep already ended.
+        """
         def work(s: Session) -> int:
             project = config.get("project") or (config.get("cost") or {}).get("project")
+            if sweep_id is not None:
+                sweep = self._get(s, Sweep, sweep_id, "sweep")
+                if sweep.status not in ("queued", "running"):
+                    raise StoreError(f"sweep {sweep_id} is {sweep.status!r}; only a queued or "
+                                     "running sweep can be started")
+                sweep.status, sweep.seed = "running", int(seed)
+                sweep.config = finite_json(config)
+                if sweep.project is None and project is not None:
+                    sweep.project = str(project)
+                prov = s.scalar(select(Provenance).where(Provenance.sweep_id == sweep_id))
+                if prov is None:
+                    s.add(Provenance(sweep_id=sweep_id, data=finite_json(provenance)))
+                else:
+                    prov.data = finite_json(provenance)
+                return sweep.id
             sweep = Sweep(name=str(config.get("name") or "sweep"),
                           project=None if project is None else str(project),
                           status="running", seed=int(seed), config=finite_json(config),

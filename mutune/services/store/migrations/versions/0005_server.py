@@ -1,0 +1,35 @@
+"""The search server: API tokens (hashed), one project each (issue 8).
+
+Revision ID: 0005
+Revises: 0003 (for now: the merger re-points this at the newest of 0003/0004)
+Create Date: 2026-11-29
+
+Sweeps gain no column: a submitted sweep is a ``sweeps`` row with status ``queued`` (the status
+column is free text), and its project is the token's project.
+"""
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0005"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "api_tokens",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("project", sa.String(200), nullable=False),
+        sa.Column("token_sha256", sa.String(64), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("revoked", sa.Boolean(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name="pk_api_tokens"),
+        sa.UniqueConstraint("token_sha256", name="uq_api_tokens_token_sha256"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("api_tokens")

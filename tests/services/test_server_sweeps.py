@@ -1,0 +1,160 @@
+"""Sweeps run by the server's worker on a real local Ray (tiny configs): completion through the
+client, cancelling a running sweep, and SIGKILL of the server mid-sweep followed by a restart
+that finishes the sweep with no lost and no duplicated rows."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import mutune
+from mutune.services.report import build_report
+from mutune.services.store import Store
+from tests.conftest import make_tiny_config
+from tests.services.conftest import make_token, start_server
+
+pytestmark = pytest.mark.slow
+
+
+def _tiny():
+    cfg = make_tiny_config()
+    return cfg.model_copy(update={"ray": cfg.ray.model_copy(update={"num_cpus": 2})})
+
+
+def _children(pid: int) -> list[int]:
+    """Live processes whose parent is ``pid`` and that run mutune's worker."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and b"mutune.services.worker" in cmd and " Z " not in stat[:60]:
+            out.append(int(d.name))
+    return out
+
+
+def _until(predicate, timeout: float, what: str, poll: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_submitted_sweeps_complete_and_a_running_one_cancels(tmp_path):
+    db = f"sqlite:///{tmp_path / 'mutune.db'}"
+    token = make_token(db, "alpha")
+    server = start_server(db, tmp_path, worker=True)
+    try:
+        client = mutune.Client(server.url, token)
+        first = client.submit(_tiny())
+        second = client.submit(_tiny())
+        final = first.wait(timeout=400, poll_s=1.0, progress=False)
+        assert final["status"] == "completed", final
+        with Store.open(db) as store:
+            rows = store.sweep_rows(first.id)
+        assert rows["sweep"]["project"] == "alpha"
+        assert first.report() == json.loads(json.dumps(build_report(rows)))
+        assert len(first.trials()) == 4 * 2 + 1
+        assert final["progress"]["fraction"] == 1.0 and final["target"]["status"] == "completed"
+
+        _until(lambda: second.status()["progress"]["trials_running"] > 0, 120,
+               "the second sweep's trials to run")
+        assert second.cancel()["status"] == "cancelling"
+        st = _until(lambda: (s := second.status())["status"] == "cancelled" and s, 60,
+                    "the cancelled sweep to stop")
+        assert st["progress"]["trials_running"] == 0
+        _until(lambda: not _children(server.proc.pid), 30, "the cancelled child to exit")
+    finally:
+        server.kill(signal.SIGTERM)
+
+
+def _snapshot(db: str, sweep_id: int) -> dict:
+    with Store.open(db) as store:
+        rows = store.sweep_rows(sweep_id)
+    return rows
+
+
+def test_sigkill_mid_sweep_then_restart_resumes_with_no_lost_or_duplicated_rows(store_url,
+                                                                              tmp_path):
+    db = store_url
+    token = make_token(db, "alpha")
+    server = start_server(db, tmp_path, worker=True, name="before")
+    try:
+        sweep = mutune.Client(server.url, token).submit(_tiny())
+
+        def second_width_running():
+            st = sweep.status()
+            w = st["progress"]["widths"]
+            return (len(w) == 2 and w[0]["status"] == "completed" and w[1]["trials"] > 0
+                    and st["progress"]["trials_running"] > 0)
+        _until(second_width_running, 300, "the first width to complete and the second to run")
+        workers = _children(server.proc.pid)
+        assert len(workers) == 1
+        server.kill(signal.SIGKILL)
+        _until(lambda: not os.path.exists(f"/proc/{workers[0]}") or
+               "Z" in Path(f"/proc/{workers[0]}/stat").read_text().split()[2], 20,
+               "the worker child to die with the server")
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+    before = _snapshot(db, sweep.id)
+    assert before["sweep"]["status"] == "running"
+    reports_before = {(t["id"], r["step"]) for t in before["trials"] for r in t["reports"]}
+    events_before = {(e["trial_id"], e["milestone"]) for e in before["events"]}
+
+    server = start_server(db, tmp_path, worker=True, name="after")
+    try:
+        final = mutune.Client(server.url, token).sweep(sweep.id).wait(timeout=400,
+                                                                      progress=False)
+    finally:
+        server.kill(signal.SIGTERM)
+    assert final["status"] == "completed", final
+    after = _snapshot(db, sweep.id)
+
+    # nothing lost: every trial, report and decision recorded before the kill is still there
+    assert {t["id"] for t in before["trials"]} <= {t["id"] for t in after["trials"]}
+    assert reports_before <= {(t["id"], r["step"]) for t in after["trials"]
+                              for r in t["reports"]}
+    assert events_before <= {(e["trial_id"], e["milestone"]) for e in after["events"]}
+    assert {p["id"] for p in before["proxy_sweeps"]} <= {p["id"] for p in after["proxy_sweeps"]}
+    # the completed width was not swept again; the interrupted one was, once
+    done = Counter(p["width"] for p in after["proxy_sweeps"] if p["status"] == "completed")
+    assert done == Counter({16: 1, 32: 1})
+    first = next(p for p in before["proxy_sweeps"] if p["width"] == 16)
+    assert next(p for p in after["proxy_sweeps"] if p["id"] == first["id"])["status"] == \
+        "completed"
+    assert [p["status"] for p in after["proxy_sweeps"] if p["width"] == 32].count(
+        "interrupted") == 1
+    assert not any(t["status"] == "running" for t in after["trials"])
+    # nothing duplicated: one report per (trial, step), one decision per (trial, rung), one
+    # sequence number per report/decision, one rule per hyperparameter, one law, one target
+    pairs = [(t["id"], r["step"]) for t in after["trials"] for r in t["reports"]]
+    assert len(pairs) == len(set(pairs))
+    seqs = [r["seq"] for t in after["trials"] for r in t["reports"]] + \
+        [e["seq"] for e in after["events"]]
+    assert len(seqs) == len(set(seqs))
+    assert sorted(r["hyperparameter"] for r in after["rules"]) == sorted(
+        _tiny().search.space)
+    assert Counter(x["kind"] for x in after["laws"]) == Counter({"loss_vs_params": 1})
+    names = [e["name"] for e in after["ledger"] if e["scope"] == "sweep"]
+    assert len(names) == len(set(names))
+    with Store.open(db) as store:
+        assert store.counts(sweep.id)["target_runs"] == 1
+        assert store.counts(sweep.id)["provenance"] == 1
+    report = build_report(after)
+    assert [p["width"] for p in report["proxies"]] == [16, 32]
+    assert report["proxies"][1]["trials"] == 4
+    assert report["target"]["status"] == "completed"
