@@ -116,7 +116,7 @@ class SweepBook(Callback):
         last = rec.reports[-1] if rec.reports else {}
         if decision is Decision.DIVERGED or (last and not math.isfinite(last["val_loss"])):
             status, reason = "diverged", "non-finite val_loss"
-        elif trial.trial_id in self.budget_stops:
+        elif trial.trial_id in self.budget_stops and rec.last_step < self.max_t:
             status, reason = "stopped", (f"budget exhausted: stopped at rung "
                                          f"{self.budget_stops[trial.trial_id]}")
         elif decision is Decision.STOP:
