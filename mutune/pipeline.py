@@ -141,27 +141,29 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
         SearchError: every trial diverged or failed.
     """
     from mutune.search.best import best_at_rung
-    from mutune.search.space import sample_configs, trial_seeds
+    from mutune.search.searchers import make_searcher
+    from mutune.search.space import trial_seeds
     from mutune.search.tuner import run_trials
 
     config, recorder = run.config, run.recorder
     search, sched = config.search, config.search.scheduler
-    hps = sample_configs(search, config.seed, index)
-    seeds = trial_seeds(config.seed, index, len(hps))
-    points = [{"hparams": hp, "seed": s, "index": k}
-              for k, (hp, s) in enumerate(zip(hps, seeds))]
+    searcher = make_searcher(search, config.seed, index)
+    seeds = trial_seeds(config.seed, index, search.num_samples)
     settings = {"scheduler": {**sched.model_dump(), "seed": config.seed},
+                "searcher": search.searcher,
                 "num_samples": search.num_samples,
                 "metric": search.metric, "mode": search.mode,
                 "parametrization": config.model.parametrization}
     ps_id = recorder.proxy_sweep_started(run.sweep_id, width, settings)
-    outcome = run_trials(points, task=run.task, width=width, max_t=sched.max_t,
+    outcome = run_trials(None, task=run.task, width=width, max_t=sched.max_t,
                          recorder=recorder, sweep_id=run.sweep_id, proxy_sweep_id=ps_id,
                          kind="proxy", scheduler=sched, metric=search.metric,
                          mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
                          name=f"sweep{run.sweep_id}-w{width}", seq=run.seq,
-                         on_progress=_bind(run.on_progress, f"width {width}", len(points)),
-                         scheduler_seed=config.seed)
+                         on_progress=_bind(run.on_progress, f"width {width}",
+                                           search.num_samples),
+                         scheduler_seed=config.seed, searcher=searcher, seeds=seeds,
+                         checkpoint_every=config.train.checkpoint_every)
     from mutune.transfer import width_optimum
 
     best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3)

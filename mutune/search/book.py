@@ -5,10 +5,20 @@ workers). It gives each Ray trial a database id when Ray grants it resources, re
 report and scheduler decision with a sweep-wide sequence number as they happen, and on release
 records the trial's terminal status and timing:
 
-    allocated_s   driver wall seconds from resource grant (on_trial_start) to release
-    productive_s  seconds inside training steps (reported by the trial)
+    allocated_s   driver wall seconds holding resources: from each grant (on_trial_start) to
+                  the next pause or the release, summed (restarts included, waits while
+                  paused at a rung excluded: the resources were free then)
+    productive_s  seconds inside training steps (reported by the trial, cumulative over
+                  restarts from the checkpoint; work lost to a failure is not in it)
     eval_s        seconds inside evaluations (reported by the trial)
-    overhead_s    allocated_s − productive_s − eval_s (start-up, model build, reporting, teardown)
+    overhead_s    allocated_s − productive_s − eval_s (start-up, model build, reporting,
+                  checkpoints, recovery, teardown)
+    restarts      times the trial started again after a failure (``max_failures`` retries)
+    resumes       times a paused trial was promoted and resumed from its checkpoint
+    repeated_steps  steps trained again after a restart (reported past the checkpoint before
+                  the failure, then trained once more): waste
+    recovery_s    seconds of restart set-up and checkpoint loading, plus the repeated steps'
+                  productive seconds (their measured seconds per step): waste
 """
 from __future__ import annotations
 
@@ -38,6 +48,14 @@ class TrialRecord:
     status: str = "running"
     reason: str | None = None
     timing: dict[str, Any] = field(default_factory=dict)
+    held_s: float = 0.0
+    segment_start: float | None = None
+    restarts: int = 0
+    restarts_booked: int = 0
+    resumes: int = 0
+    restarting: bool = False
+    repeated_steps: int = 0
+    recovery_s: float = 0.0
 
     @property
     def last_step(self) -> int:
@@ -87,12 +105,20 @@ class SweepBook(Callback):
 
     # -- Ray Tune callback hooks (driver) ---------------------------------------------------
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        rec = self.trials.get(trial.trial_id)
+        if rec is not None:             # a promoted trial resumed, or a retry after a failure
+            if rec.segment_start is None:
+                rec.segment_start = time.monotonic()
+                rec.resumes += 1
+            rec.restarting = True
+            return
         point = trial.config["point"]
         rec_id = self.recorder.trial_started(self.sweep_id, self.proxy_sweep_id, self.kind,
                                              trial.trial_id, self.width,
                                              point["hparams"], int(point["seed"]))
-        self.trials[trial.trial_id] = TrialRecord(trial.trial_id, rec_id, point,
-                                                  time.monotonic())
+        now = time.monotonic()
+        self.trials[trial.trial_id] = TrialRecord(trial.trial_id, rec_id, point, now,
+                                                  segment_start=now)
         if self.on_started is not None:
             self.on_started(rec_id)
         self._progress()
@@ -115,6 +141,12 @@ class SweepBook(Callback):
             status, reason = "failed", f"ended at step {rec.last_step} < max_t {self.max_t}"
         self._finish(rec, status, reason)
 
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Ray will retry the failed trial from its last checkpoint (``max_failures``)."""
+        rec = self.trials.get(trial.trial_id)
+        if rec is not None:
+            rec.restarts += 1
+
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         rec = self.trials.get(trial.trial_id)
         if rec is None:  # failed before it started
@@ -125,18 +157,39 @@ class SweepBook(Callback):
         self._finish(rec, "failed", text[:2000])
 
     # -- called by the scheduler adapter before it decides ----------------------------------
-    def record_report(self, trial: Any, result: dict) -> None:
-        """Record ``result`` once (idempotent on step)."""
+    def record_report(self, trial: Any, result: dict) -> bool:
+        """Record ``result`` once (idempotent on step); returns False for a step already
+        recorded (a restarted trial re-reporting steps past its checkpoint). The first report
+        after a restart books the recovery: repeated steps and seconds."""
         rec = self.trials[trial.trial_id]
         step = int(result["step"])
+        if rec.restarting and "restored_step" in result:
+            rec.restarting = False
+            if rec.restarts > rec.restarts_booked:      # a retry after a failure
+                rec.restarts_booked = rec.restarts
+                restored = int(result["restored_step"])
+                repeated = max(rec.last_step - restored, 0)
+                last = rec.reports[-1] if rec.reports else {}
+                per_step = float(last.get("productive_s", 0.0)) / max(rec.last_step, 1)
+                rec.repeated_steps += repeated
+                rec.recovery_s += (float(result.get("setup_s", 0.0))
+                                   + float(result.get("restore_s", 0.0)) + repeated * per_step)
         if rec.reports and int(rec.reports[-1]["step"]) >= step:
-            return
+            return False
         keep = {k: float(result[k]) for k in ("val_loss", "train_loss", "productive_s",
                                                "eval_s", "setup_s", "samples", "n_params",
-                                               "replicates")
+                                               "replicates", "checkpoint_s", "restored_step")
                 if k in result}
         rec.reports.append({"step": step, **keep})
         self.recorder.trial_reported(rec.trial_id, step, keep, next(self.seq))
+        return True
+
+    def record_pause(self, trial: Any) -> None:
+        """The trial pauses at a rung: its resources are free until it is promoted."""
+        rec = self.trials[trial.trial_id]
+        if rec.segment_start is not None:
+            rec.held_s += time.monotonic() - rec.segment_start
+            rec.segment_start = None
 
     def record_judgement(self, trial: Any, j: Judgement) -> None:
         """Record one scheduler decision for ``trial``."""
@@ -148,7 +201,9 @@ class SweepBook(Callback):
     def _finish(self, rec: TrialRecord, status: str, reason: str | None) -> None:
         if rec.status != "running":
             return
-        allocated = time.monotonic() - rec.started
+        allocated = rec.held_s + (time.monotonic() - rec.segment_start
+                                  if rec.segment_start is not None else 0.0)
+        rec.segment_start = None
         last = rec.reports[-1] if rec.reports else {}
         productive = float(last.get("productive_s", 0.0))
         evals = float(last.get("eval_s", 0.0))
@@ -157,7 +212,10 @@ class SweepBook(Callback):
                       "overhead_s": max(allocated - productive - evals, 0.0),
                       "steps": rec.last_step, "samples": float(last.get("samples", 0.0)),
                       "evals": rec.n_evals, "n_params": float(last.get("n_params", 0.0)),
-                      "devices": self.devices, "device_kind": self.device_kind}
+                      "devices": self.devices, "device_kind": self.device_kind,
+                      "restarts": rec.restarts, "resumes": rec.resumes,
+                      "repeated_steps": rec.repeated_steps, "recovery_s": rec.recovery_s,
+                      "checkpoint_s": float(last.get("checkpoint_s", 0.0))}
         self.recorder.trial_finished(rec.trial_id, status, reason, rec.timing)
         self._progress()
 

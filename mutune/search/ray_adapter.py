@@ -1,14 +1,28 @@
-"""Ray Tune adapter for mutune's own ASHA core (:mod:`mutune.search.asha`).
+"""Ray Tune adapter for mutune's scheduler cores (:mod:`mutune.search.schedulers`).
 
 Ray Tune executes the trials; this :class:`~ray.tune.schedulers.FIFOScheduler` subclass asks the
 pure core what to do with each result and hands every report and decision to the driver-side
 :class:`~mutune.search.book.SweepBook` before deciding, so the results database sees them in
-order. Ray calls ``on_trial_result`` with the trial RUNNING and its result not yet stored.
+order. Hook states (Ray Tune 2.x):
+
+* ``on_trial_result``: the trial is RUNNING, its result not yet stored. Returns CONTINUE, STOP
+  (stopped at a rung, or diverged) or PAUSE (promotion variant: Ray saves the trial's last
+  reported checkpoint and frees its resources).
+* ``choose_trial_to_run``: called whenever Ray could start a trial. The core's promotion
+  candidate (a PAUSED trial) goes first: it is promoted, recorded, and handed back for Ray to
+  resume from its checkpoint; otherwise a PENDING trial. When nothing runs or waits, no point is
+  left to propose and no paused trial is promotable, the core's ``finish()`` stops the paused
+  trials (``stop_trial``), so no trial is left paused (DESIGN.md §4).
+
+Ray's own ``AsyncHyperBandScheduler`` is the stopping variant only, cuts at a percentile of the
+other trials' values, and judges a trial only when a report lands exactly on a milestone
+boundary; see :mod:`mutune.search.asha` for mutune's rule.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from mutune.errors import SearchError
@@ -18,18 +32,19 @@ __all__ = ["RayASHA"]
 
 
 class RayASHA(FIFOScheduler):
-    """Drive a scheduler core from Ray Tune: CONTINUE, or STOP at a rung / on divergence.
+    """Drive a scheduler core from Ray Tune.
 
     Args:
-        core: the scheduler core holding the rungs (:class:`ASHA` or
-            :class:`~mutune.search.hyperband.Hyperband`).
+        core: the scheduler core (ASHA, PromotionASHA or Hyperband).
         book: the sweep's :class:`~mutune.search.book.SweepBook` (records reports, decisions).
         metric: the reported key ranked by the core (e.g. ``val_loss``).
+        searcher: the :class:`~mutune.search.ray_searcher.RaySearcher` (tells whether new
+            trials may still come); None: every trial is already known to Ray.
     """
 
-    def __init__(self, core: Any, book: Any, metric: str) -> None:
+    def __init__(self, core: Any, book: Any, metric: str, searcher: Any = None) -> None:
         super().__init__()
-        self.core, self.book = core, book
+        self.core, self.book, self.searcher = core, book, searcher
         self._metric, self._mode = metric, core.mode
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
@@ -40,15 +55,41 @@ class RayASHA(FIFOScheduler):
             missing = self._metric if self._metric not in result else "step"
             raise SearchError(f"trial {trial.trial_id} reported without {missing!r}; "
                               f"got keys {sorted(result)}")
-        self.book.record_report(trial, result)
+        if not self.book.record_report(trial, result):
+            return TrialScheduler.CONTINUE      # a step repeated after a restore
         judgements = self.core.on_report(trial.trial_id, int(result["step"]),
                                          float(result[self._metric]))
         for j in judgements:
             self.book.record_judgement(trial, j)
-        if any(j.decision is not Decision.CONTINUE for j in judgements):
+        if any(j.decision in (Decision.STOP, Decision.DIVERGED) for j in judgements):
             return TrialScheduler.STOP
+        if judgements and judgements[-1].decision is Decision.PAUSE:
+            self.book.record_pause(trial)
+            return TrialScheduler.PAUSE
         return TrialScheduler.CONTINUE
 
+    def choose_trial_to_run(self, tune_controller: Any) -> Any:
+        trials = tune_controller.get_trials()
+        cand = self.core.candidate()
+        if cand is not None:
+            for trial in trials:
+                if trial.trial_id == cand.trial and trial.status == Trial.PAUSED:
+                    self.book.record_judgement(trial, self.core.promote(trial.trial_id))
+                    return trial
+        for trial in trials:
+            if trial.status == Trial.PENDING:
+                return trial
+        busy = any(t.status in (Trial.RUNNING, Trial.PENDING) for t in trials)
+        more = self.searcher is not None and not self.searcher.exhausted
+        if cand is None and not busy and not more and self.core.paused():
+            by_id = {t.trial_id: t for t in trials}
+            for j in self.core.finish():
+                trial = by_id[j.trial]
+                self.book.record_judgement(trial, j)
+                tune_controller.stop_trial(trial)
+        return None
+
     def debug_string(self) -> str:
-        return (f"mutune {type(self.core).__name__}: r={self.core.grace_period} "
-                f"η={self.core.reduction_factor} max_t={self.core.max_t}")
+        return (f"mutune {type(self.core).__name__} ({self.core.variant}): "
+                f"r={self.core.grace_period} η={self.core.reduction_factor} "
+                f"max_t={self.core.max_t}")

@@ -18,11 +18,11 @@ from typing import Any
 
 from mutune.config import RayConfig, SchedulerConfig
 from mutune.recorder import Recorder
-from mutune.search.asha import ASHA
+from mutune.errors import SearchError
 from mutune.search.book import SweepBook, TrialRecord
-from mutune.search.hyperband import Hyperband
+from mutune.search.schedulers import make_scheduler
 
-__all__ = ["ray_cluster", "run_trials", "RunOutcome", "make_core"]
+__all__ = ["ray_cluster", "run_trials", "RunOutcome", "make_core", "slots"]
 
 
 @contextlib.contextmanager
@@ -55,65 +55,110 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
         ray.shutdown()
 
 
-def make_core(scheduler: SchedulerConfig, *, mode: str, seed: int) -> ASHA | Hyperband:
-    """The scheduler core the config names: :class:`ASHA` or :class:`Hyperband`."""
-    kw = dict(grace_period=scheduler.grace_period, reduction_factor=scheduler.reduction_factor,
-              max_t=scheduler.max_t, mode=mode)
-    return Hyperband(**kw, seed=seed) if scheduler.kind == "hyperband" else ASHA(**kw)
+def make_core(scheduler: SchedulerConfig, *, mode: str, seed: int) -> Any:
+    """The scheduler core the config names (kind × variant, :func:`make_scheduler`)."""
+    return make_scheduler(scheduler.kind, variant=scheduler.variant,
+                          grace_period=scheduler.grace_period,
+                          reduction_factor=scheduler.reduction_factor, max_t=scheduler.max_t,
+                          mode=mode, seed=seed)
 
 
 @dataclass
 class RunOutcome:
-    """The trials of one Ray Tune run, as the driver recorded them, and the scheduler core."""
+    """The trials of one Ray Tune run, as the driver recorded them, the scheduler core and the
+    searcher (their ``state_dict()`` is what a resume needs)."""
     trials: list[TrialRecord]
-    core: ASHA | Hyperband | None
+    core: Any
+    searcher: Any = None
 
 
-def run_trials(points: list[dict[str, Any]], *, task: Any, width: int, max_t: int,
+def slots(ray_cfg: RayConfig) -> int:
+    """Trials that can run at once: ``max_concurrent_trials`` if set, else what the connected
+    cluster's CPUs (and GPUs, when trials take some) allow for the per-trial resources."""
+    if ray_cfg.max_concurrent_trials:
+        return ray_cfg.max_concurrent_trials
+    import ray
+
+    res = ray.cluster_resources()
+    n = int(res.get("CPU", ray_cfg.num_cpus) // ray_cfg.cpus_per_trial)
+    if ray_cfg.gpus_per_trial:
+        n = min(n, int(res.get("GPU", 0) // ray_cfg.gpus_per_trial))
+    return max(n, 1)
+
+
+def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, max_t: int,
                recorder: Recorder, sweep_id: int, proxy_sweep_id: int | None, kind: str,
                scheduler: SchedulerConfig | None, metric: str, mode: str, ray_cfg: RayConfig,
                storage: Path, name: str, seq: itertools.count,
                on_progress: Callable[[int, int], None] | None = None,
                on_started: Callable[[int], None] | None = None,
-               scheduler_seed: int = 0) -> RunOutcome:
-    """Run ``points`` as Ray Tune trials at ``width`` for up to ``max_t`` steps each.
+               scheduler_seed: int = 0, searcher: Any = None,
+               seeds: list[int] | None = None, checkpoint_every: int = 0,
+               callbacks: list[Any] | None = None) -> RunOutcome:
+    """Run trials at ``width`` for up to ``max_t`` steps each on Ray Tune.
 
     Args:
-        points: per trial {"hparams": {...}, "seed": int, "index": int}.
+        points: per trial {"hparams": {...}, "seed": int, "index": int} (run as given), or
+            None with ``searcher`` and ``seeds``: the searcher proposes hyperparameters
+            (:mod:`mutune.search.searchers`) and trial i trains with ``seeds[i]``.
         task: the :class:`~mutune.proxies.task.ProxyTask` (shipped once via the object store).
-        scheduler: ASHA/Hyperband settings, or None to run every trial to ``max_t`` (the
-            target run); ``scheduler_seed`` seeds Hyperband's bracket assignment.
-        storage: folder for Ray Tune's experiment state (absolute path is taken).
+        scheduler: ASHA/Hyperband settings (kind, variant, r, η, max_t), or None to run every
+            trial to ``max_t`` (the target run); ``scheduler_seed`` seeds Hyperband's
+            bracket assignment.
+        storage: folder for Ray Tune's experiment state and the trials' checkpoints.
+        checkpoint_every: also checkpoint every this many steps (0: only at rung milestones).
+        callbacks: extra Ray Tune callbacks (driver side).
         on_progress: called with (finished, started) trial counts.
         on_started: called with each trial's recorder id right after it is recorded.
     Returns:
         RunOutcome with every trial in a terminal state.
+    Raises:
+        SearchError: neither points nor a searcher with seeds.
     """
     from ray import tune
 
     from mutune.search.ray_adapter import RayASHA
+    from mutune.search.ray_searcher import RaySearcher
+    from mutune.search.searchers import FixedSearcher
     from mutune.search.trainable import train_trial
 
+    if points is not None:
+        searcher = FixedSearcher([p["hparams"] for p in points])
+        given = [dict(p) for p in points]
+
+        def make_point(i: int, hp: dict) -> dict:
+            return given[i]
+    elif searcher is not None and seeds is not None:
+        def make_point(i: int, hp: dict) -> dict:
+            return {"hparams": hp, "seed": int(seeds[i]), "index": i}
+    else:
+        raise SearchError("run_trials needs points, or a searcher and seeds")
     core = make_core(scheduler, mode=mode, seed=scheduler_seed) if scheduler else None
     gpus = ray_cfg.gpus_per_trial
     book = SweepBook(recorder, sweep_id=sweep_id, proxy_sweep_id=proxy_sweep_id, kind=kind,
                      width=width, max_t=max_t, devices=gpus or ray_cfg.cpus_per_trial,
                      device_kind=ray_cfg.device_kind, seq=seq, core=core,
                      on_progress=on_progress, on_started=on_started)
-    ray_scheduler = RayASHA(core, book, metric) if core else None
+    ray_searcher = RaySearcher(searcher, make_point, core=core, metric=metric, mode=mode,
+                               concurrency=slots(ray_cfg), max_t=max_t)
+    ray_scheduler = RayASHA(core, book, metric, ray_searcher) if core else None
     resources = {"cpu": ray_cfg.cpus_per_trial, **({"gpu": gpus} if gpus else {})}
     trainable = tune.with_resources(tune.with_parameters(train_trial, task=task), resources)
     threads = max(int(ray_cfg.cpus_per_trial), 1)
+    milestones = core.milestones if core is not None else []
     tuner = tune.Tuner(
         trainable,
-        param_space={"point": tune.grid_search(points), "width": width, "max_t": max_t,
-                     "threads": threads, "gpus": gpus},
-        tune_config=tune.TuneConfig(scheduler=ray_scheduler, num_samples=1,
-                                    reuse_actors=True,
-                                    max_concurrent_trials=ray_cfg.max_concurrent_trials),
+        param_space={"width": width, "max_t": max_t, "threads": threads, "gpus": gpus,
+                     "checkpoint_every": int(checkpoint_every),
+                     "checkpoint_at": list(milestones)},
+        tune_config=tune.TuneConfig(scheduler=ray_scheduler, search_alg=ray_searcher,
+                                    num_samples=-1, reuse_actors=True,
+                                    metric=metric, mode=mode),
         run_config=tune.RunConfig(name=name, storage_path=str(Path(storage).resolve()),
-                                  callbacks=[book], verbose=0,
-                                  failure_config=tune.FailureConfig(max_failures=0)),
+                                  callbacks=[book, *(callbacks or [])], verbose=0,
+                                  failure_config=tune.FailureConfig(
+                                      max_failures=ray_cfg.max_failures),
+                                  checkpoint_config=tune.CheckpointConfig(num_to_keep=2)),
     )
     tuner.fit()
-    return RunOutcome(list(book.trials.values()), core)
+    return RunOutcome(list(book.trials.values()), core, searcher)

@@ -1,0 +1,110 @@
+"""Ray Tune ``Searcher`` around a mutune searcher (:mod:`mutune.search.searchers`).
+
+Ray asks :meth:`RaySearcher.suggest` for a new trial whenever it could start one. This adapter
+proposes the searcher's next point only when a slot is free *and* the scheduler has no paused
+trial to promote (Li et al. 2020, Algorithm 2: promotions first, then new trials), and says
+``FINISHED`` after ``num_samples`` points. It enforces the concurrency itself: Ray's
+``max_concurrent_trials`` (a ``ConcurrencyLimiter``) counts paused trials as live, which would
+keep a promotion sweep from starting new trials while others wait at a rung.
+
+Reports reach the searcher (``observe``) and each trial's end reaches it with its status
+(``complete``), so model-based searchers (TPE) learn from every rung.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ray.tune.search import Searcher
+
+from mutune.search.asha import Decision
+
+__all__ = ["RaySearcher"]
+
+
+class RaySearcher(Searcher):
+    """Propose points from ``searcher``; gate new trials on free slots and promotions.
+
+    Args:
+        searcher: a mutune searcher (random, grid, TPE, fixed points), kept as ``proposer``
+            (Ray walks ``.searcher`` attributes as wrapped Ray searchers).
+        make_point: (index, hparams) → the trial's ``point`` (seed, index, …).
+        core: the scheduler core (None: run every trial to max_t), asked for candidates.
+        metric, mode: the ranked metric and its direction.
+        concurrency: trials running at once at most (paused ones do not count).
+        max_t: the step a completed trial reaches.
+    """
+
+    def __init__(self, searcher: Any, make_point: Callable[[int, dict], dict], *, core: Any,
+                 metric: str, mode: str, concurrency: int, max_t: int) -> None:
+        super().__init__(metric=metric, mode=mode)
+        self.proposer, self.make_point, self.core = searcher, make_point, core
+        self.concurrency, self.max_t = concurrency, max_t
+        self.live: set[str] = set()
+        self.index: dict[str, int] = {}
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
+                              **spec: Any) -> bool:
+        return True
+
+    @property
+    def exhausted(self) -> bool:
+        """True once every point was proposed."""
+        return self.proposer.exhausted
+
+    def running(self) -> int:
+        """Live trials not paused at a rung."""
+        paused = self.core.paused() if self.core is not None else {}
+        return sum(t not in paused for t in self.live)
+
+    def suggest(self, trial_id: str) -> dict | str | None:
+        if self.proposer.exhausted:
+            return Searcher.FINISHED
+        if self.running() >= self.concurrency:
+            return None
+        if self.core is not None and self.core.candidate() is not None:
+            return None            # a free slot goes to the promotion first
+        hp = self.proposer.suggest(trial_id)
+        if hp is None:
+            return Searcher.FINISHED
+        i = self.index[trial_id] = len(self.index)
+        self.live.add(trial_id)
+        return {"point": self.make_point(i, hp)}
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        if self.metric in result and "step" in result:
+            self.proposer.observe(trial_id, int(result["step"]), float(result[self.metric]))
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        self.live.discard(trial_id)
+        decision = self.core.stopped(trial_id) if self.core is not None else None
+        value = (result or {}).get(self.metric)
+        step = int((result or {}).get("step", 0))
+        if error:
+            status = "failed"
+        elif decision is Decision.DIVERGED or (value is not None
+                                               and not math.isfinite(float(value))):
+            status = "diverged"
+        elif decision is Decision.STOP:
+            status = "stopped"
+        elif step >= self.max_t:
+            status = "completed"
+        else:
+            status = "failed"
+        self.proposer.complete(trial_id, status)
+
+    def get_state(self) -> dict:
+        return {}   # mutune resumes from its database, not from Ray's experiment snapshot
+
+    def set_state(self, state: dict) -> None:
+        return None
+
+    def save(self, checkpoint_path: str) -> None:
+        # Ray snapshots searchers into its experiment state; mutune resumes from its own
+        # database (the searcher's state_dict), never from that snapshot.
+        return None
+
+    def restore(self, checkpoint_path: str) -> None:
+        return None
