@@ -49,7 +49,8 @@ class SimResult:
 
 
 def simulate(core: Any, curve: Callable[[int, int], float], *, num_samples: int,
-             concurrency: int, max_t: int, report_every: int = 1) -> SimResult:
+             concurrency: int, max_t: int, report_every: int = 1,
+             on_end: Callable[[str, str], None] | None = None) -> SimResult:
     """Run ``num_samples`` trials on ``core`` with ``concurrency`` workers.
 
     Args:
@@ -60,6 +61,8 @@ def simulate(core: Any, curve: Callable[[int, int], float], *, num_samples: int,
         max_t: steps a trial trains at most.
         report_every: a report every this many steps and at max_t (reports need not hit
             milestones: a report past one is judged there).
+        on_end: called with (trial, status) as each trial ends (e.g. a searcher's
+            ``complete``, so a model-based searcher learns during the sweep).
     Returns:
         :class:`SimResult`; every trial is in a terminal state.
     Raises:
@@ -123,12 +126,16 @@ def simulate(core: Any, curve: Callable[[int, int], float], *, num_samples: int,
         else:
             schedule(i, now)
             continue
+        if on_end is not None and key in statuses:
+            on_end(key, statuses[key])
         running -= 1
         fill(now)
     events.append(("finish",))
     for j in core.finish():
         decisions.append(j)
         statuses[j.trial] = "stopped"
+        if on_end is not None:
+            on_end(j.trial, "stopped")
     left = [k for k in keys if k not in statuses]
     if left or core.paused():
         raise SearchError(f"trials left without a terminal state: {left[:10]}")
