@@ -21,13 +21,16 @@ __all__ = [
     "SweepConfig", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData", "LogUniform",
     "Uniform", "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig", "TargetConfig", "TransferConfig",
     "RayConfig",
-    "load_config", "parse_config", "default_config_path", "SEARCHABLE",
+    "load_config", "parse_config", "default_config_path", "SEARCHABLE", "LEASE_FACTOR",
 ]
 
 #: Hyperparameters a search space may name. All but ``lr`` are μP multipliers (TP V Table 1:
 #: they transfer across width): input/embedding multiplier, output (readout) multiplier,
 #: attention-logit multiplier, and the init standard deviation scale.
 SEARCHABLE = ("lr", "output_mult", "input_mult", "attn_mult", "init_std")
+
+#: A trial's lease must be at least this many heartbeat intervals (a live trial may miss two).
+LEASE_FACTOR = 3.0
 
 
 class _Strict(BaseModel):
@@ -221,7 +224,9 @@ class RayConfig(_Strict):
     ``max_concurrent_trials`` caps trials running at once (1 makes the report order, and so
     ASHA's asynchronous decisions, reproducible); None lets the granted CPUs decide.
     ``max_failures``: retries of a failed trial (e.g. its worker was killed), each resuming
-    from the trial's last checkpoint."""
+    from the trial's last checkpoint. ``heartbeat_s``: how often the driver beats for each
+    running trial; ``lease_s``: how old a running trial's last beat may be before a resume
+    treats it as stale (at least ``LEASE_FACTOR`` × heartbeat_s)."""
     address: str | None = None
     num_cpus: int = Field(default=2, ge=1)
     cpus_per_trial: float = Field(default=1, gt=0)
@@ -229,6 +234,17 @@ class RayConfig(_Strict):
     max_concurrent_trials: int | None = Field(default=None, ge=1)
     device_kind: str = "cpu"
     max_failures: int = Field(default=1, ge=0)
+    heartbeat_s: float = Field(default=10.0, gt=0)
+    lease_s: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _lease(self) -> "RayConfig":
+        if not self.lease_s >= LEASE_FACTOR * self.heartbeat_s:
+            raise ValueError(f"ray.lease_s = {self.lease_s}: must be >= {LEASE_FACTOR:g} × "
+                             f"ray.heartbeat_s ({self.heartbeat_s}) = "
+                             f"{LEASE_FACTOR * self.heartbeat_s:g}, so a live trial that "
+                             "misses a beat or two is never reaped as stale")
+        return self
 
 
 class SweepConfig(_Strict):

@@ -34,7 +34,7 @@ from ray.tune import Callback
 from mutune.recorder import Recorder
 from mutune.search.asha import Decision, Judgement
 
-__all__ = ["SweepBook", "TrialRecord"]
+__all__ = ["SweepBook", "TrialRecord", "close_record"]
 
 
 @dataclass
@@ -66,6 +66,28 @@ class TrialRecord:
         return len(self.reports)
 
 
+def close_record(rec: TrialRecord, status: str, reason: str | None, *, devices: float,
+                 device_kind: str) -> dict[str, Any]:
+    """End ``rec`` with ``status``/``reason`` and compute its timing (see the module
+    docstring); returns ``rec.timing``, the dict ``Recorder.trial_finished`` takes."""
+    allocated = rec.held_s + (time.monotonic() - rec.segment_start
+                              if rec.segment_start is not None else 0.0)
+    rec.segment_start = None
+    last = rec.reports[-1] if rec.reports else {}
+    productive = float(last.get("productive_s", 0.0))
+    evals = float(last.get("eval_s", 0.0))
+    rec.status, rec.reason = status, reason
+    rec.timing = {"allocated_s": allocated, "productive_s": productive, "eval_s": evals,
+                  "overhead_s": max(allocated - productive - evals, 0.0),
+                  "steps": rec.last_step, "samples": float(last.get("samples", 0.0)),
+                  "evals": rec.n_evals, "n_params": float(last.get("n_params", 0.0)),
+                  "devices": devices, "device_kind": device_kind,
+                  "restarts": rec.restarts, "resumes": rec.resumes,
+                  "repeated_steps": rec.repeated_steps, "recovery_s": rec.recovery_s,
+                  "checkpoint_s": float(last.get("checkpoint_s", 0.0))}
+    return rec.timing
+
+
 class SweepBook(Callback):
     """Records one Ray Tune run (one proxy width's sweep, or the target run).
 
@@ -81,27 +103,46 @@ class SweepBook(Callback):
             completed.
         on_progress: called with (trials finished, trials started) after each change.
         on_started: called with the recorder's trial id right after a trial is recorded.
+        searcher: the mutune searcher (its state is saved with the core's after decisions).
+        heartbeat_s: beat for every running trial at most this often (seconds).
+        resumed: trials of an interrupted run to continue, by key (their recorded
+            :class:`TrialRecord`): they keep their database row instead of getting a new one.
+
+    Trials are identified by ``point["key"]`` (the key the scheduler core and searcher use):
+    the Ray trial id when first proposed, and the same key when a resumed sweep continues the
+    trial under a new Ray trial id.
     """
 
     def __init__(self, recorder: Recorder, *, sweep_id: int, proxy_sweep_id: int | None,
                  kind: str, width: int, max_t: int, devices: float, device_kind: str,
                  seq: itertools.count, core: Any = None,
                  on_progress: Callable[[int, int], None] | None = None,
-                 on_started: Callable[[int], None] | None = None) -> None:
+                 on_started: Callable[[int], None] | None = None, searcher: Any = None,
+                 heartbeat_s: float = 10.0,
+                 resumed: dict[str, TrialRecord] | None = None) -> None:
         self.recorder, self.sweep_id, self.proxy_sweep_id = recorder, sweep_id, proxy_sweep_id
         self.kind, self.width, self.max_t = kind, width, max_t
         self.devices, self.device_kind = devices, device_kind
-        self.seq, self.core = seq, core
+        self.seq, self.core, self.searcher = seq, core, searcher
         self.on_progress, self.on_started = on_progress, on_started
+        self.heartbeat_s = heartbeat_s
+        self.resumed = dict(resumed or {})
         self.trials: dict[str, TrialRecord] = {}
+        self.last_seq = 0
+        self._last_beat = time.monotonic()
 
     def __getstate__(self) -> dict[str, Any]:
         # Ray Tune pickles its run config (callbacks, scheduler) into its experiment snapshot
         # in the driver. The copy keeps the trial records but no live recorder, counter or
         # callbacks: mutune resumes from its own database, never from that snapshot.
         state = dict(self.__dict__)
-        state.update(recorder=None, seq=None, on_progress=None, on_started=None)
+        state.update(recorder=None, seq=None, on_progress=None, on_started=None,
+                     searcher=None, core=None)
         return state
+
+    def _next_seq(self) -> int:
+        self.last_seq = next(self.seq)
+        return self.last_seq
 
     # -- Ray Tune callback hooks (driver) ---------------------------------------------------
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -113,12 +154,23 @@ class SweepBook(Callback):
             rec.restarting = True
             return
         point = trial.config["point"]
-        rec_id = self.recorder.trial_started(self.sweep_id, self.proxy_sweep_id, self.kind,
-                                             trial.trial_id, self.width,
-                                             point["hparams"], int(point["seed"]))
+        key = str(point.get("key", trial.trial_id))
         now = time.monotonic()
-        self.trials[trial.trial_id] = TrialRecord(trial.trial_id, rec_id, point, now,
-                                                  segment_start=now)
+        old = self.resumed.pop(key, None)
+        if old is not None:            # a trial of an interrupted run continues
+            old.status, old.segment_start, old.restarting = "running", now, True
+            old.restarts += 1
+            self.trials[trial.trial_id] = old
+            self.recorder.trial_resumed(old.trial_id, old.reason or "resumed")
+            rec_id = old.trial_id
+        else:
+            rec_id = self.recorder.trial_started(self.sweep_id, self.proxy_sweep_id, self.kind,
+                                                 key, self.width, point["hparams"],
+                                                 int(point["seed"]))
+            self.trials[trial.trial_id] = TrialRecord(key, rec_id, point, now,
+                                                      segment_start=now)
+        if getattr(trial, "path", None):
+            self.recorder.trial_checkpoint_dir(rec_id, str(trial.path))
         if self.on_started is not None:
             self.on_started(rec_id)
         self._progress()
@@ -127,9 +179,20 @@ class SweepBook(Callback):
                         **info: Any) -> None:
         self.record_report(trial, result)
 
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        """Heartbeats: every ``heartbeat_s`` the driver beats for each trial holding
+        resources (a paused trial holds none and is not beaten)."""
+        now = time.monotonic()
+        if now - self._last_beat < self.heartbeat_s:
+            return
+        self._last_beat = now
+        for rec in self.trials.values():
+            if rec.status == "running" and rec.segment_start is not None:
+                self.recorder.heartbeat(rec.trial_id)
+
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         rec = self.trials[trial.trial_id]
-        decision = self.core.stopped(trial.trial_id) if self.core else None
+        decision = self.core.stopped(rec.key) if self.core else None
         last = rec.reports[-1] if rec.reports else {}
         if decision is Decision.DIVERGED or (last and not math.isfinite(last["val_loss"])):
             status, reason = "diverged", "non-finite val_loss"
@@ -181,7 +244,7 @@ class SweepBook(Callback):
                                                "replicates", "checkpoint_s", "restored_step")
                 if k in result}
         rec.reports.append({"step": step, **keep})
-        self.recorder.trial_reported(rec.trial_id, step, keep, next(self.seq))
+        self.recorder.trial_reported(rec.trial_id, step, keep, self._next_seq())
         return True
 
     def record_pause(self, trial: Any) -> None:
@@ -195,28 +258,30 @@ class SweepBook(Callback):
         """Record one scheduler decision for ``trial``."""
         rec = self.trials[trial.trial_id]
         self.recorder.scheduler_decided(rec.trial_id, j.milestone, j.value, j.cutoff,
-                                        j.decision.value, next(self.seq))
+                                        j.decision.value, self._next_seq())
+
+    def save_state(self) -> None:
+        """Save the core's and the searcher's state as of the last sequence number."""
+        if self.core is None or self.proxy_sweep_id is None:
+            return
+        self.recorder.scheduler_saved(self.proxy_sweep_id, self.core.state_dict(),
+                                      self.searcher.state_dict() if self.searcher else None,
+                                      self.last_seq)
+
+    def key_of(self, trial: Any) -> str:
+        """The core's and searcher's key of a Ray trial."""
+        rec = self.trials.get(trial.trial_id)
+        if rec is not None:
+            return rec.key
+        return str(trial.config.get("point", {}).get("key", trial.trial_id))
 
     # -- helpers -----------------------------------------------------------------------------
     def _finish(self, rec: TrialRecord, status: str, reason: str | None) -> None:
         if rec.status != "running":
             return
-        allocated = rec.held_s + (time.monotonic() - rec.segment_start
-                                  if rec.segment_start is not None else 0.0)
-        rec.segment_start = None
-        last = rec.reports[-1] if rec.reports else {}
-        productive = float(last.get("productive_s", 0.0))
-        evals = float(last.get("eval_s", 0.0))
-        rec.status, rec.reason = status, reason
-        rec.timing = {"allocated_s": allocated, "productive_s": productive, "eval_s": evals,
-                      "overhead_s": max(allocated - productive - evals, 0.0),
-                      "steps": rec.last_step, "samples": float(last.get("samples", 0.0)),
-                      "evals": rec.n_evals, "n_params": float(last.get("n_params", 0.0)),
-                      "devices": self.devices, "device_kind": self.device_kind,
-                      "restarts": rec.restarts, "resumes": rec.resumes,
-                      "repeated_steps": rec.repeated_steps, "recovery_s": rec.recovery_s,
-                      "checkpoint_s": float(last.get("checkpoint_s", 0.0))}
+        close_record(rec, status, reason, devices=self.devices, device_kind=self.device_kind)
         self.recorder.trial_finished(rec.trial_id, status, reason, rec.timing)
+        self.save_state()
         self._progress()
 
     def _progress(self) -> None:

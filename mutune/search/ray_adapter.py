@@ -57,10 +57,12 @@ class RayASHA(FIFOScheduler):
                               f"got keys {sorted(result)}")
         if not self.book.record_report(trial, result):
             return TrialScheduler.CONTINUE      # a step repeated after a restore
-        judgements = self.core.on_report(trial.trial_id, int(result["step"]),
+        judgements = self.core.on_report(self.book.key_of(trial), int(result["step"]),
                                          float(result[self._metric]))
         for j in judgements:
             self.book.record_judgement(trial, j)
+        if judgements:
+            self.book.save_state()
         if any(j.decision in (Decision.STOP, Decision.DIVERGED) for j in judgements):
             return TrialScheduler.STOP
         if judgements and judgements[-1].decision is Decision.PAUSE:
@@ -73,8 +75,9 @@ class RayASHA(FIFOScheduler):
         cand = self.core.candidate()
         if cand is not None:
             for trial in trials:
-                if trial.trial_id == cand.trial and trial.status == Trial.PAUSED:
-                    self.book.record_judgement(trial, self.core.promote(trial.trial_id))
+                if trial.status == Trial.PAUSED and self.book.key_of(trial) == cand.trial:
+                    self.book.record_judgement(trial, self.core.promote(cand.trial))
+                    self.book.save_state()
                     return trial
         for trial in trials:
             if trial.status == Trial.PENDING:
@@ -82,11 +85,12 @@ class RayASHA(FIFOScheduler):
         busy = any(t.status in (Trial.RUNNING, Trial.PENDING) for t in trials)
         more = self.searcher is not None and not self.searcher.exhausted
         if cand is None and not busy and not more and self.core.paused():
-            by_id = {t.trial_id: t for t in trials}
+            by_key = {self.book.key_of(t): t for t in trials}
             for j in self.core.finish():
-                trial = by_id[j.trial]
+                trial = by_key[j.trial]
                 self.book.record_judgement(trial, j)
                 tune_controller.stop_trial(trial)
+            self.book.save_state()
         return None
 
     def debug_string(self) -> str:

@@ -34,15 +34,22 @@ class RaySearcher(Searcher):
         metric, mode: the ranked metric and its direction.
         concurrency: trials running at once at most (paused ones do not count).
         max_t: the step a completed trial reaches.
+        resume: points of an interrupted run's unfinished trials (each with its original
+            ``key`` and ``restore_from`` checkpoint folder), issued before any new point.
+
+    Each proposed point carries ``key``: the Ray trial id for a new trial, the original key
+    for a resumed one; the scheduler core and the searcher know trials by that key.
     """
 
     def __init__(self, searcher: Any, make_point: Callable[[int, dict], dict], *, core: Any,
-                 metric: str, mode: str, concurrency: int, max_t: int) -> None:
+                 metric: str, mode: str, concurrency: int, max_t: int,
+                 resume: list[dict] | None = None) -> None:
         super().__init__(metric=metric, mode=mode)
         self.proposer, self.make_point, self.core = searcher, make_point, core
         self.concurrency, self.max_t = concurrency, max_t
+        self.resume = [dict(p) for p in resume or []]
         self.live: set[str] = set()
-        self.index: dict[str, int] = {}
+        self.keys: dict[str, str] = {}   # Ray trial id → key
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
                               **spec: Any) -> bool:
@@ -50,36 +57,42 @@ class RaySearcher(Searcher):
 
     @property
     def exhausted(self) -> bool:
-        """True once every point was proposed."""
-        return self.proposer.exhausted
+        """True once every point was proposed (resumed ones included)."""
+        return self.proposer.exhausted and not self.resume
 
     def running(self) -> int:
-        """Live trials not paused at a rung."""
+        """Live trials (by key) not paused at a rung."""
         paused = self.core.paused() if self.core is not None else {}
         return sum(t not in paused for t in self.live)
 
     def suggest(self, trial_id: str) -> dict | str | None:
-        if self.proposer.exhausted:
+        if self.exhausted:
             return Searcher.FINISHED
         if self.running() >= self.concurrency:
             return None
         if self.core is not None and self.core.candidate() is not None:
             return None            # a free slot goes to the promotion first
-        hp = self.proposer.suggest(trial_id)
-        if hp is None:
-            return Searcher.FINISHED
-        i = self.index[trial_id] = len(self.index)
-        self.live.add(trial_id)
-        return {"point": self.make_point(i, hp)}
+        if self.resume:
+            point = self.resume.pop(0)
+        else:
+            hp = self.proposer.suggest(trial_id)
+            if hp is None:
+                return Searcher.FINISHED
+            point = {**self.make_point(len(self.proposer.proposed) - 1, hp), "key": trial_id}
+        key = self.keys[trial_id] = str(point["key"])
+        self.live.add(key)
+        return {"point": point}
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         if self.metric in result and "step" in result:
-            self.proposer.observe(trial_id, int(result["step"]), float(result[self.metric]))
+            self.proposer.observe(self.keys.get(trial_id, trial_id), int(result["step"]),
+                                  float(result[self.metric]))
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None,
                           error: bool = False) -> None:
-        self.live.discard(trial_id)
-        decision = self.core.stopped(trial_id) if self.core is not None else None
+        key = self.keys.get(trial_id, trial_id)
+        self.live.discard(key)
+        decision = self.core.stopped(key) if self.core is not None else None
         value = (result or {}).get(self.metric)
         step = int((result or {}).get("step", 0))
         if error:
@@ -93,7 +106,7 @@ class RaySearcher(Searcher):
             status = "completed"
         else:
             status = "failed"
-        self.proposer.complete(trial_id, status)
+        self.proposer.complete(key, status)
 
     def get_state(self) -> dict:
         return {}   # mutune resumes from its database, not from Ray's experiment snapshot

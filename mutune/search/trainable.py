@@ -203,7 +203,9 @@ def run_training(config: dict[str, Any], task: Any, *,
 
 def train_trial(config: dict[str, Any], *, task: Any) -> None:
     """Ray Tune function trainable: :func:`run_training` with reports to ``tune.report``,
-    checkpoints as ``ray.tune.Checkpoint`` folders, and resume from ``tune.get_checkpoint()``.
+    checkpoints as ``ray.tune.Checkpoint`` folders, and resume from ``tune.get_checkpoint()``
+    (a retry or a promotion) or, for a trial of an interrupted sweep continued by
+    ``mutune resume``, from ``point["restore_from"]``.
 
     Args:
         config: as :func:`run_training`.
@@ -215,6 +217,7 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
     from ray import tune
 
     ckpt = tune.get_checkpoint()
+    restore_from = config["point"].get("restore_from")
 
     def report(metrics: dict[str, Any], folder: Path | None) -> None:
         if folder is None:
@@ -223,8 +226,9 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(folder)))
 
     with tempfile.TemporaryDirectory(prefix="mutune-ckpt-") as root:
-        if ckpt is None:
-            status = run_training(config, task, report=report, checkpoint_root=root)
+        if ckpt is None:   # a fresh trial, or one of an interrupted sweep (restore_from)
+            status = run_training(config, task, report=report, restore_dir=restore_from,
+                                  checkpoint_root=root)
         else:
             with ckpt.as_directory() as restore_dir:
                 status = run_training(config, task, report=report, restore_dir=restore_dir,

@@ -94,7 +94,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                on_started: Callable[[int], None] | None = None,
                scheduler_seed: int = 0, searcher: Any = None,
                seeds: list[int] | None = None, checkpoint_every: int = 0,
-               callbacks: list[Any] | None = None) -> RunOutcome:
+               callbacks: list[Any] | None = None, core: Any = None,
+               resume: "ResumeState | None" = None) -> RunOutcome:
     """Run trials at ``width`` for up to ``max_t`` steps each on Ray Tune.
 
     Args:
@@ -108,6 +109,10 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
         storage: folder for Ray Tune's experiment state and the trials' checkpoints.
         checkpoint_every: also checkpoint every this many steps (0: only at rung milestones).
         callbacks: extra Ray Tune callbacks (driver side).
+        core: a scheduler core to continue (restored from saved state); default a fresh one
+            from ``scheduler``.
+        resume: the unfinished trials of an interrupted run (:class:`ResumeState`): they are
+            issued first, keep their keys and database rows, and restore their checkpoints.
         on_progress: called with (finished, started) trial counts.
         on_started: called with each trial's recorder id right after it is recorded.
     Returns:
@@ -133,14 +138,18 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
             return {"hparams": hp, "seed": int(seeds[i]), "index": i}
     else:
         raise SearchError("run_trials needs points, or a searcher and seeds")
-    core = make_core(scheduler, mode=mode, seed=scheduler_seed) if scheduler else None
+    if core is None and scheduler is not None:
+        core = make_core(scheduler, mode=mode, seed=scheduler_seed)
     gpus = ray_cfg.gpus_per_trial
     book = SweepBook(recorder, sweep_id=sweep_id, proxy_sweep_id=proxy_sweep_id, kind=kind,
                      width=width, max_t=max_t, devices=gpus or ray_cfg.cpus_per_trial,
                      device_kind=ray_cfg.device_kind, seq=seq, core=core,
-                     on_progress=on_progress, on_started=on_started)
+                     on_progress=on_progress, on_started=on_started, searcher=searcher,
+                     heartbeat_s=ray_cfg.heartbeat_s,
+                     resumed=resume.records if resume else None)
     ray_searcher = RaySearcher(searcher, make_point, core=core, metric=metric, mode=mode,
-                               concurrency=slots(ray_cfg), max_t=max_t)
+                               concurrency=slots(ray_cfg), max_t=max_t,
+                               resume=resume.points if resume else None)
     ray_scheduler = RayASHA(core, book, metric, ray_searcher) if core else None
     resources = {"cpu": ray_cfg.cpus_per_trial, **({"gpu": gpus} if gpus else {})}
     trainable = tune.with_resources(tune.with_parameters(train_trial, task=task), resources)
@@ -161,4 +170,20 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=2)),
     )
     tuner.fit()
-    return RunOutcome(list(book.trials.values()), core, searcher)
+    done = list(resume.finished) if resume else []
+    return RunOutcome(done + list(book.trials.values()), core, searcher)
+
+
+@dataclass
+class ResumeState:
+    """What an interrupted run leaves to continue (built by the pipeline from the database).
+
+    Attributes:
+        points: the unfinished trials' points, each with its ``key`` and ``restore_from``
+            (checkpoint folder, or None to start over), in their original order.
+        records: key → the unfinished trial's :class:`TrialRecord` (database id, reports).
+        finished: the trials that had already ended (kept in the outcome).
+    """
+    points: list[dict[str, Any]]
+    records: dict[str, TrialRecord]
+    finished: list[TrialRecord]

@@ -97,7 +97,7 @@ def test_upgrade_creates_tables_and_second_upgrade_is_a_no_op(store_url):
         upgrade(store_url)
         with engine.connect() as conn:
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() \
-                == ["0002"]
+                == ["0004"]
             assert conn.execute(text("SELECT name FROM sweeps")).scalars().all() == ["kept"]
         assert set(inspect(engine).get_table_names()) == set(TABLES) | {"alembic_version"}
     finally:
