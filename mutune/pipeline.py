@@ -543,6 +543,32 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
             "naive_grid_formula": grid.formula, "saved_gpu_hours": saved,
             "saved_fraction": saved / naive.gpu_hours if naive.gpu_hours > 0 else None,
             "ettr": e}
+    # waste (DESIGN.md §6): device time of trials the scheduler stopped early or that
+    # failed, and recovery after failures (restart set-up, checkpoint loading, steps trained
+    # again); recovery is inside a trial's allocated time, so it is not added twice.
+    def trial_h(t: Any) -> float:
+        return gpu_hours(t.timing["allocated_s"], t.timing["devices"])
+
+    recovery_h = sum(gpu_hours(float(t.timing.get("recovery_s") or 0.0), t.timing["devices"])
+                     for t in everything)
+    waste = {"early_stopped": sum(trial_h(t) for t in everything if t.status == "stopped"),
+             "failed": sum(trial_h(t) for t in everything if t.status == "failed"),
+             "recovery": recovery_h, "idle": 0.0}
+    cost["waste_gpu_hours"] = waste
+    cost["repeated_steps"] = sum(int(t.timing.get("repeated_steps") or 0) for t in everything)
+    for t in everything:
+        if t.timing.get("recovery_s") or t.timing.get("repeated_steps"):
+            entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "recovery_s",
+                            "value": float(t.timing.get("recovery_s") or 0.0), "unit": "s",
+                            "formula": "restart set-up + checkpoint load + repeated_steps × "
+                                       "productive s/step",
+                            "inputs": {"restarts": t.timing.get("restarts", 0),
+                                       "repeated_steps": t.timing.get("repeated_steps", 0)}})
+    for name, value in waste.items():
+        entries.append({"scope": "sweep", "name": f"waste_{name}_gpu_hours", "value": value,
+                        "unit": "GPU-h"})
+    entries.append({"scope": "sweep", "name": "repeated_steps",
+                    "value": float(cost["repeated_steps"]), "unit": "steps"})
     overhead_inputs = {"median_proxy_overhead_s": proxy_overhead,
                        "median_proxy_setup_s": proxy_setup, "target_setup_s": target_setup}
     for name, unit in (("proxy_gpu_hours", "GPU-h"), ("target_gpu_hours", "GPU-h"),

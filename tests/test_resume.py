@@ -14,7 +14,7 @@ import pytest
 
 from mutune.api import reap_stale
 from mutune.errors import MutuneError
-from mutune.pipeline import open_sweep, resume_width, sweep_width
+from mutune.pipeline import compute_cost, open_sweep, resume_width, sweep_width
 from mutune.services.store import Store
 
 pytestmark = pytest.mark.slow
@@ -139,3 +139,10 @@ def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_
         assert t["status"] == "completed" and t["reason"] is None
         # resumed from its step-3 checkpoint: steps 4–6 trained twice, booked as waste
         assert t["restarts"] == 1 and t["repeated_steps"] == 3 and t["recovery_s"] > 0
+        # the ledger books the recovery as waste
+        stand_in = next(r for r in outcome.trials            # any other trial as "target"
+                        if r.trial_id != t["id"] and r.status == "completed")
+        cost, entries = compute_cost(cfg, {16: outcome}, stand_in)
+        assert cost["waste_gpu_hours"]["recovery"] > 0 and cost["repeated_steps"] == 3
+        assert [e["inputs"]["repeated_steps"] for e in entries
+                if e["name"] == "recovery_s"] == [3]

@@ -99,6 +99,11 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         cost["naive_inputs"] = ledger["naive_gpu_hours"]["inputs"]
     if "naive_grid_gpu_hours" in ledger:
         cost["naive_grid_formula"] = ledger["naive_grid_gpu_hours"]["formula"]
+    waste = {k: _f(ledger[f"waste_{k}_gpu_hours"]["value"])
+             for k in ("early_stopped", "failed", "recovery", "idle")
+             if f"waste_{k}_gpu_hours" in ledger}
+    if waste:
+        cost["waste_gpu_hours"] = waste
     kinds = sorted({t["device_kind"] for t in trials.values() if t.get("device_kind")})
     device_kind = kinds[0] if len(kinds) == 1 else ",".join(kinds) or None
     cost["device_kind"] = device_kind
