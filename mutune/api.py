@@ -78,6 +78,7 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
     from mutune.pipeline import run_pipeline
     from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
                                         render_report, write_report_json)
+    from mutune.services.rung_plot import plot_rungs
     from mutune.services.store import Store
 
     cfg = config if isinstance(config, SweepConfig) else load_config(config)
@@ -103,10 +104,11 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
     report_path = write_report_json(report, out / "report.json")
     plot_path = plot_loss_vs_lr(rows, out / "loss_vs_lr.png")
     plot_transfer(report, out / "transfer.png")
+    plot_rungs(rows, out / "rungs.png")
     if console is not None:
         render_report(report, console)
-        console.print(f"report: {report_path}  plots: {plot_path}, {out / 'transfer.png'}  "
-                      f"db: {url}")
+        console.print(f"report: {report_path}  plots: {plot_path}, {out / 'transfer.png'}, "
+                      f"{out / 'rungs.png'}  db: {url}")
     return RunResult(result.sweep_id, report, report_path, plot_path, url)
 
 
@@ -194,6 +196,7 @@ def resume(sweep_id: int, *, db: str | None = None,
     from mutune.pipeline import resume_pipeline
     from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
                                         render_report, write_report_json)
+    from mutune.services.rung_plot import plot_rungs
     from mutune.services.store import Store
 
     url = resolve_db(db)
@@ -211,7 +214,9 @@ def resume(sweep_id: int, *, db: str | None = None,
     report_path = write_report_json(report, out / "report.json")
     plot_path = plot_loss_vs_lr(rows, out / "loss_vs_lr.png")
     plot_transfer(report, out / "transfer.png")
+    plot_rungs(rows, out / "rungs.png")
     if console is not None:
         render_report(report, console)
-        console.print(f"report: {report_path}  plots: {plot_path}  db: {url}")
+        console.print(f"report: {report_path}  plots: {plot_path}, {out / 'rungs.png'}  "
+                      f"db: {url}")
     return RunResult(result.sweep_id, report, report_path, plot_path, url)
