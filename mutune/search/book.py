@@ -241,7 +241,7 @@ class SweepBook(Callback):
             return False
         keep = {k: float(result[k]) for k in ("val_loss", "train_loss", "productive_s",
                                                "eval_s", "setup_s", "samples", "n_params",
-                                               "replicates", "checkpoint_s", "restored_step")
+                                               "replicates", "checkpoint_s", "restored_step", "wall_s")
                 if k in result}
         rec.reports.append({"step": step, **keep})
         self.recorder.trial_reported(rec.trial_id, step, keep, self._next_seq())

@@ -18,6 +18,7 @@ written, and a restarted trial (``max_failures`` retry, or a promoted paused tri
     checkpoint_s  cumulative seconds writing checkpoints (this start)
     restored_step the step the trial resumed from (0: a fresh start)
     restore_s     seconds spent loading the checkpoint (this start)
+    wall_s        seconds since this start began (reporting and batch making included)
 
 Checkpoints (:mod:`mutune.search.checkpoint`, atomic) are written at report steps: at the first
 report at or past each step in ``checkpoint_at`` (the scheduler's milestones: promotion resumes
@@ -183,7 +184,8 @@ def run_training(config: dict[str, Any], task: Any, *,
                        "eval_s": eval_s, "setup_s": setup_s,
                        "samples": step * task.samples_per_step * len(seeds),
                        "n_params": n_params, "replicates": len(seeds),
-                       "restored_step": start, "restore_s": restore_s}
+                       "restored_step": start, "restore_s": restore_s,
+                       "wall_s": time.perf_counter() - t0}
             if at_eval:   # a preemption report between evaluations keeps the running mean
                 loss_sum, loss_n = 0.0, 0
             folder = None

@@ -154,7 +154,11 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
     resources = {"cpu": ray_cfg.cpus_per_trial, **({"gpu": gpus} if gpus else {})}
     trainable = tune.with_resources(tune.with_parameters(train_trial, task=task), resources)
     threads = max(int(ray_cfg.cpus_per_trial), 1)
-    milestones = core.milestones if core is not None else []
+    # promotion resumes paused trials from a checkpoint at the rung; the stopping variant
+    # checkpoints only every ``checkpoint_every`` steps (and on SIGTERM): a rung checkpoint
+    # costs a save plus Ray's copy into its storage at every rung of every trial
+    promotion = core is not None and getattr(core, "variant", "stopping") == "promotion"
+    milestones = core.milestones if promotion else []
     tuner = tune.Tuner(
         trainable,
         param_space={"width": width, "max_t": max_t, "threads": threads, "gpus": gpus,
