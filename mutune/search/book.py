@@ -56,6 +56,7 @@ class TrialRecord:
     restarting: bool = False
     repeated_steps: int = 0
     recovery_s: float = 0.0
+    nodes: list[str] = field(default_factory=list)
 
     @property
     def last_step(self) -> int:
@@ -226,6 +227,9 @@ class SweepBook(Callback):
         after a restart books the recovery: repeated steps and seconds."""
         rec = self.trials[trial.trial_id]
         step = int(result["step"])
+        node = result.get("node_id")
+        if node and node not in rec.nodes:
+            rec.nodes.append(str(node))       # the Ray nodes the trial ran on, in order
         if rec.restarting and "restored_step" in result:
             rec.restarting = False
             if rec.restarts > rec.restarts_booked:      # a retry after a failure

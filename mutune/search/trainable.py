@@ -19,6 +19,7 @@ written, and a restarted trial (``max_failures`` retry, or a promoted paused tri
     restored_step the step the trial resumed from (0: a fresh start)
     restore_s     seconds spent loading the checkpoint (this start)
     wall_s        seconds since this start began (reporting and batch making included)
+    node_id       the Ray node the trial runs on (under Ray only)
 
 Checkpoints (:mod:`mutune.search.checkpoint`, atomic) are written at report steps: at the first
 report at or past each step in ``checkpoint_at`` (the scheduler's milestones: promotion resumes
@@ -221,7 +222,12 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
     ckpt = tune.get_checkpoint()
     restore_from = config["point"].get("restore_from")
 
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+
     def report(metrics: dict[str, Any], folder: Path | None) -> None:
+        metrics["node_id"] = node
         if folder is None:
             tune.report(metrics)
         else:
