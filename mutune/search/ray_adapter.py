@@ -15,8 +15,9 @@ order. Hook states (Ray Tune 2.x):
   trials (``stop_trial``), so no trial is left paused (DESIGN.md §4).
 
 Ray's own ``AsyncHyperBandScheduler`` is the stopping variant only, cuts at a percentile of the
-other trials' values, and judges a trial only when a report lands exactly on a milestone
-boundary; see :mod:`mutune.search.asha` for mutune's rule.
+other trials' values (the newcomer excluded), and judges a report that jumps past several
+milestones at the highest one only (the lower rungs never see the trial); see
+:mod:`mutune.search.asha` for mutune's rule.
 """
 from __future__ import annotations
 
