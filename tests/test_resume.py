@@ -52,6 +52,7 @@ class DyingRecorder:
 def _config(tiny_config):
     d = tiny_config.model_dump(mode="json")
     d["ray"].update(max_concurrent_trials=1, heartbeat_s=0.2, lease_s=0.8)
+    d["train"]["checkpoint_every"] = 6        # checkpoints at steps 6, 12, …
     return type(tiny_config).model_validate(d)
 
 
@@ -71,9 +72,9 @@ def _summary(store, sweep_id):
 
 
 def _mid_trial(name, args, kwargs):
-    # the first trial's report at step 6 is stored (its last checkpoint is at rung 3), then
-    # the driver dies
-    return name == "trial_reported" and args[0] == 1 and args[1] == 6
+    # the first trial's report at step 9 is stored (its last checkpoint is at step 6), then
+    # the driver dies before the scheduler judges it at rung 9
+    return name == "trial_reported" and args[0] == 1 and args[1] == 9
 
 
 def _between_trials(name, args, kwargs):
@@ -137,7 +138,7 @@ def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_
     if when is _mid_trial:
         (t,) = [t for t in rows_b["trials"] if t["restarts"]]
         assert t["status"] == "completed" and t["reason"] is None
-        # resumed from its step-3 checkpoint: steps 4–6 trained twice, booked as waste
+        # resumed from its step-6 checkpoint: steps 7–9 trained twice, booked as waste
         assert t["restarts"] == 1 and t["repeated_steps"] == 3 and t["recovery_s"] > 0
         # the ledger books the recovery as waste
         stand_in = next(r for r in outcome.trials            # any other trial as "target"
@@ -146,3 +147,37 @@ def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_
         assert cost["waste_gpu_hours"]["recovery"] > 0 and cost["repeated_steps"] == 3
         assert [e["inputs"]["repeated_steps"] for e in entries
                 if e["name"] == "recovery_s"] == [3]
+
+
+def test_mutune_resume_finishes_an_interrupted_main_job(ray_local, tiny_config, tmp_path):
+    """The whole job: the driver dies in width 32's sweep; ``mutune resume`` (the API behind
+    the command) reaps the stale trial, finishes width 32, fits, trains the target, reports."""
+    from typer.testing import CliRunner
+
+    from mutune.api import resume
+    from mutune.cli import app
+    from mutune.pipeline import run_pipeline
+
+    cfg = _config(tiny_config)
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    with Store.open(url) as c:
+        dying = DyingRecorder(c, lambda name, args, kw: name == "trial_reported"
+                              and args[0] == 5 and args[1] == 9)   # width 32's 1st trial
+        with pytest.raises(Exception):
+            run_pipeline(cfg, dying, out_dir=tmp_path / "c")
+        assert [t["status"] for t in c.sweep_rows(1)["trials"]].count("running") >= 1
+    time.sleep(cfg.ray.lease_s + 0.2)
+    result = resume(1, db=url, out_dir=tmp_path / "c")
+    report = result.report
+    assert report["status"] == "completed"
+    assert [p["trials"] for p in report["proxies"]] == [4, 4]
+    assert report["target"]["val_loss"] is not None
+    assert (tmp_path / "c" / "rungs.png").is_file() and (tmp_path / "c" / "report.json").is_file()
+    with Store.open(url) as c:
+        rows = c.sweep_rows(1)
+    assert len(rows["trials"]) == 4 + 4 + 1          # 4 per width and the target, no extra
+    stale = [t for t in rows["trials"] if t["restarts"]]
+    assert len(stale) == 1 and stale[0]["status"] == "completed"
+    assert stale[0]["repeated_steps"] == 3           # from its step-6 checkpoint
+    out = CliRunner().invoke(app, ["resume", "1", "--db", url, "--out", str(tmp_path / "d")])
+    assert out.exit_code == 2 and "already completed" in out.output
