@@ -293,10 +293,6 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                                            j.decision.value, next(run.seq))
     if ps["status"] == "completed":
         outcome = RunOutcome(records, core, searcher)
-    elif core.paused():
-        raise SearchError(f"proxy sweep {ps['id']} has trials paused at a rung "
-                          f"({sorted(core.paused())[:5]}…): resuming a promotion sweep with "
-                          "paused trials is not supported yet — use `mutune rerun`")
     else:
         from mutune.search.book import close_record
 
@@ -321,9 +317,12 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
             if r.key in searcher.proposed:
                 searcher.complete(r.key, r.status)
         trial_dir = {t["id"]: t.get("checkpoint_dir") for t in trial_rows}
-        points = [{**r.point, "restore_from": _latest_checkpoint(trial_dir[r.trial_id])}
-                  for r in unfinished]
-        resume = ResumeState(points, {r.key: r for r in unfinished}, finished)
+        paused = core.paused()   # promotion: they wait at their rung until promoted
+        points = {r.key: {**r.point, "restore_from": _latest_checkpoint(trial_dir[r.trial_id])}
+                  for r in unfinished}
+        resume = ResumeState([p for k, p in points.items() if k not in paused],
+                             {r.key: r for r in unfinished}, finished,
+                             dormant={k: p for k, p in points.items() if k in paused})
         outcome = run_trials(None, task=run.task, width=width, max_t=sched.max_t,
                              recorder=recorder, sweep_id=run.sweep_id, proxy_sweep_id=ps["id"],
                              kind="proxy", scheduler=sched, metric=search.metric,

@@ -15,6 +15,7 @@ import pytest
 from mutune.api import reap_stale
 from mutune.errors import MutuneError
 from mutune.pipeline import compute_cost, open_sweep, resume_width, sweep_width
+from mutune.search.schedulers import scheduler_from_state
 from mutune.services.store import Store
 
 pytestmark = pytest.mark.slow
@@ -49,8 +50,9 @@ class DyingRecorder:
         return call
 
 
-def _config(tiny_config):
+def _config(tiny_config, variant="stopping"):
     d = tiny_config.model_dump(mode="json")
+    d["search"]["scheduler"]["variant"] = variant
     d["ray"].update(max_concurrent_trials=1, heartbeat_s=0.2, lease_s=0.8)
     d["train"]["checkpoint_every"] = 6        # checkpoints at steps 6, 12, …
     return type(tiny_config).model_validate(d)
@@ -82,10 +84,19 @@ def _between_trials(name, args, kwargs):
     return name == "trial_finished" and args[0] == 1
 
 
-@pytest.mark.parametrize("when", [_mid_trial, _between_trials], ids=["mid-trial",
-                                                                      "between-trials"])
-def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_path, when):
-    cfg = _config(tiny_config)
+def _fourth_trial_paused(name, args, kwargs):
+    # promotion: the 4th trial's report at rung 3 is stored, then the driver dies; on resume
+    # it and the trials waiting at a rung are paused without a Ray trial ("dormant")
+    return name == "trial_reported" and args[0] == 4 and args[1] == 3
+
+
+@pytest.mark.parametrize("when, variant", [(_mid_trial, "stopping"),
+                                           (_between_trials, "stopping"),
+                                           (_fourth_trial_paused, "promotion")],
+                         ids=["mid-trial", "between-trials", "promotion-paused"])
+def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_path, when,
+                                                    variant):
+    cfg = _config(tiny_config, variant)
     with Store.open(f"sqlite:///{tmp_path / 'a.db'}") as a:
         with open_sweep(cfg, a, out_dir=tmp_path / "a") as run:
             sweep_width(run, 16, 0)
@@ -113,6 +124,9 @@ def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_
                    if t["id"] in {r["id"] for r in running})
         last_seq = max([e["seq"] for e in rows["events"]]
                        + [r["seq"] for t in rows["trials"] for r in t["reports"]])
+        if variant == "promotion":   # trials wait at a rung with no Ray trial behind them
+            (ps,) = rows["proxy_sweeps"]
+            assert scheduler_from_state(ps["scheduler_state"]).paused()
         with open_sweep(cfg, b, out_dir=tmp_path / "b",
                         resume=(sweep_id, last_seq)) as run:
             (ps,) = rows["proxy_sweeps"]
@@ -132,8 +146,9 @@ def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_
     seed_of_a = {t["key"]: t["seed"] for t in want[5]["trials"]}
     got_rungs = {m: {seed_of[k]: v for k, v in vals.items()}
                  for m, vals in outcome.core.rung_values().items()}
-    want_rungs = {int(m): {seed_of_a[k]: v for k, v in vals.items()}
-                  for m, vals in want[5]["proxy_sweeps"][0]["scheduler_state"]["rungs"].items()}
+    saved = scheduler_from_state(want[5]["proxy_sweeps"][0]["scheduler_state"])
+    want_rungs = {m: {seed_of_a[k]: v for k, v in vals.items()}
+                  for m, vals in saved.rung_values().items()}
     assert got_rungs == want_rungs
     if when is _mid_trial:
         (t,) = [t for t in rows_b["trials"] if t["restarts"]]
@@ -147,6 +162,9 @@ def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_
         assert cost["waste_gpu_hours"]["recovery"] > 0 and cost["repeated_steps"] == 3
         assert [e["inputs"]["repeated_steps"] for e in entries
                 if e["name"] == "recovery_s"] == [3]
+    if variant == "promotion":
+        kinds = [d[2] for d in decisions]
+        assert "pause" in kinds and "promote" in kinds
 
 
 def test_mutune_resume_finishes_an_interrupted_main_job(ray_local, tiny_config, tmp_path):

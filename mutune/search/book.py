@@ -264,6 +264,27 @@ class SweepBook(Callback):
         self.recorder.scheduler_decided(rec.trial_id, j.milestone, j.value, j.cutoff,
                                         j.decision.value, self._next_seq())
 
+    def record_promotion(self, key: str, j: Judgement) -> None:
+        """Record the promotion of a dormant trial (paused when a resumed sweep's driver
+        died): Ray starts it next, as a new Ray trial with the same key."""
+        rec = self.resumed[key]
+        self.recorder.scheduler_decided(rec.trial_id, j.milestone, j.value, j.cutoff,
+                                        j.decision.value, self._next_seq())
+        self.save_state()
+
+    def finish_dormant(self, key: str, j: Judgement) -> None:
+        """A dormant paused trial was stopped by the scheduler's ``finish()``: record the
+        decision and end the trial (``stopped``), keeping it in the outcome."""
+        rec = self.resumed.pop(key)
+        self.recorder.scheduler_decided(rec.trial_id, j.milestone, j.value, j.cutoff,
+                                        j.decision.value, self._next_seq())
+        rec.status = "running"
+        reason = f"below the rung cutoff at step {rec.last_step}"
+        close_record(rec, "stopped", reason, devices=self.devices, device_kind=self.device_kind)
+        self.trials[f"dormant:{key}"] = rec
+        self.recorder.trial_finished(rec.trial_id, "stopped", reason, rec.timing)
+        self._progress()
+
     def save_state(self) -> None:
         """Save the core's and the searcher's state as of the last sequence number."""
         if self.core is None or self.proxy_sweep_id is None:

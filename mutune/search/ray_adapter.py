@@ -84,11 +84,14 @@ class RayASHA(FIFOScheduler):
             if trial.status == Trial.PENDING:
                 return trial
         busy = any(t.status in (Trial.RUNNING, Trial.PENDING) for t in trials)
-        more = self.searcher is not None and not self.searcher.exhausted
+        more = self.searcher is not None and self.searcher.new_trials_left
         if cand is None and not busy and not more and self.core.paused():
             by_key = {self.book.key_of(t): t for t in trials}
             for j in self.core.finish():
-                trial = by_key[j.trial]
+                trial = by_key.get(j.trial)
+                if trial is None:       # a dormant trial of a resumed sweep: never in Ray
+                    self.searcher.finish_dormant(j.trial, j)
+                    continue
                 self.book.record_judgement(trial, j)
                 tune_controller.stop_trial(trial)
             self.book.save_state()

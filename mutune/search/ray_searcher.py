@@ -36,6 +36,10 @@ class RaySearcher(Searcher):
         max_t: the step a completed trial reaches.
         resume: points of an interrupted run's unfinished trials (each with its original
             ``key`` and ``restore_from`` checkpoint folder), issued before any new point.
+        dormant: key → point of an interrupted run's trials paused at a rung (promotion):
+            Ray does not know them; when the core's candidate is one, it is promoted here
+            (recorded through ``book``) and issued as a new Ray trial restoring its checkpoint.
+        book: the sweep's book (records a dormant trial's promotion).
 
     Each proposed point carries ``key``: the Ray trial id for a new trial, the original key
     for a resumed one; the scheduler core and the searcher know trials by that key.
@@ -43,11 +47,14 @@ class RaySearcher(Searcher):
 
     def __init__(self, searcher: Any, make_point: Callable[[int, dict], dict], *, core: Any,
                  metric: str, mode: str, concurrency: int, max_t: int,
-                 resume: list[dict] | None = None) -> None:
+                 resume: list[dict] | None = None, dormant: dict[str, dict] | None = None,
+                 book: Any = None) -> None:
         super().__init__(metric=metric, mode=mode)
         self.proposer, self.make_point, self.core = searcher, make_point, core
         self.concurrency, self.max_t = concurrency, max_t
         self.resume = [dict(p) for p in resume or []]
+        self.dormant = {k: dict(p) for k, p in (dormant or {}).items()}
+        self.book = book
         self.live: set[str] = set()
         self.keys: dict[str, str] = {}   # Ray trial id → key
 
@@ -56,9 +63,22 @@ class RaySearcher(Searcher):
         return True
 
     @property
+    def new_trials_left(self) -> bool:
+        """Whether a trial Ray does not know yet may still start (a new point or a resumed
+        one; dormant paused trials start only by promotion)."""
+        return not self.proposer.exhausted or bool(self.resume)
+
+    @property
     def exhausted(self) -> bool:
-        """True once every point was proposed (resumed ones included)."""
-        return self.proposer.exhausted and not self.resume
+        """True once every point was proposed (resumed ones included) and no dormant paused
+        trial is left to promote or stop."""
+        return not self.new_trials_left and not self.dormant
+
+    def finish_dormant(self, key: str, judgement: Any) -> None:
+        """The core's ``finish()`` stopped a dormant trial: record it and tell the searcher."""
+        self.dormant.pop(key, None)
+        self.book.finish_dormant(key, judgement)
+        self.proposer.complete(key, "stopped")
 
     def running(self) -> int:
         """Live trials (by key) not paused at a rung."""
@@ -70,9 +90,13 @@ class RaySearcher(Searcher):
             return Searcher.FINISHED
         if self.running() >= self.concurrency:
             return None
-        if self.core is not None and self.core.candidate() is not None:
+        cand = self.core.candidate() if self.core is not None else None
+        if cand is not None and cand.trial in self.dormant:
+            point = self.dormant.pop(cand.trial)
+            self.book.record_promotion(cand.trial, self.core.promote(cand.trial))
+        elif cand is not None:
             return None            # a free slot goes to the promotion first
-        if self.resume:
+        elif self.resume:
             point = self.resume.pop(0)
         else:
             hp = self.proposer.suggest(trial_id)

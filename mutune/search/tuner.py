@@ -12,7 +12,7 @@ import itertools
 import logging
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +149,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                      resumed=resume.records if resume else None)
     ray_searcher = RaySearcher(searcher, make_point, core=core, metric=metric, mode=mode,
                                concurrency=slots(ray_cfg), max_t=max_t,
-                               resume=resume.points if resume else None)
+                               resume=resume.points if resume else None,
+                               dormant=resume.dormant if resume else None, book=book)
     ray_scheduler = RayASHA(core, book, metric, ray_searcher) if core else None
     resources = {"cpu": ray_cfg.cpus_per_trial, **({"gpu": gpus} if gpus else {})}
     trainable = tune.with_resources(tune.with_parameters(train_trial, task=task), resources)
@@ -187,7 +188,10 @@ class ResumeState:
             (checkpoint folder, or None to start over), in their original order.
         records: key → the unfinished trial's :class:`TrialRecord` (database id, reports).
         finished: the trials that had already ended (kept in the outcome).
+        dormant: key → point of the trials paused at a rung (promotion ASHA): issued only
+            when the scheduler promotes them, stopped by its ``finish()`` otherwise.
     """
     points: list[dict[str, Any]]
     records: dict[str, TrialRecord]
     finished: list[TrialRecord]
+    dormant: dict[str, dict[str, Any]] = field(default_factory=dict)
