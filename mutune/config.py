@@ -171,9 +171,10 @@ class SearchConfig(_Strict):
 class TrainConfig(_Strict):
     """Training of every trial: MuAdamW (decoupled weight decay, DESIGN.md §5).
 
-    Trials checkpoint (atomically) at every rung milestone of the scheduler, on SIGTERM, and
-    — when ``checkpoint_every`` > 0 — every that many steps (rounded up to the next
-    evaluation); a retried or promoted trial resumes from its last checkpoint."""
+    Trials checkpoint (atomically) every ``checkpoint_every`` steps when > 0 (rounded up to
+    the next evaluation), on SIGTERM, and under promotion ASHA at every rung milestone; a
+    retried, promoted or resumed trial continues from its last checkpoint (without one, from
+    step 0)."""
     batch_size: int = Field(default=64, ge=1)
     eval_every: int = Field(default=10, ge=1)
     eval_windows: int = Field(default=64, ge=1)
