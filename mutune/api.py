@@ -184,7 +184,7 @@ def resume(sweep_id: int, *, db: str | None = None,
     """Finish an interrupted sweep (``mutune resume SWEEP_ID``, DESIGN.md §4).
 
     Reaps the trials whose heartbeat is older than ``ray.lease_s`` (:func:`reap_stale`), then
-    :func:`mutune.pipeline.resume_pipeline` continues from the saved scheduler and searcher
+    :func:`mutune.resume.resume_pipeline` continues from the saved scheduler and searcher
     state: exactly ``num_samples`` trials per width in total, no repeated report rows, the
     stale trials retried from their checkpoints. Writes the report like :func:`run`.
 
@@ -193,7 +193,7 @@ def resume(sweep_id: int, *, db: str | None = None,
             interrupted after its proxy sweeps.
     """
     from mutune.config import parse_config
-    from mutune.pipeline import resume_pipeline
+    from mutune.resume import resume_pipeline
     from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
                                         render_report, write_report_json)
     from mutune.services.rung_plot import plot_rungs

@@ -14,7 +14,8 @@ import pytest
 
 from mutune.api import reap_stale
 from mutune.errors import MutuneError
-from mutune.pipeline import compute_cost, open_sweep, resume_width, sweep_width
+from mutune.pipeline import compute_cost, open_sweep, sweep_width
+from mutune.resume import resume_width
 from mutune.search.schedulers import scheduler_from_state
 from mutune.services.store import Store
 
