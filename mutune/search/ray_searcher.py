@@ -98,10 +98,19 @@ class RaySearcher(Searcher):
             return None            # a free slot goes to the promotion first
         elif self.resume:
             point = self.resume.pop(0)
+        elif self.proposer.exhausted:
+            # only dormant trials left: they start by promotion. With nothing running and no
+            # paused trial in Ray, Ray only polls suggest (it never asks the scheduler to
+            # choose a trial), so the end of the sweep — finish() — happens here.
+            live_paused = [k for k in self.core.paused() if k not in self.dormant]
+            if self.running() == 0 and not live_paused:
+                for j in self.core.finish():
+                    self.finish_dormant(j.trial, j)
+                self.book.save_state()
+                return Searcher.FINISHED
+            return None
         else:
             hp = self.proposer.suggest(trial_id)
-            if hp is None:
-                return Searcher.FINISHED
             point = {**self.make_point(len(self.proposer.proposed) - 1, hp), "key": trial_id}
         key = self.keys[trial_id] = str(point["key"])
         self.live.add(key)

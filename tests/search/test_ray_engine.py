@@ -46,7 +46,8 @@ def test_promotion_asha_with_tpe_pauses_resumes_from_checkpoints_and_ends_clean(
         ray_local, tiny_config, tmp_path):
     cfg = tiny_config.model_copy(update={"search": tiny_config.search.model_copy(update={
         "num_samples": 6, "searcher": "tpe",
-        "scheduler": tiny_config.search.scheduler.model_copy(update={"variant": "promotion"})})})
+        "scheduler": tiny_config.search.scheduler.model_copy(update={"variant": "promotion"})}),
+        "ray": tiny_config.ray.model_copy(update={"heartbeat_s": 0.05, "lease_s": 0.5})})
     rec = MemoryRecorder()
     out = run_trials(None, task=_task(cfg), width=16, max_t=27, recorder=rec, sweep_id=1,
                      proxy_sweep_id=2, kind="proxy", scheduler=cfg.search.scheduler,
@@ -81,6 +82,9 @@ def test_promotion_asha_with_tpe_pauses_resumes_from_checkpoints_and_ends_clean(
     fresh = make_core(cfg.search.scheduler, mode="min", seed=0)
     recorded = [(key_of[d["trial_id"]], d["milestone"], d["decision"]) for d in decisions]
     assert _replayed(fresh, rec.of("trial_reported"), decisions, key_of) == recorded
+    # the driver beat for running trials, never for one paused at a rung (no resources)
+    beats = rec.of("heartbeat")
+    assert beats and {b["trial_id"] for b in beats} <= set(key_of)
     # TPE was told every end
     tpe = out.searcher
     assert {t.state.name for t in tpe.study.trials} <= {"COMPLETE", "PRUNED"}
