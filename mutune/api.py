@@ -84,6 +84,7 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
     from mutune.pipeline import run_pipeline
     from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
                                         render_report, write_report_json)
+    from mutune.services.rung_plot import plot_rungs
     from mutune.services.store import Store
 
     cfg = config if isinstance(config, SweepConfig) else load_config(config)
@@ -103,11 +104,12 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
     plot_path = plot_loss_vs_lr(rows, out / "loss_vs_lr.png")
     if report["rules"]:
         plot_transfer(report, out / "transfer.png")
+    plot_rungs(rows, out / "rungs.png")
     if console is not None:
         render_report(report, console)
         console.print(f"report: {report_path}  plots: {plot_path}"
                       + (f", {out / 'transfer.png'}" if report["rules"] else "")
-                      + f"  db: {url}")
+                      + f", {out / 'rungs.png'}  db: {url}")
     return RunResult(sweep_id, report, report_path, plot_path, url)
 
 
@@ -162,3 +164,76 @@ def rerun(sweep_id: int, *, db: str | None = None,
         for w in warnings:
             console.print(f"[yellow]warning:[/] provenance differs: {w}", highlight=False)
     return run(cfg, db=url, out_dir=out_dir, console=console, progress=progress), warnings
+
+
+def reap_stale(store: Any, sweep_id: int, *, lease_s: float, now: Any = None) -> list[str]:
+    """End a sweep's running trials whose heartbeat is older than ``lease_s`` (marked
+    ``failed`` with reason ``stale: …``), so a resume retries them from their checkpoints.
+
+    Returns:
+        One line per reaped trial (its key, the age of its last beat and the lease).
+    Raises:
+        MutuneError: a running trial beat within its lease — its driver may still be alive,
+            and a live trial is never reaped.
+    """
+    from mutune.errors import MutuneError
+
+    stale = store.stale_trials(sweep_id, lease_s=lease_s, now=now)
+    stale_ids = {t["id"] for t in stale}
+    live = [t for t in store.sweep_rows(sweep_id)["trials"]
+            if t["status"] == "running" and t["id"] not in stale_ids]
+    if live:
+        raise MutuneError(f"sweep {sweep_id}: trial(s) {[t['key'] for t in live][:5]} beat "
+                          f"within their lease ({lease_s:g} s): is the sweep still running? "
+                          "Resume after the lease has passed.")
+    out = []
+    for t in stale:
+        age = t["age_s"]
+        reason = (f"heartbeat {age:.1f} s old > lease {lease_s:g} s (driver gone); "
+                  "retried from its checkpoint on resume")
+        if store.mark_stale(t["id"], reason):
+            out.append(f"trial {t['key']}: {reason}")
+    return out
+
+
+def resume(sweep_id: int, *, db: str | None = None,
+           out_dir: str | os.PathLike[str] = "mutune-out", console: Any = None) -> RunResult:
+    """Finish an interrupted sweep (``mutune resume SWEEP_ID``, DESIGN.md §4).
+
+    Reaps the trials whose heartbeat is older than ``ray.lease_s`` (:func:`reap_stale`), then
+    :func:`mutune.resume.resume_pipeline` continues from the saved scheduler and searcher
+    state: exactly ``num_samples`` trials per width in total, no repeated report rows, the
+    stale trials retried from their checkpoints. Writes the report like :func:`run`.
+
+    Raises:
+        StoreError: no such sweep. MutuneError: live trials, a completed sweep, or a sweep
+            interrupted after its proxy sweeps.
+    """
+    from mutune.config import parse_config
+    from mutune.resume import resume_pipeline
+    from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
+                                        render_report, write_report_json)
+    from mutune.services.rung_plot import plot_rungs
+    from mutune.services.store import Store
+
+    url = resolve_db(db)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with Store.open(url) as store:
+        rows = store.sweep_rows(sweep_id)
+        cfg = parse_config(rows["sweep"]["config"], source=f"sweep {sweep_id} in {url}")
+        for line in reap_stale(store, sweep_id, lease_s=cfg.ray.lease_s):
+            if console is not None:
+                console.print(f"[yellow]stale:[/] {line}", highlight=False)
+        result = resume_pipeline(store, store.sweep_rows(sweep_id), out_dir=out)
+        rows = store.sweep_rows(result.sweep_id)
+    report = build_report(rows)
+    report_path = write_report_json(report, out / "report.json")
+    plot_path = plot_loss_vs_lr(rows, out / "loss_vs_lr.png")
+    plot_transfer(report, out / "transfer.png")
+    plot_rungs(rows, out / "rungs.png")
+    if console is not None:
+        render_report(report, console)
+        console.print(f"report: {report_path}  plots: {plot_path}, {out / 'rungs.png'}  "
+                      f"db: {url}")
+    return RunResult(result.sweep_id, report, report_path, plot_path, url)

@@ -214,6 +214,25 @@ def rerun(sweep_id: int = typer.Argument(..., help="Sweep id in the results data
 
 
 @app.command()
+def resume(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
+           db: Optional[str] = DbOption,
+           out: Path = typer.Option(Path("mutune-out"), "--out",
+                                    help="Folder for report.json, plots and Ray state.")) -> None:
+    """Finish an interrupted sweep: stale trials (heartbeat older than ray.lease_s) retry from
+    their checkpoints, the scheduler continues from its saved state, exactly num_samples
+    trials per width in total."""
+    from rich.console import Console
+
+    from mutune.api import resume as api_resume
+    from mutune.errors import MutuneError
+
+    try:
+        api_resume(sweep_id, db=db, out_dir=out, console=Console())
+    except MutuneError as err:
+        _fail(err)
+
+
+@app.command()
 def replay(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
            db: Optional[str] = DbOption,
            width: Optional[int] = typer.Option(None, help="Only this proxy width."),

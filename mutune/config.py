@@ -23,13 +23,16 @@ __all__ = [
     "LogUniform", "Uniform", "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig",
     "TargetConfig", "TransferConfig", "RayConfig", "BudgetConfig", "TrackingConfig",
     "CostConfig", "DeviceSpec", "DEFAULT_DEVICES",
-    "load_config", "parse_config", "default_config_path", "SEARCHABLE",
+    "load_config", "parse_config", "default_config_path", "SEARCHABLE", "LEASE_FACTOR",
 ]
 
 #: Hyperparameters a search space may name. All but ``lr`` are μP multipliers (TP V Table 1:
 #: they transfer across width): input/embedding multiplier, output (readout) multiplier,
 #: attention-logit multiplier, and the init standard deviation scale.
 SEARCHABLE = ("lr", "output_mult", "input_mult", "attn_mult", "init_std")
+
+#: A trial's lease must be at least this many heartbeat intervals (a live trial may miss two).
+LEASE_FACTOR = 3.0
 
 
 class _Strict(BaseModel):
@@ -124,8 +127,13 @@ class TokenData(_Strict):
 
 class SchedulerConfig(_Strict):
     """ASHA (Li et al. 2020) or asynchronous Hyperband (Li et al. 2018; brackets with grace
-    periods r·η^s): rungs at grace_period·η^k ≤ max_t, fidelity = training steps."""
+    periods r·η^s): rungs at grace_period·η^k ≤ max_t, fidelity = training steps.
+
+    ``variant``: ``stopping`` ends weak trials at a rung; ``promotion`` pauses every trial at
+    each rung, frees its resources, and resumes the best (top 1/η) from their checkpoints when
+    a slot frees (Li et al. 2020, Algorithm 2)."""
     kind: Literal["asha", "hyperband"] = "asha"
+    variant: Literal["stopping", "promotion"] = "stopping"
     grace_period: int = Field(default=20, ge=1)
     reduction_factor: int = Field(default=3, ge=2)
     max_t: int = Field(default=200, ge=1)
@@ -139,7 +147,12 @@ class SchedulerConfig(_Strict):
 
 
 class SearchConfig(_Strict):
-    """What is searched per proxy width and how trials are ranked."""
+    """What is searched per proxy width and how trials are ranked.
+
+    ``searcher`` proposes the points (the scheduler only decides): ``random`` (seeded
+    independent draws, the same at every width), ``grid`` (``grid_points`` values per
+    continuous dimension, log-spaced for loguniform; choice values as listed; cycled to
+    num_samples) or ``tpe`` (Optuna's TPE sampler, seeded, told every report)."""
     num_samples: int = Field(default=16, ge=1)
     #: seeds trained per trial in lockstep (same hyperparameters); the trial reports their
     #: mean validation loss, averaging out seed noise without a start-up cost per seed
@@ -149,6 +162,8 @@ class SearchConfig(_Strict):
     metric: Literal["val_loss"] = "val_loss"
     mode: Literal["min", "max"] = "min"
     scheduler: SchedulerConfig = SchedulerConfig()
+    searcher: Literal["random", "grid", "tpe"] = "random"
+    grid_points: int = Field(default=5, ge=2, le=1000)
 
     @model_validator(mode="after")
     def _names(self) -> "SearchConfig":
@@ -168,7 +183,12 @@ class SearchConfig(_Strict):
 
 
 class TrainConfig(_Strict):
-    """Training of every trial: MuAdamW (decoupled weight decay, DESIGN.md §5)."""
+    """Training of every trial: MuAdamW (decoupled weight decay, DESIGN.md §5).
+
+    Trials checkpoint (atomically) every ``checkpoint_every`` steps when > 0 (rounded up to
+    the next evaluation), on SIGTERM, and under promotion ASHA at every rung milestone; a
+    retried, promoted or resumed trial continues from its last checkpoint (without one, from
+    step 0)."""
     batch_size: int = Field(default=64, ge=1)
     eval_every: int = Field(default=10, ge=1)
     eval_windows: int = Field(default=64, ge=1)
@@ -176,6 +196,7 @@ class TrainConfig(_Strict):
     weight_decay: float = Field(default=0.0, ge=0)
     beta1: float = Field(default=0.9, ge=0, lt=1)
     beta2: float = Field(default=0.999, ge=0, lt=1)
+    checkpoint_every: int = Field(default=0, ge=0)
 
 
 class TargetConfig(_Strict):
@@ -216,13 +237,29 @@ class RayConfig(_Strict):
     ``gpus_per_trial`` > 0 trains each trial on its CUDA device (bf16 autocast, flash
     attention) and bills GPUs in the ledger; 0 trains on CPU threads and bills CPUs.
     ``max_concurrent_trials`` caps trials running at once (1 makes the report order, and so
-    ASHA's asynchronous decisions, reproducible); None lets the granted CPUs decide."""
+    ASHA's asynchronous decisions, reproducible); None lets the granted CPUs decide.
+    ``max_failures``: retries of a failed trial (e.g. its worker was killed), each resuming
+    from the trial's last checkpoint. ``heartbeat_s``: how often the driver beats for each
+    running trial; ``lease_s``: how old a running trial's last beat may be before a resume
+    treats it as stale (at least ``LEASE_FACTOR`` × heartbeat_s)."""
     address: str | None = None
     num_cpus: int = Field(default=2, ge=1)
     cpus_per_trial: float = Field(default=1, gt=0)
     gpus_per_trial: float = Field(default=0, ge=0)
     max_concurrent_trials: int | None = Field(default=None, ge=1)
     device_kind: str = "cpu"
+    max_failures: int = Field(default=1, ge=0)
+    heartbeat_s: float = Field(default=10.0, gt=0)
+    lease_s: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _lease(self) -> "RayConfig":
+        if not self.lease_s >= LEASE_FACTOR * self.heartbeat_s:
+            raise ValueError(f"ray.lease_s = {self.lease_s}: must be >= {LEASE_FACTOR:g} × "
+                             f"ray.heartbeat_s ({self.heartbeat_s}) = "
+                             f"{LEASE_FACTOR * self.heartbeat_s:g}, so a live trial that "
+                             "misses a beat or two is never reaped as stale")
+        return self
 
 
 class DeviceSpec(_Strict):

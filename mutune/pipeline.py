@@ -72,9 +72,13 @@ class SweepRun:
 
 @contextlib.contextmanager
 def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
-               on_progress: Progress | None = None) -> Iterator[SweepRun]:
+               on_progress: Progress | None = None,
+               resume: tuple[int, int] | None = None) -> Iterator[SweepRun]:
     """Load the data, compute the μP base shapes once (saved as ``out_dir/base_shapes.bsh``
     and in the sweep's provenance), record the sweep and hold a Ray cluster for the block.
+
+    ``resume`` = (sweep id, last sequence number recorded) continues a recorded sweep instead
+    of starting one: no new sweep row, and sequence numbers go on after the last.
 
     The sweep is recorded ``completed`` when the block ends normally, with the status of a
     :class:`~mutune.errors.SweepStopped` (``cancelled``, ``budget_exhausted``) when the block
@@ -94,15 +98,21 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         provenance["base_shapes"] = task.base_shapes
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "base_shapes.bsh").write_text(task.base_shapes)
-    sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed, provenance)
+    if resume is None:
+        sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed,
+                                          provenance)
+        first_seq = 1
+    else:
+        sweep_id, first_seq = resume[0], resume[1] + 1
+        recorder.sweep_resumed(sweep_id)
     try:
         limit = config.budget.limit_gpu_hours
         gate = None
         if limit is not None:
             from mutune.search.budget import BudgetGate
             gate = BudgetGate(limit)
-        run = SweepRun(config, recorder, task, sweep_id, Path(out_dir), itertools.count(1),
-                       on_progress, gate)
+        run = SweepRun(config, recorder, task, sweep_id, Path(out_dir),
+                       itertools.count(first_seq), on_progress, gate)
         with ray_cluster(config.ray):
             yield run
     except SweepStopped as stop:
@@ -166,30 +176,31 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
         SearchError: every trial diverged or failed.
     """
     from mutune.search.best import best_at_rung
-    from mutune.search.space import sample_configs, trial_seeds
+    from mutune.search.searchers import make_searcher
+    from mutune.search.space import trial_seeds
     from mutune.search.tuner import run_trials
 
     config, recorder = run.config, run.recorder
     search, sched = config.search, config.search.scheduler
-    hps = sample_configs(search, config.seed, index)
+    searcher = make_searcher(search, config.seed, index)
     reps = search.replicates
-    seeds = trial_seeds(config.seed, index, len(hps) * reps)
-    points = [{"hparams": hp, "seed": seeds[k * reps], "index": k,
-               **({"replicate_seeds": seeds[k * reps:(k + 1) * reps]} if reps > 1 else {})}
-              for k, hp in enumerate(hps)]
+    seeds = trial_seeds(config.seed, index, search.num_samples * reps)
     settings = {"scheduler": {**sched.model_dump(), "seed": config.seed},
-                "num_samples": search.num_samples, "replicates": search.replicates,
+                "searcher": search.searcher,
+                "num_samples": search.num_samples, "replicates": reps,
                 "metric": search.metric, "mode": search.mode,
                 "parametrization": config.model.parametrization}
     ps_id = recorder.proxy_sweep_started(run.sweep_id, width, settings)
-    outcome = run_trials(points, task=run.task, width=width, max_t=sched.max_t,
+    outcome = run_trials(None, task=run.task, width=width, max_t=sched.max_t,
                          recorder=recorder, sweep_id=run.sweep_id, proxy_sweep_id=ps_id,
                          kind="proxy", scheduler=sched, metric=search.metric,
                          mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
                          name=f"sweep{run.sweep_id}-w{width}", seq=run.seq,
-                         on_progress=_bind(run.on_progress, f"width {width}", len(points)),
-                         scheduler_seed=config.seed, budget=run.budget,
-                         tracking=config.tracking)
+                         on_progress=_bind(run.on_progress, f"width {width}",
+                                           search.num_samples),
+                         scheduler_seed=config.seed, searcher=searcher, seeds=seeds,
+                         checkpoint_every=config.train.checkpoint_every,
+                         budget=run.budget, tracking=config.tracking, replicates=reps)
     if outcome.stopped is not None:
         raise SweepStopped("cancelled", outcome.stopped)
     cut = run.budget.exhausted if run.budget is not None else None
@@ -205,7 +216,8 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
     _record_best(run, result, best.n_trials)
     if cut is not None:
         raise SweepStopped("budget_exhausted", f"{cut}; width {width} kept "
-                                               f"{len(outcome.trials)} of {len(points)} trials")
+                                               f"{len(outcome.trials)} of "
+                                               f"{search.num_samples} trials")
     return result, outcome
 
 
@@ -475,13 +487,17 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
     r = config.ray
     per_trial = r.gpus_per_trial or r.cpus_per_trial
     concurrency = r.max_concurrent_trials or max(int(r.num_cpus // r.cpus_per_trial), 1)
-    span = (max(t.started + t.timing["allocated_s"] for t in everything)
-            - min(t.started for t in everything))
     held_devices = concurrency * per_trial
+    trial_device_s = sum(trial_time(t.timing).allocated_s * t.timing["devices"]
+                         for t in everything)
+    # the span needs this process's clock for every trial: a resumed sweep's earlier trials
+    # ran under another driver, so there the sweep is taken as the sum of its trials
+    timed = all(t.started > 0 and t.ended is not None for t in everything)
+    span = (max(t.ended for t in everything) - min(t.started for t in everything)
+            if timed else None)
     waste = sweep_waste([(t.status, t.timing, t.timing["devices"]) for t in everything],
-                        held_device_s=max(span * held_devices,
-                                          sum(trial_time(t.timing).allocated_s
-                                              * t.timing["devices"] for t in everything)))
+                        held_device_s=None if span is None else
+                        max(span * held_devices, trial_device_s))
     mfu_value = (flops_total / flops_device_s / peak
                  if peak and flops_device_s > 0 else None)
     n_trials = len(proxy_trials)
@@ -502,7 +518,19 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
             "waste_gpu_hours": waste.waste_gpu_hours,
             "gpu_hours_per_trial": proxy_h / n_trials if n_trials else None,
             "cost_to_final_metric_gpu_hours": total_h,
+            "repeated_steps": sum(int(t.timing.get("repeated_steps") or 0)
+                                  for t in everything),
             "project": config.cost.project, "owner": config.cost.owner}
+    for t in everything:
+        if t.timing.get("recovery_s") or t.timing.get("repeated_steps"):
+            entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "recovery",
+                            "value": float(t.timing.get("recovery_s") or 0.0), "unit": "s",
+                            "formula": "restart set-up + checkpoint load + repeated_steps × "
+                                       "productive s/step",
+                            "inputs": {"restarts": t.timing.get("restarts", 0),
+                                       "repeated_steps": t.timing.get("repeated_steps", 0)}})
+    entries.append({"scope": "sweep", "name": "repeated_steps",
+                    "value": float(cost["repeated_steps"]), "unit": "steps"})
     overhead_inputs = {"replicates_per_trial": reps, "median_proxy_overhead_s": proxy_overhead,
                        "median_proxy_setup_s": proxy_setup, "target_setup_s": target_setup}
     units = {"saved_fraction": "1", "ettr": "1", "mfu": "1", "price_per_hour":

@@ -49,11 +49,27 @@ class Recorder(Protocol):
         """The scheduler judged the trial at rung ``milestone`` (steps) with ``value`` against
         ``cutoff`` and decided ``decision`` (``continue``/``stop``/``diverged``)."""
 
+    def scheduler_saved(self, proxy_sweep_id: int, state: Mapping[str, Any],
+                        searcher_state: Mapping[str, Any] | None, seq: int) -> None:
+        """The scheduler core's and the searcher's state (versioned JSON dicts) after the
+        decision numbered ``seq``: what a resumed sweep restores."""
+
+    def heartbeat(self, trial_id: int) -> None:
+        """The running trial is alive (beaten through the driver at ``ray.heartbeat_s``)."""
+
+    def trial_checkpoint_dir(self, trial_id: int, path: str) -> None:
+        """The folder where the trial's checkpoints are kept (for a resume)."""
+
+    def trial_resumed(self, trial_id: int, reason: str) -> None:
+        """A trial of a resumed sweep continues from its checkpoint (running again);
+        ``reason`` says why it had stopped (e.g. a stale heartbeat)."""
+
     def trial_finished(self, trial_id: int, status: str, reason: str | None,
                        timing: Mapping[str, float]) -> None:
         """The trial released its resources with a terminal ``status`` (TRIAL_STATUSES).
         ``timing`` keys: allocated_s, productive_s, eval_s, overhead_s, steps, samples,
-        devices (count), plus device_kind (str) — seconds are wall seconds."""
+        devices (count granted, may be fractional), restarts, repeated_steps, recovery_s,
+        checkpoint_s, plus device_kind (str) — seconds are wall seconds."""
 
     def trial_logged(self, trial_id: int, stdout: str, stderr: str,
                      traceback: str | None) -> None:
@@ -89,6 +105,9 @@ class Recorder(Protocol):
 
     def sweep_finished(self, sweep_id: int, status: str, reason: str | None = None) -> None:
         """The sweep ended (``completed``, ``failed``, …)."""
+
+    def sweep_resumed(self, sweep_id: int) -> None:
+        """An interrupted sweep continues (``mutune resume``): running again."""
 
 
 class MemoryRecorder:
@@ -133,6 +152,19 @@ class MemoryRecorder:
         self._log("scheduler_decided", trial_id=trial_id, milestone=milestone, value=value,
                   cutoff=cutoff, decision=decision, seq=seq)
 
+    def scheduler_saved(self, proxy_sweep_id, state, searcher_state, seq):
+        self._log("scheduler_saved", proxy_sweep_id=proxy_sweep_id, state=state,
+                  searcher_state=searcher_state, seq=seq)
+
+    def heartbeat(self, trial_id):
+        self._log("heartbeat", trial_id=trial_id)
+
+    def trial_checkpoint_dir(self, trial_id, path):
+        self._log("trial_checkpoint_dir", trial_id=trial_id, path=path)
+
+    def trial_resumed(self, trial_id, reason):
+        self._log("trial_resumed", trial_id=trial_id, reason=reason)
+
     def trial_finished(self, trial_id, status, reason, timing):
         self._log("trial_finished", trial_id=trial_id, status=status, reason=reason,
                   timing=dict(timing))
@@ -166,3 +198,6 @@ class MemoryRecorder:
 
     def sweep_finished(self, sweep_id, status, reason=None):
         self._log("sweep_finished", sweep_id=sweep_id, status=status, reason=reason)
+
+    def sweep_resumed(self, sweep_id):
+        self._log("sweep_resumed", sweep_id=sweep_id)

@@ -1,10 +1,14 @@
-"""Search: the ASHA scheduler core, its Ray Tune adapter, search spaces and the trial loop.
+"""Search: scheduler cores (ASHA stopping and promotion, Hyperband), searchers, a simulated
+executor, the Ray Tune adapters, and the trial loop with checkpoints.
 
-Import the submodules you need (``mutune.search.asha`` is pure Python; ``tuner``, ``book`` and
-``ray_adapter`` import Ray).
+Import the submodules you need (``asha``, ``promotion``, ``hyperband``, ``schedulers``,
+``simulate`` and ``best`` are pure Python; ``searchers`` imports Optuna for TPE only when asked;
+``tuner``, ``book``, ``ray_adapter`` and ``ray_searcher`` import Ray).
 """
 from mutune.search.asha import ASHA, Decision, Judgement, bracket_count, rung_milestones
 from mutune.search.best import BestTrial, best_at_rung
+from mutune.search.promotion import PromotionASHA
+from mutune.search.schedulers import make_scheduler, scheduler_from_state
 
-__all__ = ["ASHA", "Decision", "Judgement", "rung_milestones", "bracket_count", "BestTrial",
-           "best_at_rung"]
+__all__ = ["ASHA", "PromotionASHA", "Decision", "Judgement", "rung_milestones", "bracket_count",
+           "BestTrial", "best_at_rung", "make_scheduler", "scheduler_from_state"]

@@ -31,10 +31,19 @@ __all__ = ["Decision", "Judgement", "ASHA", "rung_milestones", "bracket_count"]
 
 
 class Decision(str, enum.Enum):
-    """What the scheduler decided for a trial at a rung."""
+    """What the scheduler decided for a trial at a rung.
+
+    ``CONTINUE``/``STOP``/``DIVERGED`` are the stopping variant's; promotion ASHA
+    (:mod:`mutune.search.promotion`) adds ``PAUSE`` (the trial waits at the rung, its resources
+    freed) and ``PROMOTE`` (a paused trial resumes towards the next rung). Ray Tune's
+    ``TrialScheduler`` has CONTINUE/PAUSE/STOP too; it has no promote (a paused trial is
+    simply chosen to run again).
+    """
     CONTINUE = "continue"
     STOP = "stop"
     DIVERGED = "diverged"
+    PAUSE = "pause"
+    PROMOTE = "promote"
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,22 @@ class _Rung:
         return len(self.finite) + self.n_nonfinite
 
 
+def rank_at_rung(rung: "_Rung", value: float, reduction_factor: int,
+                 mode: str) -> tuple[bool, float | None]:
+    """Whether finite ``value`` (already recorded in ``rung``) is among the best
+    max(⌊n/η⌋, 1) of the rung's n values, ties favouring it, and the cutoff (the worst value
+    still inside; None when fewer finite values than that exist). O(log n)."""
+    sorted_vals = rung.finite
+    k = max(rung.n // reduction_factor, 1)
+    if mode == "min":
+        better = bisect.bisect_left(sorted_vals, value)
+        cutoff = sorted_vals[k - 1] if k <= len(sorted_vals) else None
+    else:
+        better = len(sorted_vals) - bisect.bisect_right(sorted_vals, value)
+        cutoff = sorted_vals[-k] if k <= len(sorted_vals) else None
+    return better < k, cutoff
+
+
 class ASHA:
     """ASHA scheduler core (stopping variant): feed it reports, get :class:`Judgement`s.
 
@@ -130,16 +155,9 @@ class ASHA:
         if not math.isfinite(value):
             rung.n_nonfinite += 1
             return Judgement(trial, milestone, value, None, Decision.DIVERGED)
-        sorted_vals = rung.finite
-        bisect.insort(sorted_vals, value)
-        k = max(rung.n // self.reduction_factor, 1)
-        if self.mode == "min":
-            better = bisect.bisect_left(sorted_vals, value)
-            cutoff = sorted_vals[k - 1] if k <= len(sorted_vals) else None
-        else:
-            better = len(sorted_vals) - bisect.bisect_right(sorted_vals, value)
-            cutoff = sorted_vals[-k] if k <= len(sorted_vals) else None
-        decision = Decision.CONTINUE if better < k else Decision.STOP
+        bisect.insort(rung.finite, value)
+        inside, cutoff = rank_at_rung(rung, value, self.reduction_factor, self.mode)
+        decision = Decision.CONTINUE if inside else Decision.STOP
         return Judgement(trial, milestone, value, cutoff, decision)
 
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
@@ -177,6 +195,25 @@ class ASHA:
     def stopped(self, trial: str) -> Decision | None:
         """The decision that ended ``trial`` (STOP or DIVERGED), or None if it was not ended."""
         return self._ended.get(trial)
+
+    # -- the promotion hooks every core has (no-ops here: stopping never pauses) ------------
+    variant = "stopping"
+
+    def candidate(self) -> Judgement | None:
+        """The paused trial to promote on a free slot: always None (nothing ever pauses)."""
+        return None
+
+    def promote(self, trial: str) -> Judgement:
+        """Raises SearchError: the stopping variant never pauses, so never promotes."""
+        raise SearchError(f"trial {trial!r}: the stopping variant of ASHA never promotes")
+
+    def paused(self) -> dict[str, int]:
+        """Paused trials → the milestone they wait at: always empty in the stopping variant."""
+        return {}
+
+    def finish(self) -> list[Judgement]:
+        """End of sweep: nothing is paused, so nothing to stop."""
+        return []
 
     def rung_values(self) -> dict[int, dict[str, float]]:
         """Milestone → {trial: value judged there} (a copy)."""

@@ -1,18 +1,29 @@
-"""Which trial is best, compared at equal budget (DESIGN.md §4).
+"""Which trial is best, compared at equal budget, with an explicit scope (DESIGN.md §4).
 
 The top rung of a small sweep holds one or two trials, partly by arrival order, so the best trial
-is taken at the highest rung holding at least ``min_trials`` trials, comparing the values each
-trial was judged with there (its first report at or past the milestone).
+is taken at the highest rung holding at least ``min_trials`` trials. Two scopes say which value of
+each trial counts there:
+
+* ``last``: the value the trial was judged with at that rung (its first report at or past the
+  milestone) — what the scheduler compared;
+* ``best-so-far``: the best value among the trial's reports up to and including that one (an
+  early-stopping-style "best checkpoint" within the same budget).
+
+Ray Tune's ``ResultGrid.get_best_result(scope=…)`` offers the same two scopes (``last``, ``all``)
+but compares trials at whatever budget each reached, so a trial stopped early can win on an
+unequal budget; Optuna's ``best_trial`` takes the final values of completed trials only.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mutune.errors import SearchError
 
-__all__ = ["BestTrial", "best_at_rung"]
+__all__ = ["BestTrial", "best_at_rung", "SCOPES"]
+
+SCOPES = ("last", "best-so-far")
 
 
 @dataclass(frozen=True)
@@ -26,20 +37,27 @@ class BestTrial:
 
 
 def best_at_rung(rung_values: Mapping[int, Mapping[str, float]], *, mode: str = "min",
-                 min_trials: int = 3) -> BestTrial:
-    """Best trial at the highest rung with at least ``min_trials`` values (scope ``last``:
-    each trial's value as judged at that rung).
+                 min_trials: int = 3, scope: str = "last",
+                 curves: Mapping[str, Sequence[tuple[int, float]]] | None = None) -> BestTrial:
+    """Best trial at the highest rung with at least ``min_trials`` values.
 
     Args:
         rung_values: milestone (steps) → {trial: value judged there}.
         mode: ``"min"`` or ``"max"``.
         min_trials: how many trials a rung must hold to be used (falls back to the rung with
             the most trials, highest first, when none holds that many).
+        scope: ``"last"`` (the value judged at the rung) or ``"best-so-far"`` (the best of
+            the trial's reports up to its first report at or past the milestone; needs
+            ``curves``).
+        curves: trial → [(step, value), …] in step order; used by ``best-so-far`` only.
     Raises:
-        SearchError: no rung holds a finite value.
+        SearchError: bad mode or scope, ``best-so-far`` without a curve for a trial, or no
+            rung holds a finite value.
     """
     if mode not in ("min", "max"):
         raise SearchError(f"mode = {mode!r}: must be 'min' or 'max'")
+    if scope not in SCOPES:
+        raise SearchError(f"scope = {scope!r}: must be one of {SCOPES}")
     rungs = sorted(((m, {t: v for t, v in vals.items() if math.isfinite(v)})
                     for m, vals in rung_values.items()), reverse=True)
     rungs = [(m, vals) for m, vals in rungs if vals]
@@ -48,5 +66,22 @@ def best_at_rung(rung_values: Mapping[int, Mapping[str, float]], *, mode: str = 
     eligible = [(m, vals) for m, vals in rungs if len(vals) >= min_trials]
     m, vals = eligible[0] if eligible else max(rungs, key=lambda mv: (len(mv[1]), mv[0]))
     pick = min if mode == "min" else max
+    if scope == "best-so-far":
+        vals = {t: _best_so_far(t, m, curves, pick) for t in vals}
     trial = pick(sorted(vals), key=lambda t: vals[t])
     return BestTrial(trial, m, vals[trial], len(vals))
+
+
+def _best_so_far(trial: str, milestone: int,
+                 curves: Mapping[str, Sequence[tuple[int, float]]] | None, pick) -> float:
+    if curves is None or trial not in curves:
+        raise SearchError(f"scope 'best-so-far' needs the curve of trial {trial!r}")
+    upto = []
+    for step, value in curves[trial]:
+        if math.isfinite(value):
+            upto.append(value)
+        if step >= milestone:
+            break
+    if not upto:
+        raise SearchError(f"trial {trial!r} has no finite report up to step {milestone}")
+    return pick(upto)

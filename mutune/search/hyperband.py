@@ -13,7 +13,13 @@ Hyperparameter Optimization" (JMLR), §3, run asynchronously as in Li et al. 202
   ``numpy`` generator seeded with ``SeedSequence([seed, 4])``; the i-th new trial takes entry i of
   the concatenated cycles, so the assignment depends only on (seed, arrival order) and a replay
   makes the same one (DESIGN.md §4);
-* a trial is assigned when first seen (:meth:`Hyperband.assign`, or its first report).
+* a trial is assigned when first seen (:meth:`Hyperband.assign`, or its first report);
+* ``variant="promotion"`` makes every bracket a :class:`~mutune.search.promotion.PromotionASHA`;
+  on a free slot :meth:`Hyperband.candidate` takes the brackets' candidates and promotes the one
+  at the highest milestone (the lowest bracket s on ties): rungs are scanned top-down across
+  brackets, as within one. Ray Tune's ``HyperBandScheduler`` is synchronous instead (a bracket
+  waits for all its trials at each rung); Syne Tune's ``HyperbandScheduler`` samples brackets
+  i.i.d. from the same n_s weights rather than in shuffled cycles.
 
 :meth:`Hyperband.rung_values` merges the brackets by milestone (every bracket's milestones are
 among bracket 0's, and a value at milestone m was measured after m steps in any bracket, so the
@@ -27,6 +33,9 @@ import numpy as np
 
 from mutune.errors import SearchError
 from mutune.search.asha import ASHA, Decision, Judgement, bracket_count, rung_milestones
+from mutune.search.promotion import PromotionASHA
+
+VARIANTS = ("stopping", "promotion")
 
 __all__ = ["Hyperband", "bracket_sizes"]
 
@@ -51,7 +60,7 @@ def bracket_sizes(grace_period: int, reduction_factor: int, max_t: int) -> list[
 
 
 class Hyperband:
-    """Asynchronous Hyperband core (stopping variant in each bracket).
+    """Asynchronous Hyperband core (stopping or promotion variant in each bracket).
 
     Args:
         grace_period: r, the smallest milestone in steps (bracket 0's grace period).
@@ -59,14 +68,18 @@ class Hyperband:
         max_t: R, the largest budget in steps.
         mode: ``"min"`` or ``"max"``.
         seed: the sweep seed; bracket assignment draws from ``SeedSequence([seed, 4])``.
+        variant: ``"stopping"`` (brackets are :class:`ASHA`) or ``"promotion"`` (brackets are
+            :class:`PromotionASHA`).
     Raises:
         SearchError: a setting out of range (names it, its value and the rule).
     """
 
-    STATE_VERSION = 1
+    STATE_VERSION = 2   # 2 added "variant"; version 1 states load as stopping
 
     def __init__(self, *, grace_period: int, reduction_factor: int, max_t: int,
-                 mode: str = "min", seed: int = 0) -> None:
+                 mode: str = "min", seed: int = 0, variant: str = "stopping") -> None:
+        if variant not in VARIANTS:
+            raise SearchError(f"variant = {variant!r}: must be one of {VARIANTS}")
         if mode not in ("min", "max"):
             raise SearchError(f"mode = {mode!r}: must be 'min' or 'max'")
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
@@ -74,11 +87,13 @@ class Hyperband:
         self.milestones = rung_milestones(grace_period, reduction_factor, max_t)
         self.grace_period, self.reduction_factor, self.max_t = (grace_period, reduction_factor,
                                                                  max_t)
-        self.mode, self.seed = mode, seed
+        self.mode, self.seed, self.variant = mode, seed, variant
         self.s_max = len(self.milestones) - 1
-        self.brackets = [ASHA(grace_period=grace_period * reduction_factor ** s,
-                              reduction_factor=reduction_factor, max_t=max_t, mode=mode)
-                         for s in range(self.s_max + 1)]
+        core = ASHA if variant == "stopping" else PromotionASHA
+        self.brackets: list[Any] = [core(grace_period=grace_period * reduction_factor ** s,
+                                         reduction_factor=reduction_factor, max_t=max_t,
+                                         mode=mode)
+                                    for s in range(self.s_max + 1)]
         self.sizes = bracket_sizes(grace_period, reduction_factor, max_t)
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 4]))
         self._sequence: list[int] = []
@@ -118,6 +133,40 @@ class Hyperband:
         s = self._assigned.get(trial)
         return None if s is None else self.brackets[s].stopped(trial)
 
+    # -- promotion (no-ops in the stopping variant) -----------------------------------------
+    def candidate(self) -> Judgement | None:
+        """The paused trial to promote on a free slot (highest milestone over brackets, the
+        lowest bracket on ties), or None. Pure."""
+        best = None
+        for b in self.brackets:
+            c = b.candidate()
+            if c is not None and (best is None or c.milestone > best.milestone):
+                best = c
+        return best
+
+    def promote(self, trial: str) -> Judgement:
+        """Promote paused ``trial`` in its bracket (:meth:`PromotionASHA.promote`).
+
+        Raises:
+            SearchError: the stopping variant, or ``trial`` not paused / not promotable.
+        """
+        s = self._assigned.get(trial)
+        if self.variant != "promotion" or s is None:
+            raise SearchError(f"trial {trial!r} cannot be promoted (variant {self.variant}, "
+                              f"bracket {s})")
+        return self.brackets[s].promote(trial)
+
+    def paused(self) -> dict[str, int]:
+        """Paused trials → milestone, over all brackets (a copy)."""
+        out: dict[str, int] = {}
+        for b in self.brackets:
+            out.update(b.paused())
+        return out
+
+    def finish(self) -> list[Judgement]:
+        """End of sweep: stop every paused trial in every bracket (none left paused)."""
+        return [j for b in self.brackets for j in b.finish()]
+
     def rung_values(self) -> dict[int, dict[str, float]]:
         """Milestone → {trial: value judged there}, merged over brackets (a copy)."""
         out: dict[int, dict[str, float]] = {m: {} for m in self.milestones}
@@ -138,7 +187,7 @@ class Hyperband:
         return {"version": self.STATE_VERSION, "kind": "hyperband",
                 "grace_period": self.grace_period, "reduction_factor": self.reduction_factor,
                 "max_t": self.max_t, "mode": self.mode, "seed": self.seed,
-                "assigned": [[t, s] for t, s in self._assigned.items()],
+                "variant": self.variant, "assigned": [[t, s] for t, s in self._assigned.items()],
                 "brackets": [b.state_dict() for b in self.brackets]}
 
     @classmethod
@@ -148,15 +197,17 @@ class Hyperband:
         Raises:
             SearchError: unknown version or kind, or assignments that disagree with the seed.
         """
-        if state.get("version") != cls.STATE_VERSION or state.get("kind") != "hyperband":
+        if state.get("version") not in (1, cls.STATE_VERSION) or state.get("kind") != "hyperband":
             raise SearchError(f"cannot load scheduler state version {state.get('version')!r} "
                               f"kind {state.get('kind')!r}")
+        variant = state.get("variant", "stopping")
         obj = cls(grace_period=state["grace_period"],
                   reduction_factor=state["reduction_factor"], max_t=state["max_t"],
-                  mode=state["mode"], seed=state["seed"])
+                  mode=state["mode"], seed=state["seed"], variant=variant)
         for trial, s in state["assigned"]:  # a list: JSON object key order is not kept everywhere
             if obj.assign(trial) != int(s):
                 raise SearchError(f"saved bracket {s} of trial {trial!r} disagrees with seed "
                                   f"{state['seed']}: the state was edited or the seed changed")
-        obj.brackets = [ASHA.from_state(b) for b in state["brackets"]]
+        core = ASHA if variant == "stopping" else PromotionASHA
+        obj.brackets = [core.from_state(b) for b in state["brackets"]]
         return obj

@@ -95,6 +95,10 @@ def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any], overrides: Map
     settings = ps["settings"] or {}
     sched = settings.get("scheduler") or {}
     metric, mode = settings.get("metric", "val_loss"), settings.get("mode", "min")
+    if sched.get("variant", "stopping") != "stopping":
+        raise SearchError(f"proxy sweep {ps['id']} ran promotion ASHA: replay re-simulates the "
+                          "stopping variant only (a paused trial's curve past its pause is "
+                          "not recorded unless it was promoted)")
     # Hyperband's bracket seed: the one recorded with the scheduler settings, else the sweep's
     seed = int(sched.get("seed", rows["sweep"]["seed"]))
     original = ReplaySettings(kind=sched.get("kind", "asha"),

@@ -32,7 +32,7 @@ def test_a_running_trial_finishes_its_rung_once_the_budget_is_exhausted():
                      devices=1, device_kind="cpu", seq=itertools.count(1), core=core)
     gate = BudgetGate(1.0)
     gate.register(book)
-    sched = RayASHA(core, book, "val_loss", gate)
+    sched = RayASHA(core, book, "val_loss", gate=gate)
     a, b = _trial("a", 0), _trial("b", 1)
     for t in (a, b):
         book.on_trial_start(0, [], t)

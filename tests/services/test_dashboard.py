@@ -154,6 +154,13 @@ def browser():
 @pytest.mark.browser
 def test_dashboard_in_headless_chromium(seeded, browser):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def wait_for(element_id: str):
+        # a click navigates: wait for the next page's element (a loaded 2-core machine is slow)
+        return WebDriverWait(browser, 30).until(
+            ec.presence_of_element_located((By.ID, element_id)))
 
     srv, token, mine, theirs = seeded
     artifacts = Path(os.environ.get("MUTUNE_TEST_ARTIFACTS", REPO / "test-artifacts"))
@@ -161,9 +168,9 @@ def test_dashboard_in_headless_chromium(seeded, browser):
 
     browser.get(srv.url + "/")
     assert browser.current_url.endswith("/login")
-    browser.find_element(By.ID, "token").send_keys(token)
+    wait_for("token").send_keys(token)
     browser.find_element(By.ID, "submit").click()
-    row = browser.find_element(By.ID, f"sweep-{mine}")
+    row = wait_for(f"sweep-{mine}")
     assert row.find_element(By.CLASS_NAME, "status").text == "completed"
     assert row.find_element(By.CLASS_NAME, "gpu-hours").text == fmt(COST["total_gpu_hours"],
                                                                      ".6f")
@@ -172,7 +179,7 @@ def test_dashboard_in_headless_chromium(seeded, browser):
     browser.save_screenshot(str(artifacts / "dashboard-sweeps.png"))
 
     row.find_element(By.LINK_TEXT, str(mine)).click()
-    assert browser.find_element(By.ID, "sweep-id").text == str(mine)
+    assert wait_for("sweep-id").text == str(mine)
     assert browser.find_element(By.ID, "target-val-loss").text == fmt(TARGET["val_loss"], ".4f")
     assert browser.find_element(By.ID, "cost-saved_gpu_hours").text == \
         fmt(COST["saved_gpu_hours"], ".6f")

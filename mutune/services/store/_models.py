@@ -79,6 +79,9 @@ class ProxySweep(Base):
     best: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    scheduler_state: Mapped[dict[str, Any] | None] = mapped_column(JSON)   # 0004
+    searcher_state: Mapped[dict[str, Any] | None] = mapped_column(JSON)    # 0004
+    state_seq: Mapped[int | None] = mapped_column(Integer)                 # 0004
 
 
 class Trial(Base):
@@ -104,9 +107,14 @@ class Trial(Base):
     overhead_s: Mapped[float | None] = mapped_column(Float)
     steps: Mapped[int | None] = mapped_column(Integer)
     samples: Mapped[int | None] = mapped_column(Integer)
-    devices: Mapped[int | None] = mapped_column(Integer)
+    devices: Mapped[float | None] = mapped_column(Float)    # 0004: fractional GPUs
     device_kind: Mapped[str | None] = mapped_column(String(64))
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    checkpoint_dir: Mapped[str | None] = mapped_column(Text)               # 0004
+    restarts: Mapped[int | None] = mapped_column(Integer)                  # 0004
+    repeated_steps: Mapped[int | None] = mapped_column(Integer)            # 0004
+    recovery_s: Mapped[float | None] = mapped_column(Float)                # 0004
+    checkpoint_s: Mapped[float | None] = mapped_column(Float)              # 0004
 
 
 class TrialReport(Base):
@@ -125,12 +133,13 @@ class TrialReport(Base):
 
 
 class SchedulerEvent(Base):
-    """A scheduler decision at a rung; one row per (trial, milestone). Non-finite value or
+    """A scheduler decision at a rung; one row per (trial, milestone, decision) — promotion
+    ASHA pauses, promotes and may finally stop a trial at one rung (0004). Non-finite value or
     cutoff is stored as NULL."""
 
     __tablename__ = "scheduler_events"
-    __table_args__ = (UniqueConstraint("trial_id", "milestone",
-                                       name="uq_scheduler_events_trial_id_milestone"),)
+    __table_args__ = (UniqueConstraint("trial_id", "milestone", "decision",
+                                       name="uq_scheduler_events_trial_id_milestone_decision"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"))

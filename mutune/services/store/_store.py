@@ -36,8 +36,9 @@ WRITE_ATTEMPTS = 5
 _BACKOFF_S = 0.05
 
 TRIAL_KINDS = ("proxy", "target")
-_TIMING_FLOATS = ("allocated_s", "productive_s", "eval_s", "overhead_s")
-_TIMING_INTS = ("steps", "samples", "devices")
+_TIMING_FLOATS = ("allocated_s", "productive_s", "eval_s", "overhead_s", "devices",
+                  "recovery_s", "checkpoint_s")
+_TIMING_INTS = ("steps", "samples", "restarts", "repeated_steps")
 
 
 def finite_json(value: Any) -> Any:
@@ -288,7 +289,8 @@ class Store(HeartbeatMixin, QueueMixin):
 
     def scheduler_decided(self, trial_id: int, milestone: int, value: float | None,
                           cutoff: float | None, decision: str, seq: int) -> None:
-        """Record the decision at rung ``milestone``; a repeat of (trial, milestone) is ignored.
+        """Record the decision at rung ``milestone``; a repeat of (trial, milestone, decision)
+        is ignored.
         Non-finite ``value``/``cutoff`` are stored as NULL."""
         def work(s: Session) -> None:
             trial = self._get(s, Trial, trial_id, "trial")
@@ -298,7 +300,7 @@ class Store(HeartbeatMixin, QueueMixin):
                                  "seq": int(seq), "value": _finite_float(value, "value"),
                                  "cutoff": _finite_float(cutoff, "cutoff"),
                                  "decision": str(decision), "created_at": now},
-                                ["trial_id", "milestone"])
+                                ["trial_id", "milestone", "decision"])
             trial.heartbeat_at = now
         self._write(work)
 
@@ -368,6 +370,33 @@ class Store(HeartbeatMixin, QueueMixin):
                 row.cancel_requested_at = _now()
             return row.status
         return self._write(work)
+
+    def scheduler_saved(self, proxy_sweep_id: int, state: Mapping[str, Any],
+                        searcher_state: Mapping[str, Any] | None, seq: int) -> None:
+        """Save the scheduler core's and the searcher's state (versioned JSON) as of sequence
+        number ``seq``; an older ``seq`` than the saved one is ignored."""
+        def work(s: Session) -> None:
+            row = self._get(s, ProxySweep, proxy_sweep_id, "proxy sweep")
+            if row.state_seq is not None and row.state_seq > int(seq):
+                return
+            row.scheduler_state = finite_json(state)
+            row.searcher_state = None if searcher_state is None else finite_json(searcher_state)
+            row.state_seq = int(seq)
+        self._write(work)
+
+    def trial_checkpoint_dir(self, trial_id: int, path: str) -> None:
+        """Record the folder where the trial's checkpoints are kept."""
+        def work(s: Session) -> None:
+            self._get(s, Trial, trial_id, "trial").checkpoint_dir = str(path)
+        self._write(work)
+
+    def trial_resumed(self, trial_id: int, reason: str) -> None:
+        """A trial continues (from its checkpoint) in a resumed sweep: status ``running``
+        again, heartbeat now, ``reason`` says why it had stopped."""
+        def work(s: Session) -> None:
+            t = self._get(s, Trial, trial_id, "trial")
+            t.status, t.reason, t.finished_at, t.heartbeat_at = "running", reason, None, _now()
+        self._write(work)
 
     def proxy_sweep_finished(self, proxy_sweep_id: int, best: Mapping[str, Any]) -> None:
         """Record the width's best trial (``best``) and mark the proxy sweep ``completed``."""
@@ -473,6 +502,13 @@ class Store(HeartbeatMixin, QueueMixin):
             row.status = str(status)
             row.reason = reason
             row.finished_at = _now()
+        self._write(work)
+
+    def sweep_resumed(self, sweep_id: int) -> None:
+        """An interrupted sweep continues: status ``running``, no finish time, no reason."""
+        def work(s: Session) -> None:
+            row = self._get(s, Sweep, sweep_id, "sweep")
+            row.status, row.reason, row.finished_at = "running", None, None
         self._write(work)
 
     # ------------------------------------------------------------------ reads

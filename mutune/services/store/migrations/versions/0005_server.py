@@ -1,7 +1,7 @@
 """The search server: API tokens (hashed), one project each (issue 8).
 
 Revision ID: 0005
-Revises: 0003 (for now: the merger re-points this at the newest of 0003/0004)
+Revises: 0004
 Create Date: 2026-11-29
 
 Sweeps gain no column: a submitted sweep is a ``sweeps`` row with status ``queued`` (the status
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,71 @@
+"""Trial checkpoints: one file per checkpoint folder, written atomically.
+
+A checkpoint holds everything a trial needs to continue its exact trajectory (DESIGN.md §6,
+issue 4): per replicate the model's and the optimizer's ``state_dict``; torch's CPU RNG state
+(and CUDA's when present); the data position (the training step: batches are a pure function of
+(seed, step), :meth:`mutune.proxies.task.ProxyTask.batch`); the running train-loss sum since the
+last report; and the cumulative productive/eval seconds.
+
+Writes are atomic: the state goes to a temporary file in the same folder, is flushed and
+fsync'ed, then ``os.replace``d onto ``trial_state.pt`` — a reader (or a restarted trial) sees
+the old checkpoint or the new one, never half of one. Ray Tune's ``Checkpoint.from_directory``
+then persists the folder; Ray's own function-trainable checkpoints are whatever the user writes
+into that folder, with no atomicity of their own.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mutune.errors import SearchError
+
+__all__ = ["STATE_FILE", "save_trial_state", "load_trial_state"]
+
+#: The file inside a checkpoint folder.
+STATE_FILE = "trial_state.pt"
+
+
+def save_trial_state(directory: str | os.PathLike[str], state: dict[str, Any]) -> Path:
+    """Write ``state`` (tensors, numbers, lists, dicts) to ``directory/trial_state.pt``
+    atomically (temp file + fsync + ``os.replace``); creates ``directory``.
+
+    Returns:
+        The path of the state file.
+    """
+    import torch
+
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / STATE_FILE
+    fd, tmp = tempfile.mkstemp(prefix=f".{STATE_FILE}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save(state, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def load_trial_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read the state saved by :func:`save_trial_state` (tensors only, no pickled code).
+
+    Raises:
+        SearchError: the folder has no ``trial_state.pt`` or it cannot be read.
+    """
+    import torch
+
+    path = Path(directory) / STATE_FILE
+    if not path.is_file():
+        raise SearchError(f"checkpoint folder {directory} has no {STATE_FILE}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is the same error
+        raise SearchError(f"cannot read checkpoint {path}: {exc}") from exc

@@ -1,0 +1,103 @@
+"""The same sweep on an existing two-node Ray cluster (``ray.address``), and with the second node
+killed mid-sweep (slow). ``ray.cluster_utils.Cluster`` starts both nodes on this machine; the
+sweep runs in a fresh interpreter because this test session already holds a local Ray."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_SCRIPT = textwrap.dedent("""
+    import itertools, json, sys, logging
+    from ray.cluster_utils import Cluster
+    from ray.tune import Callback
+    from tests.conftest import make_tiny_config
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.recorder import MemoryRecorder
+    from mutune.search.searchers import make_searcher
+    from mutune.search.space import trial_seeds
+    from mutune.search.tuner import ray_cluster, run_trials
+
+    kill = sys.argv[1] == "kill"
+    cluster = Cluster(initialize_head=True, connect=False,
+                      head_node_args={"num_cpus": 1, "include_dashboard": False})
+    second = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    cfg = make_tiny_config()
+    d = cfg.model_dump(mode="json")
+    d["ray"].update(address=cluster.address, num_cpus=2, max_failures=2)
+    d["train"].update(checkpoint_every=3)
+    d["search"].update(num_samples=6)
+    d["search"]["scheduler"].update(grace_period=9)   # every trial reaches step 6 unjudged
+    cfg = type(cfg).model_validate(d)
+
+    class KillSecond(Callback):
+        def __init__(self, cluster, node, active):
+            self.cluster, self.node, self.active, self.killed = cluster, node, active, False
+        def __getstate__(self):   # Tune snapshots callbacks; the cluster handle stays here
+            return {"killed": self.killed}
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            if (self.active and not self.killed and result["step"] >= 6
+                    and result.get("node_id") == self.node.node_id):
+                self.killed = True
+                self.cluster.remove_node(self.node, allow_graceful=False)
+
+    killer = KillSecond(cluster, second, kill)
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
+    rec = MemoryRecorder()
+    with ray_cluster(cfg.ray):
+        out = run_trials(None, task=task, width=16, max_t=27, recorder=rec, sweep_id=1,
+                         proxy_sweep_id=1, kind="proxy", scheduler=cfg.search.scheduler,
+                         metric="val_loss", mode="min", ray_cfg=cfg.ray,
+                         storage=sys.argv[2], name="multi", seq=itertools.count(1),
+                         searcher=make_searcher(cfg.search, cfg.seed, 0),
+                         seeds=trial_seeds(cfg.seed, 0, 6), checkpoint_every=3,
+                         callbacks=[killer])
+    cluster.shutdown()
+    print("RESULT " + json.dumps({
+        "killed": killer.killed, "second": second.node_id,
+        "trials": [{"status": t.status, "steps": [r["step"] for r in t.reports],
+                    "nodes": t.nodes,
+                    "restarts": t.timing.get("restarts"),
+                    "repeated": t.timing.get("repeated_steps"),
+                    "index": t.point["index"]} for t in out.trials],
+        "reports": len(rec.of("trial_reported")),
+        "decisions": [d["decision"] for d in rec.of("scheduler_decided")]}))
+""")
+
+
+def _run(mode: str, tmp_path: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_DEDUP_LOGS": "0"}
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, mode, str(tmp_path / "ray")],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.mark.parametrize("mode", ["both", "kill"])
+def test_sweep_on_a_two_node_cluster(tmp_path, mode):
+    res = _run(mode, tmp_path)
+    trials = res["trials"]
+    assert sorted(t["index"] for t in trials) == list(range(6))      # every sample, once
+    assert {t["status"] for t in trials} <= {"completed", "stopped"}  # nothing failed or lost
+    for t in trials:   # every evaluation step recorded once, none missing
+        assert t["steps"] == list(range(3, t["steps"][-1] + 1, 3))
+    assert res["reports"] == sum(len(t["steps"]) for t in trials)
+    if mode == "both":
+        assert len({n for t in trials for n in t["nodes"]}) == 2     # both nodes ran trials
+    else:
+        assert res["killed"]
+        hit = [t for t in trials if res["second"] in t["nodes"] and t["restarts"]]
+        assert hit, "a trial on the killed node was retried"
+        # retried from its last checkpoint (every 3 steps) on the surviving node
+        assert all(t["repeated"] <= 3 and len(t["nodes"]) == 2 for t in hit)

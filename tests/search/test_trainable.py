@@ -1,0 +1,132 @@
+"""Trial checkpoints: atomic writes, and bit-identical resume after an interruption, a SIGTERM
+(save, exit cleanly) and a SIGKILL (resume from the last periodic checkpoint). Tiny MLP (width
+16, 27 steps) on CPU; no Ray here (tests/search/test_ray_engine.py drives Ray's retries)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mutune.errors import SearchError
+from mutune.proxies.task import ProxyTask, load_task_data
+from mutune.search.checkpoint import STATE_FILE, load_trial_state, save_trial_state
+from mutune.search.trainable import run_training
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAJECTORY = ("step", "val_loss", "train_loss", "samples")
+
+
+def _task(cfg):
+    return ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
+
+
+def _config(**extra):
+    return {"width": 16, "max_t": 27, "threads": 1, "gpus": 0,
+            "point": {"hparams": {"lr": 0.01}, "seed": 1234, "index": 0}, **extra}
+
+
+def _trajectory(reports, eval_every=3, max_t=27):
+    """The reports at evaluation steps, trajectory keys only (timings differ by design)."""
+    return [tuple(r[k] for k in TRAJECTORY) for r in reports
+            if r["step"] % eval_every == 0 or r["step"] == max_t]
+
+
+def _run(task, config, **kw):
+    out = []
+    status = run_training(config, task, report=lambda m, folder: out.append(
+        {**m, "folder": folder}), **kw)
+    return status, out
+
+
+def test_save_is_atomic_and_load_round_trips(tmp_path):
+    import torch
+
+    save_trial_state(tmp_path, {"step": 3, "w": torch.arange(4.0)})
+    with pytest.raises(Exception):
+        save_trial_state(tmp_path, {"step": 6, "bad": lambda: None})   # cannot be saved
+    assert sorted(p.name for p in tmp_path.iterdir()) == [STATE_FILE]  # no temp file left
+    state = load_trial_state(tmp_path)
+    assert state["step"] == 3 and torch.equal(state["w"], torch.arange(4.0))
+    with pytest.raises(SearchError, match="has no trial_state.pt"):
+        load_trial_state(tmp_path / "missing")
+
+
+def test_interrupted_then_resumed_is_bit_identical(tiny_config, tmp_path):
+    task = _task(tiny_config)
+    status, full = _run(task, _config(), checkpoint_root=tmp_path / "a")
+    assert status == "completed" and [r["step"] for r in full] == list(range(3, 28, 3))
+
+    class Killed(Exception):
+        pass
+
+    seen = []
+
+    def report(m, folder):
+        seen.append({**m, "folder": folder})
+        if m["step"] == 15:
+            raise Killed                      # dies right after the step-15 report
+
+    with pytest.raises(Killed):
+        run_training(_config(checkpoint_every=6), task, report=report,
+                     checkpoint_root=tmp_path / "b")
+    folders = [r["folder"] for r in seen if r["folder"] is not None]
+    assert [Path(f).name for f in folders] == ["step_000000006", "step_000000012"]
+    status, rest = _run(task, _config(checkpoint_every=6), restore_dir=folders[-1],
+                        checkpoint_root=tmp_path / "c")
+    assert status == "completed" and rest[0]["restored_step"] == 12
+    assert rest[0]["step"] == 15                      # steps 13–15 trained again
+    merged = [r for r in seen if r["step"] <= 12] + rest
+    assert _trajectory(merged) == _trajectory(full)   # exact float equality
+
+
+_CHILD = textwrap.dedent("""
+    import json, sys, time
+    from tests.conftest import make_tiny_config
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.search.trainable import run_training
+    cfg = make_tiny_config()
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
+    def report(m, folder):
+        print(json.dumps({**m, "folder": str(folder) if folder else None}), flush=True)
+        time.sleep(0.15)   # leave the parent time to signal mid-run
+    config = json.loads(sys.argv[1])
+    status = run_training(config, task, report=report, checkpoint_root=sys.argv[2])
+    print(json.dumps({"status": status}), flush=True)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_signal_mid_training_then_resume_is_bit_identical(tiny_config, tmp_path, sig):
+    task = _task(tiny_config)
+    _, full = _run(task, _config(), checkpoint_root=tmp_path / "ref")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD,
+                             json.dumps(_config(checkpoint_every=6)), str(tmp_path / "ck")],
+                            stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    lines = []
+    for line in proc.stdout:
+        lines.append(json.loads(line))
+        if lines[-1].get("step") == 15:
+            proc.send_signal(sig)
+            break
+    lines += [json.loads(x) for x in proc.stdout]
+    rc = proc.wait(timeout=60)
+    reports = [x for x in lines if "step" in x]
+    if sig == signal.SIGTERM:
+        # finishes the step in flight, reports it with a checkpoint, exits cleanly
+        assert rc == 0 and lines[-1] == {"status": "preempted"}
+        assert reports[-1]["folder"] is not None and reports[-1]["step"] in (16, 17, 18)
+    else:
+        assert rc == -signal.SIGKILL and "status" not in lines[-1]
+    last = max((r for r in reports if r["folder"]), key=lambda r: r["step"])
+    status, rest = _run(task, _config(checkpoint_every=6), restore_dir=last["folder"],
+                        checkpoint_root=tmp_path / "resume")
+    assert status == "completed" and rest[0]["restored_step"] == last["step"]
+    merged = [r for r in reports if r["step"] <= last["step"]] + rest
+    assert _trajectory(merged) == _trajectory(full)

@@ -1,0 +1,202 @@
+"""Resume after the sweep driver dies (slow: real Ray, SQLite store, tiny MLP, concurrency 1).
+
+The driver is "killed" by a recorder that raises right after one write reached the database —
+mid-trial (after a report was stored, before the scheduler judged it) or between trials (right
+after the first trial's end was stored). Then the stale trial is reaped by heartbeat and the
+width is resumed; it must end exactly as an uninterrupted sweep with the same seed: the same
+number of trials, no duplicated report rows, the same decisions for the same report order."""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from mutune.api import reap_stale
+from mutune.errors import MutuneError
+from mutune.pipeline import compute_cost, open_sweep, sweep_width
+from mutune.resume import resume_width
+from mutune.search.schedulers import scheduler_from_state
+from mutune.services.store import Store
+
+pytestmark = pytest.mark.slow
+
+
+class DriverKilled(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class DyingRecorder:
+    """Delegates to the store; right after the write ``when`` matches the driver is dead:
+    that call and every later one raise DriverKilled and write nothing (Ray logs and swallows
+    some callback errors, so one raise alone would not stop the run)."""
+    store: Store
+    when: object
+    dead: bool = False
+
+    def __getattr__(self, name):
+        attr = getattr(self.store, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            if self.dead:
+                raise DriverKilled(name)
+            out = attr(*args, **kwargs)
+            if self.when(name, args, kwargs):
+                self.dead = True
+                raise DriverKilled(name)
+            return out
+        return call
+
+
+def _config(tiny_config, variant="stopping"):
+    d = tiny_config.model_dump(mode="json")
+    d["search"]["scheduler"]["variant"] = variant
+    d["ray"].update(max_concurrent_trials=1, heartbeat_s=0.2, lease_s=0.8)
+    d["train"]["checkpoint_every"] = 6        # checkpoints at steps 6, 12, …
+    return type(tiny_config).model_validate(d)
+
+
+def _summary(store, sweep_id):
+    """Per trial (by seed), its report steps and values; the decisions in sequence order."""
+    rows = store.sweep_rows(sweep_id)
+    by_id = {t["id"]: t for t in rows["trials"]}
+    trials = {t["seed"]: [(r["step"], r["metrics"]["val_loss"]) for r in t["reports"]]
+              for t in rows["trials"]}
+    decisions = [(by_id[e["trial_id"]]["seed"], e["milestone"], e["decision"], e["value"],
+                  e["cutoff"]) for e in rows["events"]]
+    statuses = {t["seed"]: t["status"] for t in rows["trials"]}
+    n_reports = sum(len(t["reports"]) for t in rows["trials"])
+    seqs = [r["seq"] for t in rows["trials"] for r in t["reports"]] + \
+           [e["seq"] for e in rows["events"]]
+    return trials, decisions, statuses, n_reports, seqs, rows
+
+
+def _mid_trial(name, args, kwargs):
+    # the first trial's report at step 9 is stored (its last checkpoint is at step 6), then
+    # the driver dies before the scheduler judges it at rung 9
+    return name == "trial_reported" and args[0] == 1 and args[1] == 9
+
+
+def _between_trials(name, args, kwargs):
+    # the first trial's end is stored, then the driver dies (1 of N trials completed)
+    return name == "trial_finished" and args[0] == 1
+
+
+def _fourth_trial_paused(name, args, kwargs):
+    # promotion: the 4th trial's report at rung 3 is stored, then the driver dies; on resume
+    # it and the trials waiting at a rung are paused without a Ray trial ("dormant")
+    return name == "trial_reported" and args[0] == 4 and args[1] == 3
+
+
+@pytest.mark.parametrize("when, variant", [(_mid_trial, "stopping"),
+                                           (_between_trials, "stopping"),
+                                           (_fourth_trial_paused, "promotion")],
+                         ids=["mid-trial", "between-trials", "promotion-paused"])
+def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_path, when,
+                                                    variant):
+    cfg = _config(tiny_config, variant)
+    with Store.open(f"sqlite:///{tmp_path / 'a.db'}") as a:
+        with open_sweep(cfg, a, out_dir=tmp_path / "a") as run:
+            sweep_width(run, 16, 0)
+        want = _summary(a, run.sweep_id)
+
+    with Store.open(f"sqlite:///{tmp_path / 'b.db'}") as b:
+        with pytest.raises(Exception) as info:
+            with open_sweep(cfg, DyingRecorder(b, when), out_dir=tmp_path / "b") as run:
+                sweep_width(run, 16, 0)
+        assert "DriverKilled" in repr(info.value) or "DriverKilled" in str(info.value)
+        sweep_id = run.sweep_id
+        before = b.sweep_rows(sweep_id)
+        assert before["sweep"]["status"] == "running"       # a dead driver records nothing
+        running = [t for t in before["trials"] if t["status"] == "running"]
+        # a live trial is never reaped: right away the lease has not passed
+        if running:
+            with pytest.raises(MutuneError, match="within their lease"):
+                reap_stale(b, sweep_id, lease_s=cfg.ray.lease_s)
+        time.sleep(cfg.ray.lease_s + 0.2)
+        reaped = reap_stale(b, sweep_id, lease_s=cfg.ray.lease_s)
+        assert len(reaped) == len(running)
+        rows = b.sweep_rows(sweep_id)
+        assert all(t["status"] != "running" for t in rows["trials"])
+        assert all("stale: heartbeat" in t["reason"] for t in rows["trials"]
+                   if t["id"] in {r["id"] for r in running})
+        last_seq = max([e["seq"] for e in rows["events"]]
+                       + [r["seq"] for t in rows["trials"] for r in t["reports"]])
+        if variant == "promotion":   # trials wait at a rung with no Ray trial behind them
+            (ps,) = rows["proxy_sweeps"]
+            assert scheduler_from_state(ps["scheduler_state"]).paused()
+        with open_sweep(cfg, b, out_dir=tmp_path / "b",
+                        resume=(sweep_id, last_seq)) as run:
+            (ps,) = rows["proxy_sweeps"]
+            _, outcome = resume_width(run, 16, 0, ps, rows)
+        got = _summary(b, sweep_id)
+
+    trials, decisions, statuses, n_reports, seqs, rows_b = got
+    assert len(trials) == cfg.search.num_samples == len(want[0])   # 4 trials, not 5
+    assert trials == want[0]                   # same reports, bit-identical values
+    assert n_reports == want[3]                # no duplicated report rows
+    assert decisions == want[1]                # same decisions, same order
+    assert statuses == want[2]
+    assert len(seqs) == len(set(seqs))
+    assert rows_b["sweep"]["status"] == "completed"
+    # the resumed scheduler holds the same rungs as the uninterrupted one
+    seed_of = {t["key"]: t["seed"] for t in rows_b["trials"]}
+    seed_of_a = {t["key"]: t["seed"] for t in want[5]["trials"]}
+    got_rungs = {m: {seed_of[k]: v for k, v in vals.items()}
+                 for m, vals in outcome.core.rung_values().items()}
+    saved = scheduler_from_state(want[5]["proxy_sweeps"][0]["scheduler_state"])
+    want_rungs = {m: {seed_of_a[k]: v for k, v in vals.items()}
+                  for m, vals in saved.rung_values().items()}
+    assert got_rungs == want_rungs
+    if when is _mid_trial:
+        (t,) = [t for t in rows_b["trials"] if t["restarts"]]
+        assert t["status"] == "completed" and t["reason"] is None
+        # resumed from its step-6 checkpoint: steps 7–9 trained twice, booked as waste
+        assert t["restarts"] == 1 and t["repeated_steps"] == 3 and t["recovery_s"] > 0
+        # the ledger books the recovery as waste
+        stand_in = next(r for r in outcome.trials            # any other trial as "target"
+                        if r.trial_id != t["id"] and r.status == "completed")
+        cost, entries = compute_cost(cfg, {16: outcome}, stand_in)
+        assert cost["waste_gpu_hours"]["recovery"] > 0 and cost["repeated_steps"] == 3
+        assert [e["inputs"]["repeated_steps"] for e in entries
+                if e["name"] == "recovery_s"] == [3]
+    if variant == "promotion":
+        kinds = [d[2] for d in decisions]
+        assert "pause" in kinds and "promote" in kinds
+
+
+def test_mutune_resume_finishes_an_interrupted_main_job(ray_local, tiny_config, tmp_path):
+    """The whole job: the driver dies in width 32's sweep; ``mutune resume`` (the API behind
+    the command) reaps the stale trial, finishes width 32, fits, trains the target, reports."""
+    from typer.testing import CliRunner
+
+    from mutune.api import resume
+    from mutune.cli import app
+    from mutune.pipeline import run_pipeline
+
+    cfg = _config(tiny_config)
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    with Store.open(url) as c:
+        dying = DyingRecorder(c, lambda name, args, kw: name == "trial_reported"
+                              and args[0] == 5 and args[1] == 9)   # width 32's 1st trial
+        with pytest.raises(Exception):
+            run_pipeline(cfg, dying, out_dir=tmp_path / "c")
+        assert [t["status"] for t in c.sweep_rows(1)["trials"]].count("running") >= 1
+    time.sleep(cfg.ray.lease_s + 0.2)
+    result = resume(1, db=url, out_dir=tmp_path / "c")
+    report = result.report
+    assert report["status"] == "completed"
+    assert [p["trials"] for p in report["proxies"]] == [4, 4]
+    assert report["target"]["val_loss"] is not None
+    assert (tmp_path / "c" / "rungs.png").is_file() and (tmp_path / "c" / "report.json").is_file()
+    with Store.open(url) as c:
+        rows = c.sweep_rows(1)
+    assert len(rows["trials"]) == 4 + 4 + 1          # 4 per width and the target, no extra
+    stale = [t for t in rows["trials"] if t["restarts"]]
+    assert len(stale) == 1 and stale[0]["status"] == "completed"
+    assert stale[0]["repeated_steps"] == 3           # from its step-6 checkpoint
+    out = CliRunner().invoke(app, ["resume", "1", "--db", url, "--out", str(tmp_path / "d")])
+    assert out.exit_code == 2 and "already completed" in out.output
