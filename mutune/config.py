@@ -188,7 +188,13 @@ class TrainConfig(_Strict):
     Trials checkpoint (atomically) every ``checkpoint_every`` steps when > 0 (rounded up to
     the next evaluation), on SIGTERM, and under promotion ASHA at every rung milestone; a
     retried, promoted or resumed trial continues from its last checkpoint (without one, from
-    step 0)."""
+    step 0).
+
+    Retention: each trial keeps its ``checkpoint_keep`` best checkpoints by the sweep's
+    metric plus, always, its latest (Ray Tune's checkpoint manager, ``num_to_keep`` with a
+    score); a trial the scheduler stopped or that diverged loses all of its checkpoints as
+    soon as it ends (its rung closed on it: nothing will resume it), so disk use stays
+    bounded by the live trials. The report gives the bytes written and kept."""
     batch_size: int = Field(default=64, ge=1)
     eval_every: int = Field(default=10, ge=1)
     eval_windows: int = Field(default=64, ge=1)
@@ -197,6 +203,7 @@ class TrainConfig(_Strict):
     beta1: float = Field(default=0.9, ge=0, lt=1)
     beta2: float = Field(default=0.999, ge=0, lt=1)
     checkpoint_every: int = Field(default=0, ge=0)
+    checkpoint_keep: int = Field(default=1, ge=1)
 
 
 class TargetConfig(_Strict):

@@ -200,6 +200,7 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
                                            search.num_samples),
                          scheduler_seed=config.seed, searcher=searcher, seeds=seeds,
                          checkpoint_every=config.train.checkpoint_every,
+                         checkpoint_keep=config.train.checkpoint_keep,
                          budget=run.budget, tracking=config.tracking, replicates=reps)
     if outcome.stopped is not None:
         raise SweepStopped("cancelled", outcome.stopped)
@@ -360,7 +361,9 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
                          mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
                          name=f"sweep{run.sweep_id}-target", seq=run.seq,
                          on_progress=_bind(run.on_progress, f"target {config.target.width}", 1),
-                         on_started=open_target, tracking=config.tracking)
+                         on_started=open_target, tracking=config.tracking,
+                         checkpoint_every=config.train.checkpoint_every,
+                         checkpoint_keep=config.train.checkpoint_keep)
     trec = outcome.trials[0] if outcome.trials else None
     if outcome.stopped is not None:
         if trec is not None and "target" in started:
@@ -520,6 +523,10 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
             "cost_to_final_metric_gpu_hours": total_h,
             "repeated_steps": sum(int(t.timing.get("repeated_steps") or 0)
                                   for t in everything),
+            "checkpoint_bytes_written": sum(float(t.timing.get("checkpoint_bytes") or 0.0)
+                                            for t in everything),
+            "checkpoint_bytes_kept": sum(float(t.timing.get("checkpoint_bytes_kept") or 0.0)
+                                         for t in everything),
             "project": config.cost.project, "owner": config.cost.owner}
     for t in everything:
         if t.timing.get("recovery_s") or t.timing.get("repeated_steps"):
@@ -531,6 +538,8 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
                                        "repeated_steps": t.timing.get("repeated_steps", 0)}})
     entries.append({"scope": "sweep", "name": "repeated_steps",
                     "value": float(cost["repeated_steps"]), "unit": "steps"})
+    for name in ("checkpoint_bytes_written", "checkpoint_bytes_kept"):
+        entries.append({"scope": "sweep", "name": name, "value": cost[name], "unit": "bytes"})
     overhead_inputs = {"replicates_per_trial": reps, "median_proxy_overhead_s": proxy_overhead,
                        "median_proxy_setup_s": proxy_setup, "target_setup_s": target_setup}
     units = {"saved_fraction": "1", "ettr": "1", "mfu": "1", "price_per_hour":

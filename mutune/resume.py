@@ -217,7 +217,8 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                              on_progress=_bind(run.on_progress, f"width {width}",
                                                search.num_samples),
                              scheduler_seed=config.seed, searcher=searcher, seeds=seeds,
-                             checkpoint_every=config.train.checkpoint_every, core=core,
+                             checkpoint_every=config.train.checkpoint_every,
+                             checkpoint_keep=config.train.checkpoint_keep, core=core,
                              resume=resume, budget=run.budget, tracking=config.tracking,
                              replicates=reps)
     best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3)

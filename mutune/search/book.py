@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
@@ -35,7 +38,8 @@ from mutune.recorder import Recorder
 from mutune.search.asha import Decision, Judgement
 from mutune.search.trial_log import collect
 
-__all__ = ["SweepBook", "TrialRecord", "close_record"]
+__all__ = ["SweepBook", "TrialRecord", "close_record", "checkpoint_bytes_on_disk",
+           "drop_checkpoints"]
 
 
 @dataclass
@@ -58,6 +62,7 @@ class TrialRecord:
     repeated_steps: int = 0
     recovery_s: float = 0.0
     ended: float | None = None
+    trial_dir: str | None = None
     nodes: list[str] = field(default_factory=list)
 
     @property
@@ -89,8 +94,25 @@ def close_record(rec: TrialRecord, status: str, reason: str | None, *, devices: 
                   "restarts": rec.restarts, "resumes": rec.resumes,
                   "repeated_steps": rec.repeated_steps, "recovery_s": rec.recovery_s,
                   "checkpoint_s": float(last.get("checkpoint_s", 0.0)),
-                  "setup_s": float(last.get("setup_s", 0.0))}
+                  "setup_s": float(last.get("setup_s", 0.0)),
+                  "checkpoint_bytes": float(last.get("checkpoint_bytes", 0.0))}
     return rec.timing
+
+
+def checkpoint_bytes_on_disk(trial_dir: str | None) -> int:
+    """Bytes of the checkpoint folders (``checkpoint_*``) Ray Tune keeps for a trial."""
+    if not trial_dir or not os.path.isdir(trial_dir):
+        return 0
+    return sum(f.stat().st_size for d in Path(trial_dir).glob("checkpoint_*")
+               for f in d.rglob("*") if f.is_file())
+
+
+def drop_checkpoints(trial_dir: str | None) -> None:
+    """Delete a finished trial's checkpoint folders (retention: a trial stopped at a rung or
+    diverged will never be resumed)."""
+    if trial_dir and os.path.isdir(trial_dir):
+        for d in Path(trial_dir).glob("checkpoint_*"):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class SweepBook(Callback):
@@ -182,6 +204,8 @@ class SweepBook(Callback):
                                                       segment_start=now)
         if getattr(trial, "path", None):
             self.recorder.trial_checkpoint_dir(rec_id, str(trial.path))
+            if trial.trial_id in self.trials:
+                self.trials[trial.trial_id].trial_dir = str(trial.path)
         if self.on_started is not None:
             self.on_started(rec_id)
         self._progress()
@@ -219,6 +243,8 @@ class SweepBook(Callback):
         else:
             status, reason = "failed", f"ended at step {rec.last_step} < max_t {self.max_t}"
         self._finish(rec, status, reason)
+        if status in ("stopped", "diverged"):
+            drop_checkpoints(rec.trial_dir)   # its rung closed on it: nothing resumes it
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Ray will retry the failed trial from its last checkpoint (``max_failures``)."""
@@ -267,7 +293,8 @@ class SweepBook(Callback):
             return False
         keep = {k: float(result[k]) for k in ("val_loss", "train_loss", "productive_s",
                                                "eval_s", "setup_s", "samples", "n_params",
-                                               "replicates", "checkpoint_s", "restored_step", "wall_s")
+                                               "replicates", "checkpoint_s", "restored_step", "wall_s",
+                                               "checkpoint_bytes")
                 if k in result}
         rec.reports.append({"step": step, **keep})
         self.recorder.trial_reported(rec.trial_id, step, keep, self._next_seq())

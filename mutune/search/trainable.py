@@ -16,6 +16,8 @@ written, and a restarted trial (``max_failures`` retry, or a promoted paused tri
     samples       samples (MLP) or tokens (GPT) consumed so far
     n_params      parameter count of the model
     checkpoint_s  cumulative seconds writing checkpoints (this start)
+    checkpoint_bytes  cumulative bytes of checkpoint state written along the trajectory
+                  (a restart counts its checkpoint and the ones before it)
     restored_step the step the trial resumed from (0: a fresh start)
     restore_s     seconds spent loading the checkpoint (this start)
     wall_s        seconds since this start began (reporting and batch making included)
@@ -122,6 +124,7 @@ def run_training(config: dict[str, Any], task: Any, *,
     setup_s = time.perf_counter() - t0
     start = 0
     productive_s = eval_s = checkpoint_s = restore_s = 0.0
+    checkpoint_bytes = 0
     loss_sum, loss_n = 0.0, 0
     if restore_dir is not None:
         tr = time.perf_counter()
@@ -135,22 +138,26 @@ def run_training(config: dict[str, Any], task: Any, *,
         start = int(state["step"])
         productive_s, eval_s = float(state["productive_s"]), float(state["eval_s"])
         loss_sum, loss_n = float(state["loss_sum"]), int(state["loss_n"])
+        # bytes written along the kept trajectory: those before this checkpoint, and it
+        checkpoint_bytes = int(state.get("checkpoint_bytes", 0)) + sum(
+            f.stat().st_size for f in Path(restore_dir).iterdir() if f.is_file())
         restore_s = time.perf_counter() - tr
     last_ckpt = start
     root = Path(checkpoint_root) if checkpoint_root else Path(tempfile.mkdtemp(
         prefix="mutune-ckpt-"))
 
     def save(step: int) -> Path:
-        nonlocal checkpoint_s
+        nonlocal checkpoint_s, checkpoint_bytes
         tc = time.perf_counter()
         folder = root / f"step_{step:09d}"
-        save_trial_state(folder, {
+        written = save_trial_state(folder, {
             "step": step, "models": [m.state_dict() for m in models],
             "optimizers": [o.state_dict() for o in opts], "rng_cpu": torch.get_rng_state(),
             "rng_cuda": torch.cuda.get_rng_state() if dev.kind == "cuda" else None,
             "productive_s": productive_s, "eval_s": eval_s, "loss_sum": loss_sum,
-            "loss_n": loss_n})
+            "loss_n": loss_n, "checkpoint_bytes": checkpoint_bytes})
         checkpoint_s += time.perf_counter() - tc
+        checkpoint_bytes += written.stat().st_size
         return folder
 
     with _Preemption() as preempt:
@@ -196,6 +203,7 @@ def run_training(config: dict[str, Any], task: Any, *,
                 folder = save(step)
                 last_ckpt = step
             metrics["checkpoint_s"] = checkpoint_s
+            metrics["checkpoint_bytes"] = float(checkpoint_bytes)
             report(metrics, folder)
             if diverged:
                 return "diverged"

@@ -20,7 +20,7 @@ from typing import Any
 from mutune.config import RayConfig, SchedulerConfig
 from mutune.recorder import Recorder
 from mutune.errors import SearchError
-from mutune.search.book import SweepBook, TrialRecord
+from mutune.search.book import SweepBook, TrialRecord, checkpoint_bytes_on_disk
 from mutune.search.schedulers import make_scheduler
 
 __all__ = ["ray_cluster", "run_trials", "RunOutcome", "make_core", "slots",
@@ -132,7 +132,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                seeds: list[int] | None = None, checkpoint_every: int = 0,
                callbacks: list[Any] | None = None, core: Any = None,
                resume: "ResumeState | None" = None, budget: Any = None,
-               tracking: Any = None, replicates: int = 1) -> RunOutcome:
+               tracking: Any = None, replicates: int = 1,
+               checkpoint_keep: int = 1) -> RunOutcome:
     """Run trials at ``width`` for up to ``max_t`` steps each on Ray Tune.
 
     Args:
@@ -146,6 +147,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
             bracket assignment.
         storage: folder for Ray Tune's experiment state and the trials' checkpoints.
         checkpoint_every: also checkpoint every this many steps (0: only at rung milestones).
+        checkpoint_keep: checkpoints Ray keeps per trial: the best this many by ``metric``,
+            plus always the latest; a stopped or diverged trial's are deleted when it ends.
         callbacks: extra Ray Tune callbacks (driver side).
         core: a scheduler core to continue (restored from saved state); default a fresh one
             from ``scheduler``.
@@ -232,7 +235,12 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                                   verbose=0, stop=stopper,
                                   failure_config=tune.FailureConfig(
                                       max_failures=ray_cfg.max_failures),
-                                  checkpoint_config=tune.CheckpointConfig(num_to_keep=2)),
+                                  # the best ``checkpoint_keep`` by the metric, and always
+                                  # the latest (Ray's checkpoint manager never drops it)
+                                  checkpoint_config=tune.CheckpointConfig(
+                                      num_to_keep=checkpoint_keep,
+                                      checkpoint_score_attribute=metric,
+                                      checkpoint_score_order=mode)),
     )
     tuner.fit()
     if stopper.reason is not None:
@@ -240,6 +248,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
     # every trial's output is recorded; what a stopped trial's thread wrote after its last
     # report (already collected) is not kept on disk
     shutil.rmtree(log_dir, ignore_errors=True)
+    for rec in book.trials.values():     # retention's outcome: what stays on disk
+        rec.timing["checkpoint_bytes_kept"] = float(checkpoint_bytes_on_disk(rec.trial_dir))
     done = list(resume.finished) if resume else []
     return RunOutcome(done + list(book.trials.values()), core, searcher, stopper.reason)
 

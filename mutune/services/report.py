@@ -23,7 +23,8 @@ _COST_KEYS = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_g
               "naive_grid_gpu_hours", "saved_gpu_hours", "saved_fraction", "ettr", "mfu",
               "held_gpu_hours", "useful_gpu_hours", "gpu_hours_per_trial",
               "cost_to_final_metric_gpu_hours", "price_per_hour", "total_money",
-              "naive_money", "saved_money")
+              "naive_money", "saved_money", "repeated_steps", "checkpoint_bytes_written",
+              "checkpoint_bytes_kept")
 
 
 def _f(v: Any) -> float | None:
@@ -277,6 +278,10 @@ def render_report(report: dict[str, Any], console: Any) -> None:
             ct.add_row(label, _num(c[key], fmt))
     for cat, v in (c.get("waste_gpu_hours") or {}).items():
         ct.add_row(f"waste: {cat.replace('_', ' ')}", _num(v, ".6f"))
+    if c.get("checkpoint_bytes_written") is not None:
+        ct.add_row("checkpoints written / kept (MB)",
+                   f"{c['checkpoint_bytes_written'] / 1e6:.3f} / "
+                   f"{(c.get('checkpoint_bytes_kept') or 0) / 1e6:.3f}")
     cur = c.get("currency", "")
     for key, label in (("price_per_hour", f"price per device-hour ({c.get('pricing')})"),
                        ("total_money", "money spent"), ("naive_money", "money, naive"),
