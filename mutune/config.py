@@ -258,6 +258,10 @@ class RayConfig(_Strict):
     max_failures: int = Field(default=1, ge=0)
     heartbeat_s: float = Field(default=10.0, gt=0)
     lease_s: float = Field(default=60.0, gt=0)
+    #: a running trial with no report for this many seconds is a zombie: flagged, its worker
+    #: killed and not retried (None: never); set it well above a trial's start-up (a fresh Ray
+    #: worker imports torch: seconds) and its slowest evaluation interval
+    zombie_timeout_s: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _lease(self) -> "RayConfig":

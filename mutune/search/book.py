@@ -63,6 +63,7 @@ class TrialRecord:
     recovery_s: float = 0.0
     ended: float | None = None
     trial_dir: str | None = None
+    last_progress: float | None = None
     nodes: list[str] = field(default_factory=list)
 
     @property
@@ -130,6 +131,7 @@ class SweepBook(Callback):
             completed.
         on_progress: called with (trials finished, trials started) after each change.
         on_started: called with the recorder's trial id right after a trial is recorded.
+        zombie_timeout_s: a running trial with no report for longer is a zombie (None: off).
         log_dir: where trials write their stdout/stderr/traceback
             (:mod:`mutune.search.trial_log`); each is recorded when the trial ends.
         searcher: the mutune searcher (its state is saved with the core's after decisions).
@@ -149,7 +151,7 @@ class SweepBook(Callback):
                  on_started: Callable[[int], None] | None = None, searcher: Any = None,
                  heartbeat_s: float = 10.0,
                  resumed: dict[str, TrialRecord] | None = None,
-                 log_dir: str | None = None) -> None:
+                 log_dir: str | None = None, zombie_timeout_s: float | None = None) -> None:
         self.recorder, self.sweep_id, self.proxy_sweep_id = recorder, sweep_id, proxy_sweep_id
         self.kind, self.width, self.max_t = kind, width, max_t
         self.devices, self.device_kind = devices, device_kind
@@ -159,6 +161,9 @@ class SweepBook(Callback):
         self.resumed = dict(resumed or {})
         self.trials: dict[str, TrialRecord] = {}
         self.log_dir = log_dir
+        self.zombie_timeout_s = zombie_timeout_s
+        #: Ray trial id → why it was flagged a zombie
+        self.zombies: dict[str, str] = {}
         #: Ray trial id → rung (steps) at which the budget stopped it
         self.budget_stops: dict[str, int] = {}
         self.last_seq = 0
@@ -216,14 +221,38 @@ class SweepBook(Callback):
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         """Heartbeats: every ``heartbeat_s`` the driver beats for each trial holding
-        resources (a paused trial holds none and is not beaten)."""
+        resources (a paused trial holds none and is not beaten). Zombies: with
+        ``zombie_timeout_s``, a trial holding its devices with no report for longer is
+        flagged, its worker killed (no retry), and it ends ``zombie`` with the reason."""
         now = time.monotonic()
+        if self.zombie_timeout_s is not None:
+            self._reap_zombies(trials, now)
         if now - self._last_beat < self.heartbeat_s:
             return
         self._last_beat = now
         for rec in self.trials.values():
             if rec.status == "running" and rec.segment_start is not None:
                 self.recorder.heartbeat(rec.trial_id)
+
+    def _reap_zombies(self, trials: list, now: float) -> None:
+        import ray
+        from ray.tune.experiment import Trial
+
+        for trial in trials:
+            rec = self.trials.get(trial.trial_id)
+            if (rec is None or trial.status != Trial.RUNNING or rec.segment_start is None
+                    or trial.trial_id in self.zombies):
+                continue
+            quiet = now - max(rec.segment_start, rec.last_progress or 0.0)
+            actor = getattr(trial.temporary_state, "ray_actor", None)
+            if quiet <= self.zombie_timeout_s or actor is None:
+                continue
+            self.zombies[trial.trial_id] = (
+                f"zombie: no report for {quiet:.1f} s > ray.zombie_timeout_s "
+                f"{self.zombie_timeout_s:g} s while holding {self.devices:g} "
+                f"{self.device_kind} device(s); worker killed")
+            trial.max_failures = trial.num_failures     # flagged: stopped, not retried
+            ray.kill(actor, no_restart=True)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         rec = self.trials.get(trial.trial_id)
@@ -258,6 +287,9 @@ class SweepBook(Callback):
             self.on_trial_start(iteration, trials, trial)
             rec = self.trials[trial.trial_id]
         err = trial.get_error()
+        if trial.trial_id in self.zombies:
+            self._finish(rec, "zombie", self.zombies[trial.trial_id])
+            return
         text = str(err).strip().splitlines()[-1] if err else "trial raised an error"
         self._finish(rec, "failed", text[:2000], ray_error=str(err) if err else None)
 
@@ -274,6 +306,7 @@ class SweepBook(Callback):
         recorded (a restarted trial re-reporting steps past its checkpoint). The first report
         after a restart books the recovery: repeated steps and seconds."""
         rec = self.trials[trial.trial_id]
+        rec.last_progress = time.monotonic()
         step = int(result["step"])
         node = result.get("node_id")
         if node and node not in rec.nodes:
@@ -294,7 +327,8 @@ class SweepBook(Callback):
         keep = {k: float(result[k]) for k in ("val_loss", "train_loss", "productive_s",
                                                "eval_s", "setup_s", "samples", "n_params",
                                                "replicates", "checkpoint_s", "restored_step", "wall_s",
-                                               "checkpoint_bytes")
+                                               "checkpoint_bytes", "gpu_util_mean",
+                                               "gpu_util_max", "gpu_mem_max_bytes")
                 if k in result}
         rec.reports.append({"step": step, **keep})
         self.recorder.trial_reported(rec.trial_id, step, keep, self._next_seq())

@@ -16,6 +16,8 @@ written, and a restarted trial (``max_failures`` retry, or a promoted paused tri
     samples       samples (MLP) or tokens (GPT) consumed so far
     n_params      parameter count of the model
     checkpoint_s  cumulative seconds writing checkpoints (this start)
+    gpu_util_mean, gpu_util_max, gpu_mem_max_bytes  NVML samples of a CUDA trial's devices
+                  (:mod:`mutune.search.gpu_monitor`); absent on CPU
     checkpoint_bytes  cumulative bytes of checkpoint state written along the trajectory
                   (a restart counts its checkpoint and the ones before it)
     restored_step the step the trial resumed from (0: a fresh start)
@@ -40,6 +42,7 @@ from the last one (``max_failures``).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import tempfile
@@ -160,7 +163,13 @@ def run_training(config: dict[str, Any], task: Any, *,
         checkpoint_bytes += written.stat().st_size
         return folder
 
-    with _Preemption() as preempt:
+    from mutune.search.gpu_monitor import GpuMonitor
+
+    # CUDA trials sample NVML utilization and memory while they train (None on CPU)
+    monitor = GpuMonitor.for_visible_devices() if dev.kind == "cuda" else None
+    with _Preemption() as preempt, contextlib.ExitStack() as stack:
+        if monitor is not None:
+            stack.callback(monitor.stop)
         for step in range(start + 1, max_t + 1):
             diverged = False
             for seed, model, opt in zip(seeds, models, opts):
@@ -204,6 +213,8 @@ def run_training(config: dict[str, Any], task: Any, *,
                 last_ckpt = step
             metrics["checkpoint_s"] = checkpoint_s
             metrics["checkpoint_bytes"] = float(checkpoint_bytes)
+            if monitor is not None:
+                metrics.update(monitor.figures())
             report(metrics, folder)
             if diverged:
                 return "diverged"

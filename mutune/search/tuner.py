@@ -200,7 +200,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                      device_kind=ray_cfg.device_kind, seq=seq, core=core,
                      on_progress=on_progress, on_started=on_started, searcher=searcher,
                      heartbeat_s=ray_cfg.heartbeat_s,
-                     resumed=resume.records if resume else None, log_dir=log_dir)
+                     resumed=resume.records if resume else None, log_dir=log_dir,
+                     zombie_timeout_s=ray_cfg.zombie_timeout_s)
     if budget is not None:
         budget.register(book)
     stopper = SweepStopper(recorder, sweep_id)
