@@ -448,6 +448,11 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
         for cat in TIME_CATEGORIES:
             entries.append({"scope": "trial", "trial_id": t.trial_id, "name": f"{cat}_s",
                             "value": split.seconds[cat], "unit": "s"})
+        if tm.get("recovery_s") or tm.get("repeated_steps"):
+            entries[-2].update(   # the recovery_s line (TIME_CATEGORIES ends recovery, other)
+                formula="restart set-up + checkpoint load + repeated_steps × productive s/step",
+                inputs={"restarts": tm.get("restarts", 0),
+                        "repeated_steps": tm.get("repeated_steps", 0)})
         per_sample = _flops_per_sample(config, widths[t.trial_id], tm["n_params"])
         steps = max(tm["steps"], 1)
         entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "flops_per_step",
@@ -528,14 +533,6 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any],
             "checkpoint_bytes_kept": sum(float(t.timing.get("checkpoint_bytes_kept") or 0.0)
                                          for t in everything),
             "project": config.cost.project, "owner": config.cost.owner}
-    for t in everything:
-        if t.timing.get("recovery_s") or t.timing.get("repeated_steps"):
-            entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "recovery",
-                            "value": float(t.timing.get("recovery_s") or 0.0), "unit": "s",
-                            "formula": "restart set-up + checkpoint load + repeated_steps × "
-                                       "productive s/step",
-                            "inputs": {"restarts": t.timing.get("restarts", 0),
-                                       "repeated_steps": t.timing.get("repeated_steps", 0)}})
     entries.append({"scope": "sweep", "name": "repeated_steps",
                     "value": float(cost["repeated_steps"]), "unit": "steps"})
     for name in ("checkpoint_bytes_written", "checkpoint_bytes_kept"):

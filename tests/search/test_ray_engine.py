@@ -124,3 +124,15 @@ def test_sigkilled_trial_is_retried_from_its_checkpoint_bit_identical(ray_local,
     want = [(m["step"], m["val_loss"], m["train_loss"]) for m in ref]
     assert got == want                              # exact: the trajectory continued
     assert [e["step"] for e in rec.of("trial_reported")] == list(range(3, 28, 3))
+    # the ledger: the allocated seconds cover both attempts (each report's wall_s counts from
+    # its attempt's start), and the restart is recovery waste inside them
+    first = next(r["wall_s"] for r in t.reports if r["step"] == 15)
+    second = t.reports[-1]["wall_s"]
+    assert t.timing["allocated_s"] >= first + second
+    from mutune.scaling.ledger import sweep_waste, trial_time
+    split = trial_time(t.timing)
+    assert split.seconds["recovery"] == pytest.approx(t.timing["recovery_s"])
+    assert split.seconds["recovery"] > 0
+    assert sum(split.seconds.values()) == pytest.approx(split.allocated_s)
+    waste = sweep_waste([(t.status, t.timing, t.timing["devices"])])
+    assert waste.waste_s["recovery"] == pytest.approx(t.timing["recovery_s"] * t.timing["devices"])
