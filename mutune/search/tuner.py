@@ -48,7 +48,9 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
     if cfg.address:
         ray.init(address=cfg.address, **kwargs)
     else:
-        ray.init(num_cpus=cfg.num_cpus, **kwargs)
+        # "local": a new cluster even if `ray start` left one on this machine (ray.init would
+        # otherwise attach to it and refuse num_cpus)
+        ray.init(address="local", num_cpus=cfg.num_cpus, **kwargs)
     try:
         yield
     finally:
