@@ -152,7 +152,10 @@ class SearchConfig(_Strict):
     ``searcher`` proposes the points (the scheduler only decides): ``random`` (seeded
     independent draws, the same at every width), ``grid`` (``grid_points`` values per
     continuous dimension, log-spaced for loguniform; choice values as listed; cycled to
-    num_samples) or ``tpe`` (Optuna's TPE sampler, seeded, told every report)."""
+    num_samples) or ``tpe`` (Optuna's TPE sampler, seeded, told every report).
+    ``best_scope``: which value of each trial picks the best at the chosen rung (the highest
+    holding ≥ 3 trials): ``last`` — the value judged there; ``best-so-far`` — the trial's best
+    report up to it (DESIGN.md §4)."""
     num_samples: int = Field(default=16, ge=1)
     #: seeds trained per trial in lockstep (same hyperparameters); the trial reports their
     #: mean validation loss, averaging out seed noise without a start-up cost per seed
@@ -164,6 +167,7 @@ class SearchConfig(_Strict):
     scheduler: SchedulerConfig = SchedulerConfig()
     searcher: Literal["random", "grid", "tpe"] = "random"
     grid_points: int = Field(default=5, ge=2, le=1000)
+    best_scope: Literal["last", "best-so-far"] = "last"
 
     @model_validator(mode="after")
     def _names(self) -> "SearchConfig":

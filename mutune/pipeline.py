@@ -21,7 +21,7 @@ from mutune.errors import SearchError, SweepStopped
 from mutune.recorder import Recorder
 
 __all__ = ["run_pipeline", "open_sweep", "SweepRun", "sweep_width", "align_optima", "fit_rules",
-           "predict_target_loss", "train_target",
+           "trial_curves", "predict_target_loss", "train_target",
            "PipelineResult", "ProxyResult", "compute_cost"]
 
 
@@ -209,7 +209,8 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
         raise SweepStopped("budget_exhausted", f"{cut}; width {width} got no trial")
     from mutune.transfer import width_optimum
 
-    best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3)
+    best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3,
+                        scope=search.best_scope, curves=trial_curves(outcome.trials))
     rec = next(t for t in outcome.trials if t.key == best.trial)
     optimum = width_optimum(config, outcome, best)
     result = ProxyResult(width, ps_id, rec.trial_id, dict(rec.point["hparams"]), best.value,
@@ -269,7 +270,8 @@ def align_optima(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
     out = []
     for p, o in swept:
         if p.optimum.get("milestone") != m:
-            best = best_at_rung(o.core.rung_values(), mode=config.search.mode, min_trials=3)
+            best = best_at_rung(o.core.rung_values(), mode=config.search.mode, min_trials=3,
+                                scope=config.search.best_scope, curves=trial_curves(o.trials))
             p = dataclasses.replace(p, optimum={**width_optimum(config, o, best, milestone=m),
                                                 "aligned_from": p.optimum.get("milestone")})
             _record_best(run, p, best.n_trials)
@@ -377,6 +379,12 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
         raise SearchError(f"target run {trec.status}: {trec.reason}")
     return ({"width": config.target.width, "config": target_hp, "val_loss": val,
              "steps": trec.last_step, "trial_id": trec.trial_id}, trec)
+
+
+def trial_curves(trials: list[Any], metric: str = "val_loss") -> dict[str, list[tuple]]:
+    """Trial key → [(step, value), …] of its recorded reports (for ``best-so-far``)."""
+    return {t.key: [(int(r["step"]), float(r[metric])) for r in t.reports if metric in r]
+            for t in trials}
 
 
 def _bind(cb: Progress | None, label: str, total: int) -> Callable[[int, int], None] | None:

@@ -13,7 +13,7 @@ from typing import Any
 from mutune.errors import SearchError
 from mutune.pipeline import (PipelineResult, Progress, ProxyResult, SweepRun, _admit_target,
                              _bind, align_optima, compute_cost, fit_rules, open_sweep,
-                             predict_target_loss, sweep_width, train_target)
+                             predict_target_loss, sweep_width, train_target, trial_curves)
 from mutune.recorder import Recorder
 
 __all__ = ["resume_pipeline", "resume_width", "trial_records"]
@@ -221,7 +221,8 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                              checkpoint_keep=config.train.checkpoint_keep, core=core,
                              resume=resume, budget=run.budget, tracking=config.tracking,
                              replicates=reps)
-    best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3)
+    best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3,
+                        scope=search.best_scope, curves=trial_curves(outcome.trials))
     rec = next(t for t in outcome.trials if t.key == best.trial)
     optimum = width_optimum(config, outcome, best)
     result = ProxyResult(width, ps["id"], rec.trial_id, dict(rec.point["hparams"]), best.value,

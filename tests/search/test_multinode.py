@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 _SCRIPT = textwrap.dedent("""
-    import itertools, json, sys, logging
+    import itertools, json, os, signal, sys
     from ray.cluster_utils import Cluster
     from ray.tune import Callback
     from tests.conftest import make_tiny_config
@@ -49,6 +49,9 @@ _SCRIPT = textwrap.dedent("""
             if (self.active and not self.killed and result["step"] >= 6
                     and result.get("node_id") == self.node.node_id):
                 self.killed = True
+                # the node's processes die at once (a worker outlives its raylet briefly
+                # and could otherwise report again), then the node leaves the cluster
+                os.kill(int(result["pid"]), signal.SIGKILL)
                 self.cluster.remove_node(self.node, allow_graceful=False)
 
     killer = KillSecond(cluster, second, kill)

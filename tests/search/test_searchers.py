@@ -59,6 +59,10 @@ def test_config_names_the_searcher_field(tiny_config):
     d["search"]["scheduler"]["variant"] = "sideways"
     with pytest.raises(ConfigError, match=r"search\.scheduler\.variant = 'sideways'"):
         parse_config(d)
+    d["search"]["scheduler"]["variant"] = "promotion"
+    d["search"]["best_scope"] = "all"
+    with pytest.raises(ConfigError, match=r"search\.best_scope = 'all'"):
+        parse_config(d)
 
 
 def _drive(searcher, core, n, concurrency=2, max_t=27):
