@@ -159,7 +159,8 @@ def fit_loss_law(N, losses, *, n_boot: int = 1000, seed: int = 0) -> LossLaw:
         if bad:
             raise FitError(f"loss law: {name} {bad} must be finite and > 0")
     if len(np.unique(n_arr)) < 3:
-        raise FitError(f"loss law: need at least 3 distinct sizes, got {sorted(set(n_arr))}")
+        raise FitError("loss law: need at least 3 distinct sizes, got "
+                       f"{sorted({float(v) for v in n_arr})}")
     n = n_arr.size
     logN0 = float(np.mean(np.log(n_arr)))
     x = np.log(n_arr) - logN0

@@ -171,13 +171,15 @@ def _interval(iv: Any) -> str:
 
 
 def render_report(report: dict[str, Any], console: Any) -> None:
-    """Print ``report`` on a rich ``console``: per-width best, rules, target, cost lines."""
+    """Print ``report`` on a rich ``console``: per-width best, rules, target, cost lines.
+    Free text (reasons, errors) is escaped, so a bracket in it is never taken as markup."""
+    from rich.markup import escape
     from rich.table import Table
 
     console.print(f"[bold]mutune sweep {report['sweep_id']}[/] ({report['name']}, "
                   f"{report['status']}, device kind: {report['device_kind']})")
     if report["status"] in ("cancelled", "budget_exhausted", "failed"):
-        console.print(f"[yellow]sweep {report['status']}:[/] {report.get('reason') or ''} — "
+        console.print(f"[yellow]sweep {report['status']}:[/] {escape(report.get('reason') or '')} — "
                       "the tables show what was recorded before it ended", highlight=False)
     t = Table(title="Proxy sweeps: best trial at the highest rung with ≥ 3 trials")
     for col in ("width", "trials", "rung (steps)", "best val loss (nats)", "best config"):
@@ -223,7 +225,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                           + (f" ({rule['transfer_form']})" if rule.get("transfer_form") else ""),
                           highlight=False)
         if rule.get("verdict"):
-            console.print(f"  {rule['verdict']}: {rule.get('reason', '')}"
+            console.print(f"  {rule['verdict']}: {escape(rule.get('reason') or '')}"
                           + (f" — {rule['advice']}" if rule.get("advice") else ""),
                           highlight=False)
         for adj in rule.get("published_adjustments") or []:
@@ -254,7 +256,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                               "target (few sizes, or a transferred setting that is off)",
                               highlight=False)
         elif tg.get("predicted_val_loss_error"):
-            console.print(f"  no loss prediction: {tg['predicted_val_loss_error']}",
+            console.print(f"  no loss prediction: {escape(tg['predicted_val_loss_error'])}",
                           highlight=False)
     c = report["cost"]
     ct = Table(title=f"Cost (GPU-hours; device kind {c.get('device_kind')})")

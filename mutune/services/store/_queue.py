@@ -64,8 +64,12 @@ class QueueMixin:
 
     def claim_queued(self) -> int | None:
         """Take the oldest ``queued`` sweep: compare-and-set its status to ``running`` and
-        return its id; None when the queue is empty."""
-        def work(s: Session) -> int | None:
+        return its id; None when the queue is empty.
+
+        A claimer that loses every compare-and-set of its snapshot (other claimers took those
+        rows first) tries again in a new transaction, so it returns None only when it saw no
+        queued sweep at all: each lost round means another claimer made progress."""
+        def work(s: Session) -> tuple[int | None, bool]:
             ids = s.scalars(select(Sweep.id).where(Sweep.status == "queued")
                             .order_by(Sweep.id).limit(5)).all()
             for ident in ids:
@@ -73,9 +77,12 @@ class QueueMixin:
                                 .values(status="running")
                                 .execution_options(synchronize_session=False))
                 if res.rowcount:
-                    return ident
-            return None
-        return self._write(work)  # type: ignore[attr-defined]
+                    return ident, True
+            return None, bool(ids)
+        while True:
+            got, saw_queued = self._write(work)  # type: ignore[attr-defined]
+            if got is not None or not saw_queued:
+                return got
 
     def requeue_running(self) -> list[int]:
         """Put every ``running`` sweep back to ``queued`` (called when a server starts: no
