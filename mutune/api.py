@@ -82,9 +82,6 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
     """
     from mutune.errors import SweepStopped
     from mutune.pipeline import run_pipeline
-    from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
-                                        render_report, write_report_json)
-    from mutune.services.rung_plot import plot_rungs
     from mutune.services.store import Store
 
     cfg = config if isinstance(config, SweepConfig) else load_config(config)
@@ -99,6 +96,16 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
                 raise
             sweep_id = stop.sweep_id
         rows = store.sweep_rows(sweep_id)
+    return _write_outputs(rows, out, url, console)
+
+
+def _write_outputs(rows: dict[str, Any], out: Path, url: str, console: Any) -> RunResult:
+    """The report of a sweep's rows: ``report.json``, the loss-vs-LR, transfer (when rules
+    were fitted) and rung plots in ``out``, printed on ``console`` when given."""
+    from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
+                                        render_report, write_report_json)
+    from mutune.services.rung_plot import plot_rungs
+
     report = build_report(rows)
     report_path = write_report_json(report, out / "report.json")
     plot_path = plot_loss_vs_lr(rows, out / "loss_vs_lr.png")
@@ -110,7 +117,7 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
         console.print(f"report: {report_path}  plots: {plot_path}"
                       + (f", {out / 'transfer.png'}" if report["rules"] else "")
                       + f", {out / 'rungs.png'}  db: {url}")
-    return RunResult(sweep_id, report, report_path, plot_path, url)
+    return RunResult(int(rows["sweep"]["id"]), report, report_path, plot_path, url)
 
 
 def _run_with_progress(run_pipeline: Any, cfg: SweepConfig, store: Any, out: Path,
@@ -211,9 +218,6 @@ def resume(sweep_id: int, *, db: str | None = None,
     """
     from mutune.config import parse_config
     from mutune.resume import resume_pipeline
-    from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
-                                        render_report, write_report_json)
-    from mutune.services.rung_plot import plot_rungs
     from mutune.services.store import Store
 
     url = resolve_db(db)
@@ -227,13 +231,4 @@ def resume(sweep_id: int, *, db: str | None = None,
                 console.print(f"[yellow]stale:[/] {line}", highlight=False)
         result = resume_pipeline(store, store.sweep_rows(sweep_id), out_dir=out)
         rows = store.sweep_rows(result.sweep_id)
-    report = build_report(rows)
-    report_path = write_report_json(report, out / "report.json")
-    plot_path = plot_loss_vs_lr(rows, out / "loss_vs_lr.png")
-    plot_transfer(report, out / "transfer.png")
-    plot_rungs(rows, out / "rungs.png")
-    if console is not None:
-        render_report(report, console)
-        console.print(f"report: {report_path}  plots: {plot_path}, {out / 'rungs.png'}  "
-                      f"db: {url}")
-    return RunResult(result.sweep_id, report, report_path, plot_path, url)
+    return _write_outputs(rows, out, url, console)

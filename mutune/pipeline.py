@@ -21,7 +21,7 @@ from mutune.errors import SearchError, SweepStopped
 from mutune.recorder import Recorder
 
 __all__ = ["run_pipeline", "open_sweep", "SweepRun", "sweep_width", "align_optima", "fit_rules",
-           "trial_curves", "predict_target_loss", "train_target",
+           "finish_sweep", "trial_curves", "predict_target_loss", "train_target",
            "PipelineResult", "ProxyResult", "compute_cost"]
 
 
@@ -150,19 +150,32 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     reuse = reuse or {}
     with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress) as run:
         run.seq = itertools.count(seq_start)
-        swept = align_optima(run, [reuse[width] if width in reuse else
-                                   sweep_width(run, width, i)
-                                   for i, width in enumerate(config.widths)])
-        proxies = [p for p, _ in swept]
-        rules, target_hp, settings = fit_rules(run, proxies)
-        law = predict_target_loss(run, swept, target_hp)
-        _admit_target(run, law)
-        target, trec = train_target(run, target_hp, settings)
-        if law.get("predicted_val_loss") is not None:
-            target["predicted_val_loss"] = law["predicted_val_loss"]
-            target["predicted_val_loss_interval"] = law["predicted_val_loss_interval"]
-        cost, entries = compute_cost(config, {p.width: o for p, o in swept}, trec)
-        recorder.ledger_recorded(run.sweep_id, entries)
+        return finish_sweep(run, [reuse[width] if width in reuse else
+                                  sweep_width(run, width, i)
+                                  for i, width in enumerate(config.widths)])
+
+
+def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> PipelineResult:
+    """The stages after the proxy sweeps, for a new sweep and a resumed one alike: optima at
+    one common rung (:func:`align_optima`), the transfer rules, the loss law's prediction, the
+    target run (if the budget admits it) and the ledger.
+
+    Args:
+        swept: (ProxyResult, RunOutcome) per proxy width, in width order.
+    Raises:
+        FitError, SearchError: a stage failed. SweepStopped: the budget refused the target.
+    """
+    swept = align_optima(run, swept)
+    proxies = [p for p, _ in swept]
+    rules, target_hp, settings = fit_rules(run, proxies)
+    law = predict_target_loss(run, swept, target_hp)
+    _admit_target(run, law)
+    target, trec = train_target(run, target_hp, settings)
+    if law.get("predicted_val_loss") is not None:
+        target["predicted_val_loss"] = law["predicted_val_loss"]
+        target["predicted_val_loss_interval"] = law["predicted_val_loss_interval"]
+    cost, entries = compute_cost(run.config, {p.width: o for p, o in swept}, trec)
+    run.recorder.ledger_recorded(run.sweep_id, entries)
     return PipelineResult(run.sweep_id, proxies, rules, target, cost)
 
 

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from mutune.errors import SearchError
-from mutune.pipeline import (PipelineResult, Progress, ProxyResult, SweepRun, _admit_target,
-                             _bind, align_optima, compute_cost, fit_rules, open_sweep,
-                             predict_target_loss, sweep_width, train_target, trial_curves)
+from mutune.pipeline import (PipelineResult, Progress, ProxyResult, SweepRun, _bind,
+                             finish_sweep, open_sweep, sweep_width, trial_curves)
 from mutune.recorder import Recorder
 
 __all__ = ["resume_pipeline", "resume_width", "trial_records"]
@@ -58,18 +57,7 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
                        and "check" not in (p["settings"] or {})), None)
             swept.append(sweep_width(run, width, i) if ps is None
                          else resume_width(run, width, i, ps, rows))
-        swept = align_optima(run, swept)
-        proxies = [p for p, _ in swept]
-        rules, target_hp, settings = fit_rules(run, proxies)
-        law = predict_target_loss(run, swept, target_hp)
-        _admit_target(run, law)
-        target, trec = train_target(run, target_hp, settings)
-        if law.get("predicted_val_loss") is not None:
-            target["predicted_val_loss"] = law["predicted_val_loss"]
-            target["predicted_val_loss_interval"] = law["predicted_val_loss_interval"]
-        cost, entries = compute_cost(config, {p.width: o for p, o in swept}, trec)
-        recorder.ledger_recorded(run.sweep_id, entries)
-    return PipelineResult(run.sweep_id, proxies, rules, target, cost)
+        return finish_sweep(run, swept)
 
 
 def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],

@@ -29,6 +29,7 @@ All randomness comes from ``numpy.random.SeedSequence`` children of the sweep se
 """
 from __future__ import annotations
 
+import abc
 import itertools
 import math
 from typing import Any
@@ -45,7 +46,7 @@ __all__ = ["RandomSearcher", "GridSearcher", "TPESearcher", "FixedSearcher", "ma
 SEARCHERS = ("random", "grid", "tpe")
 
 
-class _Base:
+class _Base(abc.ABC):
     """Shared bookkeeping: ``num_samples`` proposals at most, keys seen once."""
 
     def __init__(self, num_samples: int) -> None:
@@ -72,8 +73,9 @@ class _Base:
         self._events.append(("suggest", key, dict(point)))
         return dict(point)
 
+    @abc.abstractmethod
     def _next(self, index: int, key: str) -> dict[str, float]:
-        raise NotImplementedError
+        """The point of proposal number ``index`` (0-based) for trial ``key``."""
 
     def observe(self, key: str, step: int, value: float) -> None:
         """A report of the ranked metric at training ``step``."""
