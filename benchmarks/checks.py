@@ -23,7 +23,7 @@ from pathlib import Path
 
 def _run(args: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "mutune.cli", *args], check=True,
+    subprocess.run([sys.executable, "-m", "mutune.services.cli", *args], check=True,
                    stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 

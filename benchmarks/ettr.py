@@ -2,7 +2,7 @@
 
 The reference sweep: 24 trials of a μP MLP at width 256 on scikit-learn's digits, Adam, batch 64,
 ASHA (grace 20, η 3, max_t 200 steps), validation every 10 steps, 2 CPUs (one per trial),
-random search — run by :func:`mutune.search.tuner.run_trials`, i.e. Ray Tune executes every
+random search — run by :func:`mutune.search.backends.ray_tune.run.run_trials`, i.e. Ray Tune executes every
 trial. Prints one JSON object per run and a final one, the median run (by overhead per trial)
 of ``--repeat`` runs:
 
@@ -56,10 +56,10 @@ def reference_config(num_cpus: int = 2):
 
 def run_once(cfg, task, storage: Path) -> dict:
     """One reference sweep; returns its figures."""
-    from mutune.recorder import MemoryRecorder
+    from mutune.recording import MemoryRecorder
     from mutune.search.searchers import make_searcher
-    from mutune.search.space import trial_seeds
-    from mutune.search.tuner import run_trials
+    from mutune.search.searchers.space import trial_seeds
+    from mutune.search.backends.ray_tune.run import run_trials
 
     search, cpus = cfg.search, cfg.ray.num_cpus
     rec = MemoryRecorder()
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeat", type=int, default=3, help="runs; the median is printed last")
     args = p.parse_args(argv)
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.tuner import ray_cluster
+    from mutune.search.backends.ray_tune.run import ray_cluster
 
     cfg = reference_config()
     task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()

@@ -74,7 +74,7 @@ def seed(db: str) -> tuple[int, str, str]:
     import yaml
 
     from mutune.config import load_config
-    from mutune.services.auth import create_token
+    from mutune.services.server.auth import create_token
     from mutune.services.store import Store
 
     d = load_config().model_dump(mode="json")
@@ -218,7 +218,7 @@ def main() -> None:
     procs = []
     try:
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "mutune.cli", "serve", "--no-worker", "--port", str(port),
+            [sys.executable, "-m", "mutune.services.cli", "serve", "--no-worker", "--port", str(port),
              "--db", db, "--log-level", "warning", "--out", str(tmp / "out")],
             env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         procs.append(subprocess.Popen(

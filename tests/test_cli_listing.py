@@ -9,7 +9,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from mutune.cli import app
+from mutune.services.cli import app
 from mutune.services.store import Store
 from tests.services.test_replay_service import record_sweep
 
@@ -72,7 +72,7 @@ def test_failed_trial_traceback_reaches_the_database(ray_local, tiny_config, tmp
     and ``mutune logs`` prints it. The healthy trial beside it is stored with its (empty)
     output and completes."""
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.tuner import run_trials
+    from mutune.search.backends.ray_tune.run import run_trials
 
     url = f"sqlite:///{tmp_path / 'logs.db'}"
     cfg = tiny_config

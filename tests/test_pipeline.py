@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 import mutune
-from mutune.cli import app
+from mutune.services.cli import app
 
 pytestmark = pytest.mark.slow
 
@@ -160,7 +160,7 @@ def test_cli_rejects_a_bad_config_with_field_value_rule(tmp_path):
 
 
 def test_rerun_at_concurrency_one_reproduces_reports(ray_local, tiny_config, tmp_path):
-    from mutune.api import rerun
+    from mutune.services.api import rerun
     from mutune.services.store import Store
 
     cfg = tiny_config.model_copy(update={
@@ -183,7 +183,7 @@ def test_rerun_at_concurrency_one_reproduces_reports(ray_local, tiny_config, tmp
 
 
 def test_provenance_differences_are_named():
-    from mutune.provenance import provenance_differences
+    from mutune.pipeline.provenance import provenance_differences
 
     rec = {"packages": {"torch": "2.13.0", "mup": "1.0.0"}, "python": "3.11.7",
            "cpu_model": "X", "cpu_count": 2, "dataset": {"fingerprint": "ab", "size_bytes": 9}}

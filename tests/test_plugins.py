@@ -16,7 +16,7 @@ import torch
 
 from mutune.config import load_config, parse_config
 from mutune.errors import ConfigError, ProxyError
-from mutune.plugins import installed_families, load_family
+from mutune.proxies.plugins import installed_families, load_family
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,7 @@ PLUGIN = textwrap.dedent('''
     from torch import nn
 
     from mutune.config import ModelSpec
-    from mutune.plugins import ModelFamily
+    from mutune.proxies.plugins import ModelFamily
 
 
     class PlainSpec(ModelSpec):
@@ -158,7 +158,7 @@ def test_unknown_and_broken_plugins_are_refused_with_the_installed_names(user_pl
     msg = str(exc.value)
     assert "model.family = 'resnet9'" in msg and "no model plugin" in msg
     assert "installed: gpt, mlp, not_family, plain_mlp" in msg
-    with pytest.raises(ConfigError, match="is not a mutune.plugins.ModelFamily"):
+    with pytest.raises(ConfigError, match="is not a mutune.proxies.plugins.ModelFamily"):
         parse_config(_config("not_family"))
     with pytest.raises(ConfigError, match=r"model.activation = 'gelu'"):
         parse_config(_config(activation="gelu"))
@@ -182,7 +182,7 @@ def test_readout_swap_refuses_what_is_not_a_plain_linear():
 def _run_cli(args: list[str], pythonpath: list[Path], cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in pythonpath),
            "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "mutune.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "mutune.services.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -246,7 +246,7 @@ def test_plain_attention_model_gets_the_mup_attention_scale_and_readout():
     from torch import nn
 
     from mutune.config import ModelSpec, TrainConfig
-    from mutune.plugins import ModelFamily
+    from mutune.proxies.plugins import ModelFamily
     from mutune.proxies.convert import set_attention_scale
     from mutune.proxies.data import load_digits_data
     from mutune.proxies.task import ProxyTask

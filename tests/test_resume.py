@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from mutune.api import reap_stale
+from mutune.services.api import reap_stale
 from mutune.errors import MutuneError
 from mutune.pipeline import compute_cost, open_sweep, sweep_width
-from mutune.resume import resume_width
-from mutune.search.schedulers import scheduler_from_state
+from mutune.pipeline.resume import resume_width
+from mutune.search.schedulers.factory import scheduler_from_state
 from mutune.services.store import Store
 
 pytestmark = pytest.mark.slow
@@ -173,8 +173,8 @@ def test_mutune_resume_finishes_an_interrupted_main_job(ray_local, tiny_config, 
     the command) reaps the stale trial, finishes width 32, fits, trains the target, reports."""
     from typer.testing import CliRunner
 
-    from mutune.api import resume
-    from mutune.cli import app
+    from mutune.services.api import resume
+    from mutune.services.cli import app
     from mutune.pipeline import run_pipeline
 
     cfg = _config(tiny_config)

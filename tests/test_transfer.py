@@ -6,7 +6,7 @@ import math
 import pytest
 
 from mutune.config import load_config, parse_config
-from mutune.transfer import target_train_settings, transfer_rules
+from mutune.pipeline.transfer_stage import target_train_settings, transfer_rules
 
 
 def _cfg(**over):
@@ -70,9 +70,9 @@ def _synthetic_outcome(n_trials: int, log_lr_star: float, top_rung_trials: int):
     """A real ASHA core fed a deterministic loss (log lr − log lr*)² + 1/step. Trials arrive
     worst first, so each newcomer leads its rung and continues; only the first
     ``top_rung_trials`` go on to the top rung (80 steps), the others end at rung 40."""
-    from mutune.search.asha import ASHA
-    from mutune.search.book import TrialRecord
-    from mutune.search.tuner import RunOutcome
+    from mutune.search.schedulers.asha import ASHA
+    from mutune.search.backends.ray_tune.callback import TrialRecord
+    from mutune.search.backends.ray_tune.run import RunOutcome
 
     core = ASHA(grace_period=20, reduction_factor=2, max_t=80)
     trials, grid = [], [log_lr_star + 3.0 * (k / (n_trials - 1) - 0.5) for k in range(n_trials)]
@@ -93,7 +93,7 @@ def _synthetic_outcome(n_trials: int, log_lr_star: float, top_rung_trials: int):
 
 def test_common_rung_aligns_widths_at_equal_budget():
     from mutune.search.best import best_at_rung
-    from mutune.transfer import common_rung, width_optimum
+    from mutune.pipeline.transfer_stage import common_rung, width_optimum
 
     cfg = _cfg()        # lr only: a rung needs 2·1 + 3 = 5 finite trials for the fit
     rich = _synthetic_outcome(24, math.log(0.01), top_rung_trials=6)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mutune.cli import app
+from mutune.services.cli import app
 from mutune.services.store import Store
 from tests.conftest import make_tiny_config
 
@@ -20,7 +20,7 @@ ENV = {"COLUMNS": "200"}
 @pytest.fixture(scope="module")
 def tiny_run(ray_local, tmp_path_factory):
     """One real main-job run of the tiny config: (config, result, db url)."""
-    from mutune.api import run
+    from mutune.services.api import run
 
     tmp = tmp_path_factory.mktemp("tiny_run")
     cfg = make_tiny_config()
@@ -105,7 +105,7 @@ def test_dry_run_figures_match_a_real_run_in_order_of_magnitude(tiny_run, tmp_pa
 
 
 def test_budget_cuts_a_sweep_short_and_loses_no_trial(ray_local, tmp_path):
-    from mutune.api import run
+    from mutune.services.api import run
     from mutune.config import parse_config
 
     d = make_tiny_config().model_dump(mode="json")
@@ -152,8 +152,8 @@ def test_tensorboard_tracking_writes_every_trials_events(ray_local, tmp_path):
     from mutune.config import TrackingConfig
     from mutune.errors import SearchError
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.recorder import MemoryRecorder
-    from mutune.search.tuner import run_trials, tracking_callbacks
+    from mutune.recording import MemoryRecorder
+    from mutune.search.backends.ray_tune.run import run_trials, tracking_callbacks
 
     cfg = make_tiny_config()
     task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()

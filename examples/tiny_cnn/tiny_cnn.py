@@ -20,7 +20,7 @@ from pydantic import Field
 from torch import nn
 
 from mutune.config import ModelSpec
-from mutune.plugins import ModelFamily
+from mutune.proxies.plugins import ModelFamily
 
 __all__ = ["TinyCNN", "TinyCNNModel", "build", "flops_per_sample", "FAMILY"]
 

@@ -1,11 +1,11 @@
 """The built-in model plugins ``mlp`` and ``gpt`` (entry-point group ``mutune.models``,
-registered in mutune's ``pyproject.toml`` like any user plugin; see :mod:`mutune.plugins`)."""
+registered in mutune's ``pyproject.toml`` like any user plugin; see :mod:`mutune.proxies.plugins`)."""
 from __future__ import annotations
 
 from torch import nn
 
 from mutune.config import GPTModel, MLPModel
-from mutune.plugins import ModelFamily
+from mutune.proxies.plugins import ModelFamily
 from mutune.proxies.gpt import MuGPT
 from mutune.proxies.mlp import MuMLP
 

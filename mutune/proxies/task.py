@@ -1,8 +1,8 @@
 """A proxy task: how to build, feed and evaluate one model family from a sweep config.
 
 This is the one place that maps the config's model and data sections onto the model plugin
-(:mod:`mutune.plugins`; the built-in ``mlp`` and ``gpt`` are plugins too) and
-:mod:`mutune.proxies.data`, so the trainer (:mod:`mutune.search.trainable`) stays
+(:mod:`mutune.proxies.plugins`; the built-in ``mlp`` and ``gpt`` are plugins too) and
+:mod:`mutune.proxies.data`, so the trainer (:mod:`mutune.search.trial.trainable`) stays
 family-agnostic.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from mutune.config import ModelSpec, SweepConfig, TrainConfig
-from mutune.plugins import ModelFamily, load_family
+from mutune.proxies.plugins import ModelFamily, load_family
 from mutune.proxies.data import (ClassificationData, TextData, classification_batch,
                                  lm_batch, lm_eval_windows, load_digits_data, load_text_data)
 from mutune.proxies.parametrization import build_parametrized, make_optimizer

@@ -5,10 +5,10 @@ Import the submodules you need (``asha``, ``promotion``, ``hyperband``, ``schedu
 ``simulate`` and ``best`` are pure Python; ``searchers`` imports Optuna for TPE only when asked;
 ``tuner``, ``book``, ``ray_adapter`` and ``ray_searcher`` import Ray).
 """
-from mutune.search.asha import ASHA, Decision, Judgement, bracket_count, rung_milestones
+from mutune.search.schedulers.asha import ASHA, Decision, Judgement, bracket_count, rung_milestones
 from mutune.search.best import BestTrial, best_at_rung
-from mutune.search.promotion import PromotionASHA
-from mutune.search.schedulers import make_scheduler, scheduler_from_state
+from mutune.search.schedulers.promotion import PromotionASHA
+from mutune.search.schedulers.factory import make_scheduler, scheduler_from_state
 
 __all__ = ["ASHA", "PromotionASHA", "Decision", "Judgement", "rung_milestones", "bracket_count",
            "BestTrial", "best_at_rung", "make_scheduler", "scheduler_from_state"]

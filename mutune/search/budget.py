@@ -1,7 +1,7 @@
 """The sweep's budget, enforced while it runs (config ``budget``; DESIGN.md §6 units).
 
 One :class:`BudgetGate` per sweep, in the driver. It sees every trial through the
-:class:`~mutune.search.book.SweepBook` of each Ray Tune run (proxy widths and the target) and
+:class:`~mutune.search.backends.ray_tune.callback.SweepBook` of each Ray Tune run (proxy widths and the target) and
 answers one question before Ray gives a slot to a new trial:
 
     spent + committed + new > limit   →   refuse
@@ -12,7 +12,7 @@ answers one question before Ray gives a slot to a new trial:
   per step) — it will finish that rung;
 * new: the new trial's first rung (grace period × the width's measured seconds per step) plus
   the median per-trial overhead seen so far (before any trial has finished: the assumed
-  :data:`~mutune.search.plan.DEFAULT_TRIAL_OVERHEAD_S`). The first trials of a sweep are
+  :data:`~mutune.search.schedulers.planned_steps.DEFAULT_TRIAL_OVERHEAD_S`). The first trials of a sweep are
   admitted on that assumption, so a budget smaller than a few trials may be overshot by them.
 
 Once it refuses, it refuses for good (``exhausted``): the scheduler adapter removes the trials
@@ -25,7 +25,7 @@ import statistics
 import time
 from typing import Any
 
-from mutune.search.plan import DEFAULT_TRIAL_OVERHEAD_S
+from mutune.search.schedulers.planned_steps import DEFAULT_TRIAL_OVERHEAD_S
 
 __all__ = ["BudgetGate"]
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mutune.errors import SearchError
-from mutune.search.asha import ASHA, Decision, bracket_count, rung_milestones
+from mutune.search.schedulers.asha import ASHA, Decision, bracket_count, rung_milestones
 
 
 def test_milestones_and_exact_bracket_count():

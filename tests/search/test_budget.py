@@ -8,12 +8,12 @@ import pytest
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
-from mutune.recorder import MemoryRecorder
-from mutune.search.asha import ASHA
-from mutune.search.book import SweepBook
+from mutune.recording import MemoryRecorder
+from mutune.search.schedulers.asha import ASHA
+from mutune.search.backends.ray_tune.callback import SweepBook
 from mutune.search.budget import BudgetGate
-from mutune.search.plan import planned_trial_steps
-from mutune.search.ray_adapter import RayASHA
+from mutune.search.schedulers.planned_steps import planned_trial_steps
+from mutune.search.backends.ray_tune.scheduler_adapter import RayASHA
 
 
 def _trial(key: str, index: int) -> Trial:

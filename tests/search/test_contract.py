@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mutune.errors import SearchError
-from mutune.search.asha import Decision, bracket_count, rung_milestones
+from mutune.search.schedulers.asha import Decision, bracket_count, rung_milestones
 from mutune.search.best import best_at_rung
-from mutune.search.schedulers import make_scheduler, scheduler_from_state
-from mutune.search.simulate import feed_events, power_law_curve, simulate
+from mutune.search.schedulers.factory import make_scheduler, scheduler_from_state
+from mutune.search.backends.simulated import feed_events, power_law_curve, simulate
 
 CORES = [("asha", "stopping"), ("asha", "promotion"), ("hyperband", "stopping"),
          ("hyperband", "promotion")]

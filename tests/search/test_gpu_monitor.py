@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from mutune.search.gpu_monitor import GpuMonitor
+from mutune.search.trial.gpu_monitor import GpuMonitor
 
 
 def test_no_monitor_on_a_machine_without_cuda():

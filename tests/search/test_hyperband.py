@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mutune.errors import SearchError
-from mutune.search.asha import ASHA, Decision, bracket_count
-from mutune.search.hyperband import Hyperband, bracket_sizes
+from mutune.search.schedulers.asha import ASHA, Decision, bracket_count
+from mutune.search.schedulers.hyperband import Hyperband, bracket_sizes
 
 
 def _curve(seed: int, steps: list[int]) -> list[float]:

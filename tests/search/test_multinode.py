@@ -22,10 +22,10 @@ _SCRIPT = textwrap.dedent("""
     from ray.tune import Callback
     from tests.conftest import make_tiny_config
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.recorder import MemoryRecorder
+    from mutune.recording import MemoryRecorder
     from mutune.search.searchers import make_searcher
-    from mutune.search.space import trial_seeds
-    from mutune.search.tuner import ray_cluster, run_trials
+    from mutune.search.searchers.space import trial_seeds
+    from mutune.search.backends.ray_tune.run import ray_cluster, run_trials
 
     kill = sys.argv[1] == "kill"
     cluster = Cluster(initialize_head=True, connect=False,

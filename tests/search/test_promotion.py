@@ -7,9 +7,9 @@ import math
 import pytest
 
 from mutune.errors import SearchError
-from mutune.search.asha import Decision
-from mutune.search.promotion import PromotionASHA
-from mutune.search.simulate import feed_events, simulate
+from mutune.search.schedulers.asha import Decision
+from mutune.search.schedulers.promotion import PromotionASHA
+from mutune.search.backends.simulated import feed_events, simulate
 
 
 def _flat(values):

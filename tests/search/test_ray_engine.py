@@ -11,12 +11,12 @@ import pytest
 from ray.tune import Callback
 
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.recorder import MemoryRecorder
-from mutune.search.asha import Decision
+from mutune.recording import MemoryRecorder
+from mutune.search.schedulers.asha import Decision
 from mutune.search.searchers import make_searcher
-from mutune.search.space import trial_seeds
-from mutune.search.trainable import run_training
-from mutune.search.tuner import make_core, run_trials
+from mutune.search.searchers.space import trial_seeds
+from mutune.search.trial.trainable import run_training
+from mutune.search.backends.ray_tune.run import make_core, run_trials
 
 pytestmark = pytest.mark.slow
 

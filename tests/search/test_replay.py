@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mutune.errors import SearchError
-from mutune.search.asha import ASHA, Decision
+from mutune.search.schedulers.asha import ASHA, Decision
 from mutune.search.best import best_at_rung
-from mutune.search.hyperband import Hyperband
-from mutune.search.replay import (CENSORED_TREATMENT, ReplaySettings, replay, replay_in_order)
+from mutune.search.schedulers.hyperband import Hyperband
+from mutune.search.backends.replay import (CENSORED_TREATMENT, ReplaySettings, replay, replay_in_order)
 
 TERMINAL = {"completed", "stopped", "diverged", "censored", "failed"}
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.recorder import MemoryRecorder
+from mutune.recording import MemoryRecorder
 from mutune.search.searchers import make_searcher
-from mutune.search.space import trial_seeds
-from mutune.search.tuner import run_trials
+from mutune.search.searchers.space import trial_seeds
+from mutune.search.backends.ray_tune.run import run_trials
 
 pytestmark = pytest.mark.slow
 

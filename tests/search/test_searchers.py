@@ -10,11 +10,11 @@ import pytest
 
 from mutune.config import parse_config
 from mutune.errors import ConfigError, SearchError
-from mutune.search.schedulers import make_scheduler
+from mutune.search.schedulers.factory import make_scheduler
 from mutune.search.searchers import (GridSearcher, RandomSearcher, TPESearcher, grid_points,
                                      make_searcher)
-from mutune.search.simulate import simulate
-from mutune.search.space import sample_configs
+from mutune.search.backends.simulated import simulate
+from mutune.search.searchers.space import sample_configs
 
 
 def _search(tiny_config, **update):

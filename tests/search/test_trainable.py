@@ -15,8 +15,8 @@ import pytest
 
 from mutune.errors import SearchError
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.search.checkpoint import STATE_FILE, load_trial_state, save_trial_state
-from mutune.search.trainable import run_training
+from mutune.search.trial.checkpoint import STATE_FILE, load_trial_state, save_trial_state
+from mutune.search.trial.trainable import run_training
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAJECTORY = ("step", "val_loss", "train_loss", "samples")
@@ -89,7 +89,7 @@ _CHILD = textwrap.dedent("""
     import json, sys, time
     from tests.conftest import make_tiny_config
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.trainable import run_training
+    from mutune.search.trial.trainable import run_training
     cfg = make_tiny_config()
     task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
     def report(m, folder):

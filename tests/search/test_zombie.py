@@ -11,8 +11,8 @@ import time
 import pytest
 
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.recorder import MemoryRecorder
-from mutune.search.tuner import run_trials
+from mutune.recording import MemoryRecorder
+from mutune.search.backends.ray_tune.run import run_trials
 
 pytestmark = pytest.mark.slow
 

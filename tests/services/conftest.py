@@ -51,12 +51,12 @@ class LiveServer:
 
 def start_server(db: str, tmp: Path, *, worker: bool = False, env: dict | None = None,
                  timeout: float = 60.0, name: str = "server") -> LiveServer:
-    """Start ``python -m mutune.cli serve`` on a free port and wait for /api/v1/health."""
+    """Start ``python -m mutune.services.cli serve`` on a free port and wait for /api/v1/health."""
     import httpx
 
     port = free_port()
     log = tmp / f"{name}-{port}.log"
-    cmd = [sys.executable, "-m", "mutune.cli", "serve", "--host", "127.0.0.1", "--port",
+    cmd = [sys.executable, "-m", "mutune.services.cli", "serve", "--host", "127.0.0.1", "--port",
            str(port), "--db", db, "--out", str(tmp / "server-out"), "--log-level", "warning"]
     if not worker:
         cmd.append("--no-worker")
@@ -85,7 +85,7 @@ def start_server(db: str, tmp: Path, *, worker: bool = False, env: dict | None =
 
 def make_token(db: str, project: str) -> str:
     """A fresh API token for ``project`` in ``db`` (what `mutune token create` does)."""
-    from mutune.services.auth import create_token
+    from mutune.services.server.auth import create_token
     from mutune.services.store import Store
 
     with Store.open(db) as store:

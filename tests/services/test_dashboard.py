@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mutune.services.dashboard import fmt, pct
+from mutune.services.server.dashboard import fmt, pct
 from mutune.services.report import build_report
 from mutune.services.store import Store
 from tests.services.conftest import REPO, make_token, start_server

@@ -9,7 +9,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
 from mutune.errors import StoreError
-from mutune.services.optuna_export import distributions_from_space, export_to_optuna
+from mutune.services.export.optuna import distributions_from_space, export_to_optuna
 from mutune.services.store import Store
 
 from .test_replay_service import record_sweep

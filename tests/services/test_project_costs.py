@@ -6,7 +6,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from mutune.cli import app
+from mutune.services.cli import app
 from mutune.services.store import Store
 
 

@@ -11,9 +11,9 @@ import pytest
 from rich.console import Console
 
 from mutune.errors import SearchError, StoreError
-from mutune.search.asha import ASHA, Decision
+from mutune.search.schedulers.asha import ASHA, Decision
 from mutune.search.best import best_at_rung
-from mutune.services.replay_service import render_replay, replay_sweep, sweep_curves
+from mutune.services.stored_replay import render_replay, replay_sweep, sweep_curves
 
 # ---------------------------------------------------------------- synthetic recorded sweeps
 # Written through the Store's recorder methods as the live book does (report seq, then one

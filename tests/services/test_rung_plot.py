@@ -2,10 +2,10 @@
 sweep simulated on synthetic curves and written to the store like a live one."""
 from __future__ import annotations
 
-from mutune.search.asha import Decision
-from mutune.search.promotion import PromotionASHA
-from mutune.search.simulate import power_law_curve, simulate
-from mutune.services.rung_plot import plot_rungs, rung_summary
+from mutune.search.schedulers.asha import Decision
+from mutune.search.schedulers.promotion import PromotionASHA
+from mutune.search.backends.simulated import power_law_curve, simulate
+from mutune.services.report.rung_plot import plot_rungs, rung_summary
 
 
 def test_rung_summary_matches_the_core_and_the_png_is_written(store, tmp_path):

@@ -7,11 +7,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from mutune.api import reap_stale
+from mutune.services.api import reap_stale
 from mutune.config import parse_config
 from mutune.errors import ConfigError, MutuneError
-from mutune.search.promotion import PromotionASHA
-from mutune.search.schedulers import scheduler_from_state
+from mutune.search.schedulers.promotion import PromotionASHA
+from mutune.search.schedulers.factory import scheduler_from_state
 
 CONFIG = {"name": "engine"}
 

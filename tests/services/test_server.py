@@ -210,12 +210,12 @@ def test_token_cli_creates_a_working_token_and_never_lists_it(server):
     import sys
 
     env = {**os.environ, "MUTUNE_DB": server.db}
-    made = subprocess.run([sys.executable, "-m", "mutune.cli", "token", "create", "--project",
+    made = subprocess.run([sys.executable, "-m", "mutune.services.cli", "token", "create", "--project",
                            "gamma"], capture_output=True, text=True, env=env, check=True)
     token = made.stdout.strip()
     assert len(token) >= 43 and "shown only now" in made.stderr
     r = httpx.get(server.url + V1 + "/sweeps", headers=auth(token))
     assert r.status_code == 200 and r.json()["total"] == 0
-    listed = subprocess.run([sys.executable, "-m", "mutune.cli", "token", "list"],
+    listed = subprocess.run([sys.executable, "-m", "mutune.services.cli", "token", "list"],
                             capture_output=True, text=True, env=env, check=True).stdout
     assert "gamma" in listed and token not in listed

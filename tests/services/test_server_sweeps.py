@@ -38,7 +38,7 @@ def _children(pid: int) -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and b"mutune.services.worker" in cmd and " Z " not in stat[:60]:
+        if ppid == pid and b"mutune.services.server.worker" in cmd and " Z " not in stat[:60]:
             out.append(int(d.name))
     return out
 

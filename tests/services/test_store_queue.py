@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from mutune.errors import StoreError
-from mutune.services.auth import create_token, token_digest
+from mutune.services.server.auth import create_token, token_digest
 
 CONFIG = {"name": "q", "widths": [16, 32], "search": {"num_samples": 3}}
 

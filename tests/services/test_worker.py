@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mutune.search.best import best_at_rung
-from mutune.services.restart import recorded_width
-from mutune.services.worker import SweepCancelled, _AttachedRecorder, _Cancel
+from mutune.services.server.restart import recorded_width
+from mutune.services.server.worker import SweepCancelled, _AttachedRecorder, _Cancel
 from tests.services.test_replay_service import record_sweep
 
 

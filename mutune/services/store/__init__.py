@@ -1,7 +1,7 @@
 """The results database of mutune (DESIGN.md §7): models, engines, migrations and the store.
 
 Open it with ``Store.open("sqlite:///mutune.db")`` (or a ``postgresql://`` URL); the store
-implements :class:`mutune.recorder.Recorder`. Importing this package builds no engine.
+implements :class:`mutune.recording.Recorder`. Importing this package builds no engine.
 """
 from __future__ import annotations
 

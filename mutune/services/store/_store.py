@@ -1,4 +1,4 @@
-"""The results store: a :class:`mutune.recorder.Recorder` that writes to the results database.
+"""The results store: a :class:`mutune.recording.Recorder` that writes to the results database.
 
 Every write is its own short transaction and is durable when the method returns (DESIGN.md §7);
 SQLite ``database is locked`` errors are retried with exponential backoff. JSON never holds
@@ -19,7 +19,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from mutune.errors import StoreError
-from mutune.recorder import TRIAL_STATUSES
+from mutune.recording import TRIAL_STATUSES
 
 from . import _engine
 from ._heartbeat import HeartbeatMixin
@@ -107,7 +107,7 @@ def _row(obj: Base, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 class Store(HeartbeatMixin, QueueMixin):
-    """The results database as a :class:`mutune.recorder.Recorder` (DESIGN.md §2, §7).
+    """The results database as a :class:`mutune.recording.Recorder` (DESIGN.md §2, §7).
 
     Open it with :meth:`open` (migrates to head first) or build it from an engine; use it as a
     context manager or call :meth:`close`. Recorder methods raise :class:`StoreError` for unknown

@@ -1,0 +1,207 @@
+"""``mutune run --dry-run``: what a sweep will cost, before anything trains.
+
+For every proxy width and the target, a short warm-up in this process (``warmup_steps``
+training steps and one evaluation of the real model on the real data, one torch thread per
+granted CPU, as a trial would) measures seconds per step, per evaluation and to build the
+model. The scheduler's planned steps (:func:`mutune.search.schedulers.planned_steps.planned_trial_steps`) turn
+them into device-hours:
+
+    trial seconds = steps × s_step + evals × s_eval + setup_s + overhead_s
+    GPU-hours     = Σ trial seconds × devices per trial / 3600         (DESIGN.md §6)
+
+``overhead_s`` is the per-trial start-up and teardown of a Ray trial, which a warm-up without
+Ray cannot see: an assumption, stated in the plan. The naive alternatives price the same
+planned steps (and every sample to max_t) at the target's measured speed.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from mutune.config import SweepConfig
+from mutune.search.schedulers.planned_steps import DEFAULT_TRIAL_OVERHEAD_S
+
+__all__ = ["plan_sweep", "render_plan", "DEFAULT_TRIAL_OVERHEAD_S"]
+
+
+def _middle(dist: Any) -> float:
+    if hasattr(dist, "low"):
+        if dist.low > 0:
+            return math.sqrt(dist.low * dist.high)
+        return (dist.low + dist.high) / 2
+    return sorted(dist.values)[len(dist.values) // 2]
+
+
+def _evals(steps: int, every: int) -> int:
+    return steps // every + (1 if steps % every else 0)
+
+
+def _warmup(task: Any, width: int, hparams: dict[str, float], steps: int,
+            threads: int) -> dict[str, float]:
+    """Seconds to build the model and optimizer, per training step (median of steps 2…) and
+    per evaluation, measured on ``task`` at ``width``."""
+    import statistics
+
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            t0 = time.perf_counter()
+            model = task.build(width, hparams)
+            opt = task.optimizer(model, float(hparams["lr"]))
+            setup = time.perf_counter() - t0
+            times = []
+            for step in range(1, steps + 1):
+                x, y = task.batch(0, step)
+                ts = time.perf_counter()
+                loss = task.step_loss(model, x, y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                times.append(time.perf_counter() - ts)
+            te = time.perf_counter()
+            task.val_loss(model)
+            s_eval = time.perf_counter() - te
+    finally:
+        torch.set_num_threads(old)
+    s_step = statistics.median(times[1:] if len(times) > 1 else times)
+    return {"setup_s": setup, "s_per_step": s_step, "s_per_eval": s_eval,
+            "warmup_s": setup + sum(times) + s_eval}
+
+
+def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
+               overhead_s: float = DEFAULT_TRIAL_OVERHEAD_S) -> dict[str, Any]:
+    """The planned trials, steps and device-hours of ``config``'s sweep, from a warm-up.
+
+    Args:
+        config: the sweep config (its data are loaded; nothing is recorded).
+        warmup_steps: training steps timed per width (>= 2; the first is not counted).
+        overhead_s: assumed Ray per-trial start-up + teardown, seconds.
+    Returns:
+        {"widths": [{"width", "trials", "steps", "evals", "trial_steps", "s_per_step",
+        "s_per_eval", "setup_s", "gpu_hours"}], "target": {same for one run},
+        "proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
+        "naive_grid_gpu_hours", "price_per_hour", "money": {name: amount} or None,
+        "wall_s_estimate", "warmup": {"steps", "seconds"}, "overhead_s_per_trial",
+        "devices_per_trial", "device_kind", "budget_gpu_hours", "fits_budget"}.
+        Hours are device-hours; seconds are wall seconds.
+    Raises:
+        ValueError: warmup_steps < 2 or overhead_s < 0.
+        ProxyError: a model cannot be built.
+    """
+    import dataclasses
+
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.search.schedulers.planned_steps import planned_trial_steps
+
+    if warmup_steps < 2:
+        raise ValueError(f"warmup_steps = {warmup_steps}: must be >= 2 (the first step "
+                         "warms caches and is not timed)")
+    if not (math.isfinite(overhead_s) and overhead_s >= 0):
+        raise ValueError(f"overhead_s = {overhead_s}: must be a finite number >= 0")
+    t_start = time.perf_counter()
+    search, sched, ray = config.search, config.search.scheduler, config.ray
+    devices = ray.gpus_per_trial or ray.cpus_per_trial
+    threads = max(int(ray.cpus_per_trial), 1)
+    hp = {**{k: _middle(v) for k, v in search.space.items()}, **search.fixed}
+    task = ProxyTask(config.model, config.train, load_task_data(config)).with_base_shapes()
+    every = config.train.eval_every
+    trial_steps = planned_trial_steps(search.num_samples, kind=sched.kind,
+                                      grace_period=sched.grace_period,
+                                      reduction_factor=sched.reduction_factor,
+                                      max_t=sched.max_t)
+    evals = [_evals(s, every) for s in trial_steps]
+
+    def price(m: dict[str, float], steps: list[int], n_evals: list[int]) -> float:
+        seconds = (sum(steps) * m["s_per_step"] + sum(n_evals) * m["s_per_eval"]
+                   + len(steps) * (m["setup_s"] + overhead_s))
+        return seconds * devices / 3600.0
+
+    # untimed: first-call costs (lazy imports of the optimizer's compiler, allocator), which a
+    # Ray worker pays once, inside its start-up overhead
+    _warmup(task, config.widths[0], hp, 2, threads)
+    widths = []
+    for w in config.widths:
+        m = _warmup(task, w, hp, warmup_steps, threads)
+        widths.append({"width": w, "trials": len(trial_steps), "steps": sum(trial_steps),
+                       "evals": sum(evals), "trial_steps": trial_steps, **m,
+                       "gpu_hours": price(m, trial_steps, evals)})
+    tb = config.target.batch_size or config.train.batch_size
+    ttask = task if tb == config.train.batch_size else dataclasses.replace(
+        task, train=task.train.model_copy(update={"batch_size": tb}))
+    tm = _warmup(ttask, config.target.width, hp, warmup_steps, threads)
+    t_steps = config.target_steps
+    target = {"width": config.target.width, "trials": 1, "steps": t_steps,
+              "evals": _evals(t_steps, every), **tm,
+              "gpu_hours": price(tm, [t_steps], [_evals(t_steps, every)])}
+    proxy_h = sum(x["gpu_hours"] for x in widths)
+    naive_h = price(tm, trial_steps, evals)
+    grid = [sched.max_t] * len(trial_steps)
+    grid_h = price(tm, grid, [_evals(s, every) for s in grid])
+    total = proxy_h + target["gpu_hours"]
+    slots = ray.max_concurrent_trials or max(int(ray.num_cpus // ray.cpus_per_trial), 1)
+    wall = (proxy_h * 3600 / devices) / min(slots, len(trial_steps)) \
+        + target["gpu_hours"] * 3600 / devices
+    b = config.budget
+    pph = b.price_per_hour
+    figures = {"proxy_gpu_hours": proxy_h, "target_gpu_hours": target["gpu_hours"],
+               "total_gpu_hours": total, "naive_gpu_hours": naive_h,
+               "naive_grid_gpu_hours": grid_h}
+    limit = b.limit_gpu_hours
+    return {"name": config.name, "widths": widths, "target": target, **figures,
+            "saved_gpu_hours": naive_h - total,
+            "price_per_hour": pph,
+            "money": {k.replace("gpu_hours", "money"): v * pph for k, v in figures.items()}
+            if pph else None,
+            "wall_s_estimate": wall, "device_kind": ray.device_kind,
+            "devices_per_trial": devices, "overhead_s_per_trial": overhead_s,
+            "scheduler": sched.kind,
+            "warmup": {"steps": warmup_steps, "seconds": time.perf_counter() - t_start},
+            "budget_gpu_hours": limit,
+            "fits_budget": None if limit is None else total <= limit}
+
+
+def render_plan(plan: dict[str, Any], console: Any) -> None:
+    """Print ``plan`` (:func:`plan_sweep`) as rich tables."""
+    from rich.table import Table
+
+    console.print(f"[bold]dry run of {plan['name']}[/]: nothing was trained or recorded. "
+                  f"Warm-up: {plan['warmup']['steps']} steps + 1 evaluation per width, "
+                  f"{plan['warmup']['seconds']:.1f} s in all.", highlight=False)
+    t = Table(title=f"Plan ({plan['scheduler']}; device kind {plan['device_kind']}, "
+                    f"{plan['devices_per_trial']:g} per trial)")
+    for col in ("width", "trials", "steps", "evals", "s/step", "s/eval", "build s",
+                "GPU-hours"):
+        t.add_column(col, justify="right")
+    for w in [*plan["widths"], plan["target"]]:
+        label = ("target " if w is plan["target"] else "") + str(w["width"])
+        t.add_row(label, str(w["trials"]), str(w["steps"]), str(w["evals"]),
+                  f"{w['s_per_step']:.4g}", f"{w['s_per_eval']:.4g}", f"{w['setup_s']:.3g}",
+                  f"{w['gpu_hours']:.6f}")
+    console.print(t)
+    c = Table(title="Estimated cost" + (f" at {plan['price_per_hour']:g} per device-hour"
+                                        if plan["price_per_hour"] else ""))
+    c.add_column("line")
+    c.add_column("GPU-hours", justify="right")
+    if plan["money"]:
+        c.add_column("money", justify="right")
+    for key, label in (("proxy_gpu_hours", "proxy sweeps"), ("target_gpu_hours", "target run"),
+                       ("total_gpu_hours", "total (mutune)"),
+                       ("naive_gpu_hours", "naive: same search at target size"),
+                       ("naive_grid_gpu_hours", "naive: every sample to max_t")):
+        row = [label, f"{plan[key]:.6f}"]
+        if plan["money"]:
+            row.append(f"{plan['money'][key.replace('gpu_hours', 'money')]:.4f}")
+        c.add_row(*row)
+    console.print(c)
+    console.print(f"wall time ≈ {plan['wall_s_estimate'] / 60:.1f} min; per-trial Ray "
+                  f"start-up/teardown assumed {plan['overhead_s_per_trial']:g} s; planned "
+                  "steps are successive halving's (asynchronous ASHA promotes early arrivals "
+                  "more, so a real sweep trains somewhat more)", highlight=False)
+    if plan["budget_gpu_hours"] is not None:
+        verdict = "fits" if plan["fits_budget"] else "[red]does not fit[/]"
+        console.print(f"budget {plan['budget_gpu_hours']:.6f} GPU-hours: the plan {verdict}")

@@ -1,0 +1,348 @@
+"""Replay a scheduler on recorded learning curves, training nothing (DESIGN.md §4, §9).
+
+Two entry points drive the *same* scheduler cores the live sweep uses
+(:class:`~mutune.search.schedulers.asha.ASHA`, :class:`~mutune.search.schedulers.hyperband.Hyperband`):
+
+* :func:`replay_in_order` feeds recorded reports in their recorded sequence order. With the
+  original settings it reproduces the original decisions and best trial exactly (asynchronous
+  decisions depend on report order, DESIGN.md §4).
+* :func:`replay` re-simulates the sweep with a simulated clock (Syne Tune's idea): ``concurrency``
+  workers take trials in arrival order; a trial's report i happens ``seconds[i]`` simulated seconds
+  after the trial started (its recorded seconds, e.g. productive + eval time); each report is
+  judged when it happens; a stopped trial frees its worker at once and the next trial starts.
+  Events sit in a heap keyed by (time, arrival index, report index), so ties go to the earlier
+  trial and the replay is deterministic.
+
+Only reports that can change something are fed to the core: the first report at or past each of
+the trial's milestones, its first non-finite report and its last usable report. The core returns
+no judgement and changes no state for any other report (a finite value that crosses no
+milestone), so skipping them leaves every decision unchanged and makes the cost grow with the
+number of rung decisions, not of reports (plus one O(reports) scan per trial).
+
+Missing data: where the replayed scheduler would let a trial run past its last recorded report
+(the original stopped it early, or the replay raises ``max_t``), the decisions it would take
+next have no data. Such a trial is **censored**: it ends at its last recorded report, enters no
+further rung, and is billed device time up to that report only. :attr:`ReplayResult.censored`
+lists them; each counts as one decision made on missing data (the rung, or max_t, it would have
+reached next).
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import math
+import operator
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from mutune.errors import SearchError
+from mutune.search.schedulers.asha import ASHA, Decision
+from mutune.search.best import BestTrial, best_at_rung
+from mutune.search.schedulers.hyperband import Hyperband
+
+__all__ = ["ReplaySettings", "ReplayDecision", "Censored", "ReplayResult", "replay",
+           "replay_in_order", "CENSORED_TREATMENT", "SCHEDULER_KINDS"]
+
+SCHEDULER_KINDS = ("asha", "hyperband")
+
+#: How decisions on missing data are treated (also returned with every result).
+CENSORED_TREATMENT = ("censored: the trial is ended at its last recorded report; it enters no "
+                      "further rung and is billed device time up to that report only")
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """Scheduler settings of a replay: kind (``asha``/``hyperband``), r, η, max_t (steps),
+    mode, and the sweep seed (Hyperband's bracket assignment)."""
+    grace_period: int
+    reduction_factor: int
+    max_t: int
+    kind: str = "asha"
+    mode: str = "min"
+    seed: int = 0
+
+    def build(self) -> ASHA | Hyperband:
+        """A fresh scheduler core.
+
+        Raises:
+            SearchError: unknown kind or a setting out of range.
+        """
+        if self.kind == "asha":
+            return ASHA(grace_period=self.grace_period, reduction_factor=self.reduction_factor,
+                        max_t=self.max_t, mode=self.mode)
+        if self.kind == "hyperband":
+            return Hyperband(grace_period=self.grace_period,
+                             reduction_factor=self.reduction_factor, max_t=self.max_t,
+                             mode=self.mode, seed=self.seed)
+        raise SearchError(f"scheduler kind = {self.kind!r}: must be one of {SCHEDULER_KINDS}")
+
+
+class ReplayDecision(NamedTuple):
+    """One replayed judgement: ``trial`` at rung ``milestone`` (steps) with ``value`` against
+    ``cutoff``; ``time`` is the simulated second (None in recorded order), ``seq`` the recorded
+    sequence number of the report judged (None on the simulated clock)."""
+    trial: str
+    milestone: int
+    value: float
+    cutoff: float | None
+    decision: Decision
+    time: float | None
+    seq: int | None
+
+
+class Censored(NamedTuple):
+    """A trial ended for lack of data: its last recorded step, and the step (next rung or
+    max_t) the replayed scheduler would have let it reach."""
+    trial: str
+    last_step: int
+    needed_step: int
+
+
+@dataclass
+class ReplayResult:
+    """What a replayed scheduler decided and spent.
+
+    Attributes:
+        decisions: every judgement, in the order made.
+        statuses: trial → ``completed``/``stopped``/``diverged``/``censored``/``failed``.
+        best: best trial at equal budget (:func:`~mutune.search.best.best_at_rung`), or None
+            when no rung holds a finite value.
+        wall_s: simulated wall seconds until the last trial ended (None in recorded order).
+        device_s: worker-seconds held by trials (sum over trials of the recorded seconds at
+            the last report each consumed); multiply by devices per trial for device-seconds.
+        censored: trials ended for lack of data (one decision on missing data each).
+        held_s: trial → seconds it held its worker (recorded seconds at its last consumed
+            report); ``device_s`` is their sum.
+        treatment: how those were treated (:data:`CENSORED_TREATMENT`).
+        scheduler: the core after the replay (its rungs, its state).
+    """
+    decisions: list[ReplayDecision]
+    statuses: dict[str, str]
+    best: BestTrial | None
+    wall_s: float | None
+    device_s: float
+    censored: list[Censored]
+    held_s: dict[str, float]
+    scheduler: Any = field(repr=False)
+    treatment: str = CENSORED_TREATMENT
+
+    @property
+    def missing_data_decisions(self) -> int:
+        """How many decisions had no data (one per censored trial)."""
+        return len(self.censored)
+
+
+def _best(core: ASHA | Hyperband, mode: str) -> BestTrial | None:
+    try:
+        return best_at_rung(core.rung_values(), mode=mode, min_trials=3)
+    except SearchError:
+        return None
+
+
+def _milestones_for(core: ASHA | Hyperband):
+    if isinstance(core, Hyperband):
+        return core.milestones_of
+    ms = core.milestones
+    return lambda _trial: ms
+
+
+def _needed(milestones: Sequence[int], last_step: int, max_t: int) -> int:
+    i = bisect.bisect_right(milestones, last_step)
+    return milestones[i] if i < len(milestones) else max_t
+
+
+_STEP, _VALUE, _SECONDS = (operator.itemgetter(i) for i in range(3))
+
+
+def _check(key: str, curve: Sequence[Sequence[float]]) -> None:
+    """Raise unless the curve's steps are integers ≥ 1, strictly increasing."""
+    try:
+        ok = (curve[0][0] >= 1 and len(curve[0]) == 3 and all(map(
+            operator.lt, map(_STEP, curve), map(_STEP, itertools.islice(curve, 1, None)))))
+    except (TypeError, IndexError) as exc:
+        raise SearchError(f"curve of trial {key!r}: each report must be (step, value, "
+                          f"seconds): {exc}") from exc
+    if not ok:
+        raise SearchError(f"curve of trial {key!r}: reports must be (step, value, seconds) "
+                          f"with steps >= 1 strictly increasing, got steps "
+                          f"{[r[0] for r in curve[:10]]}…")
+
+
+def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySettings, *,
+           concurrency: int = 1, failed: Iterable[str] = ()) -> ReplayResult:
+    """Re-simulate ``settings``' scheduler on recorded curves with ``concurrency`` workers.
+
+    Args:
+        curves: trial key → its reports ``[(step, value, seconds), …]`` by step, where
+            ``seconds`` is the simulated time since the trial started at that report
+            (non-decreasing); trials in arrival order (the order workers take them).
+        settings: the scheduler to replay.
+        concurrency: workers running trials at once (≥ 1).
+        failed: trials whose record ends because they failed (not because the original
+            scheduler stopped them): ended as ``failed``, not censored, when their data runs out.
+    Returns:
+        :class:`ReplayResult` with every trial in a terminal state.
+    Raises:
+        SearchError: concurrency < 1, bad settings, or a malformed curve.
+    """
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise SearchError(f"concurrency = {concurrency!r}: must be an integer >= 1")
+    core = settings.build()
+    milestones_for = _milestones_for(core)
+    max_t = settings.max_t
+    failed = set(failed)
+    keys = list(curves)
+    n_trials = len(keys)
+    plans: list[list[int]] = [None] * n_trials  # type: ignore[list-item]
+    starts = [0.0] * n_trials
+    data: list[Sequence[Sequence[float]]] = [None] * n_trials  # type: ignore[list-item]
+    statuses: dict[str, str] = {}
+    held_s: dict[str, float] = {}
+    decisions: list[ReplayDecision] = []
+    censored: list[Censored] = []
+    heap: list[tuple[float, int, int]] = []
+    on_report = core.on_report
+    CONTINUE = Decision.CONTINUE
+    bisect_left = bisect.bisect_left
+    isfinite = math.isfinite
+    device_s = 0.0
+    wall_s = 0.0
+    next_trial = 0
+
+    def finish(i: int, j: int, status: str) -> float:
+        """End trial i after its report j (j = -1: no report); returns its end time."""
+        nonlocal device_s
+        key = keys[i]
+        curve = data[i]
+        held = float(curve[j][2]) if j >= 0 else 0.0
+        device_s += held
+        held_s[key] = held
+        statuses[key] = status
+        if status == "censored":
+            last = int(curve[j][0]) if j >= 0 else 0
+            censored.append(Censored(key, last, _needed(milestones_for(key), last, max_t)))
+        return starts[i] + held
+
+    def start(t: float) -> None:
+        """Start trials at time t until one has a pending report or none are left."""
+        nonlocal next_trial, wall_s
+        while next_trial < n_trials:
+            i = next_trial
+            next_trial += 1
+            key = keys[i]
+            curve = data[i] = curves[key]
+            starts[i] = t
+            n = len(curve)
+            if n == 0:
+                wall_s = max(wall_s, finish(i, -1, "failed" if key in failed else "censored"))
+                continue
+            _check(key, curve)
+            last = bisect_left(curve, max_t, key=_STEP)
+            if last >= n:
+                last = n - 1
+            if not isfinite(sum(map(_VALUE, curve[:last + 1]))):
+                for j in range(last + 1):
+                    if not isfinite(curve[j][1]):
+                        last = j
+                        break
+            plan = []
+            for m in milestones_for(key):
+                j = bisect_left(curve, m, lo=plan[-1] if plan else 0, key=_STEP)
+                if j > last:
+                    break
+                if not plan or plan[-1] != j:
+                    plan.append(j)
+            if not plan or plan[-1] != last:
+                plan.append(last)
+            plan.reverse()  # pop() from the end
+            plans[i] = plan
+            heapq.heappush(heap, (t + curve[plan[-1]][2], i, plan[-1]))
+            return
+
+    for _ in range(concurrency):
+        start(0.0)
+    heappop, heappush = heapq.heappop, heapq.heappush
+    while heap:
+        t, i, j = heappop(heap)
+        key = keys[i]
+        step, value, _ = data[i][j]
+        plan = plans[i]
+        plan.pop()
+        status = None
+        for jd in on_report(key, step, value):
+            decisions.append(ReplayDecision(key, jd.milestone, jd.value, jd.cutoff,
+                                            jd.decision, t, None))
+            if jd.decision is not CONTINUE:
+                status = "diverged" if jd.decision is Decision.DIVERGED else "stopped"
+        if status is None and not plan:
+            if step >= max_t:
+                status = "completed"
+            else:
+                status = "failed" if key in failed else "censored"
+        if status is None:
+            nj = plan[-1]
+            heappush(heap, (starts[i] + data[i][nj][2], i, nj))
+            continue
+        end = finish(i, j, status)
+        if end > wall_s:
+            wall_s = end
+        start(t)
+    return ReplayResult(decisions, statuses, _best(core, settings.mode), wall_s, device_s,
+                        censored, held_s, core)
+
+
+def replay_in_order(reports: Iterable[Sequence[Any]], settings: ReplaySettings, *,
+                    failed: Iterable[str] = ()) -> ReplayResult:
+    """Feed recorded reports to ``settings``' scheduler in the given (recorded) order.
+
+    Args:
+        reports: ``(seq, trial, step, value)`` or ``(seq, trial, step, value, seconds)`` in
+            recorded sequence order; ``seconds`` (time since the trial started) feeds
+            ``device_s`` and defaults to 0. Reports of a trial after it ended (stopped,
+            diverged or completed in the replay) are skipped.
+        settings: the scheduler to replay (the original's reproduces its decisions exactly).
+        failed: trials that ended by failing (ended ``failed`` rather than ``censored``).
+    Returns:
+        :class:`ReplayResult`; ``wall_s`` is None (no clock), decisions carry the report seq.
+    Raises:
+        SearchError: bad settings or a report out of step order for its trial.
+    """
+    core = settings.build()
+    milestones_for = _milestones_for(core)
+    max_t = settings.max_t
+    failed = set(failed)
+    decisions: list[ReplayDecision] = []
+    statuses: dict[str, str] = {}
+    last: dict[str, tuple[int, float]] = {}
+    CONTINUE = Decision.CONTINUE
+    for rep in reports:
+        seq, key, step, value = rep[0], rep[1], int(rep[2]), float(rep[3])
+        seconds = float(rep[4]) if len(rep) > 4 else 0.0
+        if key in statuses:
+            continue
+        prev = last.get(key)
+        if prev is not None and step <= prev[0]:
+            raise SearchError(f"trial {key!r}: report at step {step} (seq {seq}) after step "
+                              f"{prev[0]}; reports must come in step order")
+        last[key] = (step, seconds)
+        for jd in core.on_report(key, step, value):
+            decisions.append(ReplayDecision(key, jd.milestone, jd.value, jd.cutoff,
+                                            jd.decision, None, seq))
+            if jd.decision is not CONTINUE:
+                statuses[key] = "diverged" if jd.decision is Decision.DIVERGED else "stopped"
+        if key not in statuses and step >= max_t:
+            statuses[key] = "completed"
+    censored = []
+    for key, (step, _) in last.items():
+        if key not in statuses:
+            if key in failed:
+                statuses[key] = "failed"
+            else:
+                statuses[key] = "censored"
+                censored.append(Censored(key, step, _needed(milestones_for(key), step, max_t)))
+    statuses = {k: statuses[k] for k in last}  # first-report order
+    held_s = {k: s for k, (_, s) in last.items()}
+    return ReplayResult(decisions, statuses, _best(core, settings.mode), None,
+                        sum(held_s.values()), censored, held_s, core)

@@ -1,0 +1,57 @@
+"""Build a scheduler core from settings, or from its saved state (one entry point for both).
+
+The cores — :class:`~mutune.search.schedulers.asha.ASHA` (stopping), :class:`~mutune.search.schedulers.promotion.
+PromotionASHA` and :class:`~mutune.search.schedulers.hyperband.Hyperband` (either variant per bracket) —
+share one contract: ``on_report(trial, step, value) -> [Judgement]``, ``candidate()``,
+``promote(trial)``, ``finish()``, ``paused()``, ``stopped(trial)``, ``rung_values()``,
+``state_dict()`` / ``from_state(state)``. "Schedulers decide, searchers propose" (Syne Tune):
+nothing here chooses hyperparameters (see :mod:`mutune.search.searchers`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from mutune.errors import SearchError
+from mutune.search.schedulers.asha import ASHA
+from mutune.search.schedulers.hyperband import Hyperband
+from mutune.search.schedulers.promotion import PromotionASHA
+
+__all__ = ["make_scheduler", "scheduler_from_state", "KINDS", "VARIANTS"]
+
+KINDS = ("asha", "hyperband")
+VARIANTS = ("stopping", "promotion")
+
+
+def make_scheduler(kind: str, *, grace_period: int, reduction_factor: int, max_t: int,
+                   mode: str = "min", seed: int = 0, variant: str = "stopping") -> Any:
+    """A fresh core: ``kind`` ``asha`` or ``hyperband``, ``variant`` ``stopping`` or
+    ``promotion``; r, η, max_t in steps; ``seed`` (the sweep seed) drives Hyperband's brackets.
+
+    Raises:
+        SearchError: unknown kind or variant, or a setting out of range (names it).
+    """
+    if variant not in VARIANTS:
+        raise SearchError(f"variant = {variant!r}: must be one of {VARIANTS}")
+    kw = dict(grace_period=grace_period, reduction_factor=reduction_factor, max_t=max_t,
+              mode=mode)
+    if kind == "asha":
+        return ASHA(**kw) if variant == "stopping" else PromotionASHA(**kw)
+    if kind == "hyperband":
+        return Hyperband(**kw, seed=seed, variant=variant)
+    raise SearchError(f"scheduler kind = {kind!r}: must be one of {KINDS}")
+
+
+def scheduler_from_state(state: dict[str, Any]) -> Any:
+    """Rebuild whichever core wrote ``state`` (its ``kind`` key says which).
+
+    Raises:
+        SearchError: not a mapping, unknown kind, or a version the core cannot load.
+    """
+    if not isinstance(state, dict):
+        raise SearchError(f"scheduler state must be a mapping, got {type(state).__name__}")
+    loaders = {"asha": ASHA, "asha-promotion": PromotionASHA, "hyperband": Hyperband}
+    cls = loaders.get(state.get("kind"))
+    if cls is None:
+        raise SearchError(f"scheduler state kind = {state.get('kind')!r}: must be one of "
+                          f"{sorted(loaders)}")
+    return cls.from_state(state)

@@ -1,0 +1,213 @@
+"""Asynchronous Hyperband: one ASHA core per bracket, trials assigned to brackets by a seed.
+
+Li, Jamieson, DeSalvo, Rostamizadeh, Talwalkar 2018, "Hyperband: A Novel Bandit-Based Approach to
+Hyperparameter Optimization" (JMLR), §3, run asynchronously as in Li et al. 2020 (ASHA, MLSys), §3:
+
+* s_max = ⌊log_η(R / r)⌋ (``bracket_count(r, η, R) - 1``, exact integers); brackets are numbered
+  s = 0 … s_max here, and bracket s is an :class:`~mutune.search.schedulers.asha.ASHA` with grace period
+  r·η^s (so bracket 0 is the most aggressive, with s_max + 1 rungs, and bracket s_max runs every
+  trial to R with a single rung at r·η^s_max);
+* the paper's bracket index is s' = s_max − s (s' halvings); it starts n_{s'} =
+  ⌈(s_max + 1)·η^{s'} / (s' + 1)⌉ configurations in bracket s'. Here trials are assigned in
+  *cycles*: one cycle holds bracket s exactly n_{s_max−s} times, in an order shuffled by a
+  ``numpy`` generator seeded with ``SeedSequence([seed, 4])``; the i-th new trial takes entry i of
+  the concatenated cycles, so the assignment depends only on (seed, arrival order) and a replay
+  makes the same one (DESIGN.md §4);
+* a trial is assigned when first seen (:meth:`Hyperband.assign`, or its first report);
+* ``variant="promotion"`` makes every bracket a :class:`~mutune.search.schedulers.promotion.PromotionASHA`;
+  on a free slot :meth:`Hyperband.candidate` takes the brackets' candidates and promotes the one
+  at the highest milestone (the lowest bracket s on ties): rungs are scanned top-down across
+  brackets, as within one. Ray Tune's ``HyperBandScheduler`` is synchronous instead (a bracket
+  waits for all its trials at each rung); Syne Tune's ``HyperbandScheduler`` samples brackets
+  i.i.d. from the same n_s weights rather than in shuffled cycles.
+
+:meth:`Hyperband.rung_values` merges the brackets by milestone (every bracket's milestones are
+among bracket 0's, and a value at milestone m was measured after m steps in any bracket, so the
+merge compares trials at equal budget); :meth:`Hyperband.bracket_rung_values` keeps them apart.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mutune.errors import SearchError
+from mutune.search.schedulers.asha import ASHA, Decision, Judgement, bracket_count, rung_milestones
+from mutune.search.schedulers.promotion import PromotionASHA
+
+VARIANTS = ("stopping", "promotion")
+
+__all__ = ["Hyperband", "bracket_sizes"]
+
+_CHUNK_CYCLES = 1  # cycles generated at once (each is already ≥ s_max + 1 entries)
+
+
+def bracket_sizes(grace_period: int, reduction_factor: int, max_t: int) -> list[int]:
+    """Trials per cycle for bracket s = 0 … s_max: n = ⌈(s_max + 1)·η^{s'} / (s' + 1)⌉ with
+    s' = s_max − s (Li et al. 2018, Algorithm 1), in exact integers.
+
+    Raises:
+        SearchError: r < 1, η < 2, max_t < r, or a non-integer setting.
+    """
+    n_brackets = bracket_count(grace_period, reduction_factor, max_t)
+    s_max = n_brackets - 1
+    out = []
+    for s in range(n_brackets):
+        sp = s_max - s
+        num = (s_max + 1) * reduction_factor ** sp
+        out.append(-(-num // (sp + 1)))
+    return out
+
+
+class Hyperband:
+    """Asynchronous Hyperband core (stopping or promotion variant in each bracket).
+
+    Args:
+        grace_period: r, the smallest milestone in steps (bracket 0's grace period).
+        reduction_factor: η ≥ 2.
+        max_t: R, the largest budget in steps.
+        mode: ``"min"`` or ``"max"``.
+        seed: the sweep seed; bracket assignment draws from ``SeedSequence([seed, 4])``.
+        variant: ``"stopping"`` (brackets are :class:`ASHA`) or ``"promotion"`` (brackets are
+            :class:`PromotionASHA`).
+    Raises:
+        SearchError: a setting out of range (names it, its value and the rule).
+    """
+
+    STATE_VERSION = 2   # 2 added "variant"; version 1 states load as stopping
+
+    def __init__(self, *, grace_period: int, reduction_factor: int, max_t: int,
+                 mode: str = "min", seed: int = 0, variant: str = "stopping") -> None:
+        if variant not in VARIANTS:
+            raise SearchError(f"variant = {variant!r}: must be one of {VARIANTS}")
+        if mode not in ("min", "max"):
+            raise SearchError(f"mode = {mode!r}: must be 'min' or 'max'")
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise SearchError(f"seed = {seed!r}: must be an integer >= 0")
+        self.milestones = rung_milestones(grace_period, reduction_factor, max_t)
+        self.grace_period, self.reduction_factor, self.max_t = (grace_period, reduction_factor,
+                                                                 max_t)
+        self.mode, self.seed, self.variant = mode, seed, variant
+        self.s_max = len(self.milestones) - 1
+        core = ASHA if variant == "stopping" else PromotionASHA
+        self.brackets: list[Any] = [core(grace_period=grace_period * reduction_factor ** s,
+                                         reduction_factor=reduction_factor, max_t=max_t,
+                                         mode=mode)
+                                    for s in range(self.s_max + 1)]
+        self.sizes = bracket_sizes(grace_period, reduction_factor, max_t)
+        self._rng = np.random.default_rng(np.random.SeedSequence([seed, 4]))
+        self._sequence: list[int] = []
+        self._assigned: dict[str, int] = {}
+
+    # -- bracket assignment ----------------------------------------------------------------
+    def _extend(self) -> None:
+        cycle = np.repeat(np.arange(self.s_max + 1), self.sizes)
+        self._rng.shuffle(cycle)
+        self._sequence.extend(int(s) for s in cycle)
+
+    def assign(self, trial: str) -> int:
+        """The bracket s of ``trial``, assigning the next one of the seeded sequence if new."""
+        s = self._assigned.get(trial)
+        if s is None:
+            i = len(self._assigned)
+            while i >= len(self._sequence):
+                self._extend()
+            s = self._assigned[trial] = self._sequence[i]
+        return s
+
+    def bracket_of(self, trial: str) -> int | None:
+        """The bracket of ``trial``, or None if it was never assigned."""
+        return self._assigned.get(trial)
+
+    def milestones_of(self, trial: str) -> list[int]:
+        """The milestones ``trial`` is judged at (its bracket's), assigning it if new."""
+        return self.brackets[self.assign(trial)].milestones
+
+    # -- decisions -------------------------------------------------------------------------
+    def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
+        """Judge a report in ``trial``'s bracket (see :meth:`ASHA.on_report`)."""
+        return self.brackets[self.assign(trial)].on_report(trial, step, value)
+
+    def stopped(self, trial: str) -> Decision | None:
+        """The decision that ended ``trial`` (STOP or DIVERGED), or None."""
+        s = self._assigned.get(trial)
+        return None if s is None else self.brackets[s].stopped(trial)
+
+    # -- promotion (no-ops in the stopping variant) -----------------------------------------
+    def candidate(self) -> Judgement | None:
+        """The paused trial to promote on a free slot (highest milestone over brackets, the
+        lowest bracket on ties), or None. Pure."""
+        best = None
+        for b in self.brackets:
+            c = b.candidate()
+            if c is not None and (best is None or c.milestone > best.milestone):
+                best = c
+        return best
+
+    def promote(self, trial: str) -> Judgement:
+        """Promote paused ``trial`` in its bracket (:meth:`PromotionASHA.promote`).
+
+        Raises:
+            SearchError: the stopping variant, or ``trial`` not paused / not promotable.
+        """
+        s = self._assigned.get(trial)
+        if self.variant != "promotion" or s is None:
+            raise SearchError(f"trial {trial!r} cannot be promoted (variant {self.variant}, "
+                              f"bracket {s})")
+        return self.brackets[s].promote(trial)
+
+    def paused(self) -> dict[str, int]:
+        """Paused trials → milestone, over all brackets (a copy)."""
+        out: dict[str, int] = {}
+        for b in self.brackets:
+            out.update(b.paused())
+        return out
+
+    def finish(self) -> list[Judgement]:
+        """End of sweep: stop every paused trial in every bracket (none left paused)."""
+        return [j for b in self.brackets for j in b.finish()]
+
+    def rung_values(self) -> dict[int, dict[str, float]]:
+        """Milestone → {trial: value judged there}, merged over brackets (a copy)."""
+        out: dict[int, dict[str, float]] = {m: {} for m in self.milestones}
+        for b in self.brackets:
+            for m, vals in b.rung_values().items():
+                out[m].update(vals)
+        return out
+
+    def bracket_rung_values(self) -> list[dict[int, dict[str, float]]]:
+        """Per bracket s: milestone → {trial: value} (copies)."""
+        return [b.rung_values() for b in self.brackets]
+
+    # -- state -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """A versioned, JSON-able snapshot: settings, each bracket's ASHA state, assignments.
+        The generator is not saved: it is re-seeded and advanced to the saved assignments
+        (``assigned`` is a list of [trial, bracket] in assignment order)."""
+        return {"version": self.STATE_VERSION, "kind": "hyperband",
+                "grace_period": self.grace_period, "reduction_factor": self.reduction_factor,
+                "max_t": self.max_t, "mode": self.mode, "seed": self.seed,
+                "variant": self.variant, "assigned": [[t, s] for t, s in self._assigned.items()],
+                "brackets": [b.state_dict() for b in self.brackets]}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Hyperband":
+        """Rebuild from :meth:`state_dict` output.
+
+        Raises:
+            SearchError: unknown version or kind, or assignments that disagree with the seed.
+        """
+        if state.get("version") not in (1, cls.STATE_VERSION) or state.get("kind") != "hyperband":
+            raise SearchError(f"cannot load scheduler state version {state.get('version')!r} "
+                              f"kind {state.get('kind')!r}")
+        variant = state.get("variant", "stopping")
+        obj = cls(grace_period=state["grace_period"],
+                  reduction_factor=state["reduction_factor"], max_t=state["max_t"],
+                  mode=state["mode"], seed=state["seed"], variant=variant)
+        for trial, s in state["assigned"]:  # a list: JSON object key order is not kept everywhere
+            if obj.assign(trial) != int(s):
+                raise SearchError(f"saved bracket {s} of trial {trial!r} disagrees with seed "
+                                  f"{state['seed']}: the state was edited or the seed changed")
+        core = ASHA if variant == "stopping" else PromotionASHA
+        obj.brackets = [core.from_state(b) for b in state["brackets"]]
+        return obj

@@ -1,0 +1,105 @@
+"""What a trial wrote: its stdout and stderr tails and its traceback, handed to the driver.
+
+A trial runs in a Ray worker; the recorder lives in the driver (DESIGN.md §2). Inside the worker,
+:func:`capture` tees ``sys.stdout``/``sys.stderr`` into bounded buffers (the worker's own log
+files still receive everything) and writes ``{log_dir}/{trial key}.json`` = {"stdout",
+"stderr", "traceback"}: at every ``save()`` (the trainable saves before each report, so a trial
+the scheduler stops at a report has its file complete) and when the block ends — normally or by
+an exception, whose traceback it adds. The driver's
+:class:`~mutune.search.backends.ray_tune.callback.SweepBook` reads it with :func:`collect` when Ray reports the trial
+finished and records it (``Recorder.trial_logged``). ``log_dir`` lies under the sweep's Ray
+storage folder, which a local cluster shares with the driver; on a remote cluster without shared
+storage the file is absent and the driver keeps Ray's own copy of the traceback.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import traceback as tb
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["capture", "collect", "Captured", "LOG_TAIL_CHARS"]
+
+#: Characters of each stream kept (the tail: a failing trial's last lines matter most).
+LOG_TAIL_CHARS = 65_536
+
+
+class _Tee(io.TextIOBase):
+    """Writes to ``stream`` and keeps the last ``limit`` characters written."""
+
+    def __init__(self, stream: Any, limit: int) -> None:
+        self.stream, self.limit, self.parts, self.size = stream, limit, [], 0
+
+    def write(self, text: str) -> int:
+        if self.stream is not None:
+            self.stream.write(text)
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size > 2 * self.limit:
+            joined = "".join(self.parts)[-self.limit:]
+            self.parts, self.size = [joined], len(joined)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.stream is not None:
+            self.stream.flush()
+
+    def value(self) -> str:
+        return "".join(self.parts)[-self.limit:]
+
+
+def _path(log_dir: str | Path, key: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+    return Path(log_dir) / f"{safe}.json"
+
+
+class Captured:
+    """The handle :func:`capture` yields: ``save()`` writes what was captured so far."""
+
+    def __init__(self, log_dir: str | Path | None, key: str, limit: int) -> None:
+        self.path = None if log_dir is None else _path(log_dir, key)
+        self.out, self.err = _Tee(sys.stdout, limit), _Tee(sys.stderr, limit)
+
+    def save(self, trace: str | None = None) -> None:
+        """Write stdout, stderr (and ``trace``) to the log file, atomically."""
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"stdout": self.out.value(), "stderr": self.err.value(),
+                                   "traceback": trace}), encoding="utf-8")
+        tmp.replace(self.path)
+
+
+@contextlib.contextmanager
+def capture(log_dir: str | Path | None, key: str,
+            limit: int = LOG_TAIL_CHARS) -> Iterator[Captured]:
+    """Tee stdout/stderr of the block and write them (with the traceback of an exception,
+    which is re-raised) to ``log_dir/key.json``; ``log_dir`` None writes nothing."""
+    cap = Captured(log_dir, key, limit)
+    trace: str | None = None
+    try:
+        with contextlib.redirect_stdout(cap.out), contextlib.redirect_stderr(cap.err):
+            yield cap
+    except BaseException:
+        trace = tb.format_exc()[-limit:]
+        raise
+    finally:
+        cap.save(trace)
+
+
+def collect(log_dir: str | Path | None, key: str) -> dict[str, Any] | None:
+    """The record :func:`capture` wrote for ``key`` (and delete the file), or None."""
+    if log_dir is None:
+        return None
+    path = _path(log_dir, key)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    path.unlink(missing_ok=True)
+    return data

@@ -1,0 +1,274 @@
+"""The training loop every trial runs (proxies and the target alike), with checkpoint/resume.
+
+:func:`run_training` is the loop; it knows nothing of Ray: it calls ``report(metrics,
+checkpoint_dir)`` after every evaluation. :func:`train_trial` is the Ray Tune function trainable
+around it (used through ``tune.with_parameters`` so the dataset travels once through Ray's object
+store): reports go to ``ray.tune.report`` with a ``Checkpoint.from_directory`` when one was
+written, and a restarted trial (``max_failures`` retry, or a promoted paused trial) resumes from
+``ray.tune.get_checkpoint()``. Each report holds:
+
+    step          training steps done (the fidelity, DESIGN.md §4)
+    val_loss      validation cross-entropy, nats
+    train_loss    mean training loss since the previous report, nats
+    productive_s  cumulative seconds inside training steps (forward, backward, update)
+    eval_s        cumulative seconds inside evaluations
+    setup_s       seconds spent building the model and optimizer (this start)
+    samples       samples (MLP) or tokens (GPT) consumed so far
+    n_params      parameter count of the model
+    checkpoint_s  cumulative seconds writing checkpoints (this start)
+    gpu_util_mean, gpu_util_max, gpu_mem_max_bytes  NVML samples of a CUDA trial's devices
+                  (:mod:`mutune.search.trial.gpu_monitor`); absent on CPU
+    checkpoint_bytes  cumulative bytes of checkpoint state written along the trajectory
+                  (a restart counts its checkpoint and the ones before it)
+    restored_step the step the trial resumed from (0: a fresh start)
+    restore_s     seconds spent loading the checkpoint (this start)
+    wall_s        seconds since this start began (reporting and batch making included)
+    node_id       the Ray node the trial runs on (under Ray only)
+
+Checkpoints (:mod:`mutune.search.trial.checkpoint`, atomic) are written at report steps: at the first
+report at or past each step in ``checkpoint_at`` (the scheduler's milestones: promotion resumes
+from exactly where the trial paused), when ``checkpoint_every`` steps passed since the last one
+(rounded up to the next report), and on SIGTERM (spot preemption: finish the current step, save,
+exit cleanly). Batches are a pure function of (seed, step) and the checkpoint carries the RNG
+state, so on CPU a resumed trial's reports are bit-identical to an uninterrupted one's.
+
+A non-finite training loss is reported at once as a non-finite ``val_loss`` so the scheduler
+stops the trial as diverged instead of training on garbage.
+
+SIGTERM: the handler is installed when the loop runs in the main thread (a standalone run, the
+tests). Ray Tune runs function trainables in a thread of the actor, where Python cannot install
+signal handlers; there the periodic checkpoints bound the lost work, and Ray retries the trial
+from the last one (``max_failures``).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["train_trial", "run_training", "Preempted"]
+
+
+class Preempted(RuntimeError):
+    """Raised by :func:`train_trial` after a SIGTERM checkpoint, so Ray retries the trial."""
+
+
+class _Preemption:
+    """A flag set by SIGTERM while the loop runs (main thread only); restores the handler."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._old: Any = None
+
+    def __enter__(self) -> "_Preemption":
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGTERM, self._on_term)
+        return self
+
+    def _on_term(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
+
+
+def run_training(config: dict[str, Any], task: Any, *,
+                 report: Callable[[dict[str, Any], Path | None], None],
+                 restore_dir: str | Path | None = None,
+                 checkpoint_root: str | Path | None = None) -> str:
+    """Train one trial, reporting after every ``task.train.eval_every`` steps and at the end.
+
+    Args:
+        config: ``width`` (int), ``max_t`` (steps), ``threads`` (torch intra-op threads),
+            ``gpus`` (> 0: CUDA with bf16 autocast), ``checkpoint_every`` (steps, 0: off),
+            ``checkpoint_at`` (steps, e.g. the rung milestones), and ``point`` =
+            {"hparams": {name: value}, "seed": int, "index": int, optional
+            "replicate_seeds": [int, …]} (replicates train in lockstep, the mean is reported).
+        task: a :class:`mutune.proxies.task.ProxyTask`.
+        report: called with (metrics, checkpoint folder or None) after each evaluation.
+        restore_dir: a checkpoint folder to resume from (None: a fresh start).
+        checkpoint_root: where checkpoint folders are made (default: a temporary folder).
+    Returns:
+        ``"completed"`` (max_t reached), ``"diverged"`` or ``"preempted"`` (SIGTERM: the last
+        report carried a checkpoint at the step reached).
+    Raises:
+        ProxyError: the model cannot be built. SearchError: an unreadable checkpoint.
+    """
+    import torch
+
+    from mutune.proxies.device import select_device
+    from mutune.search.trial.checkpoint import load_trial_state, save_trial_state
+
+    torch.set_num_threads(int(config.get("threads", 1)))
+    dev = select_device(prefer_cuda=bool(config.get("gpus", 0)))
+    t0 = time.perf_counter()
+    point = config["point"]
+    hparams = point["hparams"]
+    seeds = [int(s) for s in point.get("replicate_seeds") or [point["seed"]]]
+    width, max_t = int(config["width"]), int(config["max_t"])
+    every = int(config.get("checkpoint_every") or 0)
+    marks = sorted(int(m) for m in config.get("checkpoint_at") or ())
+    eval_every = task.train.eval_every
+    models, opts = [], []
+    for seed in seeds:
+        gen = torch.Generator().manual_seed(seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+            models.append(task.build(width, hparams).to(dev.device))
+        opts.append(task.optimizer(models[-1], float(hparams["lr"])))
+    n_params = sum(p.numel() for p in models[0].parameters())
+    setup_s = time.perf_counter() - t0
+    start = 0
+    productive_s = eval_s = checkpoint_s = restore_s = 0.0
+    checkpoint_bytes = 0
+    loss_sum, loss_n = 0.0, 0
+    if restore_dir is not None:
+        tr = time.perf_counter()
+        state = load_trial_state(restore_dir)
+        for model, opt, ms, os_ in zip(models, opts, state["models"], state["optimizers"]):
+            model.load_state_dict(ms)
+            opt.load_state_dict(os_)
+        torch.set_rng_state(state["rng_cpu"])
+        if dev.kind == "cuda" and state.get("rng_cuda") is not None:
+            torch.cuda.set_rng_state(state["rng_cuda"])
+        start = int(state["step"])
+        productive_s, eval_s = float(state["productive_s"]), float(state["eval_s"])
+        loss_sum, loss_n = float(state["loss_sum"]), int(state["loss_n"])
+        # bytes written along the kept trajectory: those before this checkpoint, and it
+        checkpoint_bytes = int(state.get("checkpoint_bytes", 0)) + sum(
+            f.stat().st_size for f in Path(restore_dir).iterdir() if f.is_file())
+        restore_s = time.perf_counter() - tr
+    last_ckpt = start
+    root = Path(checkpoint_root) if checkpoint_root else Path(tempfile.mkdtemp(
+        prefix="mutune-ckpt-"))
+
+    def save(step: int) -> Path:
+        nonlocal checkpoint_s, checkpoint_bytes
+        tc = time.perf_counter()
+        folder = root / f"step_{step:09d}"
+        written = save_trial_state(folder, {
+            "step": step, "models": [m.state_dict() for m in models],
+            "optimizers": [o.state_dict() for o in opts], "rng_cpu": torch.get_rng_state(),
+            "rng_cuda": torch.cuda.get_rng_state() if dev.kind == "cuda" else None,
+            "productive_s": productive_s, "eval_s": eval_s, "loss_sum": loss_sum,
+            "loss_n": loss_n, "checkpoint_bytes": checkpoint_bytes})
+        checkpoint_s += time.perf_counter() - tc
+        checkpoint_bytes += written.stat().st_size
+        return folder
+
+    from mutune.search.trial.gpu_monitor import GpuMonitor
+
+    # CUDA trials sample NVML utilization and memory while they train (None on CPU)
+    monitor = GpuMonitor.for_visible_devices() if dev.kind == "cuda" else None
+    with _Preemption() as preempt, contextlib.ExitStack() as stack:
+        if monitor is not None:
+            stack.callback(monitor.stop)
+        for step in range(start + 1, max_t + 1):
+            diverged = False
+            for seed, model, opt in zip(seeds, models, opts):
+                x, y = task.batch(seed, step)
+                ts = time.perf_counter()
+                x, y = x.to(dev.device, non_blocking=True), y.to(dev.device, non_blocking=True)
+                with dev.compute():
+                    loss = task.step_loss(model, x, y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                if dev.kind == "cuda":
+                    torch.cuda.synchronize()
+                productive_s += time.perf_counter() - ts
+                lv = float(loss.detach())
+                loss_sum, loss_n = loss_sum + lv, loss_n + 1
+                diverged = diverged or not math.isfinite(lv)
+            stop_now = preempt.requested
+            at_eval = step % eval_every == 0 or step == max_t or diverged
+            if not (at_eval or stop_now):
+                continue
+            te = time.perf_counter()
+            with dev.compute():
+                vals = ([float("nan")] if diverged else
+                        [task.val_loss(model) for model in models])
+            eval_s += time.perf_counter() - te
+            metrics = {"step": step, "val_loss": sum(vals) / len(vals),
+                       "train_loss": loss_sum / loss_n, "productive_s": productive_s,
+                       "eval_s": eval_s, "setup_s": setup_s,
+                       "samples": step * task.samples_per_step * len(seeds),
+                       "n_params": n_params, "replicates": len(seeds),
+                       "restored_step": start, "restore_s": restore_s,
+                       "wall_s": time.perf_counter() - t0}
+            if at_eval:   # a preemption report between evaluations keeps the running mean
+                loss_sum, loss_n = 0.0, 0
+            folder = None
+            if not diverged and step < max_t and (
+                    stop_now or (every and step - last_ckpt >= every)
+                    or any(last_ckpt < m <= step for m in marks)):
+                folder = save(step)
+                last_ckpt = step
+            metrics["checkpoint_s"] = checkpoint_s
+            metrics["checkpoint_bytes"] = float(checkpoint_bytes)
+            if monitor is not None:
+                metrics.update(monitor.figures())
+            report(metrics, folder)
+            if diverged:
+                return "diverged"
+            if stop_now:
+                return "preempted"
+    return "completed"
+
+
+def train_trial(config: dict[str, Any], *, task: Any) -> None:
+    """Ray Tune function trainable: :func:`run_training` with reports to ``tune.report``,
+    checkpoints as ``ray.tune.Checkpoint`` folders, and resume from ``tune.get_checkpoint()``
+    (a retry or a promotion) or, for a trial of an interrupted sweep continued by
+    ``mutune resume``, from ``point["restore_from"]``.
+
+    What the trial prints and the traceback of an error go to ``config["log_dir"]`` for the
+    driver to record (:mod:`mutune.search.trial.logs`).
+
+    Args:
+        config: as :func:`run_training`.
+        task: a :class:`mutune.proxies.task.ProxyTask`.
+    Raises:
+        Preempted: SIGTERM arrived; the checkpoint was reported, so Ray's retry resumes it.
+        ProxyError: the model cannot be built (reported by Ray as a failed trial).
+    """
+    from ray import tune
+
+    ckpt = tune.get_checkpoint()
+    restore_from = config["point"].get("restore_from")
+
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+
+    from mutune.search.trial.logs import capture
+
+    log = None
+
+    def report(metrics: dict[str, Any], folder: Path | None) -> None:
+        metrics["node_id"] = node
+        log.save()   # before the report: a trial stopped at this report has its output
+        if folder is None:
+            tune.report(metrics)
+        else:
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(folder)))
+
+    key = str(config["point"].get("key") or tune.get_context().get_trial_id() or "trial")
+    with capture(config.get("log_dir"), key) as log, \
+            tempfile.TemporaryDirectory(prefix="mutune-ckpt-") as root:
+        if ckpt is None:   # a fresh trial, or one of an interrupted sweep (restore_from)
+            status = run_training(config, task, report=report, restore_dir=restore_from,
+                                  checkpoint_root=root)
+        else:
+            with ckpt.as_directory() as restore_dir:
+                status = run_training(config, task, report=report, restore_dir=restore_dir,
+                                      checkpoint_root=root)
+    if status == "preempted":
+        raise Preempted("SIGTERM: checkpoint saved; retry resumes from it")

@@ -1,0 +1,234 @@
+"""The in-process face of mutune: ``mutune.run(config)`` (DESIGN.md §1).
+
+Opens the results store, runs the main job with it as the recorder, then renders the report from
+the database rows — the same renderer ``mutune report`` uses — and writes ``report.json`` and the
+loss-vs-learning-rate plot.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mutune.config import SweepConfig, load_config
+
+__all__ = ["run", "rerun", "RunResult", "DEFAULT_DB"]
+
+#: The results database used when neither ``db`` nor ``MUTUNE_DB`` is given.
+DEFAULT_DB = "sqlite:///mutune.db"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The main job's result: the report's figures (``report`` is report.json's content).
+
+    Attributes:
+        sweep_id: the sweep's id in the results database.
+        report: report.json as a dict (DESIGN.md §11).
+        report_path, plot_path: the files written.
+        db: the database URL holding every row.
+    """
+    sweep_id: int
+    report: dict[str, Any]
+    report_path: Path
+    plot_path: Path
+    db: str
+
+    @property
+    def proxies(self) -> list[dict[str, Any]]:
+        return self.report["proxies"]
+
+    @property
+    def rules(self) -> list[dict[str, Any]]:
+        return self.report["rules"]
+
+    @property
+    def target(self) -> dict[str, Any]:
+        return self.report["target"]
+
+    @property
+    def cost(self) -> dict[str, Any]:
+        return self.report["cost"]
+
+
+def resolve_db(db: str | None) -> str:
+    """``db``, else env ``MUTUNE_DB``, else :data:`DEFAULT_DB`."""
+    return db or os.environ.get("MUTUNE_DB") or DEFAULT_DB
+
+
+def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str | None = None,
+        out_dir: str | os.PathLike[str] = "mutune-out", console: Any = None,
+        progress: bool = True) -> RunResult:
+    """Run the main job: proxy sweeps → transfer rules → one target run → cost report.
+
+    Args:
+        config: a :class:`SweepConfig`, a YAML path, or None for the embedded quickstart.
+        db: results database URL (``sqlite:///file.db`` or ``postgresql://…``); default
+            ``MUTUNE_DB`` or ``sqlite:///mutune.db``.
+        out_dir: folder for report.json, the plot and Ray Tune's experiment state.
+        console: a rich Console to print the progress and the report on (None: silent).
+        progress: show a progress display while trials run (needs ``console``).
+    Returns:
+        RunResult carrying the report's figures.
+
+    A sweep ended early on purpose (``mutune cancel``, the config's budget) is no error: its
+    report is built from what was recorded, with ``status`` ``cancelled`` or
+    ``budget_exhausted`` and the ``reason``.
+
+    Raises:
+        ConfigError: the config is invalid (field, value, rule).
+        MutuneError: a stage failed; the sweep is recorded as failed with the reason.
+    """
+    from mutune.errors import SweepStopped
+    from mutune.pipeline import run_pipeline
+    from mutune.services.store import Store
+
+    cfg = config if isinstance(config, SweepConfig) else load_config(config)
+    url = resolve_db(db)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with Store.open(url) as store:
+        try:
+            sweep_id = _run_with_progress(run_pipeline, cfg, store, out, console, progress)
+        except SweepStopped as stop:
+            if stop.sweep_id is None:
+                raise
+            sweep_id = stop.sweep_id
+        rows = store.sweep_rows(sweep_id)
+    return _write_outputs(rows, out, url, console)
+
+
+def _write_outputs(rows: dict[str, Any], out: Path, url: str, console: Any) -> RunResult:
+    """The report of a sweep's rows: ``report.json``, the loss-vs-LR, transfer (when rules
+    were fitted) and rung plots in ``out``, printed on ``console`` when given."""
+    from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
+                                        render_report, write_report_json)
+    from mutune.services.report.rung_plot import plot_rungs
+
+    report = build_report(rows)
+    report_path = write_report_json(report, out / "report.json")
+    plot_path = plot_loss_vs_lr(rows, out / "loss_vs_lr.png")
+    if report["rules"]:
+        plot_transfer(report, out / "transfer.png")
+    plot_rungs(rows, out / "rungs.png")
+    if console is not None:
+        render_report(report, console)
+        console.print(f"report: {report_path}  plots: {plot_path}"
+                      + (f", {out / 'transfer.png'}" if report["rules"] else "")
+                      + f", {out / 'rungs.png'}  db: {url}")
+    return RunResult(int(rows["sweep"]["id"]), report, report_path, plot_path, url)
+
+
+def _run_with_progress(run_pipeline: Any, cfg: SweepConfig, store: Any, out: Path,
+                       console: Any, progress: bool) -> int:
+    """Run the pipeline, with a rich progress display when there is a console; its sweep id."""
+    if console is None or not progress:
+        return run_pipeline(cfg, store, out_dir=out).sweep_id
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    tasks: dict[str, Any] = {}
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
+        def on_progress(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=total)
+            bar.update(tasks[label], completed=done)
+        return run_pipeline(cfg, store, out_dir=out, on_progress=on_progress).sweep_id
+
+
+def rerun(sweep_id: int, *, db: str | None = None,
+          out_dir: str | os.PathLike[str] = "mutune-out", console: Any = None,
+          progress: bool = True) -> tuple[RunResult, list[str]]:
+    """Re-execute a stored sweep with the same config and seeds (a new sweep id).
+
+    Before running, the recorded provenance (package versions, Python, CPU, dataset
+    fingerprint) is compared with this environment's; each difference is returned (and printed
+    on ``console``) as a warning, since it may change the numbers. At concurrency 1 on CPU
+    with nothing different, the rerun's reports equal the original's.
+
+    Returns:
+        (the new run's RunResult, the provenance warnings).
+    Raises:
+        StoreError: no such sweep. ConfigError: the stored config no longer validates.
+    """
+    from mutune.config import parse_config
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.pipeline.provenance import collect_provenance, provenance_differences
+    from mutune.services.store import Store
+
+    url = resolve_db(db)
+    with Store.open(url) as store:
+        rows = store.sweep_rows(sweep_id)
+    cfg = parse_config(rows["sweep"]["config"], source=f"sweep {sweep_id} in {url}")
+    data = load_task_data(cfg)
+    now = collect_provenance({"kind": cfg.data.kind, "fingerprint": data.fingerprint,
+                              "size_bytes": data.size_bytes})
+    bsh = ProxyTask(cfg.model, cfg.train, data).with_base_shapes().base_shapes
+    if bsh is not None:
+        now["base_shapes"] = bsh
+    warnings = provenance_differences(rows.get("provenance") or {}, now)
+    if console is not None:
+        for w in warnings:
+            console.print(f"[yellow]warning:[/] provenance differs: {w}", highlight=False)
+    return run(cfg, db=url, out_dir=out_dir, console=console, progress=progress), warnings
+
+
+def reap_stale(store: Any, sweep_id: int, *, lease_s: float, now: Any = None) -> list[str]:
+    """End a sweep's running trials whose heartbeat is older than ``lease_s`` (marked
+    ``failed`` with reason ``stale: …``), so a resume retries them from their checkpoints.
+
+    Returns:
+        One line per reaped trial (its key, the age of its last beat and the lease).
+    Raises:
+        MutuneError: a running trial beat within its lease — its driver may still be alive,
+            and a live trial is never reaped.
+    """
+    from mutune.errors import MutuneError
+
+    stale = store.stale_trials(sweep_id, lease_s=lease_s, now=now)
+    stale_ids = {t["id"] for t in stale}
+    live = [t for t in store.sweep_rows(sweep_id)["trials"]
+            if t["status"] == "running" and t["id"] not in stale_ids]
+    if live:
+        raise MutuneError(f"sweep {sweep_id}: trial(s) {[t['key'] for t in live][:5]} beat "
+                          f"within their lease ({lease_s:g} s): is the sweep still running? "
+                          "Resume after the lease has passed.")
+    out = []
+    for t in stale:
+        age = t["age_s"]
+        reason = (f"heartbeat {age:.1f} s old > lease {lease_s:g} s (driver gone); "
+                  "retried from its checkpoint on resume")
+        if store.mark_stale(t["id"], reason):
+            out.append(f"trial {t['key']}: {reason}")
+    return out
+
+
+def resume(sweep_id: int, *, db: str | None = None,
+           out_dir: str | os.PathLike[str] = "mutune-out", console: Any = None) -> RunResult:
+    """Finish an interrupted sweep (``mutune resume SWEEP_ID``, DESIGN.md §4).
+
+    Reaps the trials whose heartbeat is older than ``ray.lease_s`` (:func:`reap_stale`), then
+    :func:`mutune.pipeline.resume.resume_pipeline` continues from the saved scheduler and searcher
+    state: exactly ``num_samples`` trials per width in total, no repeated report rows, the
+    stale trials retried from their checkpoints. Writes the report like :func:`run`.
+
+    Raises:
+        StoreError: no such sweep. MutuneError: live trials, a completed sweep, or a sweep
+            interrupted after its proxy sweeps.
+    """
+    from mutune.config import parse_config
+    from mutune.pipeline.resume import resume_pipeline
+    from mutune.services.store import Store
+
+    url = resolve_db(db)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with Store.open(url) as store:
+        rows = store.sweep_rows(sweep_id)
+        cfg = parse_config(rows["sweep"]["config"], source=f"sweep {sweep_id} in {url}")
+        for line in reap_stale(store, sweep_id, lease_s=cfg.ray.lease_s):
+            if console is not None:
+                console.print(f"[yellow]stale:[/] {line}", highlight=False)
+        result = resume_pipeline(store, store.sweep_rows(sweep_id), out_dir=out)
+        rows = store.sweep_rows(result.sweep_id)
+    return _write_outputs(rows, out, url, console)

@@ -1,0 +1,146 @@
+"""``mutune export SWEEP_ID --hparams --width N``: transferred hyperparameters for any shape.
+
+The stored sweep holds each proxy width's optimum (``proxy_sweeps.best.optimum``, from
+:func:`mutune.pipeline.transfer_stage.width_optimum`) and its config; the rules are re-fitted from them by the
+same function the main job used (:func:`mutune.pipeline.transfer_stage.transfer_rules`, seeded, so the same
+numbers) with the target width set to N. The export says, per hyperparameter, the value, its
+95 % interval, the rule and its verdict, and gives a snippet that builds the μP optimizer in
+the user's own trainer.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mutune._json import json_safe
+from mutune.errors import FitError, StoreError
+
+__all__ = ["export_hparams", "format_export"]
+
+_OPTIMIZER = {"adamw": "MuAdamW", "adam": "MuAdam", "sgd": "MuSGD"}
+
+
+def _floats(o: Any) -> Any:
+    """The store's ``"nan"``/``"inf"``/``"-inf"`` strings back into floats, recursively."""
+    if isinstance(o, str) and o in ("nan", "inf", "-inf"):
+        return float(o)
+    if isinstance(o, dict):
+        return {k: _floats(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_floats(v) for v in o]
+    return o
+
+
+def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, float],
+             settings: dict[str, Any]) -> str:
+    t = cfg.train
+    opt = _OPTIMIZER[t.optimizer]
+    args = f"lr={hp['lr']:.6g}"
+    if t.optimizer != "sgd":
+        args += f", betas=({t.beta1}, {t.beta2})"
+    if t.optimizer != "adam":
+        args += f", weight_decay={settings['weight_decay']:.6g}"
+    mults = {k: v for k, v in sorted(hp.items()) if k != "lr"}
+    base = cfg.model.base_width
+    lines = [
+        "import mup",
+        "",
+        "# your model family: build(width, depth) -> nn.Module with mup.MuReadout as output",
+        f"model = build(width={width}, depth={depth}"
+        + "".join(f", {k}={v:.6g}" for k, v in mults.items()) + ")",
+        "# base shapes relative to the sweep's base width (the rules assume this base)",
+        f"mup.set_base_shapes(model, build(width={base}, depth={depth}),",
+        f"                    delta=build(width={2 * base}, depth={depth}))",
+        "# custom init after this point only with mup.init.* (torch.nn.init undoes μP)",
+        f"optimizer = mup.optim.{opt}(model.parameters(), {args})",
+        "# LR schedules: scale each param group's lr relative to its initial value",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
+                   ) -> dict[str, Any]:
+    """The transferred hyperparameters of a stored sweep at ``width`` (and ``depth``).
+
+    Args:
+        rows: ``Store.sweep_rows(sweep_id)`` of a sweep whose proxy sweeps finished.
+        width: target width (features), >= 1; may lie inside or beyond the proxies' range.
+        depth: target depth; None keeps the sweep's. Rules are fitted across width only, so a
+            different depth is exported with a warning (depth transfer is empirical, TP V §5).
+    Returns:
+        {"sweep_id", "name", "model": {...}, "width", "depth", "hyperparameters": {name:
+        value}, "rules": [{"hyperparameter", "value", "interval", "slope", "slope_interval",
+        "formula", "transfer_form", "verdict", "reason", "advice"}], "optimizer": {...},
+        "warnings": [...], "snippet": str}; values in each hyperparameter's unit (lr per step).
+    Raises:
+        StoreError: the sweep has fewer than 2 finished proxy widths or width/depth < 1.
+        FitError: a rule cannot be fitted from the stored optima.
+    """
+    from mutune.config import parse_config
+    from mutune.pipeline.transfer_stage import transfer_rules
+
+    if width < 1 or (depth is not None and depth < 1):
+        raise StoreError(f"width ({width}) and depth ({depth}) must be >= 1")
+    sweep = rows["sweep"]
+    cfg = parse_config(sweep["config"], source=f"sweep {sweep['id']}")
+    done = sorted((p for p in rows["proxy_sweeps"] if (p.get("best") or {}).get("optimum")),
+                  key=lambda p: p["width"])
+    if len(done) < 2:
+        raise StoreError(f"sweep {sweep['id']} ({sweep['status']}) has {len(done)} finished "
+                         "proxy width(s); transfer rules need at least 2")
+    cfg = cfg.model_copy(update={"target": cfg.target.model_copy(update={"width": width})})
+    optima = [_floats(p["best"]["optimum"]) for p in done]
+    widths = [p["width"] for p in done]
+    try:
+        rules, hp, settings = transfer_rules(cfg, widths, optima)
+    except FitError as err:
+        raise FitError(f"sweep {sweep['id']}: {err}") from None
+    d = cfg.model.depth if depth is None else depth
+    warnings = []
+    if d != cfg.model.depth:
+        warnings.append(f"the rules were fitted at depth {cfg.model.depth}; depth {d} is not "
+                        "covered by them (μP transfers across width; depth only empirically)")
+    if width < widths[0] or width > 64 * widths[-1]:
+        warnings.append(f"width {width} is far outside the proxies' {widths[0]}–{widths[-1]}")
+    if sweep["status"] != "completed":
+        warnings.append(f"the sweep ended {sweep['status']}: {sweep.get('reason') or ''}")
+    out_rules = []
+    for r in rules:
+        value = r.get("value_after_adjustments", r["transferred_value"])
+        out_rules.append({"hyperparameter": r["hyperparameter"], "value": value,
+                          "interval": r["transferred_interval"], "slope": r["slope"],
+                          "slope_interval": r["slope_interval"], "formula": r["formula"],
+                          "transfer_form": r["transfer_form"], "verdict": r["verdict"],
+                          "reason": r["reason"], "advice": r["advice"],
+                          "published_adjustments": r.get("published_adjustments", [])})
+        if r["verdict"] != "stable":
+            warnings.append(f"{r['hyperparameter']}: verdict {r['verdict']}: {r['reason']}")
+    t = cfg.train
+    return json_safe({
+        "sweep_id": sweep["id"], "name": sweep["name"],
+        "model": {"family": cfg.model.family, "parametrization": cfg.model.parametrization,
+                  "base_width": cfg.model.base_width, "swept_depth": cfg.model.depth,
+                  "proxy_widths": widths},
+        "width": width, "depth": d, "hyperparameters": hp, "rules": out_rules,
+        "optimizer": {"class": f"mup.optim.{_OPTIMIZER[t.optimizer]}", "lr": hp["lr"],
+                      "weight_decay": settings["weight_decay"],
+                      "betas": [t.beta1, t.beta2], "batch_size": settings["batch_size"]},
+        "warnings": warnings, "snippet": _snippet(cfg, width, d, hp, settings)})
+
+
+def format_export(data: dict[str, Any], fmt: str) -> str:
+    """``data`` as ``json`` (indented) or ``yaml`` (the snippet as a literal block)."""
+    if fmt == "json":
+        return json.dumps(data, indent=2) + "\n"
+    if fmt != "yaml":
+        raise StoreError(f"format = {fmt!r}: use json or yaml")
+    import yaml
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def _str(dumper: Any, s: str) -> Any:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", s,
+                                       style="|" if "\n" in s else None)
+    _Dumper.add_representer(str, _str)
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True)

@@ -1,0 +1,261 @@
+"""`mutune replay`: what another scheduler would have chosen and spent on a recorded sweep.
+
+:func:`replay_sweep` reads a sweep from the results database, rebuilds each proxy width's
+learning curves (the recorded metric per report, and the seconds since the trial started:
+the cumulative ``productive_s + eval_s`` the trial reported, so the clock counts training and
+evaluation, not start-up), and replays a scheduler on them with
+:mod:`mutune.search.backends.replay`:
+
+* **recorded order** when every setting equals the original's (scheduler, r, η, max_t, seed,
+  concurrency): the reports are fed in their recorded sequence order, which reproduces the
+  original decisions and best trial exactly; ``matches_original`` says whether they agree;
+* **simulated clock** otherwise: ``concurrency`` workers re-run the trials in arrival order on
+  their recorded timings.
+
+Next to the replay, each width shows what the original sweep did: its best trial, its
+decisions and its GPU-hours (Σ allocated_s × devices / 3600 over the width's trials), plus the
+productive GPU-hours (Σ (productive_s + eval_s) × devices / 3600), which is what the replay's
+clock counts and so the fair comparison.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from mutune.errors import SearchError, StoreError
+from mutune.search.backends.replay import (SCHEDULER_KINDS, ReplayResult, ReplaySettings, replay,
+                                  replay_in_order)
+
+__all__ = ["replay_sweep", "render_replay", "sweep_curves"]
+
+
+def _num(value: Any) -> float:
+    """A stored metric as a float (``"nan"``/``"inf"`` strings included); NaN if missing."""
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _original_concurrency(config: Mapping[str, Any]) -> int:
+    ray = config.get("ray") or {}
+    cap = ray.get("max_concurrent_trials")
+    if cap:
+        return int(cap)
+    cpus, per = float(ray.get("num_cpus") or 1), float(ray.get("cpus_per_trial") or 1)
+    return max(int(cpus // per), 1)
+
+
+def sweep_curves(trials: list[Mapping[str, Any]], metric: str
+                 ) -> dict[str, list[tuple[int, float, float]]]:
+    """Trial key → ``[(step, metric value, seconds since start)]`` by step, in arrival order.
+
+    Seconds are the cumulative ``productive_s + eval_s`` a report carries; a report without
+    them gets the trial's (productive_s + eval_s, else allocated_s) spread evenly over its
+    steps. Seconds never decrease along a curve.
+    """
+    out: dict[str, list[tuple[int, float, float]]] = {}
+    for t in trials:
+        reports = t["reports"]
+        total = (t.get("productive_s") or 0.0) + (t.get("eval_s") or 0.0) \
+            or (t.get("allocated_s") or 0.0)
+        last_step = max((r["step"] for r in reports), default=0) or 1
+        curve, prev = [], 0.0
+        for r in reports:
+            m = r["metrics"]
+            if "productive_s" in m or "eval_s" in m:
+                sec = _num(m.get("productive_s", 0.0)) + _num(m.get("eval_s", 0.0))
+            else:
+                sec = total * r["step"] / last_step
+            sec = prev if not math.isfinite(sec) else max(sec, prev)
+            prev = sec
+            curve.append((int(r["step"]), _num(m.get(metric)), sec))
+        out[t["key"]] = curve
+    return out
+
+
+def _trial_view(t: Mapping[str, Any] | None, value: float | None, milestone: int | None
+                ) -> dict[str, Any] | None:
+    if t is None:
+        return None
+    return {"trial_id": t["id"], "key": t["key"], "config": t["config"], "value": value,
+            "milestone": milestone}
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any], overrides: Mapping[str, Any],
+                  concurrency: int | None) -> dict[str, Any]:
+    settings = ps["settings"] or {}
+    sched = settings.get("scheduler") or {}
+    metric, mode = settings.get("metric", "val_loss"), settings.get("mode", "min")
+    if sched.get("variant", "stopping") != "stopping":
+        raise SearchError(f"proxy sweep {ps['id']} ran promotion ASHA: replay re-simulates the "
+                          "stopping variant only (a paused trial's curve past its pause is "
+                          "not recorded unless it was promoted)")
+    # Hyperband's bracket seed: the one recorded with the scheduler settings, else the sweep's
+    seed = int(sched.get("seed", rows["sweep"]["seed"]))
+    original = ReplaySettings(kind=sched.get("kind", "asha"),
+                              grace_period=int(sched["grace_period"]),
+                              reduction_factor=int(sched["reduction_factor"]),
+                              max_t=int(sched["max_t"]), mode=mode, seed=seed)
+    chosen = ReplaySettings(**{**original.__dict__,
+                               **{k: v for k, v in overrides.items() if v is not None}})
+    orig_conc = _original_concurrency(rows["sweep"]["config"])
+    conc = orig_conc if concurrency is None else concurrency
+    trials = [t for t in rows["trials"]
+              if t["kind"] == "proxy" and t["proxy_sweep_id"] == ps["id"]]
+    by_id = {t["id"]: t for t in trials}
+    by_key = {t["key"]: t for t in trials}
+    devices = {t["key"]: float(t.get("devices") or 1) for t in trials}
+    failed = [t["key"] for t in trials if t["status"] == "failed"]
+    curves = sweep_curves(trials, metric)
+
+    if chosen.kind == "asha":  # ASHA draws nothing: the seed cannot change its decisions
+        same = replace(chosen, seed=0) == replace(original, seed=0)
+    else:
+        same = chosen == original
+    in_order = same and conc == orig_conc
+    if in_order:
+        seconds = {k: {s: sec for s, _, sec in c} for k, c in curves.items()}
+        reports = sorted(((r["seq"], t["key"], r["step"], _num(r["metrics"].get(metric)),
+                           seconds[t["key"]][r["step"]])
+                          for t in trials for r in t["reports"]), key=lambda x: x[0])
+        result: ReplayResult = replay_in_order(reports, chosen, failed=failed)
+    else:
+        result = replay(curves, chosen, concurrency=conc, failed=failed)
+
+    # device-seconds: each trial's held seconds × its devices
+    device_s = sum(sec * devices.get(k, 1.0) for k, sec in result.held_s.items())
+    events = [e for e in rows["events"] if e["trial_id"] in by_id]
+    orig_best = ps.get("best") or {}
+    orig_trial = by_id.get(orig_best.get("trial_id"))
+    replay_best = result.best
+    matches = None
+    if in_order:
+        ours = [(by_key[d.trial]["id"], d.milestone, d.decision.value,
+                 _finite_or_none(d.value), _finite_or_none(d.cutoff)) for d in result.decisions]
+        theirs = [(e["trial_id"], e["milestone"], e["decision"], e["value"], e["cutoff"])
+                  for e in events]
+        matches = (ours == theirs and replay_best is not None and orig_trial is not None
+                   and replay_best.trial == orig_trial["key"])
+    counts: dict[str, int] = {}
+    for st in result.statuses.values():
+        counts[st] = counts.get(st, 0) + 1
+    return {
+        "width": ps["width"],
+        "replayed": {
+            "method": "recorded-order" if in_order else "simulated-clock",
+            "settings": {**chosen.__dict__, "concurrency": conc},
+            "best": _trial_view(by_key.get(replay_best.trial) if replay_best else None,
+                                replay_best.value if replay_best else None,
+                                replay_best.milestone if replay_best else None),
+            "decisions": len(result.decisions),
+            "stops": sum(d.decision.value != "continue" for d in result.decisions),
+            "statuses": counts,
+            "wall_s": result.wall_s,
+            "device_s": device_s,
+            "gpu_hours": device_s / 3600.0,
+            "missing_data": {"decisions": result.missing_data_decisions,
+                             "treatment": result.treatment,
+                             "trials": [c.trial for c in result.censored]},
+        },
+        "original": {
+            "settings": {**original.__dict__, "concurrency": orig_conc},
+            "best": _trial_view(orig_trial, orig_best.get("val_loss"),
+                                orig_best.get("milestone")),
+            "decisions": len(events),
+            "stops": sum(e["decision"] != "continue" for e in events),
+            "trials": len(trials),
+            "gpu_hours": sum((t.get("allocated_s") or 0.0) * float(t.get("devices") or 1)
+                             for t in trials) / 3600.0,
+            "productive_gpu_hours": sum(((t.get("productive_s") or 0.0)
+                                         + (t.get("eval_s") or 0.0))
+                                        * float(t.get("devices") or 1) for t in trials) / 3600.0,
+        },
+        "matches_original": matches,
+    }
+
+
+def replay_sweep(store: Any, sweep_id: int, *, width: int | None = None,
+                 scheduler: str | None = None, grace_period: int | None = None,
+                 reduction_factor: int | None = None, max_t: int | None = None,
+                 concurrency: int | None = None, seed: int | None = None) -> dict[str, Any]:
+    """Replay a recorded sweep's proxy widths under another (or the same) scheduler.
+
+    Args:
+        store: a :class:`~mutune.services.store.Store`.
+        sweep_id: the sweep to replay.
+        width: one proxy width (default: every proxy width).
+        scheduler: ``asha`` or ``hyperband`` (default: the original's).
+        grace_period, reduction_factor, max_t: r, η, max_t in steps (default: original's).
+        concurrency: simulated workers (default: the original's, from its ray config).
+        seed: Hyperband's bracket seed (default: the sweep seed).
+    Returns:
+        JSON-able ``{"sweep_id", "widths": [{"width", "replayed": {…}, "original": {…},
+        "matches_original"}]}``; ``matches_original`` is None on the simulated clock.
+    Raises:
+        StoreError: unknown sweep, or no proxy sweep at ``width``.
+        SearchError: settings out of range.
+    """
+    if scheduler is not None and scheduler not in SCHEDULER_KINDS:
+        raise SearchError(f"scheduler = {scheduler!r}: must be one of {SCHEDULER_KINDS}")
+    if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
+        raise SearchError(f"concurrency = {concurrency!r}: must be an integer >= 1")
+    rows = store.sweep_rows(sweep_id)
+    proxies = [p for p in rows["proxy_sweeps"] if width is None or p["width"] == width]
+    if not proxies:
+        have = sorted(p["width"] for p in rows["proxy_sweeps"])
+        raise StoreError(f"sweep {sweep_id} has no proxy sweep at width {width} "
+                         f"(widths: {have})")
+    overrides = {"kind": scheduler, "grace_period": grace_period,
+                 "reduction_factor": reduction_factor, "max_t": max_t, "seed": seed}
+    return {"sweep_id": sweep_id,
+            "widths": [_replay_width(rows, p, overrides, concurrency) for p in proxies]}
+
+
+def render_replay(result: Mapping[str, Any], console: Any) -> None:
+    """Print :func:`replay_sweep`'s result as a rich table, replay beside original per width."""
+    from rich.table import Table
+
+    def fmt(x: Any, spec: str = ".4g") -> str:
+        return "—" if x is None else format(x, spec)
+
+    def cfg(best: Mapping[str, Any] | None) -> str:
+        if not best:
+            return "—"
+        return " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                        for k, v in sorted(best["config"].items()))
+
+    table = Table(title=f"Replay of sweep {result['sweep_id']}")
+    for col in ("width", "run", "scheduler", "best config", "best value", "decisions",
+                "stops", "GPU-hours", "missing data"):
+        table.add_column(col)
+    for w in result["widths"]:
+        r, o = w["replayed"], w["original"]
+        rs, os_ = r["settings"], o["settings"]
+        table.add_row(str(w["width"]), "original",
+                      f"{os_['kind']} r={os_['grace_period']} η={os_['reduction_factor']} "
+                      f"max_t={os_['max_t']} ×{os_['concurrency']}",
+                      cfg(o["best"]), fmt(o["best"] and o["best"]["value"]),
+                      str(o["decisions"]), str(o["stops"]),
+                      f"{o['gpu_hours']:.6f} (productive {o['productive_gpu_hours']:.6f})", "")
+        md = r["missing_data"]
+        match = {True: " ✓ matches", False: " ✗ differs", None: ""}[w["matches_original"]]
+        table.add_row("", f"replay ({r['method']}){match}",
+                      f"{rs['kind']} r={rs['grace_period']} η={rs['reduction_factor']} "
+                      f"max_t={rs['max_t']} ×{rs['concurrency']}",
+                      cfg(r["best"]), fmt(r["best"] and r["best"]["value"]),
+                      str(r["decisions"]), str(r["stops"]), f"{r['gpu_hours']:.6f}",
+                      f"{md['decisions']} censored" if md["decisions"] else "0")
+    console.print(table)
+    treated = [w["replayed"]["missing_data"] for w in result["widths"]
+               if w["replayed"]["missing_data"]["decisions"]]
+    if treated:
+        console.print(f"missing data: {treated[0]['treatment']}")
