@@ -56,7 +56,7 @@ def reference_config(num_cpus: int = 2):
 
 def run_once(cfg, task, storage: Path) -> dict:
     """One reference sweep; returns its figures."""
-    from mutune.recording import MemoryRecorder
+    from mutune.pipeline.recording import MemoryRecorder
     from mutune.search.searchers import make_searcher
     from mutune.search.searchers.space import trial_seeds
     from mutune.search.backends.ray_tune.run import run_trials
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeat", type=int, default=3, help="runs; the median is printed last")
     args = p.parse_args(argv)
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.backends.ray_tune.run import ray_cluster
+    from mutune.search.backends.ray_tune.cluster import ray_cluster
 
     cfg = reference_config()
     task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()

@@ -5,7 +5,7 @@ quickstart: μP MLP on digits, proxies at widths 64/128/256, target width 4096, 
 samples, ASHA max_t 200, grace 20, η 3):
 
 1. the main job (:func:`mutune.pipeline.run_pipeline`): proxy sweeps → transfer → one target
-   run, and its ledger with the *estimated* naive cost (DESIGN.md §6: the largest proxy
+   run, and its ledger with the *estimated* naive cost (docs/architecture.md §6: the largest proxy
    width's scheduler decisions priced at the target's measured seconds per step and
    evaluation plus the measured per-trial overhead);
 2. the naive sweep itself: the same ASHA search (same sampled points, same trial seeds as the
@@ -47,7 +47,8 @@ def main() -> None:
     a = p.parse_args()
 
     from mutune.config import load_config, parse_config
-    from mutune.pipeline import open_sweep, run_pipeline, sweep_width
+    from mutune.pipeline import open_sweep, run_pipeline
+    from mutune.pipeline.proxy_stage import sweep_width
     from mutune.scaling.cost import gpu_hours
     from mutune.services.store import Store
 

@@ -39,7 +39,9 @@ def main() -> None:
     a = p.parse_args()
 
     from mutune.config import load_config, parse_config
-    from mutune.pipeline import align_optima, fit_rules, open_sweep, sweep_width
+    from mutune.pipeline import open_sweep
+    from mutune.pipeline.proxy_stage import align_optima, sweep_width
+    from mutune.pipeline.transfer_stage import fit_rules
     from mutune.services.store import Store
 
     out = Path(a.out or tempfile.mkdtemp(prefix="mutune-transfer-accuracy-"))

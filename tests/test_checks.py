@@ -23,7 +23,7 @@ def test_coord_check_cli_writes_json_and_png(tmp_path):
 @pytest.mark.slow
 def test_transfer_check_grid_through_ray(ray_local, tiny_config, tmp_path):
     from mutune.pipeline.preflight import run_transfer_check
-    from mutune.recording import MemoryRecorder
+    from mutune.pipeline.recording import MemoryRecorder
 
     rec = MemoryRecorder()
     res = run_transfer_check(tiny_config, rec, widths=[16, 64], log2_lrs=[-9, -7, -5, -3],

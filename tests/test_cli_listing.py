@@ -66,6 +66,117 @@ def test_list_show_logs_and_cancel_on_recorded_sweeps(store_url):
         assert out.exit_code == 2 and "987654" in out.output, (cmd, out.output)
 
 
+# ---------------------------------------------------------------- piped output, --json, no new DB
+NARROW = {"COLUMNS": "80"}      # a narrow setting; output that is not a terminal ignores it
+
+
+@pytest.fixture
+def seeded(tmp_path):
+    """A SQLite results database with one recorded (synthetic) sweep: (url, sweep id, rows)."""
+    url = f"sqlite:///{tmp_path / 'seeded.db'}"
+    with Store.open(url) as store:
+        sweep_id, _ = record_sweep(store, widths=(16,), n=5)
+        rows = store.sweep_rows(sweep_id)
+    return url, sweep_id, rows
+
+
+def _config_texts(config: dict) -> list[str]:
+    """``name=value`` as ``mutune show`` writes each hyperparameter."""
+    return [f"{k}={v:.4g}" for k, v in sorted(config.items())]
+
+
+def test_piped_output_never_cuts_a_name_or_a_number(seeded):
+    url, sweep_id, rows = seeded
+    out = CliRunner().invoke(app, ["show", str(sweep_id), "--db", url], env=NARROW)
+    assert out.exit_code == 0, out.output
+    assert "…" not in out.output
+    for t in rows["trials"]:              # every trial's whole config, on one line
+        line = next(ln for ln in out.output.splitlines() if re.search(rf"│\s*{t['id']}\s*│", ln))
+        assert " ".join(_config_texts(t["config"])) in line, line
+
+    out = CliRunner().invoke(app, ["list", "--db", url], env=NARROW)
+    assert out.exit_code == 0 and "…" not in out.output, out.output
+    (summary,) = json.loads(CliRunner().invoke(app, ["list", "--db", url, "--json"]).stdout)
+    assert f"{summary['gpu_hours']:.6f}" in out.output
+    assert "widths → target" in out.output and "finished (UTC)" in out.output
+
+    out = CliRunner().invoke(app, ["report", str(sweep_id), "--db", url], env=NARROW)
+    assert out.exit_code == 0 and "…" not in out.output, out.output
+    (proxy,) = json.loads(CliRunner().invoke(app, ["report", str(sweep_id), "--db", url,
+                                                   "--json"]).stdout)["proxies"]
+    best = " ".join(f"{k}={v:.4g}" for k, v in sorted(proxy["best_config"].items()))
+    assert best in out.output and "output_mult=" in best and "weight_decay=" in best
+    assert "best val loss (nats)" in out.output
+
+    out = CliRunner().invoke(app, ["replay", str(sweep_id), "--db", url], env=NARROW)
+    assert out.exit_code == 0 and "…" not in out.output, out.output
+    assert "GPU-hours (productive)" in out.output and "output_mult=" in out.output
+
+
+def test_json_flag_prints_machine_readable_json(seeded, tmp_path):
+    from mutune.services.report import build_report
+
+    url, sweep_id, rows = seeded
+    out = CliRunner().invoke(app, ["report", str(sweep_id), "--db", url, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == json.loads(json.dumps(build_report(rows)))
+
+    out = CliRunner().invoke(app, ["show", str(sweep_id), "--db", url, "--json"])
+    assert out.exit_code == 0, out.output
+    shown = json.loads(out.stdout)
+    assert shown["sweep"]["id"] == sweep_id and shown["sweep"]["status"] == "completed"
+    assert [t["id"] for t in shown["trials"]] == [t["id"] for t in rows["trials"]]
+    assert shown["trials"][0]["config"] == rows["trials"][0]["config"]
+    assert shown["trials"][0]["last_val_loss"] == pytest.approx(
+        float(rows["trials"][0]["reports"][-1]["metrics"]["val_loss"]))
+    assert shown["gpu_hours"] == pytest.approx(
+        sum(t["allocated_s"] for t in rows["trials"]) / 3600)
+
+    out = CliRunner().invoke(app, ["replay", str(sweep_id), "--db", url, "--json"])
+    assert out.exit_code == 0, out.output
+    (w,) = json.loads(out.stdout)["widths"]
+    assert w["width"] == 16 and w["matches_original"] is True
+
+    out = CliRunner().invoke(app, ["report", "--by", "project", "--db", url, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["by"] == "project"
+
+    # a file is still written with --json-out, beside the tables
+    path = tmp_path / "r" / "report.json"
+    out = CliRunner().invoke(app, ["report", str(sweep_id), "--db", url, "--json-out",
+                                   str(path)])
+    assert out.exit_code == 0 and "Proxy sweeps" in out.stdout, out.output
+    assert json.loads(path.read_text())["sweep_id"] == sweep_id
+
+
+@pytest.mark.parametrize("args", [["report", "1"], ["report", "--by", "project"], ["list"],
+                                  ["show", "1"], ["logs", "1"], ["replay", "1"],
+                                  ["export", "1", "--hparams", "--width", "64"],
+                                  ["cancel", "1"], ["token", "list"], ["token", "revoke", "1"],
+                                  ["rerun", "1"]])
+def test_commands_that_read_never_create_a_database(args, tmp_path):
+    db = tmp_path / "nowhere" / "mutune.db"
+    out = CliRunner().invoke(app, [*args, "--db", f"sqlite:///{db}"], env=NARROW)
+    assert out.exit_code == 2, out.output
+    assert "no results database" in out.output and str(db) in out.output, out.output
+    assert not db.exists() and not db.parent.exists()
+
+
+def test_default_database_is_not_created_by_a_read(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MUTUNE_DB", raising=False)
+    out = CliRunner().invoke(app, ["list"])
+    assert out.exit_code == 2 and "sqlite:///mutune.db" in out.output, out.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reading_an_unknown_sweep_names_the_database(seeded):
+    url, _, _ = seeded
+    out = CliRunner().invoke(app, ["report", "987654", "--db", url])
+    assert out.exit_code == 2
+    assert "987654" in out.output and url.removeprefix("sqlite:///") in out.output
+
+
 @pytest.mark.slow
 def test_failed_trial_traceback_reaches_the_database(ray_local, tiny_config, tmp_path):
     """A trial whose model cannot be built fails in its Ray worker; its traceback is stored

@@ -87,3 +87,77 @@ def test_gpt_widths_must_divide_by_d_head():
     d["widths"] = [32, 40, 64]
     with pytest.raises(ConfigError, match=r"width 40 must be a multiple of model.d_head \(16\)"):
         parse_config(d)
+
+
+def _set(path: str, value):
+    """A mutation that sets the dotted ``path`` (creating mappings on the way) to ``value``."""
+    def mutate(d):
+        *parents, last = path.split(".")
+        for p in parents:
+            d = d.setdefault(p, {})
+        d[last] = value
+    return mutate
+
+
+@pytest.mark.parametrize("mutate, field, suggestion", [
+    (_set("search.num_sample", 4), "search.num_sample", "did you mean 'num_samples'?"),
+    (_set("search.scheduler.grace_perod", 4), "search.scheduler.grace_perod",
+     "did you mean 'grace_period'?"),
+    (_set("nmae", "x"), "nmae", "did you mean 'name'?"),
+    (_set("data.val_frac", 0.1), "data.val_frac", "did you mean 'val_fraction'?"),
+    (_set("search.space.lr.lo", 1e-4), "search.space.lr.lo", "did you mean 'low'?"),
+    (_set("cost.devices.h100.peak", 1e15), "cost.devices.h100.peak",
+     "did you mean 'peak_flops'?"),
+    (_set("model.dpeth", 3), "model.dpeth", "did you mean 'depth'?"),
+    (_set("ray.heartbeat", 5), "ray.heartbeat", "did you mean 'heartbeat_s'?"),
+])
+def test_unknown_key_suggests_the_closest_known_key(quick, mutate, field, suggestion):
+    d = copy.deepcopy(quick)
+    mutate(d)
+    with pytest.raises(ConfigError) as exc:
+        parse_config(d)
+    line = next(ln for ln in str(exc.value).splitlines() if ln.strip().startswith(field))
+    assert line.endswith(f": unknown key (not allowed); {suggestion}"), line
+    # the structured errors (the server's 422 body) carry the same rule
+    (err,) = [e for e in exc.value.errors if e["field"] == field]
+    assert err["rule"] == f"unknown key (not allowed); {suggestion}"
+
+
+def test_unknown_key_with_nothing_close_gets_no_suggestion(quick):
+    d = copy.deepcopy(quick)
+    d["search"]["zzz"] = 1
+    with pytest.raises(ConfigError) as exc:
+        parse_config(d)
+    (err,) = exc.value.errors
+    assert err == {"field": "search.zzz", "value": "1", "rule": "unknown key (not allowed)"}
+
+
+@pytest.mark.parametrize("section, name, meant", [("space", "lrr", "lr"),
+                                                  ("space", "outputmult", "output_mult"),
+                                                  ("fixed", "init_sdt", "init_std")])
+def test_misspelt_hyperparameter_suggests_the_searchable_one(quick, section, name, meant):
+    d = copy.deepcopy(quick)
+    if section == "space":
+        d["search"]["space"][name] = {"type": "uniform", "low": 0.5, "high": 2.0}
+    else:
+        d["search"]["fixed"] = {name: 1.0}
+    with pytest.raises(ConfigError) as exc:
+        parse_config(d)
+    (err,) = exc.value.errors
+    assert err["field"] == "search"
+    assert err["rule"] == (f"unknown hyperparameter {name!r}; searchable: lr, output_mult, "
+                           f"input_mult, attn_mult, init_std; did you mean {meant!r}?")
+    assert err["rule"] in str(exc.value)
+
+
+def test_did_you_mean_phrasing():
+    from mutune.config.suggest import did_you_mean, section_keys
+    from mutune.config import SweepConfig
+
+    assert did_you_mean("zzz", ["lr"]) == ""
+    assert did_you_mean("Num_Samples", ["num_samples", "replicates"]) == \
+        "did you mean 'num_samples'?"
+    assert did_you_mean("beta", ["beta1", "beta2"]) == "did you mean 'beta1' or 'beta2'?"
+    assert section_keys(SweepConfig, ("search", "space", "lr", "uniform", "x")) == \
+        ["type", "low", "high"]
+    assert section_keys(SweepConfig, ("search", "nope", "x")) is None

@@ -139,7 +139,7 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
 
     # `mutune report` renders the same figures from the database alone
     out = CliRunner().invoke(app, ["report", str(result.sweep_id), "--db", store_url,
-                                   "--json", str(tmp_path / "again.json")],
+                                   "--json-out", str(tmp_path / "again.json")],
                              env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
     assert json.loads((tmp_path / "again.json").read_text()) == rep

@@ -12,9 +12,11 @@ import time
 
 import pytest
 
-from mutune.services.api import reap_stale
+from mutune.services.recovery import reap_stale
 from mutune.errors import MutuneError
-from mutune.pipeline import compute_cost, open_sweep, sweep_width
+from mutune.pipeline import open_sweep
+from mutune.pipeline.proxy_stage import sweep_width
+from mutune.scaling.ledger import compute_cost
 from mutune.pipeline.resume import resume_width
 from mutune.search.schedulers.factory import scheduler_from_state
 from mutune.services.store import Store
@@ -159,7 +161,9 @@ def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_
         # the ledger books the recovery as waste
         stand_in = next(r for r in outcome.trials            # any other trial as "target"
                         if r.trial_id != t["id"] and r.status == "completed")
-        cost, entries = compute_cost(cfg, {16: outcome}, stand_in)
+        cost, entries = compute_cost(cfg, {16: outcome}, stand_in,
+                                     flops_per_sample=lambda w, n: 6.0 * n,
+                                     peak_flops=None, peak_source="none")
         assert cost["waste_gpu_hours"]["recovery"] > 0 and cost["repeated_steps"] == 3
         assert [e["inputs"]["repeated_steps"] for e in entries
                 if e["name"] == "recovery_s" and e.get("inputs")] == [3]

@@ -71,7 +71,7 @@ def _synthetic_outcome(n_trials: int, log_lr_star: float, top_rung_trials: int):
     worst first, so each newcomer leads its rung and continues; only the first
     ``top_rung_trials`` go on to the top rung (80 steps), the others end at rung 40."""
     from mutune.search.schedulers.asha import ASHA
-    from mutune.search.backends.ray_tune.callback import TrialRecord
+    from mutune.search.backends.ray_tune.records import TrialRecord
     from mutune.search.backends.ray_tune.run import RunOutcome
 
     core = ASHA(grace_period=20, reduction_factor=2, max_t=80)
@@ -85,7 +85,7 @@ def _synthetic_outcome(n_trials: int, log_lr_star: float, top_rung_trials: int):
             if step == 80 and reached_top >= top_rung_trials:
                 break
             js = core.on_report(key, step, (grid[k] - log_lr_star) ** 2 + 1.0 / step)
-            if any(j.decision.value != "continue" for j in js):
+            if any(j.decision.value in ("stop", "diverged") for j in js):
                 break
             reached_top += step == 80
     return RunOutcome(trials, core)

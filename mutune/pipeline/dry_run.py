@@ -7,7 +7,7 @@ model. The scheduler's planned steps (:func:`mutune.search.schedulers.planned_st
 them into device-hours:
 
     trial seconds = steps × s_step + evals × s_eval + setup_s + overhead_s
-    GPU-hours     = Σ trial seconds × devices per trial / 3600         (DESIGN.md §6)
+    GPU-hours     = Σ trial seconds × devices per trial / 3600         (docs/architecture.md §6)
 
 ``overhead_s`` is the per-trial start-up and teardown of a Ray trial, which a warm-up without
 Ray cannot see: an assumption, stated in the plan. The naive alternatives price the same

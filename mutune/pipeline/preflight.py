@@ -20,7 +20,7 @@ import numpy as np
 from mutune._json import json_safe
 from mutune.config import SweepConfig
 from mutune.errors import FitError
-from mutune.recording import Recorder
+from mutune.pipeline.recording import Recorder
 
 __all__ = ["run_coord_check", "run_transfer_check", "grid_optimum"]
 
@@ -112,7 +112,7 @@ def run_transfer_check(config: SweepConfig, recorder: Recorder, *, widths: Seque
         The JSON content: {"mup": {"optimum_log2_lr": {width: v}, "spread_octaves": x,
         "loss": {width: [...]}}, "sp": {..., "drift_octaves": y}, "log2_lr": [...], ...}.
     """
-    from mutune.pipeline import open_sweep
+    from mutune.pipeline.sweep import open_sweep
     from mutune.search.searchers.space import trial_seeds
     from mutune.search.backends.ray_tune.run import run_trials
 
@@ -138,7 +138,7 @@ def run_transfer_check(config: SweepConfig, recorder: Recorder, *, widths: Seque
                     "check": "transfer", "parametrization": par, "log2_lr": grid,
                     "seeds": seeds, "steps": steps})
                 outcome = run_trials(points, task=task, width=width, max_t=steps,
-                                     recorder=recorder, sweep_id=run.sweep_id,
+                                     recorder=recorder, control=run.control, sweep_id=run.sweep_id,
                                      proxy_sweep_id=ps_id, kind="proxy", scheduler=None,
                                      metric="val_loss", mode="min", ray_cfg=cfg.ray,
                                      storage=run.out_dir / "ray",

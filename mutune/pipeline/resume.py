@@ -1,56 +1,100 @@
-"""Finish an interrupted sweep (``mutune resume``, DESIGN.md §4): the main job's stages,
-continued from the rows the results database holds.
+"""The one recovery path: finish an interrupted sweep from the rows the results database holds.
 
-Like :mod:`mutune.pipeline`, this module never imports the store: the caller hands it the
-sweep's rows (``Store.sweep_rows``) and the store as its recorder, after ending the trials whose
-heartbeat is older than their lease (``mutune.services.api.reap_stale``).
+``mutune resume SWEEP_ID`` and a restarted search server both end here
+(:func:`mutune.services.recovery.resume_sweep` reaps the trials a dead driver left running,
+then calls :func:`resume_pipeline`). Like every stage, this module never imports the store: the
+caller hands it the sweep's rows (``Store.sweep_rows``) and a recorder.
+
+What continues how (docs/architecture.md §4):
+
+* a proxy width that completed is rebuilt from its saved scheduler and searcher state;
+* the interrupted width continues with that state: reports recorded after the last save are
+  fed to both again in sequence order (:func:`mutune.search.driver.catch_up`), its unfinished
+  trials resume from their latest checkpoints under their own rows and keys, and only the
+  missing trials start, so the width ends with exactly ``num_samples`` trials;
+* widths never started are swept;
+* the stages after the proxy sweeps run again: rules, the loss law and the ledger already
+  recorded are not recorded twice (the same widths give the same fit), and a target run that
+  was interrupted trains again from its start (its first attempt stays, ``interrupted``).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mutune.errors import SearchError
-from mutune.pipeline import (PipelineResult, Progress, ProxyResult, SweepRun, _bind,
-                             finish_sweep, open_sweep, sweep_width, trial_curves)
-from mutune.recording import Recorder
+from mutune.pipeline.main_job import finish_sweep
+from mutune.pipeline.proxy_stage import run_width, sweep_width, width_result, width_seeds
+from mutune.pipeline.recording import Recorder
+from mutune.pipeline.sweep import PipelineResult, Progress, ProxyResult, SweepRun, open_sweep
 
-__all__ = ["resume_pipeline", "resume_width", "trial_records"]
+__all__ = ["resume_pipeline", "resume_width", "trial_records", "RecordedOnce"]
+
+
+class RecordedOnce:
+    """A recorder that passes everything on, except sweep-level results the interrupted run
+    already recorded: rules by hyperparameter, laws by kind, and the ledger.
+
+    Args:
+        recorder: the recorder to wrap (usually the results store).
+        rows: the sweep's rows before the resume.
+    """
+
+    def __init__(self, recorder: Recorder, rows: Mapping[str, Any]) -> None:
+        self._inner = recorder
+        self._rules = {r["hyperparameter"] for r in rows.get("rules", [])}
+        self._laws = {x["kind"] for x in rows.get("laws", [])}
+        self._ledger = any(e["scope"] == "sweep" for e in rows.get("ledger", []))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def rule_fitted(self, sweep_id: int, rule: Mapping[str, Any]) -> None:
+        if rule.get("hyperparameter") not in self._rules:
+            self._inner.rule_fitted(sweep_id, rule)
+
+    def law_fitted(self, sweep_id: int, law: Mapping[str, Any]) -> None:
+        if law.get("kind") not in self._laws:
+            self._inner.law_fitted(sweep_id, law)
+
+    def ledger_recorded(self, sweep_id: int, entries: Any) -> None:
+        if not self._ledger:
+            self._inner.ledger_recorded(sweep_id, entries)
 
 
 def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
-                    on_progress: Progress | None = None) -> PipelineResult:
-    """Finish an interrupted sweep from its recorded rows (``mutune resume``, DESIGN.md §4).
+                    on_progress: Progress | None = None, control: Any = None,
+                    ray_address: str | None = None) -> PipelineResult:
+    """Finish an interrupted sweep from its recorded rows (see the module docstring).
 
-    Proxy widths already completed are rebuilt from their rows; the interrupted width
-    continues with its saved scheduler and searcher state (reports recorded after the last
-    save are fed to them again, in sequence order), its unfinished trials resume from their
-    checkpoints under their database rows, and only the missing trials start, so the width
-    ends with exactly ``num_samples`` trials; later widths, the rules, the target and the
-    ledger then run as in :func:`run_pipeline`. The caller must first end the trials whose
-    heartbeat is older than their lease (``Store.mark_stale``): a trial still ``running``
-    in ``rows`` is taken as interrupted.
+    The caller must first end the trials whose driver is gone (``Store.mark_stale`` after a
+    lease, or ``Store.mark_interrupted`` when the server knows its predecessor died): a trial
+    still ``running`` in ``rows`` is taken as interrupted.
 
     Args:
+        recorder: receives every new row.
         rows: :meth:`Store.sweep_rows` of the sweep.
+        control: heartbeats and stop requests (default: ``recorder`` when it has them).
+        ray_address: run on this Ray cluster instead of the config's (a server's own).
     Raises:
-        SearchError: the sweep already completed, or it was interrupted after its proxy sweeps
-            (rules recorded): re-running later stages in place is not supported (use rerun).
+        SearchError: the sweep already completed, or its recorded state disagrees with what
+            its seed and settings give now.
     """
     from mutune.config import parse_config
 
     sweep = rows["sweep"]
     if sweep["status"] == "completed":
         raise SearchError(f"sweep {sweep['id']} already completed; nothing to resume")
-    if rows["rules"] or rows["target"] is not None:
-        raise SearchError(f"sweep {sweep['id']} was interrupted after its proxy sweeps "
-                          "(transfer rules recorded); resume continues proxy sweeps only — "
-                          "use `mutune rerun`")
     config = parse_config(sweep["config"], source=f"sweep {sweep['id']}")
+    if ray_address:
+        config = config.model_copy(update={"ray": config.ray.model_copy(
+            update={"address": ray_address})})
     last_seq = max([e["seq"] for e in rows["events"]]
                    + [r["seq"] for t in rows["trials"] for r in t["reports"]] + [0])
-    with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress,
-                    resume=(sweep["id"], last_seq)) as run:
+    once = RecordedOnce(recorder, rows)
+    with open_sweep(config, once, out_dir=out_dir, on_progress=on_progress,  # type: ignore
+                    resume=(sweep["id"], last_seq), control=control or recorder) as run:
         swept = []
         for i, width in enumerate(config.widths):
             ps = next((p for p in rows["proxy_sweeps"] if p["width"] == width
@@ -62,10 +106,10 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
 
 def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
                   replicates: int = 1) -> list[Any]:
-    """Rebuild the driver's :class:`~mutune.search.backends.ray_tune.callback.TrialRecord` of recorded trials
-    (database rows with their reports); ``index`` is the trial's position in ``seeds``
-    (``replicates`` seeds per trial: its first seed's position // replicates)."""
-    from mutune.search.backends.ray_tune.callback import TrialRecord
+    """Rebuild the driver's :class:`~mutune.search.backends.ray_tune.records.TrialRecord` of
+    recorded trials (database rows with their reports); ``index`` is the trial's position in
+    ``seeds`` (``replicates`` seeds per trial: its first seed's position // replicates)."""
+    from mutune.search.backends.ray_tune.records import TrialRecord
 
     out = []
     for t in trial_rows:
@@ -115,33 +159,35 @@ def _latest_checkpoint(trial_dir: str | None) -> str | None:
     return str(found[-1]) if found else None
 
 
+_STATUS = {"stop": "stopped", "diverged": "diverged", "complete": "completed"}
+
+
 def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                  rows: dict[str, Any]) -> tuple[ProxyResult, Any]:
     """Continue (or, if it completed, rebuild) the proxy sweep ``ps`` at ``width``.
 
-    The scheduler core and searcher come back from their saved state; reports recorded after
-    that save are fed to both again in sequence order (decisions they yield are recorded;
-    repeats are ignored by the store); finished trials are kept; unfinished ones continue from
+    The scheduler core and searcher come back from their saved state and catch up with the
+    reports recorded after that save; finished trials are kept; unfinished ones continue from
     their latest checkpoint (or from scratch without one) under their own rows and keys; new
     trials start until ``num_samples`` were proposed.
 
     Returns:
-        (ProxyResult, RunOutcome), as :func:`sweep_width`.
+        (ProxyResult, RunOutcome), as :func:`~mutune.pipeline.proxy_stage.sweep_width`.
+    Raises:
+        SearchError: the searcher, rebuilt from the seed, proposes other points than the
+            recorded trials ran (the seed or the settings changed).
     """
-    from mutune.search.schedulers.asha import Decision
-    from mutune.search.best import best_at_rung
+    from mutune.search.backends.ray_tune.records import close_record
+    from mutune.search.backends.ray_tune.run import ResumeState, RunOutcome, make_core
+    from mutune.search.driver import catch_up
     from mutune.search.schedulers.factory import scheduler_from_state
     from mutune.search.searchers import make_searcher
-    from mutune.search.searchers.space import trial_seeds
-    from mutune.search.backends.ray_tune.run import ResumeState, RunOutcome, make_core, run_trials
-    from mutune.pipeline.transfer_stage import width_optimum
 
     config, recorder = run.config, run.recorder
     search, sched = config.search, config.search.scheduler
-    reps = search.replicates
-    seeds = trial_seeds(config.seed, index, search.num_samples * reps)
+    seeds = width_seeds(run, index)
     trial_rows = [t for t in rows["trials"] if t["proxy_sweep_id"] == ps["id"]]
-    records = trial_records(trial_rows, seeds, reps)
+    records = trial_records(trial_rows, seeds, search.replicates)
     core = (scheduler_from_state(ps["scheduler_state"]) if ps.get("scheduler_state")
             else make_core(sched, mode=search.mode, seed=config.seed))
     searcher = make_searcher(search, config.seed, index)
@@ -157,67 +203,39 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                               f"trial ran {rec.point['hparams']}: seed or settings changed")
     late = sorted(((r["seq"], t["id"], r) for t in trial_rows for r in t["reports"]
                    if r["seq"] > saved_seq), key=lambda x: x[0])
-    for _, tid, r in late:
-        rec = by_id[tid]
-        value = float(r["metrics"]["val_loss"])
-        searcher.observe(rec.key, int(r["step"]), value)
-        if core.stopped(rec.key) is None and rec.key not in core.paused():
-            for j in core.on_report(rec.key, int(r["step"]), value):
-                recorder.scheduler_decided(tid, j.milestone, j.value, j.cutoff,
-                                           j.decision.value, next(run.seq))
+    key_id = {by_id[tid].key: tid for _, tid, _ in late}
+    for j in catch_up(core, searcher, [(by_id[tid].key, int(r["step"]),
+                                        float(r["metrics"]["val_loss"]))
+                                       for _, tid, r in late]):
+        recorder.scheduler_decided(key_id[j.trial], j.milestone, j.value, j.cutoff,
+                                   j.decision.value, next(run.seq))
     if ps["status"] == "completed":
         outcome = RunOutcome(records, core, searcher)
-    else:
-        from mutune.search.backends.ray_tune.callback import close_record
+        return width_result(run, width, ps["id"], outcome, record=False), outcome
+    ray_cfg = config.ray
+    for r in records:   # ended by the reports fed again above: close them, do not rerun
+        ended = core.ended(r.key)
+        if not _unfinished(r) or (ended is None and r.last_step < sched.max_t):
+            continue
+        status = _STATUS[ended.value] if ended is not None else "completed"
+        reason = (None if status == "completed" else "non-finite val_loss"
+                  if status == "diverged" else f"below the rung cutoff at step {r.last_step}")
+        r.status = "running"
+        close_record(r, status, reason, devices=ray_cfg.gpus_per_trial
+                     or ray_cfg.cpus_per_trial, device_kind=ray_cfg.device_kind)
+        recorder.trial_finished(r.trial_id, status, reason, r.timing)
+    finished = [r for r in records if not _unfinished(r)]
+    unfinished = [r for r in records if _unfinished(r)]
+    for r in finished:
+        searcher.complete(r.key, r.status)
+    trial_dir = {t["id"]: t.get("checkpoint_dir") for t in trial_rows}
+    paused = core.paused()   # promotion: they wait at their rung until promoted
+    points = {r.key: {**r.point, "restore_from": _latest_checkpoint(trial_dir[r.trial_id])}
+              for r in unfinished}
+    resume = ResumeState([p for k, p in points.items() if k not in paused],
+                         {r.key: r for r in unfinished}, finished,
+                         dormant={k: p for k, p in points.items() if k in paused})
+    outcome = run_width(run, width, index, ps["id"], searcher, core=core, resume=resume,
+                        name=f"sweep{run.sweep_id}-w{width}-resumed")
+    return width_result(run, width, ps["id"], outcome), outcome
 
-        ray_cfg = config.ray
-        for r in records:   # ended by the reports fed again above: close them, do not rerun
-            if not _unfinished(r):
-                continue
-            ended = core.stopped(r.key)
-            if ended is not None or r.last_step >= sched.max_t:
-                status = ("diverged" if ended is Decision.DIVERGED else "stopped"
-                          if ended is Decision.STOP else "completed")
-                reason = (None if status == "completed" else "non-finite val_loss"
-                          if status == "diverged" else
-                          f"below the rung cutoff at step {r.last_step}")
-                r.status = "running"
-                close_record(r, status, reason, devices=ray_cfg.gpus_per_trial
-                             or ray_cfg.cpus_per_trial, device_kind=ray_cfg.device_kind)
-                recorder.trial_finished(r.trial_id, status, reason, r.timing)
-        finished = [r for r in records if not _unfinished(r)]
-        unfinished = [r for r in records if _unfinished(r)]
-        for r in finished:
-            if r.key in searcher.proposed:
-                searcher.complete(r.key, r.status)
-        trial_dir = {t["id"]: t.get("checkpoint_dir") for t in trial_rows}
-        paused = core.paused()   # promotion: they wait at their rung until promoted
-        points = {r.key: {**r.point, "restore_from": _latest_checkpoint(trial_dir[r.trial_id])}
-                  for r in unfinished}
-        resume = ResumeState([p for k, p in points.items() if k not in paused],
-                             {r.key: r for r in unfinished}, finished,
-                             dormant={k: p for k, p in points.items() if k in paused})
-        outcome = run_trials(None, task=run.task, width=width, max_t=sched.max_t,
-                             recorder=recorder, sweep_id=run.sweep_id, proxy_sweep_id=ps["id"],
-                             kind="proxy", scheduler=sched, metric=search.metric,
-                             mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
-                             name=f"sweep{run.sweep_id}-w{width}-resumed", seq=run.seq,
-                             on_progress=_bind(run.on_progress, f"width {width}",
-                                               search.num_samples),
-                             scheduler_seed=config.seed, searcher=searcher, seeds=seeds,
-                             checkpoint_every=config.train.checkpoint_every,
-                             checkpoint_keep=config.train.checkpoint_keep, core=core,
-                             resume=resume, budget=run.budget, tracking=config.tracking,
-                             replicates=reps)
-    best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3,
-                        scope=search.best_scope, curves=trial_curves(outcome.trials))
-    rec = next(t for t in outcome.trials if t.key == best.trial)
-    optimum = width_optimum(config, outcome, best)
-    result = ProxyResult(width, ps["id"], rec.trial_id, dict(rec.point["hparams"]), best.value,
-                         best.milestone, len(outcome.trials), optimum)
-    if ps["status"] != "completed":
-        recorder.proxy_sweep_finished(ps["id"], {
-            "trial_id": rec.trial_id, "milestone": best.milestone,
-            "config": rec.point["hparams"], "val_loss": best.value,
-            "trials": len(outcome.trials), "rung_trials": best.n_trials, "optimum": optimum})
-    return result, outcome

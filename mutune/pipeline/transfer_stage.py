@@ -1,6 +1,6 @@
 """The transfer stage of the main job: per-width optima → transfer rules → target prediction.
 
-Between the proxy sweeps and the target run (DESIGN.md §2), this module turns recorded rung
+Between the proxy sweeps and the target run (docs/architecture.md §2), this module turns recorded rung
 values into arrays for :mod:`mutune.scaling` and its frozen results back into recorder rows:
 
 * each width's optimum of every searched hyperparameter: a local quadratic in log space at the
@@ -21,8 +21,10 @@ import numpy as np
 
 from mutune.config import Choice, LogUniform, SweepConfig
 from mutune.errors import FitError
+from mutune.pipeline.sweep import ProxyResult, SweepRun
 
-__all__ = ["width_optimum", "common_rung", "transfer_rules", "loss_law", "target_train_settings"]
+__all__ = ["width_optimum", "common_rung", "transfer_rules", "loss_law", "target_train_settings",
+           "fit_rules"]
 
 
 def _log_bounds(config: SweepConfig, names: list[str]) -> np.ndarray | None:
@@ -54,7 +56,7 @@ def common_rung(config: SweepConfig, outcomes: list[Any]) -> int | None:
     """The highest rung (steps) holding at least 2·k + 3 finite trials at *every* width
     (k hyperparameters searched), or None when no rung does.
 
-    Optima compared across widths must be measured at equal budget (DESIGN.md §4): early
+    Optima compared across widths must be measured at equal budget (docs/architecture.md §4): early
     rungs favour larger learning rates (short-horizon bias, Wu et al. 2018; mup issue 64),
     so an optimum at rung 60 at one width and rung 180 at another mixes horizons into the
     fitted width exponent. ASHA's asynchronous promotions give each width a different number
@@ -304,3 +306,21 @@ def loss_law(config: SweepConfig, widths: list[int], n_params: list[float],
                predicted_val_loss=law.predict(target_params),
                predicted_val_loss_interval=[lo, hi])
     return row
+
+
+def fit_rules(run: SweepRun, proxies: list[ProxyResult]
+              ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
+    """Fit every searched hyperparameter's transfer rule from the widths' optima
+    (:func:`mutune.pipeline.transfer_stage.transfer_rules`) and record each rule with its verdict.
+
+    Returns:
+        (rule rows as recorded, the target's hyperparameters, the target's batch size and
+        weight decay with the published-rule adjustments).
+    Raises:
+        FitError: fewer than 2 widths, or a non-positive optimum.
+    """
+    rules, target_hp, settings = transfer_rules(run.config, [p.width for p in proxies],
+                                                [p.optimum for p in proxies])
+    for row in rules:
+        run.recorder.rule_fitted(run.sweep_id, row)
+    return rules, target_hp, settings

@@ -63,7 +63,7 @@ def measure_cpu_peak_flops(*, n: int = 512, repeats: int = 5) -> float:
 
     The "measured CPU figure" MFU divides by on a CPU machine (there is no datasheet peak
     for an arbitrary CPU): 2·n³ FLOPs per matmul (the multiply-adds of a dense product). Runs
-    with one intra-op thread, as trials do (DESIGN.md §5), and restores the thread count.
+    with one intra-op thread, as trials do (docs/architecture.md §5), and restores the thread count.
     Takes about 0.1 s.
 
     Returns:

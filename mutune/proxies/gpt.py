@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mutune.errors import ProxyError
-from mutune.proxies.parametrization import _count, _positive, build_parametrized
+from mutune.proxies.parametrization import build_parametrized, check_count, check_positive
 
 __all__ = ["MuGPT", "build_gpt"]
 
@@ -113,10 +113,10 @@ class MuGPT(nn.Module):
             raise ProxyError(f"rotary positions need an even d_head, got {d_head}")
         for name, value in (("width", width), ("vocab", vocab), ("seq_len", seq_len),
                             ("depth", depth), ("d_head", d_head), ("ffn_ratio", ffn_ratio)):
-            _count(name, value)
+            check_count(name, value)
         for name, value in (("input_mult", input_mult), ("output_mult", output_mult),
                             ("attn_mult", attn_mult), ("init_std", init_std)):
-            _positive(name, value)
+            check_positive(name, value)
         if width % d_head != 0:
             raise ProxyError(f"width must be a multiple of d_head, got width={width}, "
                              f"d_head={d_head} (heads grow with width; d_head is fixed)")

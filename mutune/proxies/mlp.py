@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from mutune.errors import ProxyError
-from mutune.proxies.parametrization import _count, _positive, build_parametrized
+from mutune.proxies.parametrization import build_parametrized, check_count, check_positive
 
 __all__ = ["MuMLP", "build_mlp"]
 
@@ -48,13 +48,13 @@ class MuMLP(nn.Module):
     def __init__(self, d_in: int, width: int, n_classes: int, *, depth: int = 2,
                  input_mult: float = 1.0, output_mult: float = 1.0, init_std: float = 1.0):
         super().__init__()
-        _count("d_in", d_in)
-        _count("width", width)
-        _count("n_classes", n_classes)
-        _count("depth", depth)
+        check_count("d_in", d_in)
+        check_count("width", width)
+        check_count("n_classes", n_classes)
+        check_count("depth", depth)
         for name, value in (("input_mult", input_mult), ("output_mult", output_mult),
                             ("init_std", init_std)):
-            _positive(name, value)
+            check_positive(name, value)
         self.d_in, self.width, self.n_classes, self.depth = d_in, width, n_classes, depth
         self.input_mult, self.output_mult, self.init_std = input_mult, output_mult, init_std
         self.input = nn.Linear(d_in, width, bias=False)

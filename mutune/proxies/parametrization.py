@@ -21,18 +21,21 @@ from torch import nn
 from mutune.errors import ProxyError
 
 __all__ = ["PARAMETRIZATIONS", "OPTIMIZERS", "build_parametrized", "make_optimizer",
+           "check_positive", "check_count",
            "count_parameters", "base_shapes_text"]
 
 PARAMETRIZATIONS = ("mup", "sp")
 OPTIMIZERS = ("adamw", "adam", "sgd")
 
 
-def _positive(name: str, value: float) -> None:
+def check_positive(name: str, value: float) -> None:
+    """Raise ProxyError unless ``value`` is a finite number > 0 (names ``name``)."""
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise ProxyError(f"{name} must be a finite number > 0, got {value!r}")
 
 
-def _count(name: str, value: int, minimum: int = 1) -> None:
+def check_count(name: str, value: int, minimum: int = 1) -> None:
+    """Raise ProxyError unless ``value`` is an int ≥ ``minimum`` (names ``name``)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ProxyError(f"{name} must be an int >= {minimum}, got {value!r}")
 

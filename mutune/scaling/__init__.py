@@ -9,7 +9,9 @@ synthetic data and reused by the pipeline, replays and reports alike:
 - :mod:`~mutune.scaling.horizon`: short-horizon bias, lr*(steps) extrapolated to the target.
 - :mod:`~mutune.scaling.laws`: the loss scaling law L(N) = E + A·N^-α.
 - :mod:`~mutune.scaling.published`: published batch / token / weight-decay rules.
-- :mod:`~mutune.scaling.cost`: ledger arithmetic.
+- :mod:`~mutune.scaling.cost`: GPU-hours, ETTR and the naive counterfactual's formula.
+- :mod:`~mutune.scaling.time_split`: each trial's seconds by category, the sweep's waste.
+- :mod:`~mutune.scaling.ledger`: a sweep's whole ledger from its recorded trials.
 """
 from mutune.scaling.cost import NaiveEstimate, ettr, gpu_hours, naive_sweep_estimate
 from mutune.scaling.horizon import HorizonFit, fit_horizon

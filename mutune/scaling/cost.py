@@ -1,4 +1,4 @@
-"""Cost arithmetic: GPU-hours, ETTR and the naive full-size counterfactual (DESIGN.md §6).
+"""Cost arithmetic: GPU-hours, ETTR and the naive full-size counterfactual (docs/architecture.md §6).
 
 All times are wall seconds; GPU-hours are device-hours (on a CPU machine the devices are CPUs and
 the report says ``cpu``).
@@ -20,7 +20,7 @@ def _nonneg(name: str, v: float) -> float:
 
 
 def gpu_hours(allocated_s: float, devices: float) -> float:
-    """GPU-hours = allocated seconds × devices granted / 3600 (DESIGN.md §6).
+    """GPU-hours = allocated seconds × devices granted / 3600 (docs/architecture.md §6).
 
     Raises:
         ValueError: a negative or non-finite argument.
@@ -55,7 +55,7 @@ class NaiveEstimate:
 def naive_sweep_estimate(trial_steps: Sequence[int], trial_evals: Sequence[int], *,
                          s_per_step: float, s_per_eval: float, overhead_s_per_trial: float,
                          devices: float) -> NaiveEstimate:
-    """Price a sweep of the same search run at target size (DESIGN.md §6).
+    """Price a sweep of the same search run at target size (docs/architecture.md §6).
 
     naive = devices/3600 · Σ_i (steps_i·s_step + evals_i·s_eval + o), where steps_i and evals_i
     are what the scheduler gave trial i of the largest proxy width's sweep, s_step and s_eval are

@@ -1,203 +1,200 @@
-"""The cost ledger's arithmetic: where each allocated device-second went (DESIGN.md §6).
+"""The ledger's arithmetic: GPU-hours, the naive counterfactual, savings, ETTR, MFU, waste.
 
-Two partitions, each adding up exactly to what was allocated:
+:func:`compute_cost` turns the recorded trials of a sweep into the figures of report.json's
+``cost`` section and the ledger entries (docs/architecture.md §6). It takes measured numbers as
+inputs — each width's model FLOPs per sample and the device's peak FLOP/s — so this module
+needs no torch and no model: the pipeline's ledger stage measures them.
 
-* **per trial** — allocated seconds (grant to release, measured by the driver) split into
-  productive step seconds, evaluation, checkpointing, set-up (model build, data), recovery
-  (restarts after a preemption or crash: the lost work and the restart itself) and *other* (the
-  remainder: scheduling, reporting, teardown, waiting);
-* **per sweep** — allocated device-seconds of the whole sweep (wall time × devices held, or the
-  sum over trials when no wall figure is given) split into *useful* and the waste categories of
-  the report: ``early_stopped`` (everything spent on trials the scheduler stopped),
-  ``failed`` (failed and diverged trials), ``recovery`` (restarts of trials that went on) and
-  ``idle`` (devices held with no trial on them, and the *other* seconds of the trials that
-  completed).
-
-Every figure is in seconds or GPU-hours (device-seconds / 3600; on a CPU machine the devices
-are CPUs). ETTR = productive / allocated (Kokolis et al. 2024, "Revisiting Reliability in
-Large-Scale ML Research Clusters", §3); MFU = achieved model FLOP/s ÷ peak FLOP/s (Chowdhery et
-al. 2022, "PaLM", Appendix B), model FLOPs from :func:`model_flops_per_step`.
+    GPU-hours            = allocated seconds × devices / 3600
+    naive                = ONE sweep of the same search at target size: the largest proxy
+                           width's trials (steps and evaluations as its scheduler decided them)
+                           priced at the target's measured seconds per step and evaluation,
+                           plus the measured per-trial overhead (scaling.cost)
+    saved                = naive − (proxy sweeps + target run)
+    ETTR                 = Σ productive step seconds / Σ allocated seconds
+    MFU                  = Σ model FLOPs / Σ (productive s × devices) / peak FLOP/s
+                           (Chowdhery et al. 2022, App. B; model FLOPs 6·N per sample or
+                           token, Kaplan et al. 2020 §2.1)
+    held                 = span (first trial start → last trial end) × devices held; what no
+                           trial used in it is idle waste (scaling.time_split.sweep_waste)
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import statistics
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["TIME_CATEGORIES", "WASTE_CATEGORIES", "TrialTime", "trial_time", "SweepWaste",
-           "sweep_waste", "model_flops_per_step", "mfu", "money"]
+from mutune.config import SweepConfig
 
-#: Per-trial categories, in the order they are taken out of the allocated seconds.
-TIME_CATEGORIES = ("productive", "eval", "checkpoint", "setup", "recovery", "other")
-#: Waste categories of a sweep (report.json ``cost.waste_gpu_hours``).
-WASTE_CATEGORIES = ("early_stopped", "failed", "recovery", "idle")
-STOPPED = frozenset({"stopped"})
-FAILED = frozenset({"failed", "diverged", "zombie", "stale", "cancelled"})
+__all__ = ["compute_cost"]
 
 
-def _nonneg(name: str, v: object) -> float:
-    x = float(v)  # type: ignore[arg-type]
-    if not (math.isfinite(x) and x >= 0):
-        raise ValueError(f"{name} = {v!r}: must be a finite number >= 0")
-    return x
+def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
+                 flops_per_sample: Callable[[int, float], float],
+                 peak_flops: float | None, peak_source: str
+                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ledger (docs/architecture.md §6) from the recorded trials: GPU-hours of the proxy sweeps and
+    the target run, the naive counterfactuals with their formulas, savings, money, ETTR, MFU,
+    each trial's time by category and the sweep's waste by category.
 
-
-@dataclass(frozen=True)
-class TrialTime:
-    """One trial's allocated seconds by category (:data:`TIME_CATEGORIES`).
-
-    ``allocated_s`` = Σ ``seconds`` exactly. When the worker's own clocks add up to more than
-    the driver measured (separate clocks, a few milliseconds), ``allocated_s`` is raised to
-    that sum and ``clock_skew_s`` says by how much, so no category is ever negative.
-    """
-    allocated_s: float
-    seconds: dict[str, float]
-    clock_skew_s: float
-
-    def gpu_hours(self, devices: float) -> dict[str, float]:
-        """Each category in GPU-hours for ``devices`` devices granted."""
-        return {k: v * devices / 3600.0 for k, v in self.seconds.items()}
-
-
-def trial_time(timing: Mapping[str, float]) -> TrialTime:
-    """Split a trial's allocated seconds into :data:`TIME_CATEGORIES`.
+    The sweep held ``concurrency × devices per trial`` devices from its first trial's start to
+    its last trial's end (concurrency = ``ray.max_concurrent_trials``, else the CPUs granted
+    over the CPUs per trial); what no trial used in that span is ``idle`` waste
+    (:func:`mutune.scaling.time_split.sweep_waste`).
 
     Args:
-        timing: ``allocated_s`` (driver: resources granted → released) and the worker's
-            ``productive_s``, ``eval_s``, optional ``checkpoint_s``, ``setup_s`` and
-            ``recovery_s`` (all seconds; missing ones count as 0).
+        config: the sweep config (its ``cost``, ``ray``, ``search`` and ``target`` sections).
+        outcomes: proxy width → the width's outcome (``.trials``: records with ``timing``,
+            ``reports``, ``started``/``ended`` on the driver's monotonic clock, seconds).
+        target: the target run's record.
+        flops_per_sample: (width, parameter count) → model training FLOPs per sample (MLP)
+            or token (GPT).
+        peak_flops, peak_source: peak FLOP/s per device (None: MFU is not computed) and
+            where it came from.
     Returns:
-        :class:`TrialTime`; ``other`` is the remainder.
-    Raises:
-        ValueError: a negative or non-finite figure (names it).
+        (cost figures keyed as report.json's ``cost``, ledger entries for the recorder).
     """
-    alloc = _nonneg("allocated_s", timing.get("allocated_s", 0.0))
-    parts = {k: _nonneg(f"{k}_s", timing.get(f"{k}_s", 0.0)) for k in TIME_CATEGORIES[:-1]}
-    used = sum(parts.values())
-    skew = max(used - alloc, 0.0)
-    alloc = max(alloc, used)
-    return TrialTime(alloc, {**parts, "other": alloc - used}, skew)
+    from mutune.scaling.cost import ettr, gpu_hours, naive_sweep_estimate
+    from mutune.scaling.time_split import TIME_CATEGORIES, money, sweep_waste, trial_time
 
-
-@dataclass(frozen=True)
-class SweepWaste:
-    """A sweep's allocated device-seconds, split into ``useful`` and :data:`WASTE_CATEGORIES`
-    (``useful_s`` + Σ ``waste_s`` = ``allocated_s`` exactly); device-seconds, i.e. seconds ×
-    devices."""
-    allocated_s: float
-    useful_s: float
-    waste_s: dict[str, float]
-
-    @property
-    def waste_gpu_hours(self) -> dict[str, float]:
-        """Each waste category in GPU-hours."""
-        return {k: v / 3600.0 for k, v in self.waste_s.items()}
-
-
-def sweep_waste(trials: Sequence[tuple[str, Mapping[str, float], float]], *,
-                held_device_s: float | None = None) -> SweepWaste:
-    """Split a sweep's allocated device-seconds into useful work and the waste categories.
-
-    Args:
-        trials: (status, timing, devices) per trial — the target run included; status one of
-            ``completed``, ``stopped``, ``failed``, ``diverged``, ``zombie``, ``stale``,
-            ``cancelled``;
-            timing as for :func:`trial_time`; devices granted (may be fractional).
-        held_device_s: device-seconds the sweep held (wall × devices, DESIGN.md §6); None:
-            the sum over trials (no idle time between trials is known).
-    Returns:
-        :class:`SweepWaste`: ``early_stopped`` = all device-seconds of stopped trials except
-        their recovery; ``failed`` = the same for failed/diverged/zombie/stale/cancelled trials;
-        ``recovery`` = recovery device-seconds of every trial; ``idle`` = held − Σ trial
-        allocated (devices held, no trial on them) plus the ``other`` seconds of completed
-        trials; ``useful`` = the rest (completed trials' productive, evaluation, checkpoint
-        and set-up seconds).
-    Raises:
-        ValueError: an unknown status, negative devices, or held_device_s below the trials'
-            sum by more than 1 % (the wall clock cannot be shorter than what ran inside it).
-    """
-    waste = dict.fromkeys(WASTE_CATEGORIES, 0.0)
-    total = useful = 0.0
-    for status, timing, devices in trials:
-        d = _nonneg("devices", devices)
-        t = trial_time(timing)
-        s = {k: v * d for k, v in t.seconds.items()}
-        alloc = t.allocated_s * d
-        total += alloc
-        waste["recovery"] += s["recovery"]
-        if status in STOPPED:
-            waste["early_stopped"] += alloc - s["recovery"]
-        elif status in FAILED:
-            waste["failed"] += alloc - s["recovery"]
-        elif status == "completed":
-            waste["idle"] += s["other"]
-            useful += alloc - s["recovery"] - s["other"]
-        else:
-            raise ValueError(f"status = {status!r}: must be completed, stopped or one of "
-                             f"{sorted(FAILED)}")
-    held = total if held_device_s is None else _nonneg("held_device_s", held_device_s)
-    if held < total * 0.99 - 1e-9:
-        raise ValueError(f"held_device_s = {held:.6g} is below the trials' allocated "
-                         f"device-seconds {total:.6g}")
-    held = max(held, total)
-    waste["idle"] += held - total
-    return SweepWaste(held, useful, waste)
-
-
-def model_flops_per_step(n_params: float, tokens_per_step: float, *, n_layer: int = 0,
-                         n_ctx: int = 0, d_model: int = 0) -> float:
-    """Training FLOPs of one step: 6·N per token plus the attention term.
-
-    C = tokens × (6·N + 6·n_layer·n_ctx·d_model): forward 2·N + 2·n_layer·n_ctx·d_attn per
-    token, backward twice the forward (Kaplan et al. 2020, "Scaling Laws for Neural Language
-    Models", §2.1, Table 1). For an MLP pass ``tokens_per_step`` = samples per step and no
-    attention (the dense-layer count 2·N per sample forward holds for any stack of linear
-    layers). N counts the non-embedding parameters in Kaplan's convention; mutune passes all
-    parameters, which overstates a small model's FLOPs slightly (its embeddings are a
-    lookup).
-
-    Args:
-        n_params: parameters N. tokens_per_step: tokens (or samples) per optimizer step.
-        n_layer, n_ctx, d_model: transformer layers, context length, model width (0: no
-            attention term).
-    Raises:
-        ValueError: a negative or non-finite argument.
-    """
-    for name, v in (("n_params", n_params), ("tokens_per_step", tokens_per_step),
-                    ("n_layer", n_layer), ("n_ctx", n_ctx), ("d_model", d_model)):
-        _nonneg(name, v)
-    return float(tokens_per_step) * (6.0 * n_params + 6.0 * n_layer * n_ctx * d_model)
-
-
-def mfu(flops_per_step: float, steps: int, productive_s: float, devices: float,
-        peak_flops_per_device: float | None) -> float | None:
-    """Model FLOPs utilization = (flops_per_step × steps / productive_s) / (devices × peak).
-
-    Achieved FLOP/s is taken over the productive step seconds, so MFU measures the steps
-    alone; ETTR measures the time around them (their product is the whole-run utilization).
-    Chowdhery et al. 2022 (PaLM), Appendix B.
-
-    Returns:
-        The ratio, or None when the peak is unknown, nothing ran, or no step time was
-        measured.
-    Raises:
-        ValueError: a negative or non-finite argument.
-    """
-    for name, v in (("flops_per_step", flops_per_step), ("steps", steps),
-                    ("productive_s", productive_s), ("devices", devices)):
-        _nonneg(name, v)
-    if not peak_flops_per_device or productive_s == 0 or devices == 0 or steps == 0:
-        return None
-    return flops_per_step * steps / productive_s / (devices * peak_flops_per_device)
-
-
-def money(gpu_hours: float, price_per_device_hour: float | None) -> float | None:
-    """Money = GPU-hours × price per device-hour (DESIGN.md §6); None without a price.
-
-    Raises:
-        ValueError: a negative or non-finite argument.
-    """
-    _nonneg("gpu_hours", gpu_hours)
-    if price_per_device_hour is None:
-        return None
-    return gpu_hours * _nonneg("price_per_device_hour", price_per_device_hour)
+    proxy_trials = [t for o in outcomes.values() for t in o.trials]
+    everything = [*proxy_trials, target]
+    entries: list[dict[str, Any]] = []
+    widths = {t.trial_id: w for w, o in outcomes.items() for t in o.trials}
+    widths[target.trial_id] = config.target.width
+    kind = target.timing["device_kind"]
+    peak = peak_flops
+    price = config.cost.price_per_hour(kind)
+    flops_total = flops_device_s = 0.0
+    for t in everything:
+        tm = t.timing
+        entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "gpu_hours",
+                        "value": gpu_hours(tm["allocated_s"], tm["devices"]),
+                        "unit": "GPU-h"})
+        split = trial_time(tm)
+        for cat in TIME_CATEGORIES:
+            entries.append({"scope": "trial", "trial_id": t.trial_id, "name": f"{cat}_s",
+                            "value": split.seconds[cat], "unit": "s"})
+        if tm.get("recovery_s") or tm.get("repeated_steps"):
+            entries[-2].update(   # the recovery_s line (TIME_CATEGORIES ends recovery, other)
+                formula="restart set-up + checkpoint load + repeated_steps × productive s/step",
+                inputs={"restarts": tm.get("restarts", 0),
+                        "repeated_steps": tm.get("repeated_steps", 0)})
+        per_sample = flops_per_sample(widths[t.trial_id], tm["n_params"])
+        steps = max(tm["steps"], 1)
+        entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "flops_per_step",
+                        "value": per_sample * tm["samples"] / steps, "unit": "FLOP",
+                        "formula": "samples/step × (6·N [+ 6·n_layer·n_ctx·d_model]) "
+                                   "(Kaplan et al. 2020 §2.1)",
+                        "inputs": {"n_params": tm["n_params"],
+                                   "samples_per_step": tm["samples"] / steps}})
+        flops_total += per_sample * tm["samples"]
+        flops_device_s += tm["productive_s"] * tm["devices"]
+    proxy_h = sum(e["value"] for e in entries
+                  if e["name"] == "gpu_hours" and e["trial_id"] != target.trial_id)
+    target_h = gpu_hours(target.timing["allocated_s"], target.timing["devices"])
+    tt = target.timing
+    s_step = tt["productive_s"] / max(tt["steps"], 1)
+    s_eval = tt["eval_s"] / max(tt["evals"], 1)
+    largest = outcomes[max(outcomes)].trials
+    proxy_overhead = statistics.median(t.timing["overhead_s"] for t in largest)
+    proxy_setup = statistics.median(t.reports[0].get("setup_s", 0.0) if t.reports else 0.0
+                                    for t in largest)
+    target_setup = target.reports[0].get("setup_s", 0.0) if target.reports else 0.0
+    overhead = proxy_overhead + max(target_setup - proxy_setup, 0.0)
+    # each trial trains search.replicates seeds in lockstep; the target run trains one model
+    reps = config.search.replicates
+    naive = naive_sweep_estimate([t.last_step * reps for t in largest],
+                                 [t.n_evals * reps for t in largest],
+                                 s_per_step=s_step, s_per_eval=s_eval,
+                                 overhead_s_per_trial=overhead, devices=tt["devices"])
+    max_t = config.search.scheduler.max_t
+    full_evals = math.ceil(max_t / config.train.eval_every)
+    grid = naive_sweep_estimate([max_t * reps] * len(largest),
+                                [full_evals * reps] * len(largest),
+                                s_per_step=s_step, s_per_eval=s_eval,
+                                overhead_s_per_trial=overhead, devices=tt["devices"])
+    total_h = proxy_h + target_h
+    saved = naive.gpu_hours - total_h
+    e = ettr(sum(t.timing["productive_s"] for t in everything),
+             sum(t.timing["allocated_s"] for t in everything))
+    # the sweep's hold on devices: first trial start → last trial end, × devices held
+    r = config.ray
+    per_trial = r.gpus_per_trial or r.cpus_per_trial
+    concurrency = r.max_concurrent_trials or max(int(r.num_cpus // r.cpus_per_trial), 1)
+    held_devices = concurrency * per_trial
+    trial_device_s = sum(trial_time(t.timing).allocated_s * t.timing["devices"]
+                         for t in everything)
+    # the span needs this process's clock for every trial: a resumed sweep's earlier trials
+    # ran under another driver, so there the sweep is taken as the sum of its trials
+    timed = all(t.started > 0 and t.ended is not None for t in everything)
+    span = (max(t.ended for t in everything) - min(t.started for t in everything)
+            if timed else None)
+    waste = sweep_waste([(t.status, t.timing, t.timing["devices"]) for t in everything],
+                        held_device_s=None if span is None else
+                        max(span * held_devices, trial_device_s))
+    mfu_value = (flops_total / flops_device_s / peak
+                 if peak and flops_device_s > 0 else None)
+    n_trials = len(proxy_trials)
+    cost = {"device_kind": kind, "proxy_gpu_hours": proxy_h,
+            "target_gpu_hours": target_h, "total_gpu_hours": total_h,
+            "naive_gpu_hours": naive.gpu_hours, "naive_formula": naive.formula,
+            "naive_inputs": naive.inputs, "naive_grid_gpu_hours": grid.gpu_hours,
+            "naive_grid_formula": grid.formula, "saved_gpu_hours": saved,
+            "saved_fraction": saved / naive.gpu_hours if naive.gpu_hours > 0 else None,
+            "price_per_hour": price, "currency": config.cost.currency,
+            "pricing": config.cost.pricing,
+            "total_money": money(total_h, price), "naive_money": money(naive.gpu_hours, price),
+            "saved_money": None if price is None else saved * price,
+            "ettr": e, "mfu": mfu_value, "peak_flops_per_device": peak,
+            "peak_flops_source": peak_source,
+            "held_gpu_hours": waste.allocated_s / 3600.0,
+            "useful_gpu_hours": waste.useful_s / 3600.0,
+            "waste_gpu_hours": waste.waste_gpu_hours,
+            "gpu_hours_per_trial": proxy_h / n_trials if n_trials else None,
+            "cost_to_final_metric_gpu_hours": total_h,
+            "repeated_steps": sum(int(t.timing.get("repeated_steps") or 0)
+                                  for t in everything),
+            "checkpoint_bytes_written": sum(float(t.timing.get("checkpoint_bytes") or 0.0)
+                                            for t in everything),
+            "checkpoint_bytes_kept": sum(float(t.timing.get("checkpoint_bytes_kept") or 0.0)
+                                         for t in everything),
+            "project": config.cost.project, "owner": config.cost.owner}
+    entries.append({"scope": "sweep", "name": "repeated_steps",
+                    "value": float(cost["repeated_steps"]), "unit": "steps"})
+    for name in ("checkpoint_bytes_written", "checkpoint_bytes_kept"):
+        entries.append({"scope": "sweep", "name": name, "value": cost[name], "unit": "bytes"})
+    overhead_inputs = {"replicates_per_trial": reps, "median_proxy_overhead_s": proxy_overhead,
+                       "median_proxy_setup_s": proxy_setup, "target_setup_s": target_setup}
+    units = {"saved_fraction": "1", "ettr": "1", "mfu": "1", "price_per_hour":
+             f"{config.cost.currency}/device-h", "total_money": config.cost.currency,
+             "naive_money": config.cost.currency, "saved_money": config.cost.currency,
+             "peak_flops_per_device": "FLOP/s"}
+    for name in ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "saved_gpu_hours",
+                 "saved_fraction", "ettr", "useful_gpu_hours",
+                 "gpu_hours_per_trial", "cost_to_final_metric_gpu_hours", "price_per_hour",
+                 "total_money", "naive_money", "saved_money"):
+        if cost[name] is not None:
+            entries.append({"scope": "sweep", "name": name, "value": cost[name],
+                            "unit": units.get(name, "GPU-h")})
+    entries.append({"scope": "sweep", "name": "mfu", "value": mfu_value, "unit": "1",
+                    "formula": "Σ model FLOPs / Σ (productive s × devices) / peak FLOP/s "
+                               "(Chowdhery et al. 2022, App. B)",
+                    "inputs": {"model_flops": flops_total, "productive_device_s":
+                               flops_device_s, "peak_flops_per_device": peak,
+                               "peak_source": peak_source}})
+    for cat, v in waste.waste_gpu_hours.items():
+        entries.append({"scope": "waste", "name": cat, "value": v, "unit": "GPU-h"})
+    entries.append({"scope": "sweep", "name": "held_gpu_hours",
+                    "value": waste.allocated_s / 3600.0, "unit": "GPU-h",
+                    "formula": "span first trial start → last trial end × devices held",
+                    "inputs": {"span_s": span, "devices_held": held_devices,
+                               "concurrency": concurrency}})
+    entries.append({"scope": "sweep", "name": "naive_gpu_hours", "value": naive.gpu_hours,
+                    "unit": "GPU-h", "formula": naive.formula,
+                    "inputs": {**naive.inputs, **overhead_inputs}})
+    entries.append({"scope": "sweep", "name": "naive_grid_gpu_hours", "value": grid.gpu_hours,
+                    "unit": "GPU-h", "formula": grid.formula,
+                    "inputs": {**grid.inputs, **overhead_inputs}})
+    return cost, entries

@@ -2,7 +2,7 @@
 
 The loss near its minimum is approximately quadratic in the log of each hyperparameter (the
 "valley" plots of Yang et al. 2022, Tensor Programs V, Figure 1 / §3, fitted there by eye; the
-parabolic fit of DESIGN.md §5). So the optimum is taken as the minimiser of a least-squares
+parabolic fit of docs/architecture.md §5). So the optimum is taken as the minimiser of a least-squares
 quadratic fitted to the best trials (a local response-surface fit: Box & Wilson 1951, "On the
 Experimental Attainment of Optimum Conditions", JRSS B; Myers, Montgomery & Anderson-Cook,
 "Response Surface Methodology", ch. 6 "the stationary point"), with a percentile bootstrap over
@@ -10,7 +10,7 @@ trials — or over whole seeds/replicates when ``groups`` is given (Efron & Tibs
 percentile interval; Davison & Hinkley 1997, §3.8 for resampling clusters).
 
 Which trials: callers pass the values judged at one rung (the highest rung holding ≥ 3 trials,
-DESIGN.md §4, as :func:`mutune.search.best.best_at_rung` chooses it) or several rungs'
+docs/architecture.md §4, as :func:`mutune.search.best.best_at_rung` chooses it) or several rungs'
 values concatenated; this module does not know about rungs.
 """
 from __future__ import annotations

@@ -1,14 +1,38 @@
-"""Search: scheduler cores (ASHA stopping and promotion, Hyperband), searchers, a simulated
-executor, the Ray Tune adapters, and the trial loop with checkpoints.
+"""Search: schedulers decide, searchers propose, backends execute — joined by one driver loop.
 
-Import the submodules you need (``asha``, ``promotion``, ``hyperband``, ``schedulers``,
-``simulate`` and ``best`` are pure Python; ``searchers`` imports Optuna for TPE only when asked;
-``tuner``, ``book``, ``ray_adapter`` and ``ray_searcher`` import Ray).
+* :mod:`.schedulers` — the scheduler cores (ASHA stopping and promotion, Hyperband) and their
+  one contract;
+* :mod:`.searchers` — random, grid, Optuna TPE, fixed points, and their one contract;
+* :mod:`.driver` — the driver loop every backend uses (start, report, decide, promote,
+  finish, tell the searcher);
+* :mod:`.backends` — Ray Tune, the simulator, the replay;
+* :mod:`.trial` — what runs inside a trial's worker (training loop, checkpoints, logs);
+* :mod:`.best` — the best trial at equal budget; :mod:`.budget` — the sweep's budget gate;
+  :mod:`.recording` — what a backend records and whom it asks to stop.
+
+The names below load lazily (PEP 562): ``import mutune.search.recording`` stays light.
 """
-from mutune.search.schedulers.asha import ASHA, Decision, Judgement, bracket_count, rung_milestones
-from mutune.search.best import BestTrial, best_at_rung
-from mutune.search.schedulers.promotion import PromotionASHA
-from mutune.search.schedulers.factory import make_scheduler, scheduler_from_state
+from __future__ import annotations
 
-__all__ = ["ASHA", "PromotionASHA", "Decision", "Judgement", "rung_milestones", "bracket_count",
-           "BestTrial", "best_at_rung", "make_scheduler", "scheduler_from_state"]
+import importlib
+from typing import Any
+
+__all__ = ["ASHA", "PromotionASHA", "Hyperband", "Scheduler", "Decision", "Judgement",
+           "rung_milestones", "bracket_count", "BestTrial", "best_at_rung", "make_scheduler",
+           "scheduler_from_state", "SweepDriver", "Group"]
+
+_LAZY = {**dict.fromkeys(["ASHA", "PromotionASHA", "Hyperband", "Scheduler", "Decision",
+                          "Judgement", "rung_milestones", "bracket_count", "make_scheduler",
+                          "scheduler_from_state"], "mutune.search.schedulers"),
+         "BestTrial": "mutune.search.best", "best_at_rung": "mutune.search.best",
+         "SweepDriver": "mutune.search.driver", "Group": "mutune.search.driver"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'mutune.search' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

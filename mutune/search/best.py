@@ -1,4 +1,4 @@
-"""Which trial is best, compared at equal budget, with an explicit scope (DESIGN.md §4).
+"""Which trial is best, compared at equal budget, with an explicit scope (docs/architecture.md §4).
 
 The top rung of a small sweep holds one or two trials, partly by arrival order, so the best trial
 is taken at the highest rung holding at least ``min_trials`` trials. Two scopes say which value of

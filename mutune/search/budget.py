@@ -1,4 +1,4 @@
-"""The sweep's budget, enforced while it runs (config ``budget``; DESIGN.md §6 units).
+"""The sweep's budget, enforced while it runs (config ``budget``; docs/architecture.md §6 units).
 
 One :class:`BudgetGate` per sweep, in the driver. It sees every trial through the
 :class:`~mutune.search.backends.ray_tune.callback.SweepBook` of each Ray Tune run (proxy widths and the target) and
@@ -27,7 +27,7 @@ from typing import Any
 
 from mutune.search.schedulers.planned_steps import DEFAULT_TRIAL_OVERHEAD_S
 
-__all__ = ["BudgetGate"]
+__all__ = ["BudgetGate", "BudgetAdmission"]
 
 
 class BudgetGate:
@@ -116,3 +116,29 @@ class BudgetGate:
                               f"{what} (≈{new_gpu_hours:.4g}) would exceed it")
             return False
         return True
+
+
+class BudgetAdmission:
+    """A :class:`BudgetGate` as the driver loop's admission
+    (:class:`~mutune.search.driver.Admission`): a new trial's first rung, at the measured
+    speed of the run it joins, must fit.
+
+    Args:
+        gate: the sweep's gate.
+        book: the run's book (its trials give the measured seconds per step, and its width
+            is named in the refusal).
+        first_rung: steps to a new trial's first rung (the grace period).
+    """
+
+    def __init__(self, gate: BudgetGate, book: Any, first_rung: int) -> None:
+        self.gate, self.book, self.first_rung = gate, book, first_rung
+
+    def admit(self, group: str) -> bool:
+        """Whether a new trial fits; a refusal closes the gate for good."""
+        return self.gate.admits(self.gate.estimate_gpu_hours(self.book, self.first_rung),
+                                f"a new trial at width {self.book.width}")
+
+    @property
+    def closed(self) -> bool:
+        """True once the gate refused a trial."""
+        return self.gate.exhausted is not None

@@ -1,4 +1,4 @@
-"""The in-process face of mutune: ``mutune.run(config)`` (DESIGN.md §1).
+"""The in-process face of mutune: ``mutune.run(config)`` (docs/architecture.md §1).
 
 Opens the results store, runs the main job with it as the recorder, then renders the report from
 the database rows — the same renderer ``mutune report`` uses — and writes ``report.json`` and the
@@ -25,7 +25,7 @@ class RunResult:
 
     Attributes:
         sweep_id: the sweep's id in the results database.
-        report: report.json as a dict (DESIGN.md §11).
+        report: report.json as a dict (docs/architecture.md §11).
         report_path, plot_path: the files written.
         db: the database URL holding every row.
     """
@@ -102,8 +102,9 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
 def _write_outputs(rows: dict[str, Any], out: Path, url: str, console: Any) -> RunResult:
     """The report of a sweep's rows: ``report.json``, the loss-vs-LR, transfer (when rules
     were fitted) and rung plots in ``out``, printed on ``console`` when given."""
-    from mutune.services.report import (build_report, plot_loss_vs_lr, plot_transfer,
-                                        render_report, write_report_json)
+    from mutune.services.report.data import build_report, write_report_json
+    from mutune.services.report.plots import plot_loss_vs_lr, plot_transfer
+    from mutune.services.report.render import render_report
     from mutune.services.report.rung_plot import plot_rungs
 
     report = build_report(rows)
@@ -149,7 +150,8 @@ def rerun(sweep_id: int, *, db: str | None = None,
     Returns:
         (the new run's RunResult, the provenance warnings).
     Raises:
-        StoreError: no such sweep. ConfigError: the stored config no longer validates.
+        StoreError: no such sweep, or no results database at ``db``. ConfigError: the stored
+            config no longer validates.
     """
     from mutune.config import parse_config
     from mutune.proxies.task import ProxyTask, load_task_data
@@ -157,7 +159,7 @@ def rerun(sweep_id: int, *, db: str | None = None,
     from mutune.services.store import Store
 
     url = resolve_db(db)
-    with Store.open(url) as store:
+    with Store.open(url, create=False) as store:
         rows = store.sweep_rows(sweep_id)
     cfg = parse_config(rows["sweep"]["config"], source=f"sweep {sweep_id} in {url}")
     data = load_task_data(cfg)
@@ -173,62 +175,36 @@ def rerun(sweep_id: int, *, db: str | None = None,
     return run(cfg, db=url, out_dir=out_dir, console=console, progress=progress), warnings
 
 
-def reap_stale(store: Any, sweep_id: int, *, lease_s: float, now: Any = None) -> list[str]:
-    """End a sweep's running trials whose heartbeat is older than ``lease_s`` (marked
-    ``failed`` with reason ``stale: …``), so a resume retries them from their checkpoints.
-
-    Returns:
-        One line per reaped trial (its key, the age of its last beat and the lease).
-    Raises:
-        MutuneError: a running trial beat within its lease — its driver may still be alive,
-            and a live trial is never reaped.
-    """
-    from mutune.errors import MutuneError
-
-    stale = store.stale_trials(sweep_id, lease_s=lease_s, now=now)
-    stale_ids = {t["id"] for t in stale}
-    live = [t for t in store.sweep_rows(sweep_id)["trials"]
-            if t["status"] == "running" and t["id"] not in stale_ids]
-    if live:
-        raise MutuneError(f"sweep {sweep_id}: trial(s) {[t['key'] for t in live][:5]} beat "
-                          f"within their lease ({lease_s:g} s): is the sweep still running? "
-                          "Resume after the lease has passed.")
-    out = []
-    for t in stale:
-        age = t["age_s"]
-        reason = (f"heartbeat {age:.1f} s old > lease {lease_s:g} s (driver gone); "
-                  "retried from its checkpoint on resume")
-        if store.mark_stale(t["id"], reason):
-            out.append(f"trial {t['key']}: {reason}")
-    return out
-
-
 def resume(sweep_id: int, *, db: str | None = None,
            out_dir: str | os.PathLike[str] = "mutune-out", console: Any = None) -> RunResult:
-    """Finish an interrupted sweep (``mutune resume SWEEP_ID``, DESIGN.md §4).
+    """Finish an interrupted sweep (``mutune resume SWEEP_ID``, docs/architecture.md §4).
 
-    Reaps the trials whose heartbeat is older than ``ray.lease_s`` (:func:`reap_stale`), then
-    :func:`mutune.pipeline.resume.resume_pipeline` continues from the saved scheduler and searcher
-    state: exactly ``num_samples`` trials per width in total, no repeated report rows, the
-    stale trials retried from their checkpoints. Writes the report like :func:`run`.
+    The one recovery path (:func:`mutune.services.recovery.resume_sweep`, which a restarted
+    server uses too): the trials whose heartbeat is older than ``ray.lease_s`` are reaped,
+    then the sweep continues from the saved scheduler and searcher state — exactly
+    ``num_samples`` trials per width in total, no repeated report rows, the stale trials
+    retried from their checkpoints, the later stages finished. Writes the report like
+    :func:`run`.
 
     Raises:
-        StoreError: no such sweep. MutuneError: live trials, a completed sweep, or a sweep
-            interrupted after its proxy sweeps.
+        StoreError: no such sweep or database. MutuneError: live trials, or a completed
+            sweep.
     """
     from mutune.config import parse_config
-    from mutune.pipeline.resume import resume_pipeline
+    from mutune.services.recovery import resume_sweep
     from mutune.services.store import Store
 
     url = resolve_db(db)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with Store.open(url) as store:
+
+    def on_stale(line: str) -> None:
+        if console is not None:
+            console.print(f"[yellow]stale:[/] {line}", highlight=False)
+    with Store.open(url, create=False) as store:
         rows = store.sweep_rows(sweep_id)
         cfg = parse_config(rows["sweep"]["config"], source=f"sweep {sweep_id} in {url}")
-        for line in reap_stale(store, sweep_id, lease_s=cfg.ray.lease_s):
-            if console is not None:
-                console.print(f"[yellow]stale:[/] {line}", highlight=False)
-        result = resume_pipeline(store, store.sweep_rows(sweep_id), out_dir=out)
+        result = resume_sweep(store, sweep_id, out_dir=out, lease_s=cfg.ray.lease_s,
+                              on_stale=on_stale)
         rows = store.sweep_rows(result.sweep_id)
     return _write_outputs(rows, out, url, console)

@@ -13,9 +13,11 @@ evaluation, not start-up), and replays a scheduler on them with
   their recorded timings.
 
 Next to the replay, each width shows what the original sweep did: its best trial, its
-decisions and its GPU-hours (Σ allocated_s × devices / 3600 over the width's trials), plus the
-productive GPU-hours (Σ (productive_s + eval_s) × devices / 3600), which is what the replay's
-clock counts and so the fair comparison.
+decisions and its GPU-hours. Like is compared with like: the replay's clock counts training
+and evaluation only, so both runs report ``productive_gpu_hours`` (Σ (productive_s + eval_s) ×
+devices / 3600 over the width's trials); the original's allocated device-hours (Σ allocated_s ×
+devices / 3600: start-up and idle included) are shown apart, as ``allocated_gpu_hours`` (and,
+for compatibility, ``gpu_hours``), since a replay cannot know what it would have held.
 """
 from __future__ import annotations
 
@@ -25,10 +27,10 @@ from dataclasses import replace
 from typing import Any
 
 from mutune.errors import SearchError, StoreError
-from mutune.search.backends.replay import (SCHEDULER_KINDS, ReplayResult, ReplaySettings, replay,
-                                  replay_in_order)
+from mutune.search.backends.replay import (SCHEDULER_KINDS, ReplayResult, ReplaySettings,
+                                           replay, replay_in_order)
 
-__all__ = ["replay_sweep", "render_replay", "sweep_curves"]
+__all__ = ["replay_sweep", "render_replay", "sweep_curves", "REPLAY_CAPTION"]
 
 
 def _num(value: Any) -> float:
@@ -145,6 +147,8 @@ def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any], overrides: Map
                   for e in events]
         matches = (ours == theirs and replay_best is not None and orig_trial is not None
                    and replay_best.trial == orig_trial["key"])
+    allocated = sum((t.get("allocated_s") or 0.0) * float(t.get("devices") or 1)
+                    for t in trials) / 3600.0
     counts: dict[str, int] = {}
     for st in result.statuses.values():
         counts[st] = counts.get(st, 0) + 1
@@ -161,6 +165,8 @@ def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any], overrides: Map
             "statuses": counts,
             "wall_s": result.wall_s,
             "device_s": device_s,
+            # the replay's clock is productive + eval time: these are productive hours
+            "productive_gpu_hours": device_s / 3600.0,
             "gpu_hours": device_s / 3600.0,
             "missing_data": {"decisions": result.missing_data_decisions,
                              "treatment": result.treatment,
@@ -173,11 +179,11 @@ def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any], overrides: Map
             "decisions": len(events),
             "stops": sum(e["decision"] != "continue" for e in events),
             "trials": len(trials),
-            "gpu_hours": sum((t.get("allocated_s") or 0.0) * float(t.get("devices") or 1)
-                             for t in trials) / 3600.0,
             "productive_gpu_hours": sum(((t.get("productive_s") or 0.0)
                                          + (t.get("eval_s") or 0.0))
                                         * float(t.get("devices") or 1) for t in trials) / 3600.0,
+            "allocated_gpu_hours": allocated,
+            "gpu_hours": allocated,        # allocated, as before (kept for compatibility)
         },
         "matches_original": matches,
     }
@@ -199,7 +205,11 @@ def replay_sweep(store: Any, sweep_id: int, *, width: int | None = None,
         seed: Hyperband's bracket seed (default: the sweep seed).
     Returns:
         JSON-able ``{"sweep_id", "widths": [{"width", "replayed": {…}, "original": {…},
-        "matches_original"}]}``; ``matches_original`` is None on the simulated clock.
+        "matches_original"}]}``; ``matches_original`` is None on the simulated clock. Both
+        sides carry ``productive_gpu_hours`` (training + evaluation device-hours, the
+        comparable figure); the original also ``allocated_gpu_hours`` (= its ``gpu_hours``:
+        what it held, start-up and idle included). The replay's ``gpu_hours`` equals its
+        ``productive_gpu_hours``.
     Raises:
         StoreError: unknown sweep, or no proxy sweep at ``width``.
         SearchError: settings out of range.
@@ -220,8 +230,20 @@ def replay_sweep(store: Any, sweep_id: int, *, width: int | None = None,
             "widths": [_replay_width(rows, p, overrides, concurrency) for p in proxies]}
 
 
+#: The caption under ``mutune replay``'s table: what ×N and each GPU-hours column mean.
+REPLAY_CAPTION = ("×N: N trials at once (concurrency: the simulated workers); GPU-hours: "
+                  "productive (training + evaluation) device-hours, the only time a replay "
+                  "can price; allocated (original only): what the original sweep held, "
+                  "start-up and idle included")
+
+
 def render_replay(result: Mapping[str, Any], console: Any) -> None:
-    """Print :func:`replay_sweep`'s result as a rich table, replay beside original per width."""
+    """Print :func:`replay_sweep`'s result as a rich table, replay beside original per width.
+
+    The ``GPU-hours (productive)`` column compares like with like (both runs' training +
+    evaluation device-hours); ``allocated GPU-hours`` is the original's held time, which a
+    replay cannot know (— on its row). The caption (:data:`REPLAY_CAPTION`) says so and
+    explains the ``×N`` concurrency notation."""
     from rich.table import Table
 
     def fmt(x: Any, spec: str = ".4g") -> str:
@@ -233,26 +255,28 @@ def render_replay(result: Mapping[str, Any], console: Any) -> None:
         return " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in sorted(best["config"].items()))
 
-    table = Table(title=f"Replay of sweep {result['sweep_id']}")
+    def sched(st: Mapping[str, Any]) -> str:
+        return (f"{st['kind']} r={st['grace_period']} η={st['reduction_factor']} "
+                f"max_t={st['max_t']} ×{st['concurrency']}")
+
+    table = Table(title=f"Replay of sweep {result['sweep_id']}", caption=REPLAY_CAPTION)
     for col in ("width", "run", "scheduler", "best config", "best value", "decisions",
-                "stops", "GPU-hours", "missing data"):
-        table.add_column(col)
+                "stops", "GPU-hours (productive)", "allocated GPU-hours (original only)",
+                "missing data"):
+        table.add_column(col, justify="right" if "GPU-hours" in col else "left")
     for w in result["widths"]:
         r, o = w["replayed"], w["original"]
-        rs, os_ = r["settings"], o["settings"]
-        table.add_row(str(w["width"]), "original",
-                      f"{os_['kind']} r={os_['grace_period']} η={os_['reduction_factor']} "
-                      f"max_t={os_['max_t']} ×{os_['concurrency']}",
+        table.add_row(str(w["width"]), "original", sched(o["settings"]),
                       cfg(o["best"]), fmt(o["best"] and o["best"]["value"]),
                       str(o["decisions"]), str(o["stops"]),
-                      f"{o['gpu_hours']:.6f} (productive {o['productive_gpu_hours']:.6f})", "")
+                      fmt(o.get("productive_gpu_hours"), ".6f"),
+                      fmt(o.get("allocated_gpu_hours", o.get("gpu_hours")), ".6f"), "")
         md = r["missing_data"]
         match = {True: " ✓ matches", False: " ✗ differs", None: ""}[w["matches_original"]]
-        table.add_row("", f"replay ({r['method']}){match}",
-                      f"{rs['kind']} r={rs['grace_period']} η={rs['reduction_factor']} "
-                      f"max_t={rs['max_t']} ×{rs['concurrency']}",
+        table.add_row("", f"replay ({r['method']}){match}", sched(r["settings"]),
                       cfg(r["best"]), fmt(r["best"] and r["best"]["value"]),
-                      str(r["decisions"]), str(r["stops"]), f"{r['gpu_hours']:.6f}",
+                      str(r["decisions"]), str(r["stops"]),
+                      fmt(r.get("productive_gpu_hours", r.get("gpu_hours")), ".6f"), "—",
                       f"{md['decisions']} censored" if md["decisions"] else "0")
     console.print(table)
     treated = [w["replayed"]["missing_data"] for w in result["widths"]

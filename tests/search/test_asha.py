@@ -1,4 +1,4 @@
-"""ASHA core semantics on synthetic, deterministic learning curves (DESIGN.md §4)."""
+"""ASHA core semantics on synthetic, deterministic learning curves (docs/architecture.md §4)."""
 from __future__ import annotations
 
 import json

@@ -8,31 +8,51 @@ import pytest
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
-from mutune.recording import MemoryRecorder
-from mutune.search.schedulers.asha import ASHA
+from mutune.pipeline.recording import MemoryRecorder
 from mutune.search.backends.ray_tune.callback import SweepBook
-from mutune.search.budget import BudgetGate
+from mutune.search.backends.ray_tune.scheduler_adapter import RayScheduler
+from mutune.search.budget import BudgetAdmission, BudgetGate
+from mutune.search.driver import ActionKind, Group, SweepDriver
+from mutune.search.schedulers.asha import ASHA
 from mutune.search.schedulers.planned_steps import planned_trial_steps
-from mutune.search.backends.ray_tune.scheduler_adapter import RayASHA
+from mutune.search.schedulers.promotion import PromotionASHA
+from mutune.search.searchers.simple import FixedSearcher
 
 
 def _trial(key: str, index: int) -> Trial:
     return Trial("train_trial", config={"point": {"hparams": {"lr": 0.01}, "seed": index,
-                                                  "index": index}}, trial_id=key, stub=True)
+                                                  "index": index, "key": key}},
+                 trial_id=key, stub=True)
 
 
 def _report(step: int, val: float) -> dict:
     return {"step": step, "val_loss": val, "productive_s": 0.01 * step, "eval_s": 0.0}
 
 
-def test_a_running_trial_finishes_its_rung_once_the_budget_is_exhausted():
+def _run(core, gate=None, devices=1, n=2):
+    """A book, a driver with ``n`` fixed points (keys a, b, …) and the Ray scheduler adapter,
+    as :func:`run_trials` wires them."""
     rec = MemoryRecorder()
+    book = SweepBook(rec, control=rec, sweep_id=1, proxy_sweep_id=2, kind="proxy", width=16,
+                     max_t=27, devices=devices, device_kind="cpu", seq=itertools.count(1))
+    driver = SweepDriver([Group("w16", FixedSearcher([{"lr": 0.01}] * n), core, 27,
+                                make_point=lambda i, hp: {"hparams": hp, "seed": i,
+                                                          "index": i},
+                                key_of="abcdefgh".__getitem__)],
+                         concurrency=n, admission=None if gate is None
+                         else BudgetAdmission(gate, book, core.grace_period))
+    book.driver = driver
+    if gate is not None:
+        gate.register(book)
+    return rec, book, driver, RayScheduler(driver, book, "val_loss", "min")
+
+
+def test_a_running_trial_finishes_its_rung_once_the_budget_is_exhausted():
     core = ASHA(grace_period=3, reduction_factor=3, max_t=27, mode="min")
-    book = SweepBook(rec, sweep_id=1, proxy_sweep_id=2, kind="proxy", width=16, max_t=27,
-                     devices=1, device_kind="cpu", seq=itertools.count(1), core=core)
     gate = BudgetGate(1.0)
-    gate.register(book)
-    sched = RayASHA(core, book, "val_loss", gate=gate)
+    rec, book, driver, sched = _run(core, gate)
+    starts = [driver.next_action() for _ in range(2)]
+    assert [(a.kind, a.key) for a in starts] == [(ActionKind.START, "a"), (ActionKind.START, "b")]
     a, b = _trial("a", 0), _trial("b", 1)
     for t in (a, b):
         book.on_trial_start(0, [], t)
@@ -56,15 +76,33 @@ def test_a_running_trial_finishes_its_rung_once_the_budget_is_exhausted():
     # a trial Ray removed before it started is not recorded at all
     book.on_trial_complete(0, [], _trial("never", 2))
     assert len(rec.of("trial_finished")) == 2
+    # the sweep is over once they ended: the gate admits nothing new
+    assert driver.next_action().kind is ActionKind.DONE
+
+
+def test_a_closed_budget_admits_no_new_trial_and_no_promotion():
+    core = PromotionASHA(grace_period=3, reduction_factor=2, max_t=27, mode="min")
+    gate = BudgetGate(1.0)
+    rec, book, driver, sched = _run(core, gate, n=4)
+    for _ in range(2):
+        act = driver.next_action()
+        book.on_trial_start(0, [], _trial(act.key, 0))
+    a, b = _trial("a", 0), _trial("b", 1)
+    assert sched.on_trial_result(None, a, _report(3, 1.0)) == TrialScheduler.PAUSE
+    assert sched.on_trial_result(None, b, _report(3, 0.5)) == TrialScheduler.PAUSE
+    assert core.candidate().trial == "b"                      # n = 2, k = 1: promotable
+    gate.admits(10.0, "a huge trial")                        # the budget closes
+    act = driver.next_action()
+    assert act.kind is ActionKind.DONE                       # no promotion, no new trial
+    assert {j.trial for j in act.finished} == {"a", "b"}
+    assert driver.status("b") == ("stopped", "budget exhausted: stopped at rung 3")
 
 
 def test_spent_committed_and_estimates():
-    rec = MemoryRecorder()
     core = ASHA(grace_period=3, reduction_factor=3, max_t=27, mode="min")
-    book = SweepBook(rec, sweep_id=1, proxy_sweep_id=2, kind="proxy", width=16, max_t=27,
-                     devices=2, device_kind="cpu", seq=itertools.count(1), core=core)
     gate = BudgetGate(1.0)
-    gate.register(book)
+    rec, book, driver, sched = _run(core, gate, devices=2)
+    driver.next_action()
     t = _trial("a", 0)
     book.on_trial_start(0, [], t)
     book.record_report(t, {"step": 3, "val_loss": 1.0, "productive_s": 36.0, "eval_s": 0.0})

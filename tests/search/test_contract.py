@@ -1,4 +1,4 @@
-"""One contract, every scheduler core (DESIGN.md §4, §9): ASHA stopping and promotion, and
+"""One contract, every scheduler core (docs/architecture.md §4, §9): ASHA stopping and promotion, and
 Hyperband with either, driven by the same simulated executor on synthetic deterministic curves."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mutune.errors import SearchError
-from mutune.search.schedulers.asha import Decision, bracket_count, rung_milestones
+from mutune.search.schedulers.asha import ASHA, Decision, bracket_count, rung_milestones
 from mutune.search.best import best_at_rung
 from mutune.search.schedulers.factory import make_scheduler, scheduler_from_state
 from mutune.search.backends.simulated import feed_events, power_law_curve, simulate
@@ -72,10 +72,10 @@ def test_every_sweep_terminates_with_every_trial_terminal(core, eta, r, k, extra
 def test_mode_max_mirrors_mode_min(kind, variant):
     """Negating every value and flipping the mode gives the same decisions."""
     f = _noisy(11)
-    a = simulate(_core(kind, variant, 1, 3, 27, "min", 5), f, num_samples=20, concurrency=3,
+    a = simulate(_core(kind, variant, 1, 3, 27, "min", 5), f, num_samples=60, concurrency=3,
                  max_t=27, report_every=2)
     b = simulate(_core(kind, variant, 1, 3, 27, "max", 5), lambda i, s: -f(i, s),
-                 num_samples=20, concurrency=3, max_t=27, report_every=2)
+                 num_samples=60, concurrency=3, max_t=27, report_every=2)
     assert a.statuses == b.statuses
     assert [(j.trial, j.milestone, j.decision) for j in a.decisions] == \
            [(j.trial, j.milestone, j.decision) for j in b.decisions]
@@ -186,3 +186,143 @@ def test_hyperband_promotion_promotes_in_brackets_and_finishes_clean():
     assert promos and all(j.milestone in c.milestones_of(j.trial) for j in promos)
     assert set(res.statuses.values()) <= TERMINAL
     assert np.isfinite([j.value for j in promos]).all()
+
+
+# -- every rule, every core ---------------------------------------------------------------------
+
+def _rung(core, trial: str, milestone: int) -> dict[str, float]:
+    """The values recorded at ``milestone`` in ``trial``'s own rungs (its bracket's)."""
+    if hasattr(core, "bracket_rung_values"):
+        return core.bracket_rung_values()[core.bracket_of(trial)][milestone]
+    return core.rung_values()[milestone]
+
+
+def _better(values: dict[str, float], v: float, mode: str) -> int:
+    return sum(1 for x in values.values() if math.isfinite(x) and (x < v if mode == "min"
+                                                                      else x > v))
+
+
+def _continuous(seed):
+    """Curves without ties: every trial's value differs at every step."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.uniform(0.1, 1.0, 500), rng.uniform(0.5, 2.0, 500)
+    return lambda i, s: float(a[i] + b[i] / math.sqrt(s))
+
+
+@settings(max_examples=60, deadline=None)
+@given(core=st.sampled_from(CORES), eta=st.sampled_from([2, 3]), r=st.integers(1, 3),
+       k=st.integers(1, 3), concurrency=st.integers(1, 5), n=st.integers(1, 40),
+       report_every=st.integers(1, 4), seed=st.integers(0, 2**16),
+       mode=st.sampled_from(["min", "max"]))
+def test_every_decision_follows_the_rule_of_its_core(core, eta, r, k, concurrency, n,
+                                                      report_every, seed, mode):
+    """Replaying the driver's calls one by one: every CONTINUE is inside the rung's top
+    fraction when made (max(⌊n/η⌋, 1) stopping, ⌊n/η⌋ promotion) and every STOP outside; every
+    PROMOTE is from the top ⌊n/η⌋ of its rung at that moment; a pause is at the lowest rung
+    the trial is outside of, else at the highest it crossed; the milestones a trial is judged
+    at increase; a trial reaching max_t is COMPLETE, never stopped; nothing stays paused."""
+    max_t = r * eta ** k
+    res = simulate(_core(*core, r, eta, max_t, mode=mode, seed=seed), _continuous(seed),
+                   num_samples=n, concurrency=concurrency, max_t=max_t,
+                   report_every=report_every)
+    c = _core(*core, r, eta, max_t, mode=mode, seed=seed)
+    promotion = core[1] == "promotion"
+    top = (lambda m: m // eta) if promotion else (lambda m: max(m // eta, 1))
+    last_judged: dict[str, int] = {}
+    for ev in res.events:
+        if ev[0] == "promote":
+            m = c.paused()[ev[1]]
+            vals = _rung(c, ev[1], m)
+            assert _better(vals, vals[ev[1]], mode) < len(vals) // eta
+            c.promote(ev[1])
+            continue
+        if ev[0] == "finish":
+            for j in c.finish():
+                assert j.decision is Decision.STOP and j.trial in res.statuses
+            continue
+        _, key, step, value = ev
+        js = c.on_report(key, step, value)
+        for i, j in enumerate(js):
+            assert j.milestone > last_judged.get(key, 0)          # rungs increase
+            last_judged[key] = j.milestone
+            vals = _rung(c, key, j.milestone)
+            inside = _better(vals, j.value, mode) < top(len(vals))
+            if j.decision is Decision.CONTINUE:
+                assert inside
+            elif j.decision is Decision.STOP:
+                assert not inside
+            elif j.decision is Decision.PAUSE:
+                assert i == len(js) - 1                 # nothing is judged past a pause
+                crossed = [m for m in c.milestones_of(key) if m <= step]
+                assert not inside or j.milestone == max(crossed)
+            elif j.decision is Decision.COMPLETE:
+                assert step >= max_t
+        if step >= max_t and not any(j.decision is Decision.DIVERGED for j in js):
+            assert c.completed(key) and c.stopped(key) is None
+    assert c.paused() == {}
+    for key, status in res.statuses.items():
+        assert (status == "completed") == (res.last_step[key] >= max_t)
+
+
+def test_asha_a_trial_that_trains_the_full_budget_is_completed_never_stopped():
+    # ASHA(r 1, η 2, max_t 2): max_t is itself a rung. b trains both steps; at rung 2 it is
+    # behind a, but it already trained the full budget: completed (and keeps its checkpoints).
+    s = ASHA(grace_period=1, reduction_factor=2, max_t=2)
+    s.on_report("a", 1, 1.0)
+    s.on_report("b", 1, 0.5)
+    s.on_report("a", 2, 1.0)
+    (j,) = s.on_report("b", 2, 2.0)
+    assert j.decision is Decision.COMPLETE and j.cutoff == 1.0
+    assert s.completed("b") and s.stopped("b") is None and s.ended("b") is Decision.COMPLETE
+    res = simulate(ASHA(grace_period=1, reduction_factor=2, max_t=2),
+                   lambda i, st: [[1.0, 1.0], [0.5, 2.0]][i][st - 1], num_samples=2,
+                   concurrency=2, max_t=2)
+    assert res.statuses == {"t0": "completed", "t1": "completed"}
+
+
+@pytest.mark.parametrize("kind, variant", CORES)
+def test_a_report_after_a_trial_completed_raises(kind, variant):
+    c = _core(kind, variant, 1, 2, 4)
+    c.on_report("a", 4, 0.5)            # straight to max_t: completed
+    assert c.completed("a")
+    with pytest.raises(SearchError, match="'a' reported at step 5 after it ended"):
+        c.on_report("a", 5, 0.4)
+
+
+BAD_VALUES = [("'0.5'", "0.5"), ("'nan'", "nan"), ("None", None), ("True", True),
+              ("[0.5]", [0.5]), ("array", np.array([0.5]))]
+
+
+@pytest.mark.parametrize("kind, variant", CORES)
+@pytest.mark.parametrize("shown, bad", BAD_VALUES)
+def test_bad_metric_values_raise_naming_the_trial_the_field_and_the_value(kind, variant,
+                                                                          shown, bad):
+    c = _core(kind, variant, 1, 2, 8)
+    with pytest.raises(SearchError, match=r"trial 'x': value = .*: must be a real number"):
+        c.on_report("x", 1, bad)
+    assert c.rung_values()[1] == {}                            # nothing recorded
+
+
+@pytest.mark.parametrize("kind, variant", CORES)
+@pytest.mark.parametrize("bad", [6.7, "6", None, True, 0, -1, math.nan])
+def test_bad_steps_raise_naming_the_trial_the_field_and_the_value(kind, variant, bad):
+    c = _core(kind, variant, 1, 2, 8)
+    with pytest.raises(SearchError, match=r"trial 'x': step = "):
+        c.on_report("x", bad, 0.5)
+
+
+@pytest.mark.parametrize("kind, variant", CORES)
+def test_python_and_numpy_numbers_are_accepted(kind, variant):
+    c = _core(kind, variant, 1, 2, 8)
+    c.on_report("a", np.int64(1), np.float32(0.5))
+    c2 = _core(kind, variant, 1, 2, 8)
+    c2.on_report("a", 1.0, 1)                                  # an integral float step
+    if kind == "asha":                 # Hyperband may put "a" in a bracket starting later
+        assert c.rung_values()[1] == {"a": 0.5} and c2.rung_values()[1] == {"a": 1.0}
+
+
+def test_a_tensor_value_is_refused():
+    torch = pytest.importorskip("torch")
+    c = _core("asha", "stopping", 1, 2, 8)
+    with pytest.raises(SearchError, match=r"value = tensor\(0\.5000\) \(Tensor\)"):
+        c.on_report("x", 1, torch.tensor(0.5))

@@ -22,10 +22,11 @@ _SCRIPT = textwrap.dedent("""
     from ray.tune import Callback
     from tests.conftest import make_tiny_config
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.recording import MemoryRecorder
+    from mutune.pipeline.recording import MemoryRecorder
     from mutune.search.searchers import make_searcher
     from mutune.search.searchers.space import trial_seeds
-    from mutune.search.backends.ray_tune.run import ray_cluster, run_trials
+    from mutune.search.backends.ray_tune.cluster import ray_cluster
+    from mutune.search.backends.ray_tune.run import run_trials
 
     kill = sys.argv[1] == "kill"
     cluster = Cluster(initialize_head=True, connect=False,

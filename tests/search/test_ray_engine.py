@@ -11,7 +11,7 @@ import pytest
 from ray.tune import Callback
 
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.recording import MemoryRecorder
+from mutune.pipeline.recording import MemoryRecorder
 from mutune.search.schedulers.asha import Decision
 from mutune.search.searchers import make_searcher
 from mutune.search.searchers.space import trial_seeds
@@ -34,7 +34,7 @@ def _replayed(core, reports, decisions, key_of):
     for _, what, e in events:
         key = key_of[e["trial_id"]]
         if what == "report":
-            if core.stopped(key) is None:
+            if core.ended(key) is None:
                 out += core.on_report(key, e["step"], e["metrics"]["val_loss"])
         else:
             out.append(core.promote(key))
@@ -46,7 +46,9 @@ def test_promotion_asha_with_tpe_pauses_resumes_from_checkpoints_and_ends_clean(
         ray_local, tiny_config, tmp_path):
     cfg = tiny_config.model_copy(update={"search": tiny_config.search.model_copy(update={
         "num_samples": 6, "searcher": "tpe",
-        "scheduler": tiny_config.search.scheduler.model_copy(update={"variant": "promotion"})}),
+        # rungs 9 and 27: of the first 3 at rung 9 the best is promoted (⌊3/3⌋ = 1)
+        "scheduler": tiny_config.search.scheduler.model_copy(update={"variant": "promotion",
+                                                                      "grace_period": 9})}),
         "ray": tiny_config.ray.model_copy(update={"heartbeat_s": 0.05, "lease_s": 0.5})})
     rec = MemoryRecorder()
     out = run_trials(None, task=_task(cfg), width=16, max_t=27, recorder=rec, sweep_id=1,
@@ -129,7 +131,7 @@ def test_sigkilled_trial_is_retried_from_its_checkpoint_bit_identical(ray_local,
     first = next(r["wall_s"] for r in t.reports if r["step"] == 15)
     second = t.reports[-1]["wall_s"]
     assert t.timing["allocated_s"] >= first + second
-    from mutune.scaling.ledger import sweep_waste, trial_time
+    from mutune.scaling.time_split import sweep_waste, trial_time
     split = trial_time(t.timing)
     assert split.seconds["recovery"] == pytest.approx(t.timing["recovery_s"])
     assert split.seconds["recovery"] > 0

@@ -66,9 +66,9 @@ def test_small_sweep_by_hand_concurrency_two():
     # t=4 a@4 completes; t=4 c@1 (n=3,k=1) best → continue; t=5 c@2 continue; t=7 c@4.
     got = [(d.trial, d.milestone, d.decision.value, d.time) for d in r.decisions]
     assert got == [("a", 1, "continue", 1.0), ("a", 2, "continue", 2.0),
-                   ("b", 1, "stop", 3.0), ("a", 4, "continue", 4.0),
+                   ("b", 1, "stop", 3.0), ("a", 4, "complete", 4.0),
                    ("c", 1, "continue", 4.0), ("c", 2, "continue", 5.0),
-                   ("c", 4, "continue", 7.0)]
+                   ("c", 4, "complete", 7.0)]
     assert r.statuses == {"a": "completed", "b": "stopped", "c": "completed"}
     assert r.wall_s == 7.0 and r.device_s == 4.0 + 3.0 + 4.0
     assert r.held_s == {"a": 4.0, "b": 3.0, "c": 4.0}

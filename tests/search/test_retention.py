@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.recording import MemoryRecorder
+from mutune.pipeline.recording import MemoryRecorder
 from mutune.search.searchers import make_searcher
 from mutune.search.searchers.space import trial_seeds
 from mutune.search.backends.ray_tune.run import run_trials

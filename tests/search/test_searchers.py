@@ -65,22 +65,13 @@ def test_config_names_the_searcher_field(tiny_config):
         parse_config(d)
 
 
-def _drive(searcher, core, n, concurrency=2, max_t=27):
-    """Simulate a sweep where trial i's curve comes from the searcher's point for it (asked
-    at its first report); reports and ends reach the searcher as they happen."""
-    keys = [f"t{i}" for i in range(n)]
-    points = {}
-
-    def curve(i, step):
-        key = keys[i]
-        if key not in points:
-            points[key] = searcher.suggest(key)
-        v = _objective(points[key], step)
-        searcher.observe(key, step, v)
-        return v
-
-    res = simulate(core, curve, num_samples=n, concurrency=concurrency, max_t=max_t,
-                   report_every=3, on_end=searcher.complete)
+def _drive(searcher, core, concurrency=2, max_t=27):
+    """Simulate a sweep through the driver loop — the order Ray uses: the searcher proposes a
+    trial when a slot frees, observes every report (the stopping one included) and is told
+    each end as soon as the driver knows it."""
+    res = simulate(core, _objective, searcher=searcher, concurrency=concurrency, max_t=max_t,
+                   report_every=3)
+    points = {k: t.point["hparams"] for k, t in res.driver.trials.items()}
     return res, points
 
 
@@ -95,7 +86,7 @@ def test_tpe_with_every_scheduler_is_seeded_and_learns(tiny_config, kind, varian
         core = make_scheduler(kind, variant=variant, grace_period=3, reduction_factor=3,
                               max_t=27, seed=seed)
         tpe = TPESearcher(search, seed, 0, n_startup_trials=8)
-        return (*_drive(tpe, core, 40), tpe)
+        return (*_drive(tpe, core), tpe)
 
     (res_a, pts_a, tpe), (res_b, pts_b, _) = run(0), run(0)
     assert pts_a == pts_b and res_a.statuses == res_b.statuses       # seeded end to end

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.recording import MemoryRecorder
+from mutune.pipeline.recording import MemoryRecorder
 from mutune.search.searchers.space import sample_configs, trial_seeds
 from mutune.search.backends.ray_tune.run import run_trials
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.recording import MemoryRecorder
+from mutune.pipeline.recording import MemoryRecorder
 from mutune.search.backends.ray_tune.run import run_trials
 
 pytestmark = pytest.mark.slow

@@ -32,7 +32,7 @@ def test_report_by_project_sums_the_ledger(store_url, tmp_path):
         _sweep(store, None, total_gpu_hours=0.25)
     out_json = tmp_path / "by_project.json"
     res = CliRunner().invoke(app, ["report", "--by", "project", "--db", store_url,
-                                   "--json", str(out_json)], env={"COLUMNS": "200"})
+                                   "--json-out", str(out_json)], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     rows = {r["project"]: r for r in json.loads(out_json.read_text())["projects"]}
     assert list(rows) == ["text", "vision", None]

@@ -88,7 +88,7 @@ def record_sweep(store, *, widths=(16, 32), n=12, r=1, eta=3, max_t=9, every=1, 
                 for jd in js:
                     store.scheduler_decided(tid, jd.milestone, jd.value, jd.cutoff,
                                             jd.decision.value, next(seq))
-                bad = [jd for jd in js if jd.decision is not Decision.CONTINUE]
+                bad = [jd for jd in js if jd.decision in (Decision.STOP, Decision.DIVERGED)]
                 if bad:
                     status = "diverged" if bad[0].decision is Decision.DIVERGED else "stopped"
                 elif step >= max_t:

@@ -10,7 +10,7 @@ from mutune.services.report.rung_plot import plot_rungs, rung_summary
 
 def test_rung_summary_matches_the_core_and_the_png_is_written(store, tmp_path):
     core = PromotionASHA(grace_period=1, reduction_factor=3, max_t=27)
-    res = simulate(core, power_law_curve(1), num_samples=20, concurrency=3, max_t=27,
+    res = simulate(core, power_law_curve(1), num_samples=60, concurrency=3, max_t=27,
                    report_every=2)
     sweep = store.sweep_started({"name": "rungs"}, 0, {})
     ps = store.proxy_sweep_started(sweep, 32, {})
@@ -20,8 +20,8 @@ def test_rung_summary_matches_the_core_and_the_png_is_written(store, tmp_path):
         store.scheduler_decided(ids[j.trial], j.milestone, j.value, j.cutoff,
                                 j.decision.value, seq)
     (entries,) = rung_summary(store.sweep_rows(sweep)).values()
-    rungs = core.rung_values()
-    assert [e["milestone"] for e in entries] == sorted(rungs)
+    rungs = {m: v for m, v in core.rung_values().items() if v}
+    assert [e["milestone"] for e in entries] == sorted(rungs) and 27 in rungs
     for e in entries:
         m = e["milestone"]
         assert e["reached"] == len(rungs[m]) and e["paused"] == 0      # none left paused
@@ -29,7 +29,9 @@ def test_rung_summary_matches_the_core_and_the_png_is_written(store, tmp_path):
         passed = sum(1 for j in res.decisions if j.milestone == m
                      and j.decision is Decision.CONTINUE)
         assert e["went_on"] == promoted + passed
-        assert e["stopped"] + e["went_on"] + e["diverged"] == e["reached"]
+        assert e["stopped"] + e["went_on"] + e["diverged"] + e["completed"] == e["reached"]
+        assert e["completed"] == (sum(1 for j in res.decisions if j.milestone == m and
+                                      j.decision is Decision.COMPLETE))
         last_cut = [j.cutoff for j in res.decisions if j.milestone == m
                     and j.cutoff is not None][-1]
         assert e["cutoff"] == last_cut

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from mutune.services.api import reap_stale
+from mutune.services.recovery import reap_stale
 from mutune.config import parse_config
 from mutune.errors import ConfigError, MutuneError
 from mutune.search.schedulers.promotion import PromotionASHA

@@ -89,18 +89,25 @@ def _snapshot(db: str, sweep_id: int) -> dict:
 
 def test_sigkill_mid_sweep_then_restart_resumes_with_no_lost_or_duplicated_rows(store_url,
                                                                               tmp_path):
+    """The server killed while the second width runs; the next server resumes that width —
+    the same proxy sweep row, its running trials continued from their checkpoints under their
+    own rows — by the recovery path ``mutune resume`` takes: no width is swept twice."""
     db = store_url
     token = make_token(db, "alpha")
     server = start_server(db, tmp_path, worker=True, name="before")
+    cfg = _tiny()
+    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"checkpoint_every": 3})})
     try:
-        sweep = mutune.Client(server.url, token).submit(_tiny())
+        sweep = mutune.Client(server.url, token).submit(cfg)
 
-        def second_width_running():
-            st = sweep.status()
-            w = st["progress"]["widths"]
-            return (len(w) == 2 and w[0]["status"] == "completed" and w[1]["trials"] > 0
-                    and st["progress"]["trials_running"] > 0)
-        _until(second_width_running, 300, "the first width to complete and the second to run")
+        def checkpointed_trial_of_the_second_width_running():
+            rows = _snapshot(db, sweep.id)
+            second = [p["id"] for p in rows["proxy_sweeps"] if p["width"] == 32]
+            return second and any(t["status"] == "running" and t["proxy_sweep_id"] in second
+                                  and max((r["step"] for r in t["reports"]), default=0) >= 6
+                                  for t in rows["trials"])
+        _until(checkpointed_trial_of_the_second_width_running, 300,
+               "a trial of the second width to run past its first checkpoint", poll=0.2)
         workers = _children(server.proc.pid)
         assert len(workers) == 1
         server.kill(signal.SIGKILL)
@@ -112,6 +119,9 @@ def test_sigkill_mid_sweep_then_restart_resumes_with_no_lost_or_duplicated_rows(
             server.kill()
     before = _snapshot(db, sweep.id)
     assert before["sweep"]["status"] == "running"
+    interrupted = {t["id"] for t in before["trials"] if t["status"] == "running"
+                   and t["kind"] == "proxy"}
+    assert interrupted
     reports_before = {(t["id"], r["step"]) for t in before["trials"] for r in t["reports"]}
     events_before = {(e["trial_id"], e["milestone"]) for e in before["events"]}
 
@@ -130,14 +140,19 @@ def test_sigkill_mid_sweep_then_restart_resumes_with_no_lost_or_duplicated_rows(
                               for r in t["reports"]}
     assert events_before <= {(e["trial_id"], e["milestone"]) for e in after["events"]}
     assert {p["id"] for p in before["proxy_sweeps"]} <= {p["id"] for p in after["proxy_sweeps"]}
-    # the completed width was not swept again; the interrupted one was, once
-    done = Counter(p["width"] for p in after["proxy_sweeps"] if p["status"] == "completed")
-    assert done == Counter({16: 1, 32: 1})
-    first = next(p for p in before["proxy_sweeps"] if p["width"] == 16)
-    assert next(p for p in after["proxy_sweeps"] if p["id"] == first["id"])["status"] == \
-        "completed"
-    assert [p["status"] for p in after["proxy_sweeps"] if p["width"] == 32].count(
-        "interrupted") == 1
+    # no width was swept again: the same two proxy sweep rows, both completed, and the
+    # interrupted width kept its trials and has exactly num_samples of them
+    assert [(p["id"], p["width"]) for p in after["proxy_sweeps"]] == \
+        [(p["id"], p["width"]) for p in before["proxy_sweeps"]]
+    assert {p["status"] for p in after["proxy_sweeps"]} == {"completed"}
+    second = next(p["id"] for p in after["proxy_sweeps"] if p["width"] == 32)
+    assert len([t for t in after["trials"] if t["proxy_sweep_id"] == second]) == 4
+    # the trials running at the kill continued under their own rows, from their checkpoints
+    by_id = {t["id"]: t for t in after["trials"]}
+    assert all(by_id[i]["status"] != "running" for i in interrupted)
+    assert any(by_id[i]["restarts"] >= 1 and any(
+        float(r["metrics"].get("restored_step", 0)) > 0 for r in by_id[i]["reports"])
+        for i in interrupted)
     assert not any(t["status"] == "running" for t in after["trials"])
     # nothing duplicated: one report per (trial, step), one decision per (trial, rung), one
     # sequence number per report/decision, one rule per hyperparameter, one law, one target

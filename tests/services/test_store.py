@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import inspect, text
 
 from mutune.errors import StoreError
-from mutune.recording import MemoryRecorder, Recorder
+from mutune.pipeline.recording import MemoryRecorder, Recorder
 from mutune.services.store import (TABLES, Base, Store, alembic_config, finite_json, make_engine,
                                    normalize_url, upgrade)
 

@@ -1,11 +1,11 @@
-"""Replay a scheduler on recorded learning curves, training nothing (DESIGN.md §4, §9).
+"""Replay a scheduler on recorded learning curves, training nothing (docs/architecture.md §4, §9).
 
 Two entry points drive the *same* scheduler cores the live sweep uses
 (:class:`~mutune.search.schedulers.asha.ASHA`, :class:`~mutune.search.schedulers.hyperband.Hyperband`):
 
 * :func:`replay_in_order` feeds recorded reports in their recorded sequence order. With the
   original settings it reproduces the original decisions and best trial exactly (asynchronous
-  decisions depend on report order, DESIGN.md §4).
+  decisions depend on report order, docs/architecture.md §4).
 * :func:`replay` re-simulates the sweep with a simulated clock (Syne Tune's idea): ``concurrency``
   workers take trials in arrival order; a trial's report i happens ``seconds[i]`` simulated seconds
   after the trial started (its recorded seconds, e.g. productive + eval time); each report is
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import itertools
 import math
 import operator
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,9 +37,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from mutune.errors import SearchError
-from mutune.search.schedulers.asha import ASHA, Decision
 from mutune.search.best import BestTrial, best_at_rung
+from mutune.search.driver import ActionKind, Group, SweepDriver
+from mutune.search.schedulers.asha import ASHA
+from mutune.search.schedulers.contract import Decision, Scheduler
 from mutune.search.schedulers.hyperband import Hyperband
+from mutune.search.schedulers.inputs import check_step, check_value
+from mutune.search.searchers.simple import FixedSearcher
 
 __all__ = ["ReplaySettings", "ReplayDecision", "Censored", "ReplayResult", "replay",
            "replay_in_order", "CENSORED_TREATMENT", "SCHEDULER_KINDS"]
@@ -134,18 +137,11 @@ class ReplayResult:
         return len(self.censored)
 
 
-def _best(core: ASHA | Hyperband, mode: str) -> BestTrial | None:
+def _best(core: Scheduler, mode: str) -> BestTrial | None:
     try:
         return best_at_rung(core.rung_values(), mode=mode, min_trials=3)
     except SearchError:
         return None
-
-
-def _milestones_for(core: ASHA | Hyperband):
-    if isinstance(core, Hyperband):
-        return core.milestones_of
-    ms = core.milestones
-    return lambda _trial: ms
 
 
 def _needed(milestones: Sequence[int], last_step: int, max_t: int) -> int:
@@ -156,23 +152,53 @@ def _needed(milestones: Sequence[int], last_step: int, max_t: int) -> int:
 _STEP, _VALUE, _SECONDS = (operator.itemgetter(i) for i in range(3))
 
 
-def _check(key: str, curve: Sequence[Sequence[float]]) -> None:
-    """Raise unless the curve's steps are integers ≥ 1, strictly increasing."""
+def _check(key: str, curve: Sequence[Any]) -> Sequence[Any]:
+    """The curve if every report is (step, value, seconds) with integer steps ≥ 1 strictly
+    increasing and real values and seconds; else SearchError naming the trial, the report
+    and the field (never an IndexError, never a silently truncated step). The common case —
+    ints and floats — is checked in C loops; anything else takes the careful path."""
     try:
-        ok = (curve[0][0] >= 1 and len(curve[0]) == 3 and all(map(
-            operator.lt, map(_STEP, curve), map(_STEP, itertools.islice(curve, 1, None)))))
-    except (TypeError, IndexError) as exc:
-        raise SearchError(f"curve of trial {key!r}: each report must be (step, value, "
-                          f"seconds): {exc}") from exc
-    if not ok:
-        raise SearchError(f"curve of trial {key!r}: reports must be (step, value, seconds) "
-                          f"with steps >= 1 strictly increasing, got steps "
-                          f"{[r[0] for r in curve[:10]]}…")
+        steps = list(map(_STEP, curve))
+        fast = (all(map(_is3, curve)) and all(type(x) is int for x in steps)
+                and steps[0] >= 1 and all(map(operator.lt, steps, steps[1:]))
+                and all(type(x) is float for x in map(_VALUE, curve))
+                and all(type(x) in (float, int) for x in map(_SECONDS, curve)))
+    except (TypeError, IndexError, KeyError):
+        fast = False
+    if fast:
+        return curve
+    out: list[tuple[int, float, float]] = []
+    for n, rep in enumerate(curve):
+        if not isinstance(rep, (tuple, list)) or len(rep) != 3:
+            raise SearchError(f"curve of trial {key!r}, report {n}: {rep!r}: each report must "
+                              "be (step, value, seconds)")
+        step = check_step(key, rep[0], field=f"report {n} step")
+        value = check_value(key, rep[1], field=f"report {n} value")
+        seconds = check_value(key, rep[2], field=f"report {n} seconds")
+        if out and step <= out[-1][0]:
+            raise SearchError(f"curve of trial {key!r}: report {n} at step {step} after step "
+                              f"{out[-1][0]}; steps must be strictly increasing")
+        out.append((step, value, seconds))
+    return out
+
+
+def _is3(rep: Any) -> bool:
+    return type(rep) in (tuple, list) and len(rep) == 3
+
+
+def _driver(settings: ReplaySettings, keys: list[str], concurrency: int) -> SweepDriver:
+    """One group holding the recorded trials, in arrival order, under the replayed core."""
+    return SweepDriver([Group("replay", FixedSearcher([{} for _ in keys]), settings.build(),
+                              settings.max_t, key_of=keys.__getitem__)],
+                       concurrency=concurrency)
 
 
 def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySettings, *,
            concurrency: int = 1, failed: Iterable[str] = ()) -> ReplayResult:
     """Re-simulate ``settings``' scheduler on recorded curves with ``concurrency`` workers.
+
+    The driver loop (:class:`~mutune.search.driver.SweepDriver`) decides who runs and what
+    each report means, as in a live sweep; this backend only keeps the simulated clock.
 
     Args:
         curves: trial key → its reports ``[(step, value, seconds), …]`` by step, where
@@ -185,15 +211,21 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
     Returns:
         :class:`ReplayResult` with every trial in a terminal state.
     Raises:
-        SearchError: concurrency < 1, bad settings, or a malformed curve.
+        SearchError: concurrency < 1, bad settings, or a malformed curve (naming the trial,
+            the report and the field).
     """
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise SearchError(f"concurrency = {concurrency!r}: must be an integer >= 1")
-    core = settings.build()
-    milestones_for = _milestones_for(core)
+    keys = list(curves)
+    if not keys:
+        core = settings.build()
+        return ReplayResult([], {}, None, 0.0, 0.0, [], {}, core)
+    driver = _driver(settings, keys, concurrency)
+    core = driver.groups["replay"].core
+    milestones_for = core.milestones_of
     max_t = settings.max_t
     failed = set(failed)
-    keys = list(curves)
+    index = {k: i for i, k in enumerate(keys)}
     n_trials = len(keys)
     plans: list[list[int]] = [None] * n_trials  # type: ignore[list-item]
     starts = [0.0] * n_trials
@@ -203,13 +235,12 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
     decisions: list[ReplayDecision] = []
     censored: list[Censored] = []
     heap: list[tuple[float, int, int]] = []
-    on_report = core.on_report
-    CONTINUE = Decision.CONTINUE
+    report = driver.report
     bisect_left = bisect.bisect_left
     isfinite = math.isfinite
+    START = ActionKind.START
     device_s = 0.0
     wall_s = 0.0
-    next_trial = 0
 
     def finish(i: int, j: int, status: str) -> float:
         """End trial i after its report j (j = -1: no report); returns its end time."""
@@ -220,25 +251,28 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
         device_s += held
         held_s[key] = held
         statuses[key] = status
+        if status in ("censored", "failed"):
+            driver.ended(key, status)
         if status == "censored":
             last = int(curve[j][0]) if j >= 0 else 0
             censored.append(Censored(key, last, _needed(milestones_for(key), last, max_t)))
         return starts[i] + held
 
     def start(t: float) -> None:
-        """Start trials at time t until one has a pending report or none are left."""
-        nonlocal next_trial, wall_s
-        while next_trial < n_trials:
-            i = next_trial
-            next_trial += 1
-            key = keys[i]
-            curve = data[i] = curves[key]
+        """Start trials at time t until one has a pending report or the driver says wait."""
+        nonlocal wall_s
+        while True:
+            act = driver.next_action()
+            if act.kind is not START:
+                return
+            key = act.key
+            i = index[key]
+            curve = data[i] = _check(key, curves[key])
             starts[i] = t
             n = len(curve)
             if n == 0:
                 wall_s = max(wall_s, finish(i, -1, "failed" if key in failed else "censored"))
                 continue
-            _check(key, curve)
             last = bisect_left(curve, max_t, key=_STEP)
             if last >= n:
                 last = n - 1
@@ -270,21 +304,18 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
         step, value, _ = data[i][j]
         plan = plans[i]
         plan.pop()
-        status = None
-        for jd in on_report(key, step, value):
+        out = report(key, step, value)
+        for jd in out.judgements:
             decisions.append(ReplayDecision(key, jd.milestone, jd.value, jd.cutoff,
                                             jd.decision, t, None))
-            if jd.decision is not CONTINUE:
-                status = "diverged" if jd.decision is Decision.DIVERGED else "stopped"
-        if status is None and not plan:
-            if step >= max_t:
-                status = "completed"
-            else:
-                status = "failed" if key in failed else "censored"
-        if status is None:
+        if out.action == "end":
+            status = out.status
+        elif plan:
             nj = plan[-1]
             heappush(heap, (starts[i] + data[i][nj][2], i, nj))
             continue
+        else:
+            status = "failed" if key in failed else "censored"
         end = finish(i, j, status)
         if end > wall_s:
             wall_s = end
@@ -297,6 +328,9 @@ def replay_in_order(reports: Iterable[Sequence[Any]], settings: ReplaySettings, 
                     failed: Iterable[str] = ()) -> ReplayResult:
     """Feed recorded reports to ``settings``' scheduler in the given (recorded) order.
 
+    The driver loop starts each trial at its first report (every trial gets a slot: the
+    recorded order already says who ran when) and judges every report as a live sweep would.
+
     Args:
         reports: ``(seq, trial, step, value)`` or ``(seq, trial, step, value, seconds)`` in
             recorded sequence order; ``seconds`` (time since the trial started) feeds
@@ -307,42 +341,58 @@ def replay_in_order(reports: Iterable[Sequence[Any]], settings: ReplaySettings, 
     Returns:
         :class:`ReplayResult`; ``wall_s`` is None (no clock), decisions carry the report seq.
     Raises:
-        SearchError: bad settings or a report out of step order for its trial.
+        SearchError: bad settings, a malformed report (naming the trial and the field), or a
+            report out of step order for its trial.
     """
-    core = settings.build()
-    milestones_for = _milestones_for(core)
+    rows = []
+    for n, rep in enumerate(reports):
+        if not isinstance(rep, (tuple, list)) or len(rep) not in (4, 5):
+            raise SearchError(f"report {n}: {rep!r}: must be (seq, trial, step, value) or "
+                              "(seq, trial, step, value, seconds)")
+        key = str(rep[1])
+        step = check_step(key, rep[2])
+        value = check_value(key, rep[3])
+        seconds = check_value(key, rep[4], field="seconds") if len(rep) > 4 else 0.0
+        rows.append((rep[0], key, step, value, seconds))
+    keys = list(dict.fromkeys(r[1] for r in rows))
+    if not keys:
+        return ReplayResult([], {}, None, None, 0.0, [], {}, settings.build())
+    driver = _driver(settings, keys, len(keys))
+    core = driver.groups["replay"].core
     max_t = settings.max_t
     failed = set(failed)
     decisions: list[ReplayDecision] = []
-    statuses: dict[str, str] = {}
     last: dict[str, tuple[int, float]] = {}
-    CONTINUE = Decision.CONTINUE
-    for rep in reports:
-        seq, key, step, value = rep[0], rep[1], int(rep[2]), float(rep[3])
-        seconds = float(rep[4]) if len(rep) > 4 else 0.0
-        if key in statuses:
+    for seq, key, step, value, seconds in rows:
+        if key not in driver.trials:
+            act = driver.next_action()
+            if act.key != key:   # pragma: no cover - keys are in first-report order
+                raise SearchError(f"replay started {act.key!r} where {key!r} reported")
+        if driver.trials[key].state == "ended":
             continue
         prev = last.get(key)
         if prev is not None and step <= prev[0]:
             raise SearchError(f"trial {key!r}: report at step {step} (seq {seq}) after step "
                               f"{prev[0]}; reports must come in step order")
         last[key] = (step, seconds)
-        for jd in core.on_report(key, step, value):
+        for jd in driver.report(key, step, value).judgements:
             decisions.append(ReplayDecision(key, jd.milestone, jd.value, jd.cutoff,
                                             jd.decision, None, seq))
-            if jd.decision is not CONTINUE:
-                statuses[key] = "diverged" if jd.decision is Decision.DIVERGED else "stopped"
-        if key not in statuses and step >= max_t:
-            statuses[key] = "completed"
+    statuses: dict[str, str] = {}
     censored = []
     for key, (step, _) in last.items():
-        if key not in statuses:
+        st = driver.status(key)
+        if st is None:
             if key in failed:
+                driver.ended(key, "failed")
                 statuses[key] = "failed"
             else:
+                driver.ended(key, "censored")
                 statuses[key] = "censored"
-                censored.append(Censored(key, step, _needed(milestones_for(key), step, max_t)))
-    statuses = {k: statuses[k] for k in last}  # first-report order
+                censored.append(Censored(key, step, _needed(core.milestones_of(key), step,
+                                                            max_t)))
+        else:
+            statuses[key] = st[0]
     held_s = {k: s for k, (_, s) in last.items()}
     return ReplayResult(decisions, statuses, _best(core, settings.mode), None,
                         sum(held_s.values()), censored, held_s, core)

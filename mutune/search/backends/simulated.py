@@ -1,14 +1,12 @@
-"""Drive any scheduler core on synthetic learning curves with a simulated clock.
+"""The simulated backend: the driver loop on synthetic learning curves and a simulated clock.
 
-The same cores the live sweep uses (stopping or promotion ASHA, Hyperband) run here against a
-deterministic ``curve(trial_index, step) -> value`` with ``concurrency`` simulated workers, one
-simulated second per training step (Syne Tune's simulator-backend idea). It is the executor the
-scheduler contract tests share: every sweep must end with every trial in a terminal state.
+The same :class:`~mutune.search.driver.SweepDriver` the Ray backend uses runs here against a
+deterministic curve with ``concurrency`` simulated workers, one simulated second per training
+step (Syne Tune's simulator-backend idea). It is the executor the scheduler contract tests
+share: every sweep must end with every trial in a terminal state.
 
-Workers follow Li et al. 2020, Algorithm 2: whenever a worker is free, promote the scheduler's
-candidate (resuming the paused trial at the step it paused), else start the next new trial, else
-stay idle. When nothing runs and nothing is promotable, :meth:`finish` stops the paused trials.
-Events are ordered by (time, trial arrival index), so a simulation is deterministic.
+Events are ordered by (time, trial arrival index), so a simulation is deterministic; a free
+worker asks the driver what to do (promote, start, or nothing) exactly as a free Ray slot does.
 """
 from __future__ import annotations
 
@@ -19,7 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mutune.errors import SearchError
-from mutune.search.schedulers.asha import Decision, Judgement
+from mutune.search.driver import ActionKind, Group, SweepDriver
+from mutune.search.schedulers.contract import Judgement, Scheduler
+from mutune.search.searchers.base import Searcher
+from mutune.search.searchers.simple import FixedSearcher
 
 __all__ = ["SimResult", "simulate", "feed_events", "power_law_curve"]
 
@@ -31,13 +32,14 @@ class SimResult:
     Attributes:
         statuses: trial key (``t0``, ``t1``, …) → ``completed``/``stopped``/``diverged``.
         decisions: every judgement in the order made (pauses, promotions, final stops).
-        reports: (trial, step, value) in the order fed to the core.
+        reports: (trial, step, value) in the order fed to the driver.
         wall_s: simulated seconds until the last trial ended.
         max_running: the most trials running at once (≤ concurrency).
         last_step: trial → the last step it trained to.
         events: what the driver fed the core, in order: ``("report", trial, step, value)``,
             ``("promote", trial)`` and a final ``("finish",)`` — :func:`feed_events` replays
-            them (the recorded order of DESIGN.md §4).
+            them (the recorded order of docs/architecture.md §4).
+        driver: the driver after the sweep (its searchers hold the ask/observe/tell log).
     """
     statuses: dict[str, str]
     decisions: list[Judgement]
@@ -46,104 +48,107 @@ class SimResult:
     max_running: int
     last_step: dict[str, int] = field(default_factory=dict)
     events: list[tuple] = field(default_factory=list)
+    driver: Any = None
 
 
-def simulate(core: Any, curve: Callable[[int, int], float], *, num_samples: int,
+def simulate(core: Scheduler | None, curve: Callable[..., float], *, num_samples: int | None = None,
              concurrency: int, max_t: int, report_every: int = 1,
-             on_end: Callable[[str, str], None] | None = None) -> SimResult:
-    """Run ``num_samples`` trials on ``core`` with ``concurrency`` workers.
+             searcher: Searcher | None = None) -> SimResult:
+    """Run a sweep of one group on ``core`` with ``concurrency`` simulated workers.
 
     Args:
-        core: a scheduler core (fresh, or restored from state with no trial running).
-        curve: value of trial number i at training step s (any float; NaN/inf allowed).
-        num_samples: trials to start in total (≥ 1).
+        core: a scheduler core (fresh, or restored from state with no trial running), or
+            None to run every trial to ``max_t``.
+        curve: without ``searcher``, ``curve(i, step)``: the value of trial number i at
+            training step s; with one, ``curve(hparams, step)`` of the trial's proposed point.
+            Any float (NaN/inf allowed).
+        num_samples: trials to start (≥ 1) when no ``searcher`` is given.
         concurrency: workers (≥ 1).
         max_t: steps a trial trains at most.
         report_every: a report every this many steps and at max_t (reports need not hit
             milestones: a report past one is judged there).
-        on_end: called with (trial, status) as each trial ends (e.g. a searcher's
-            ``complete``, so a model-based searcher learns during the sweep).
+        searcher: proposes the points (its ``num_samples``), observes every report and is
+            told every end, as under Ray.
     Returns:
         :class:`SimResult`; every trial is in a terminal state.
     Raises:
         SearchError: a bad argument, or the core broke the contract (e.g. left a trial paused).
     """
-    for name, v in (("num_samples", num_samples), ("concurrency", concurrency),
-                    ("max_t", max_t), ("report_every", report_every)):
+    for name, v in (("concurrency", concurrency), ("max_t", max_t),
+                    ("report_every", report_every)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise SearchError(f"{name} = {v!r}: must be an integer >= 1")
-    keys = [f"t{i}" for i in range(num_samples)]
-    index = {k: i for i, k in enumerate(keys)}
-    pos = dict.fromkeys(keys, 0)
-    statuses: dict[str, str] = {}
+    by_point = searcher is not None
+    if searcher is None:
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
+            raise SearchError(f"num_samples = {num_samples!r}: must be an integer >= 1")
+        searcher = FixedSearcher([{} for _ in range(num_samples)])
+    driver = SweepDriver([Group("sim", searcher, core, max_t)], concurrency=concurrency)
+    pos: dict[str, int] = {}
+    index: dict[str, int] = {}
     decisions: list[Judgement] = []
     reports: list[tuple[str, int, float]] = []
     events: list[tuple] = []
-    heap: list[tuple[float, int, int]] = []   # (time of next report, trial index, step)
-    running = 0
+    statuses: dict[str, str] = {}
+    heap: list[tuple[float, int, int]] = []   # (time of next report, arrival index, step)
+    keys: list[str] = []
     max_running = 0
-    next_new = 0
     now = 0.0
 
-    def schedule(i: int, t: float) -> None:
-        step = min((pos[keys[i]] // report_every + 1) * report_every, max_t)
-        heapq.heappush(heap, (t + step - pos[keys[i]], i, step))
+    def schedule(key: str, t: float) -> None:
+        step = min((pos[key] // report_every + 1) * report_every, max_t)
+        heapq.heappush(heap, (t + step - pos[key], index[key], step))
 
     def fill(t: float) -> None:
-        nonlocal running, max_running, next_new
-        while running < concurrency:
-            cand = core.candidate()
-            if cand is not None:
-                decisions.append(core.promote(cand.trial))
-                events.append(("promote", cand.trial))
-                i = index[cand.trial]
-            elif next_new < num_samples:
-                i = next_new
-                next_new += 1
+        nonlocal max_running
+        while True:
+            act = driver.next_action()
+            if act.kind is ActionKind.PROMOTE:
+                decisions.append(act.judgement)
+                events.append(("promote", act.key))
+            elif act.kind is ActionKind.START:
+                index[act.key] = len(keys)
+                keys.append(act.key)
+                pos[act.key] = 0
             else:
+                if act.kind is ActionKind.DONE:
+                    events.append(("finish",))
+                    for j in act.finished:
+                        decisions.append(j)
                 return
-            running += 1
-            max_running = max(max_running, running)
-            schedule(i, t)
+            max_running = max(max_running, driver.running)
+            schedule(act.key, t)
 
     fill(0.0)
     while heap:
         now, i, step = heapq.heappop(heap)
         key = keys[i]
-        value = float(curve(i, step))
+        point = driver.trials[key].point
+        value = float(curve(point["hparams"], step) if by_point else curve(point["index"], step))
         pos[key] = step
         reports.append((key, step, value))
         events.append(("report", key, step, value))
-        js = core.on_report(key, step, value)
-        decisions.extend(js)
-        last = js[-1].decision if js else Decision.CONTINUE
-        if last in (Decision.STOP, Decision.DIVERGED):
-            statuses[key] = "stopped" if last is Decision.STOP else "diverged"
-        elif last is Decision.PAUSE:
-            pass
-        elif step >= max_t:
-            statuses[key] = "completed"
-        else:
-            schedule(i, now)
+        out = driver.report(key, step, value)
+        decisions.extend(out.judgements)
+        if out.action == "continue":
+            schedule(key, now)
             continue
-        if on_end is not None and key in statuses:
-            on_end(key, statuses[key])
-        running -= 1
+        if out.action == "end":
+            statuses[key] = out.status
         fill(now)
-    events.append(("finish",))
-    for j in core.finish():
-        decisions.append(j)
-        statuses[j.trial] = "stopped"
-        if on_end is not None:
-            on_end(j.trial, "stopped")
+    if not driver.done:
+        fill(now)
+    for key, t in driver.trials.items():
+        if t.state == "ended":
+            statuses[key] = t.status
     left = [k for k in keys if k not in statuses]
-    if left or core.paused():
+    if left or (core is not None and core.paused()):
         raise SearchError(f"trials left without a terminal state: {left[:10]}")
     return SimResult({k: statuses[k] for k in keys}, decisions, reports, now, max_running,
-                     dict(pos), events)
+                     dict(pos), events, driver)
 
 
-def feed_events(core: Any, events: list[tuple]) -> list[Judgement]:
+def feed_events(core: Scheduler, events: list[tuple]) -> list[Judgement]:
     """Feed recorded driver events (:attr:`SimResult.events`) to ``core``; returns every
     judgement in order. Used to check that a core restored from state decides as the
     uninterrupted one did for the same order.
@@ -154,7 +159,7 @@ def feed_events(core: Any, events: list[tuple]) -> list[Judgement]:
     out: list[Judgement] = []
     for ev in events:
         if ev[0] == "report":
-            out.extend(core.on_report(ev[1], int(ev[2]), float(ev[3])))
+            out.extend(core.on_report(ev[1], ev[2], ev[3]))
         elif ev[0] == "promote":
             out.append(core.promote(ev[1]))
         elif ev[0] == "finish":

@@ -1,11 +1,8 @@
 """Build a scheduler core from settings, or from its saved state (one entry point for both).
 
-The cores — :class:`~mutune.search.schedulers.asha.ASHA` (stopping), :class:`~mutune.search.schedulers.promotion.
-PromotionASHA` and :class:`~mutune.search.schedulers.hyperband.Hyperband` (either variant per bracket) —
-share one contract: ``on_report(trial, step, value) -> [Judgement]``, ``candidate()``,
-``promote(trial)``, ``finish()``, ``paused()``, ``stopped(trial)``, ``rung_values()``,
-``state_dict()`` / ``from_state(state)``. "Schedulers decide, searchers propose" (Syne Tune):
-nothing here chooses hyperparameters (see :mod:`mutune.search.searchers`).
+The cores — :class:`~.asha.ASHA` (stopping), :class:`~.promotion.PromotionASHA` and
+:class:`~.hyperband.Hyperband` (either variant per bracket) — keep one contract,
+:class:`~.contract.Scheduler`.
 """
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ from typing import Any
 
 from mutune.errors import SearchError
 from mutune.search.schedulers.asha import ASHA
+from mutune.search.schedulers.contract import Scheduler
 from mutune.search.schedulers.hyperband import Hyperband
 from mutune.search.schedulers.promotion import PromotionASHA
 
@@ -23,7 +21,7 @@ VARIANTS = ("stopping", "promotion")
 
 
 def make_scheduler(kind: str, *, grace_period: int, reduction_factor: int, max_t: int,
-                   mode: str = "min", seed: int = 0, variant: str = "stopping") -> Any:
+                   mode: str = "min", seed: int = 0, variant: str = "stopping") -> Scheduler:
     """A fresh core: ``kind`` ``asha`` or ``hyperband``, ``variant`` ``stopping`` or
     ``promotion``; r, η, max_t in steps; ``seed`` (the sweep seed) drives Hyperband's brackets.
 
@@ -41,7 +39,7 @@ def make_scheduler(kind: str, *, grace_period: int, reduction_factor: int, max_t
     raise SearchError(f"scheduler kind = {kind!r}: must be one of {KINDS}")
 
 
-def scheduler_from_state(state: dict[str, Any]) -> Any:
+def scheduler_from_state(state: dict[str, Any]) -> Scheduler:
     """Rebuild whichever core wrote ``state`` (its ``kind`` key says which).
 
     Raises:

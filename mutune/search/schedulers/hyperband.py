@@ -12,7 +12,7 @@ Hyperparameter Optimization" (JMLR), §3, run asynchronously as in Li et al. 202
   *cycles*: one cycle holds bracket s exactly n_{s_max−s} times, in an order shuffled by a
   ``numpy`` generator seeded with ``SeedSequence([seed, 4])``; the i-th new trial takes entry i of
   the concatenated cycles, so the assignment depends only on (seed, arrival order) and a replay
-  makes the same one (DESIGN.md §4);
+  makes the same one (docs/architecture.md §4);
 * a trial is assigned when first seen (:meth:`Hyperband.assign`, or its first report);
 * ``variant="promotion"`` makes every bracket a :class:`~mutune.search.schedulers.promotion.PromotionASHA`;
   on a free slot :meth:`Hyperband.candidate` takes the brackets' candidates and promotes the one
@@ -32,8 +32,11 @@ from typing import Any
 import numpy as np
 
 from mutune.errors import SearchError
-from mutune.search.schedulers.asha import ASHA, Decision, Judgement, bracket_count, rung_milestones
+from mutune.search.schedulers.asha import ASHA
+from mutune.search.schedulers.inputs import check_step, check_trial, check_value
+from mutune.search.schedulers.contract import Decision, Judgement, Scheduler
 from mutune.search.schedulers.promotion import PromotionASHA
+from mutune.search.schedulers.rungs import bracket_count, check_mode, rung_milestones
 
 VARIANTS = ("stopping", "promotion")
 
@@ -59,7 +62,7 @@ def bracket_sizes(grace_period: int, reduction_factor: int, max_t: int) -> list[
     return out
 
 
-class Hyperband:
+class Hyperband(Scheduler):
     """Asynchronous Hyperband core (stopping or promotion variant in each bracket).
 
     Args:
@@ -80,8 +83,7 @@ class Hyperband:
                  mode: str = "min", seed: int = 0, variant: str = "stopping") -> None:
         if variant not in VARIANTS:
             raise SearchError(f"variant = {variant!r}: must be one of {VARIANTS}")
-        if mode not in ("min", "max"):
-            raise SearchError(f"mode = {mode!r}: must be 'min' or 'max'")
+        check_mode(mode)
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise SearchError(f"seed = {seed!r}: must be an integer >= 0")
         self.milestones = rung_milestones(grace_period, reduction_factor, max_t)
@@ -121,17 +123,26 @@ class Hyperband:
 
     def milestones_of(self, trial: str) -> list[int]:
         """The milestones ``trial`` is judged at (its bracket's), assigning it if new."""
-        return self.brackets[self.assign(trial)].milestones
+        return list(self.brackets[self.assign(trial)].milestones)
+
+    def next_milestone(self, trial: str, step: int) -> int:
+        """The next step ``trial`` is judged at after ``step``; assigns no bracket (a trial
+        not assigned yet is taken to be in bracket 0)."""
+        s = self._assigned.get(trial, 0)
+        return next((m for m in self.brackets[s].milestones if m > step), self.max_t)
 
     # -- decisions -------------------------------------------------------------------------
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
-        """Judge a report in ``trial``'s bracket (see :meth:`ASHA.on_report`)."""
+        """Judge a report in ``trial``'s bracket (see :meth:`ASHA.on_report`); the inputs are
+        checked before a bracket is assigned."""
+        trial = check_trial(trial)
+        step, value = check_step(trial, step), check_value(trial, value)
         return self.brackets[self.assign(trial)].on_report(trial, step, value)
 
-    def stopped(self, trial: str) -> Decision | None:
-        """The decision that ended ``trial`` (STOP or DIVERGED), or None."""
+    def ended(self, trial: str) -> Decision | None:
+        """How ``trial`` ended in its bracket (STOP, DIVERGED, COMPLETE), or None."""
         s = self._assigned.get(trial)
-        return None if s is None else self.brackets[s].stopped(trial)
+        return None if s is None else self.brackets[s].ended(trial)
 
     # -- promotion (no-ops in the stopping variant) -----------------------------------------
     def candidate(self) -> Judgement | None:

@@ -9,7 +9,7 @@ r·η^s (Li et al. 2018).
 """
 from __future__ import annotations
 
-from mutune.search.schedulers.asha import rung_milestones
+from mutune.search.schedulers.rungs import rung_milestones
 
 __all__ = ["planned_trial_steps", "DEFAULT_TRIAL_OVERHEAD_S"]
 

@@ -1,6 +1,6 @@
 """What a trial wrote: its stdout and stderr tails and its traceback, handed to the driver.
 
-A trial runs in a Ray worker; the recorder lives in the driver (DESIGN.md §2). Inside the worker,
+A trial runs in a Ray worker; the recorder lives in the driver (docs/architecture.md §2). Inside the worker,
 :func:`capture` tees ``sys.stdout``/``sys.stderr`` into bounded buffers (the worker's own log
 files still receive everything) and writes ``{log_dir}/{trial key}.json`` = {"stdout",
 "stderr", "traceback"}: at every ``save()`` (the trainable saves before each report, so a trial

@@ -7,7 +7,7 @@ store): reports go to ``ray.tune.report`` with a ``Checkpoint.from_directory`` w
 written, and a restarted trial (``max_failures`` retry, or a promoted paused trial) resumes from
 ``ray.tune.get_checkpoint()``. Each report holds:
 
-    step          training steps done (the fidelity, DESIGN.md §4)
+    step          training steps done (the fidelity, docs/architecture.md §4)
     val_loss      validation cross-entropy, nats
     train_loss    mean training loss since the previous report, nats
     productive_s  cumulative seconds inside training steps (forward, backward, update)

@@ -1,29 +1,42 @@
 """What ran, as terminal tables: ``mutune list``, ``mutune show`` and ``mutune logs``.
 
 Each function takes plain rows read from the store (:meth:`Store.sweep_summaries`,
-:meth:`Store.sweep_rows`, :meth:`Store.trial_log`) and prints them on a rich console; nothing
-here opens the database.
+:meth:`Store.sweep_rows`, :meth:`Store.trial_log`) and prints them on a rich console
+(:func:`sweep_overview` returns ``mutune show --json``'s data instead); nothing here opens the
+database.
 """
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["render_sweep_list", "render_sweep", "render_trial_log"]
+__all__ = ["render_sweep_list", "render_sweep", "sweep_overview", "render_trial_log",
+           "RULE_WIDTH"]
+
+#: Widest a section rule of ``mutune logs`` is drawn (characters): a console that is not a
+#: terminal is very wide so that no table is cut, and a rule must not span all of it.
+RULE_WIDTH = 100
 
 
 def _time(iso: str | None) -> str:
     return "—" if not iso else iso[:19].replace("T", " ")
 
 
-def _last_loss(trial: dict[str, Any]) -> str:
+def _last_value(trial: dict[str, Any]) -> float | str | None:
+    """The last report's validation loss: a float (NaN included), the stored value when it is
+    not a number, None without reports."""
     reports = trial.get("reports") or []
     if not reports:
-        return "—"
+        return None
     v = reports[-1]["metrics"].get("val_loss")
     try:
-        return f"{float(v):.4g}"
+        return float(v)
     except (TypeError, ValueError):
-        return str(v)
+        return v
+
+
+def _last_loss(trial: dict[str, Any]) -> str:
+    v = _last_value(trial)
+    return "—" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def render_sweep_list(sweeps: list[dict[str, Any]], console: Any) -> None:
@@ -84,8 +97,45 @@ def render_sweep(rows: dict[str, Any], console: Any) -> None:
     console.print(t)
 
 
+def sweep_overview(rows: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`render_sweep` shows, as data (``mutune show --json``).
+
+    Args:
+        rows: :meth:`Store.sweep_rows` of one sweep.
+    Returns:
+        {"sweep": {"id", "name", "project", "status", "reason", "seed", "created_at",
+        "finished_at", "cancel_requested_at", "family", "parametrization", "widths",
+        "target_width"}, "provenance": {…}, "gpu_hours": Σ allocated_s × devices / 3600 over
+        the trials, "trials": [{"id", "key", "kind", "width", "status", "reason", "steps",
+        "last_val_loss" (nats; None without reports), "config", "seed", "allocated_s",
+        "productive_s", "eval_s", "devices", "device_kind", "started_at", "finished_at"}]};
+        times are ISO-8601 strings (UTC), seconds are wall-clock seconds.
+    """
+    sw = rows["sweep"]
+    cfg = sw.get("config") or {}
+    model = cfg.get("model") or {}
+    sweep = {k: sw.get(k) for k in ("id", "name", "project", "status", "reason", "seed",
+                                    "created_at", "finished_at", "cancel_requested_at")}
+    sweep.update(family=model.get("family"), parametrization=model.get("parametrization"),
+                 widths=cfg.get("widths"), target_width=(cfg.get("target") or {}).get("width"))
+    trials = [{**{k: tr.get(k) for k in ("id", "key", "kind", "width", "status", "reason",
+                                          "steps")},
+               "last_val_loss": _last_value(tr),
+               **{k: tr.get(k) for k in ("config", "seed", "allocated_s", "productive_s",
+                                         "eval_s", "devices", "device_kind", "started_at",
+                                         "finished_at")}}
+              for tr in rows["trials"]]
+    gpu_hours = sum((t.get("allocated_s") or 0.0) * (t.get("devices") or 1)
+                    for t in rows["trials"]) / 3600.0
+    return {"sweep": sweep, "provenance": rows.get("provenance") or {}, "gpu_hours": gpu_hours,
+            "trials": trials}
+
+
 def render_trial_log(log: dict[str, Any], console: Any) -> None:
-    """A trial's status line, then its stdout, stderr and traceback (each only when present)."""
+    """A trial's status line, then its stdout, stderr and traceback (each only when present,
+    under a rule at most :data:`RULE_WIDTH` wide)."""
+    from rich.rule import Rule
+
     console.print(f"[bold]trial {log['id']}[/] of sweep {log['sweep_id']} ({log['kind']}, "
                   f"width {log['width']}): {log['status']}"
                   + (f" — {log['reason']}" if log.get("reason") else ""), highlight=False)
@@ -96,7 +146,7 @@ def render_trial_log(log: dict[str, Any], console: Any) -> None:
     for name in ("stdout", "stderr", "traceback"):
         text = log.get(name)
         if text:
-            console.rule(name)
+            console.print(Rule(name), width=min(console.width, RULE_WIDTH))
             console.print(text.rstrip("\n"), markup=False, highlight=False)
     if not any(log.get(n) for n in ("stdout", "stderr", "traceback")):
         console.print("(the trial wrote nothing to stdout or stderr)")

@@ -1,6 +1,6 @@
 """The rung plot written with every sweep: per proxy width and rung, how many trials reached
-the rung, how many went on (continued or promoted) and how many ended there (stopped or
-diverged), and the rung's cutoff — all from the recorded scheduler events (DESIGN.md §4, §7).
+the rung, how many went on (continued or promoted), how many ended there (stopped, diverged, or
+completed: they reached max_t), and the rung's cutoff — all from the recorded scheduler events (docs/architecture.md §4, §7).
 """
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from mutune.services.report import _save
+from mutune.services.report.plots import save_figure
 
 __all__ = ["rung_summary", "plot_rungs"]
 
@@ -19,8 +19,9 @@ def rung_summary(rows: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
     Args:
         rows: :meth:`Store.sweep_rows` of a sweep.
     Returns:
-        {width: [{"milestone", "reached", "went_on", "stopped", "diverged", "paused",
-        "cutoff"}]} — ``went_on`` counts continue and promote decisions (one per trial),
+        {width: [{"milestone", "reached", "went_on", "stopped", "diverged", "completed",
+        "paused", "cutoff"}]} — ``went_on`` counts continue and promote decisions (one per
+        trial), ``completed`` the trials that reached max_t at this rung,
         ``paused`` the trials whose last decision at the rung is still ``pause`` (0 once a
         sweep ended), ``cutoff`` the last finite cutoff recorded at the rung (None if none).
     """
@@ -44,13 +45,15 @@ def rung_summary(rows: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
             entries.append({"milestone": m, "reached": len(last),
                             "went_on": sum(d in ("continue", "promote") for d in last),
                             "stopped": last.count("stop"), "diverged": last.count("diverged"),
+                            "completed": last.count("complete"),
                             "paused": last.count("pause"), "cutoff": rungs[m]["cutoff"]})
         out[int(ps["width"])] = entries
     return out
 
 
 def plot_rungs(rows: dict[str, Any], path: Path) -> Path:
-    """PNG: one panel per proxy width; bars per rung (reached, went on, stopped/diverged) on
+    """PNG: one panel per proxy width; bars per rung (reached, went on or completed,
+    stopped/diverged) on
     a log-spaced step axis, the rung's cutoff as a line on a second axis (nats)."""
     import matplotlib
     matplotlib.use("Agg")
@@ -64,6 +67,8 @@ def plot_rungs(rows: dict[str, Any], path: Path) -> Path:
         w = 0.27
         ax.bar([i - w for i in x], [e["reached"] for e in entries], w, label="reached")
         ax.bar(x, [e["went_on"] for e in entries], w, label="continued / promoted")
+        ax.bar(x, [e["completed"] for e in entries], w, bottom=[e["went_on"] for e in entries],
+               label="completed (max_t)")
         ax.bar([i + w for i in x], [e["stopped"] + e["diverged"] for e in entries], w,
                label="stopped / diverged")
         ax.set_xticks(x, [str(e["milestone"]) for e in entries])
@@ -77,4 +82,4 @@ def plot_rungs(rows: dict[str, Any], path: Path) -> Path:
             ax2.set_ylabel("cutoff (val loss, nats)")
         ax.legend(fontsize=7, loc="upper right")
     fig.suptitle("rungs: trials reaching each, the cutoff, how many went on")
-    return _save(fig, Path(path))
+    return save_figure(fig, Path(path))

@@ -1,4 +1,4 @@
-"""The search server (DESIGN.md §8): the FastAPI app factory and the API v1 routes.
+"""The search server (docs/architecture.md §8): the FastAPI app factory and the API v1 routes.
 
 :func:`create_app` builds the app from :class:`~mutune.services.server.settings.ServerSettings`; the
 database is opened (and migrated) and the :class:`~mutune.services.server.worker.Worker` started in the
@@ -12,7 +12,7 @@ app's lifespan, never at import. Routes (every one but ``health`` needs ``Author
     GET  /api/v1/sweeps?offset=&limit=       200 {"items", "total", "offset", "limit"}
     GET  /api/v1/sweeps/{id}                 200 status, progress, best so far, target
     GET  /api/v1/sweeps/{id}/trials          200 {"items": [trial, ...]}
-    GET  /api/v1/sweeps/{id}/report          200 report.json (DESIGN.md §11); 409 until it ends
+    GET  /api/v1/sweeps/{id}/report          200 report.json (docs/architecture.md §11); 409 until it ends
     POST /api/v1/sweeps/{id}/cancel          200 {"id", "status"}; 409 if it already ended
 
 OpenAPI at ``/docs``; the dashboard's pages at ``/`` (:mod:`mutune.services.server.dashboard`).
@@ -228,7 +228,7 @@ def _routes() -> APIRouter:
     @r.get("/sweeps/{sweep_id}/report", summary="report.json of an ended sweep")
     async def report(sweep_id: int, request: Request,
                      project: str = Depends(_project)) -> Response:
-        from .report import build_report
+        from mutune.services.report.data import build_report
 
         store = request.app.state.store
 
@@ -276,7 +276,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        from .store import Store
+        from mutune.services.store import Store
         from .worker import Worker
 
         store = await run_in_threadpool(Store.open, settings.db)

@@ -168,7 +168,7 @@ def dashboard_router() -> APIRouter:
 
     @r.get("/sweeps/{sweep_id}")
     async def sweep(request: Request, sweep_id: int) -> Response:
-        from .report import build_report
+        from mutune.services.report.data import build_report
 
         def load() -> Response:
             rows = _rows(request, sweep_id)
@@ -183,7 +183,8 @@ def dashboard_router() -> APIRouter:
 
     @r.get("/sweeps/{sweep_id}/{plot}.png")
     async def plot(request: Request, sweep_id: int, plot: str) -> Response:
-        from .report import build_report, plot_loss_vs_lr, plot_transfer
+        from mutune.services.report.data import build_report
+        from mutune.services.report.plots import plot_loss_vs_lr, plot_transfer
 
         if plot not in ("loss_vs_lr", "transfer"):
             return Response(status_code=404)

@@ -9,9 +9,10 @@ results store as the recorder, attached to the queued sweep's id. The child dies
 start to pick up; a cancelled sweep's child gets SIGUSR2, stops at its next recorded event (or
 is killed after ``CANCEL_GRACE_S``) and is marked ``cancelled``.
 
-Resume: a claimed sweep that already has rows is finished by :func:`_resume_or_restart`. Issue 4
-builds ``mutune resume SWEEP_ID``; when it lands, the merger swaps its call into that one
-function and nothing else changes.
+Restart: a claimed sweep that already has rows was left half done by a dead server; it is
+finished by the one recovery path ``mutune resume`` uses
+(:func:`mutune.services.recovery.resume_sweep`): completed widths are rebuilt, the interrupted
+width resumes from its trials' checkpoints, nothing is swept twice.
 """
 from __future__ import annotations
 
@@ -50,19 +51,12 @@ class _Cancel:
 class _AttachedRecorder:
     """The store as the pipeline's recorder, bound to a pre-created (queued) sweep row.
 
-    ``sweep_started`` attaches to ``sweep_id`` instead of creating a row. On a restart
-    (``skip_recorded``) rules, laws and the ledger already recorded for the sweep are not
-    recorded twice (a kill between those writes and the sweep's end leaves them behind;
-    the restarted fit reuses the same widths, so it computes the same values). Every write
-    first checks for a pending cancellation and raises :class:`SweepCancelled`.
+    ``sweep_started`` attaches to ``sweep_id`` instead of creating a row. Every write first
+    checks for a pending cancellation and raises :class:`SweepCancelled`.
     """
 
-    def __init__(self, store: Any, sweep_id: int, rows: dict[str, Any] | None = None) -> None:
+    def __init__(self, store: Any, sweep_id: int) -> None:
         self._store, self._sweep_id = store, sweep_id
-        rows = rows or {}
-        self._rules = {r["hyperparameter"] for r in rows.get("rules", [])}
-        self._laws = {x["kind"] for x in rows.get("laws", [])}
-        self._ledger = any(e["scope"] == "sweep" for e in rows.get("ledger", []))
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._store, name)
@@ -78,18 +72,6 @@ class _AttachedRecorder:
     def sweep_started(self, config, seed, provenance):
         return self._store.sweep_started(config, seed, provenance, sweep_id=self._sweep_id)
 
-    def rule_fitted(self, sweep_id, rule):
-        if rule.get("hyperparameter") not in self._rules:
-            self.__getattr__("rule_fitted")(sweep_id, rule)
-
-    def law_fitted(self, sweep_id, law):
-        if law.get("kind") not in self._laws:
-            self.__getattr__("law_fitted")(sweep_id, law)
-
-    def ledger_recorded(self, sweep_id, entries):
-        if not self._ledger:
-            self.__getattr__("ledger_recorded")(sweep_id, entries)
-
 
 def _prepare_config(rows: dict[str, Any], ray_address: str | None) -> Any:
     from mutune.config import parse_config
@@ -100,35 +82,24 @@ def _prepare_config(rows: dict[str, Any], ray_address: str | None) -> Any:
     return cfg
 
 
-def _resume_or_restart(sweep_id: int, *, store: Any, out_dir: Path,
-                       ray_address: str | None = None) -> int:
-    """Finish sweep ``sweep_id``, which a dead server left half done, under the same id.
-
-    For now (until issue 4's ``mutune resume`` is merged in here) this restarts the sweep's
-    stages honestly with what exists: trials, proxy sweeps and target runs left ``running``
-    are closed (``failed`` with reason ``stale: …``, ``interrupted``) — nothing recorded is
-    deleted; proxy widths already ``completed`` are rebuilt from their rows and not swept
-    again; the other widths are swept again from the start with the same seeds (new trial
-    rows; the interrupted width's rows stay, marked, and reports leave it out); sequence
-    numbers continue after the largest recorded; rules, laws and the ledger are recorded
-    once. Then the transfer fit, the target run and the ledger run as usual.
+def _resume(sweep_id: int, *, store: Any, out_dir: Path,
+            ray_address: str | None = None) -> int:
+    """Finish sweep ``sweep_id``, which a dead server left half done, under the same id, by
+    the recovery path ``mutune resume`` takes (:func:`~mutune.services.recovery.resume_sweep`):
+    rows the dead server left ``running`` are closed (trials ``failed`` with reason
+    ``stale: …``, to be continued from their checkpoints; proxy sweeps and target runs
+    ``interrupted``), then the sweep resumes. ``ray_address`` is the server's cluster.
 
     Returns:
         the sweep id.
     Raises:
         MutuneError: a stage failed (the sweep is recorded as failed with the reason).
     """
-    from mutune.pipeline import run_pipeline
-    from mutune.services.server.restart import recorded_width
+    from mutune.services.recovery import resume_sweep
 
-    store.mark_interrupted(sweep_id, "the server running this sweep stopped")
-    rows = store.sweep_rows(sweep_id)
-    cfg = _prepare_config(rows, ray_address)
-    reuse = {p["width"]: recorded_width(rows, p) for p in rows["proxy_sweeps"]
-             if p["status"] == "completed" and p.get("best")}
-    log.info("sweep %s: restarting; reusing widths %s", sweep_id, sorted(reuse))
-    run_pipeline(cfg, _AttachedRecorder(store, sweep_id, rows), out_dir=out_dir, reuse=reuse,
-                 seq_start=store.max_seq(sweep_id) + 1)
+    log.info("sweep %s: resuming after a server restart", sweep_id)
+    resume_sweep(store, sweep_id, out_dir=out_dir, recorder=_AttachedRecorder(store, sweep_id),
+                 driver_gone="the server running this sweep stopped", ray_address=ray_address)
     return sweep_id
 
 
@@ -137,7 +108,7 @@ def run_claimed(sweep_id: int, *, db: str, out_dir: Path, ray_address: str | Non
     """Run a claimed sweep to its end in this process; returns its final status.
 
     A sweep with no rows yet runs the main job (:func:`mutune.pipeline.run_pipeline`) attached
-    to its queued row; one that has rows (a restart) goes to :func:`_resume_or_restart`.
+    to its queued row; one that has rows (a restart) is resumed (:func:`_resume`).
     """
     from mutune.pipeline import run_pipeline
     from mutune.services.store import Store
@@ -146,8 +117,7 @@ def run_claimed(sweep_id: int, *, db: str, out_dir: Path, ray_address: str | Non
         try:
             counts = store.counts(sweep_id)
             if counts["provenance"] or counts["proxy_sweeps"] or counts["trials"]:
-                _resume_or_restart(sweep_id, store=store, out_dir=out_dir,
-                                   ray_address=ray_address)
+                _resume(sweep_id, store=store, out_dir=out_dir, ray_address=ray_address)
             else:
                 cfg = _prepare_config(store.sweep_rows(sweep_id), ray_address)
                 run_pipeline(cfg, _AttachedRecorder(store, sweep_id), out_dir=out_dir)

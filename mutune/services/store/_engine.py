@@ -1,4 +1,4 @@
-"""Engines and migrations of the results database (DESIGN.md §7).
+"""Engines and migrations of the results database (docs/architecture.md §7).
 
 :func:`make_engine` builds a SQLAlchemy engine for a database URL: SQLite files get WAL, a 30 s
 busy timeout and enforced foreign keys on every connection; ``postgresql://`` URLs use the
@@ -52,6 +52,36 @@ def _sqlite_file(url: URL) -> Path | None:
             or url.query.get("mode") == "memory":
         return None
     return Path(database)
+
+
+def require_existing(url: str | URL) -> None:
+    """Raise unless ``url`` names a database that exists and holds mutune's schema; creates
+    nothing (not even a SQLite file or folder).
+
+    Raises:
+        StoreError: naming the database (password hidden) and what is missing.
+    """
+    parsed = normalize_url(url)
+    shown = parsed.render_as_string(hide_password=True)
+    if parsed.get_backend_name() == "sqlite":
+        path = _sqlite_file(parsed)
+        if path is not None and not path.exists():
+            raise StoreError(f"no results database at {shown}: {path.resolve()} does not "
+                             "exist (give --db URL or set MUTUNE_DB)")
+        if path is None:
+            return
+    from sqlalchemy import inspect
+
+    engine = create_engine(parsed)
+    try:
+        tables = set(inspect(engine).get_table_names())
+    except Exception as exc:   # unreachable server, bad credentials
+        raise StoreError(f"cannot open the results database {shown}: {exc}") from exc
+    finally:
+        engine.dispose()
+    if "sweeps" not in tables:
+        raise StoreError(f"the database {shown} holds no mutune results (no sweeps table); "
+                         "give --db URL or set MUTUNE_DB")
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

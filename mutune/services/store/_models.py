@@ -1,4 +1,4 @@
-"""SQLAlchemy 2 models of the results database (DESIGN.md §7).
+"""SQLAlchemy 2 models of the results database (docs/architecture.md §7).
 
 One class per table; the Alembic baseline ``migrations/versions/0001_baseline.py`` creates exactly
 these tables, and a test checks that the two agree. JSON columns use :class:`sqlalchemy.JSON`, so
@@ -85,7 +85,7 @@ class ProxySweep(Base):
 
 
 class Trial(Base):
-    """One trial (a proxy trial or the target run) with its cost figures (DESIGN.md §6)."""
+    """One trial (a proxy trial or the target run) with its cost figures (docs/architecture.md §6)."""
 
     __tablename__ = "trials"
 
@@ -179,7 +179,7 @@ class TargetRun(Base):
 
 
 class LedgerEntry(Base):
-    """One cost figure (DESIGN.md §6): ``value`` in ``unit``; NULL when not finite/unknown."""
+    """One cost figure (docs/architecture.md §6): ``value`` in ``unit``; NULL when not finite/unknown."""
 
     __tablename__ = "ledger_entries"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -18,24 +17,13 @@ from sqlalchemy.orm import Session
 
 from mutune.errors import StoreError
 
+from ._values import finite_json, iso as _iso, utc_now as _now
 from ._models import ApiToken, ProxySweep, SchedulerEvent, Sweep, TargetRun, Trial, TrialReport
 
 __all__ = ["QueueMixin", "SWEEP_STATUSES"]
 
 #: Every status a sweep row can hold.
 SWEEP_STATUSES = ("queued", "running", "completed", "failed", "cancelled")
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:  # SQLite hands back naive datetimes; they were stored as UTC
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).isoformat()
 
 
 def _summary(sw: Sweep) -> dict[str, Any]:
@@ -52,7 +40,6 @@ class QueueMixin:
                      name: str) -> int:
         """Record a submitted sweep (status ``queued``) owned by ``project``; returns its id.
         ``config`` is the validated config as JSON-able data."""
-        from ._store import finite_json
 
         def work(s: Session) -> int:
             row = Sweep(name=str(name), project=str(project), status="queued", seed=int(seed),

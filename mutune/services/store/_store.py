@@ -1,16 +1,14 @@
-"""The results store: a :class:`mutune.recording.Recorder` that writes to the results database.
+"""The results store: a :class:`mutune.pipeline.recording.Recorder` (and :class:`~mutune.search.recording.SweepControl`) that writes to the results database.
 
-Every write is its own short transaction and is durable when the method returns (DESIGN.md §7);
+Every write is its own short transaction and is durable when the method returns (docs/architecture.md §7);
 SQLite ``database is locked`` errors are retried with exponential backoff. JSON never holds
 NaN/inf: :func:`finite_json` turns them into the strings ``"nan"``, ``"inf"``, ``"-inf"``, and
 non-finite float columns are stored as NULL.
 """
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from sqlalchemy import func, select
@@ -19,11 +17,13 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from mutune.errors import StoreError
-from mutune.recording import TRIAL_STATUSES
+from mutune.search.recording import TRIAL_STATUSES
 
 from . import _engine
-from ._heartbeat import HeartbeatMixin
+from ._control import ControlMixin
+from ._values import finite_float, finite_json, optional_int, utc_now
 from ._queue import QueueMixin
+from ._reads import ReadsMixin
 from ._models import (Base, LedgerEntry, Provenance, ProxySweep, ScalingLaw, SchedulerEvent,
                       Sweep, TargetRun, TransferRule, Trial, TrialLog, TrialReport)
 
@@ -41,73 +41,8 @@ _TIMING_FLOATS = ("allocated_s", "productive_s", "eval_s", "overhead_s", "device
 _TIMING_INTS = ("steps", "samples", "restarts", "repeated_steps")
 
 
-def finite_json(value: Any) -> Any:
-    """``value`` as JSON-able data without NaN/inf: non-finite floats become ``"nan"``,
-    ``"inf"`` or ``"-inf"``; mappings become dicts with ``str`` keys, tuples/lists become lists;
-    numpy-style scalars (anything with ``.item()``) are unwrapped. Other values pass unchanged."""
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
-        return value
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): finite_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_json(v) for v in value]
-    item = getattr(value, "item", None)
-    if callable(item) and getattr(value, "ndim", 0) == 0:
-        try:
-            return finite_json(item())
-        except (TypeError, ValueError):
-            return value
-    return value
-
-
-def _finite_float(value: Any, what: str) -> float | None:
-    """``value`` as a float for a float column, None when missing or not finite."""
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"{what} must be a number, got {value!r}") from exc
-    return number if math.isfinite(number) else None
-
-
-def _optional_int(value: Any, what: str) -> int | None:
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"{what} must be an integer, got {value!r}") from exc
-    return int(number) if math.isfinite(number) else None
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _jsonable(value: Any) -> Any:
-    """A column value as plain JSON-able data (datetimes as UTC ISO 8601 strings)."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None:  # SQLite hands back naive datetimes; they were stored as UTC
-            value = value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc).isoformat()
-    return value
-
-
-def _row(obj: Base, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Every column of ``obj`` as plain data."""
-    return {c.key: _jsonable(getattr(obj, c.key))
-            for c in obj.__table__.columns if c.key not in exclude}
-
-
-class Store(HeartbeatMixin, QueueMixin):
-    """The results database as a :class:`mutune.recording.Recorder` (DESIGN.md §2, §7).
+class Store(ControlMixin, QueueMixin, ReadsMixin):
+    """The results database as a :class:`mutune.pipeline.recording.Recorder` (and :class:`~mutune.search.recording.SweepControl`) (docs/architecture.md §2, §7).
 
     Open it with :meth:`open` (migrates to head first) or build it from an engine; use it as a
     context manager or call :meth:`close`. Recorder methods raise :class:`StoreError` for unknown
@@ -120,16 +55,21 @@ class Store(HeartbeatMixin, QueueMixin):
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
-    def open(cls, url: str | URL, *, upgrade: bool = True) -> Store:
+    def open(cls, url: str | URL, *, upgrade: bool = True, create: bool = True) -> Store:
         """Open the database at ``url`` (``sqlite:///mutune.db``, ``postgresql://…``).
 
         Args:
-            url: database URL; SQLite folders are created.
+            url: database URL; SQLite folders are created (unless ``create`` is False).
             upgrade: migrate the database to the newest schema first (an empty one gets
                 every table).
+            create: False for commands that only read: a database that does not exist (no
+                SQLite file, no mutune schema) is an error instead of being created.
         Raises:
-            StoreError: bad URL or failed migration.
+            StoreError: bad URL, failed migration, or (``create`` False) no such database —
+                the message names the database looked in.
         """
+        if not create:
+            _engine.require_existing(url)
         if upgrade:
             _engine.upgrade(url)
         return cls(_engine.make_engine(url))
@@ -170,12 +110,17 @@ class Store(HeartbeatMixin, QueueMixin):
         except SQLAlchemyError as exc:
             raise StoreError(f"reading the results database failed: {exc}") from exc
 
-    @staticmethod
-    def _get(session: Session, model: type[_T], ident: int, what: str) -> _T:
+    def _get(self, session: Session, model: type[_T], ident: int, what: str) -> _T:
         row = session.get(model, ident)
         if row is None:
-            raise StoreError(f"no {what} with id {ident!r} in the results database")
+            raise StoreError(f"no {what} with id {ident!r} in the results database "
+                             f"{self.url}")
         return row
+
+    @property
+    def url(self) -> str:
+        """The database URL, password hidden."""
+        return self.engine.url.render_as_string(hide_password=True)
 
     def _insert_ignore(self, session: Session, model: type[Base], values: dict[str, Any],
                        keys: list[str]) -> None:
@@ -229,7 +174,7 @@ class Store(HeartbeatMixin, QueueMixin):
             sweep = Sweep(name=str(config.get("name") or "sweep"),
                           project=None if project is None else str(project),
                           status="running", seed=int(seed), config=finite_json(config),
-                          created_at=_now())
+                          created_at=utc_now())
             s.add(sweep)
             s.flush()
             s.add(Provenance(sweep_id=sweep.id, data=finite_json(provenance)))
@@ -242,7 +187,7 @@ class Store(HeartbeatMixin, QueueMixin):
         def work(s: Session) -> int:
             self._get(s, Sweep, sweep_id, "sweep")
             row = ProxySweep(sweep_id=sweep_id, width=int(width), settings=finite_json(settings),
-                             status="running", started_at=_now())
+                             status="running", started_at=utc_now())
             s.add(row)
             s.flush()
             return row.id
@@ -263,7 +208,7 @@ class Store(HeartbeatMixin, QueueMixin):
                 if proxy.sweep_id != sweep_id:
                     raise StoreError(f"proxy sweep {proxy_sweep_id} belongs to sweep "
                                      f"{proxy.sweep_id}, not {sweep_id}")
-            now = _now()
+            now = utc_now()
             row = Trial(sweep_id=sweep_id, proxy_sweep_id=proxy_sweep_id, kind=kind, key=str(key),
                         width=int(width), config=finite_json(config), seed=int(seed),
                         status="running", started_at=now, heartbeat_at=now)
@@ -279,7 +224,7 @@ class Store(HeartbeatMixin, QueueMixin):
         heartbeat."""
         def work(s: Session) -> None:
             trial = self._get(s, Trial, trial_id, "trial")
-            now = _now()
+            now = utc_now()
             self._insert_ignore(s, TrialReport,
                                 {"trial_id": trial_id, "step": int(step), "seq": int(seq),
                                  "metrics": finite_json(metrics), "created_at": now},
@@ -294,11 +239,11 @@ class Store(HeartbeatMixin, QueueMixin):
         Non-finite ``value``/``cutoff`` are stored as NULL."""
         def work(s: Session) -> None:
             trial = self._get(s, Trial, trial_id, "trial")
-            now = _now()
+            now = utc_now()
             self._insert_ignore(s, SchedulerEvent,
                                 {"trial_id": trial_id, "milestone": int(milestone),
-                                 "seq": int(seq), "value": _finite_float(value, "value"),
-                                 "cutoff": _finite_float(cutoff, "cutoff"),
+                                 "seq": int(seq), "value": finite_float(value, "value"),
+                                 "cutoff": finite_float(cutoff, "cutoff"),
                                  "decision": str(decision), "created_at": now},
                                 ["trial_id", "milestone", "decision"])
             trial.heartbeat_at = now
@@ -321,11 +266,11 @@ class Store(HeartbeatMixin, QueueMixin):
             trial = self._get(s, Trial, trial_id, "trial")
             trial.status = status
             trial.reason = reason
-            trial.finished_at = _now()
+            trial.finished_at = utc_now()
             for name in _TIMING_FLOATS:
-                setattr(trial, name, _finite_float(timing.get(name), f"timing[{name!r}]"))
+                setattr(trial, name, finite_float(timing.get(name), f"timing[{name!r}]"))
             for name in _TIMING_INTS:
-                setattr(trial, name, _optional_int(timing.get(name), f"timing[{name!r}]"))
+                setattr(trial, name, optional_int(timing.get(name), f"timing[{name!r}]"))
             kind = timing.get("device_kind")
             trial.device_kind = None if kind is None else str(kind)
         self._write(work)
@@ -343,33 +288,6 @@ class Store(HeartbeatMixin, QueueMixin):
             row.stdout, row.stderr = str(stdout), str(stderr)
             row.traceback = None if traceback is None else str(traceback)
         self._write(work)
-
-    def stop_requested(self, sweep_id: int) -> str | None:
-        """``"cancelled by user at <UTC time>"`` once :meth:`request_cancel` was called for the
-        sweep, else None (one indexed read)."""
-        def work(s: Session) -> str | None:
-            at = s.scalar(select(Sweep.cancel_requested_at).where(Sweep.id == sweep_id))
-            return None if at is None else f"cancelled by user at {_jsonable(at)}"
-        return self._read(work)
-
-    def request_cancel(self, sweep_id: int) -> str:
-        """Ask the process running sweep ``sweep_id`` to stop: it starts no new trial, stops the
-        running ones and ends the sweep ``cancelled`` (it polls :meth:`stop_requested`).
-
-        Returns:
-            The sweep's status after the call (``running`` until the runner notices).
-        Raises:
-            StoreError: unknown sweep, or the sweep already ended (names its status).
-        """
-        def work(s: Session) -> str:
-            row = self._get(s, Sweep, sweep_id, "sweep")
-            if row.status != "running":
-                raise StoreError(f"sweep {sweep_id} is {row.status}, not running: nothing "
-                                 "to cancel")
-            if row.cancel_requested_at is None:
-                row.cancel_requested_at = _now()
-            return row.status
-        return self._write(work)
 
     def scheduler_saved(self, proxy_sweep_id: int, state: Mapping[str, Any],
                         searcher_state: Mapping[str, Any] | None, seq: int) -> None:
@@ -395,7 +313,7 @@ class Store(HeartbeatMixin, QueueMixin):
         again, heartbeat now, ``reason`` says why it had stopped."""
         def work(s: Session) -> None:
             t = self._get(s, Trial, trial_id, "trial")
-            t.status, t.reason, t.finished_at, t.heartbeat_at = "running", reason, None, _now()
+            t.status, t.reason, t.finished_at, t.heartbeat_at = "running", reason, None, utc_now()
         self._write(work)
 
     def proxy_sweep_finished(self, proxy_sweep_id: int, best: Mapping[str, Any]) -> None:
@@ -404,7 +322,7 @@ class Store(HeartbeatMixin, QueueMixin):
             row = self._get(s, ProxySweep, proxy_sweep_id, "proxy sweep")
             row.best = finite_json(best)
             row.status = "completed"
-            row.finished_at = _now()
+            row.finished_at = utc_now()
         self._write(work)
 
     def rule_fitted(self, sweep_id: int, rule: Mapping[str, Any]) -> None:
@@ -419,8 +337,8 @@ class Store(HeartbeatMixin, QueueMixin):
         def work(s: Session) -> None:
             self._get(s, Sweep, sweep_id, "sweep")
             s.add(TransferRule(sweep_id=sweep_id, hyperparameter=str(rule["hyperparameter"]),
-                               intercept=_finite_float(rule.get("intercept"), "intercept"),
-                               slope=_finite_float(rule.get("slope"), "slope"),
+                               intercept=finite_float(rule.get("intercept"), "intercept"),
+                               slope=finite_float(rule.get("slope"), "slope"),
                                data=finite_json(rule)))
         self._write(work)
 
@@ -462,7 +380,7 @@ class Store(HeartbeatMixin, QueueMixin):
         """Record the target run's final validation loss (nats; NULL when not finite)."""
         def work(s: Session) -> None:
             row = self._get(s, TargetRun, target_id, "target run")
-            row.val_loss = _finite_float(val_loss, "val_loss")
+            row.val_loss = finite_float(val_loss, "val_loss")
             row.status = str(status)
         self._write(work)
 
@@ -489,7 +407,7 @@ class Store(HeartbeatMixin, QueueMixin):
                 inputs = entry.get("inputs")
                 s.add(LedgerEntry(sweep_id=sweep_id, trial_id=trial_id, scope=str(entry["scope"]),
                                   name=str(entry["name"]),
-                                  value=_finite_float(entry["value"], f"ledger {entry['name']}"),
+                                  value=finite_float(entry["value"], f"ledger {entry['name']}"),
                                   unit=str(entry["unit"]),
                                   formula=None if formula is None else str(formula),
                                   inputs=None if inputs is None else finite_json(inputs)))
@@ -501,7 +419,7 @@ class Store(HeartbeatMixin, QueueMixin):
             row = self._get(s, Sweep, sweep_id, "sweep")
             row.status = str(status)
             row.reason = reason
-            row.finished_at = _now()
+            row.finished_at = utc_now()
         self._write(work)
 
     def sweep_resumed(self, sweep_id: int) -> None:
@@ -510,164 +428,3 @@ class Store(HeartbeatMixin, QueueMixin):
             row = self._get(s, Sweep, sweep_id, "sweep")
             row.status, row.reason, row.finished_at = "running", None, None
         self._write(work)
-
-    # ------------------------------------------------------------------ reads
-    def list_sweeps(self) -> list[dict[str, Any]]:
-        """Every sweep row as plain data (config included), oldest first."""
-        return self._read(lambda s: [_row(r) for r in s.scalars(select(Sweep).order_by(Sweep.id))])
-
-    def sweep_costs(self) -> dict[int, dict[str, float | None]]:
-        """The sweep-scope ledger figures of every sweep: sweep id → {name: value} (GPU-hours,
-        money, fractions as recorded; None where not finite)."""
-        def work(s: Session) -> dict[int, dict[str, float | None]]:
-            out: dict[int, dict[str, float | None]] = {}
-            for e in s.scalars(select(LedgerEntry).where(LedgerEntry.scope == "sweep")
-                               .order_by(LedgerEntry.id)):
-                out.setdefault(e.sweep_id, {})[e.name] = e.value
-            return out
-        return self._read(work)
-
-    def sweep_summaries(self, *, limit: int | None = None,
-                        status: str | None = None) -> list[dict[str, Any]]:
-        """One line per sweep for ``mutune list``, newest first: id, name, project, status,
-        created_at, finished_at, widths and target width (from the config), trial counts by
-        status, and GPU-hours (the ledger's ``total_gpu_hours`` when recorded, else the sum of
-        the trials' allocated device-seconds × devices / 3600).
-
-        Args:
-            limit: at most this many sweeps (None: all).
-            status: only sweeps with this status.
-        """
-        def work(s: Session) -> list[dict[str, Any]]:
-            q = select(Sweep).order_by(Sweep.id.desc())
-            if status is not None:
-                q = q.where(Sweep.status == status)
-            if limit is not None:
-                q = q.limit(limit)
-            sweeps = s.scalars(q).all()
-            ids = [w.id for w in sweeps]
-            by_status: dict[int, dict[str, int]] = {i: {} for i in ids}
-            device_s: dict[int, float] = {i: 0.0 for i in ids}
-            total: dict[int, float] = {}
-            if ids:
-                for sid, st, n in s.execute(select(Trial.sweep_id, Trial.status, func.count())
-                                            .where(Trial.sweep_id.in_(ids))
-                                            .group_by(Trial.sweep_id, Trial.status)):
-                    by_status[sid][st] = int(n)
-                for sid, v in s.execute(
-                        select(Trial.sweep_id,
-                               func.sum(Trial.allocated_s * func.coalesce(Trial.devices, 1)))
-                        .where(Trial.sweep_id.in_(ids)).group_by(Trial.sweep_id)):
-                    device_s[sid] = float(v or 0.0)
-                for sid, v in s.execute(select(LedgerEntry.sweep_id, LedgerEntry.value).where(
-                        LedgerEntry.sweep_id.in_(ids), LedgerEntry.scope == "sweep",
-                        LedgerEntry.name == "total_gpu_hours")):
-                    if v is not None:
-                        total[sid] = float(v)
-            out = []
-            for w in sweeps:
-                cfg = w.config or {}
-                out.append({"id": w.id, "name": w.name, "project": w.project,
-                            "status": w.status, "reason": w.reason,
-                            "created_at": _jsonable(w.created_at),
-                            "finished_at": _jsonable(w.finished_at),
-                            "family": (cfg.get("model") or {}).get("family"),
-                            "widths": cfg.get("widths"),
-                            "target_width": (cfg.get("target") or {}).get("width"),
-                            "trials": sum(by_status[w.id].values()),
-                            "trials_by_status": by_status[w.id],
-                            "gpu_hours": total.get(w.id, device_s[w.id] / 3600.0),
-                            "cancel_requested": w.cancel_requested_at is not None})
-            return out
-        return self._read(work)
-
-    def trial_log(self, trial_id: int) -> dict[str, Any]:
-        """Trial ``trial_id``'s row (status, reason, config, …) with its ``stdout``, ``stderr``
-        and ``traceback`` (empty strings / None when the trial logged nothing yet).
-
-        Raises:
-            StoreError: unknown trial.
-        """
-        def work(s: Session) -> dict[str, Any]:
-            trial = self._get(s, Trial, trial_id, "trial")
-            log = s.scalar(select(TrialLog).where(TrialLog.trial_id == trial_id))
-            return {**_row(trial), "stdout": log.stdout if log else "",
-                    "stderr": log.stderr if log else "",
-                    "traceback": log.traceback if log else None, "logged": log is not None}
-        return self._read(work)
-
-    def counts(self, sweep_id: int) -> dict[str, int]:
-        """Rows per table that belong to sweep ``sweep_id`` (``sweeps`` is 1).
-
-        Raises:
-            StoreError: unknown sweep.
-        """
-        def work(s: Session) -> dict[str, int]:
-            self._get(s, Sweep, sweep_id, "sweep")
-            trial_ids = select(Trial.id).where(Trial.sweep_id == sweep_id).scalar_subquery()
-
-            def count(model: type[Base], *where: Any) -> int:
-                return int(s.scalar(select(func.count()).select_from(model).where(*where)) or 0)
-            return {
-                "sweeps": 1,
-                "provenance": count(Provenance, Provenance.sweep_id == sweep_id),
-                "proxy_sweeps": count(ProxySweep, ProxySweep.sweep_id == sweep_id),
-                "trials": count(Trial, Trial.sweep_id == sweep_id),
-                "trial_reports": count(TrialReport, TrialReport.trial_id.in_(trial_ids)),
-                "scheduler_events": count(SchedulerEvent, SchedulerEvent.trial_id.in_(trial_ids)),
-                "transfer_rules": count(TransferRule, TransferRule.sweep_id == sweep_id),
-                "target_runs": count(TargetRun, TargetRun.sweep_id == sweep_id),
-                "ledger_entries": count(LedgerEntry, LedgerEntry.sweep_id == sweep_id),
-                "scaling_laws": count(ScalingLaw, ScalingLaw.sweep_id == sweep_id),
-                "trial_logs": count(TrialLog, TrialLog.trial_id.in_(trial_ids)),
-            }
-        return self._read(work)
-
-    def sweep_rows(self, sweep_id: int) -> dict[str, Any]:
-        """Everything recorded for sweep ``sweep_id`` as plain JSON-able data.
-
-        Returns:
-            ``{"sweep", "provenance", "proxy_sweeps", "trials" (each with its "reports":
-            [{"step", "seq", "metrics"}] by step), "events" (by seq), "rules", "target" (the
-            latest target run or None), "ledger", "laws"}``; timestamps are UTC ISO 8601 strings.
-        Raises:
-            StoreError: unknown sweep.
-        """
-        def work(s: Session) -> dict[str, Any]:
-            sweep = self._get(s, Sweep, sweep_id, "sweep")
-            prov = s.scalar(select(Provenance).where(Provenance.sweep_id == sweep_id))
-            proxies = s.scalars(select(ProxySweep).where(ProxySweep.sweep_id == sweep_id)
-                                .order_by(ProxySweep.id)).all()
-            trials = s.scalars(select(Trial).where(Trial.sweep_id == sweep_id)
-                               .order_by(Trial.id)).all()
-            trial_ids = [t.id for t in trials]
-            reports: dict[int, list[dict[str, Any]]] = {t: [] for t in trial_ids}
-            events: list[dict[str, Any]] = []
-            if trial_ids:
-                for r in s.scalars(select(TrialReport).where(TrialReport.trial_id.in_(trial_ids))
-                                   .order_by(TrialReport.trial_id, TrialReport.step)):
-                    reports[r.trial_id].append({"step": r.step, "seq": r.seq,
-                                                "metrics": r.metrics})
-                events = [_row(e) for e in s.scalars(
-                    select(SchedulerEvent).where(SchedulerEvent.trial_id.in_(trial_ids))
-                    .order_by(SchedulerEvent.seq, SchedulerEvent.id))]
-            rules = s.scalars(select(TransferRule).where(TransferRule.sweep_id == sweep_id)
-                              .order_by(TransferRule.id)).all()
-            target = s.scalars(select(TargetRun).where(TargetRun.sweep_id == sweep_id)
-                               .order_by(TargetRun.id.desc()).limit(1)).first()
-            ledger = s.scalars(select(LedgerEntry).where(LedgerEntry.sweep_id == sweep_id)
-                               .order_by(LedgerEntry.id)).all()
-            laws = s.scalars(select(ScalingLaw).where(ScalingLaw.sweep_id == sweep_id)
-                             .order_by(ScalingLaw.id)).all()
-            return {
-                "sweep": _row(sweep),
-                "provenance": dict(prov.data) if prov is not None else {},
-                "proxy_sweeps": [_row(p) for p in proxies],
-                "trials": [{**_row(t), "reports": reports[t.id]} for t in trials],
-                "events": events,
-                "rules": [_row(r) for r in rules],
-                "target": _row(target) if target is not None else None,
-                "ledger": [_row(e) for e in ledger],
-                "laws": [_row(law) for law in laws],
-            }
-        return self._read(work)

@@ -1,1 +1,13 @@
-"""TODO"""
+"""The Ray Tune backend (imports Ray): cluster, run, the two adapters, the driver-side book.
+
+* :mod:`.cluster` — a local cluster or ``ray.address``; slots; Ray Tune's loggers;
+* :mod:`.run` — one Ray Tune run: the driver, the book, the adapters and the tuner;
+* :mod:`.scheduler_adapter`, :mod:`.searcher_adapter` — Ray's hooks ⇄ the driver loop
+  (translation only);
+* :mod:`.callback` — the :class:`~.callback.SweepBook` that records every trial;
+  :mod:`.records` — its per-trial record and timing; :mod:`.retention` — checkpoints kept on
+  disk; :mod:`.zombies` — trials that hold devices and report nothing; :mod:`.cancel` —
+  ``mutune cancel`` as a Ray Tune stopper.
+
+Import the submodule you need; this package imports nothing.
+"""

@@ -1,10 +1,12 @@
-"""Stopping a whole sweep from outside: ``mutune cancel`` (and the budget) through Ray Tune.
+"""Stopping a whole Ray Tune run from outside: ``mutune cancel`` (and a cancelled server sweep).
 
-:class:`SweepStopper` is a Ray Tune ``Stopper`` living in the driver. Ray asks ``stop_all()``
-after every trial event; the stopper asks the recorder (``Recorder.stop_requested``: one
-indexed read of the results database) at most every ``poll_s`` seconds. Once it says why, Tune
-stops every running trial and starts no other; the :class:`~mutune.search.backends.ray_tune.callback.SweepBook` then
+:class:`CancelStopper` is a Ray Tune ``Stopper`` living in the driver. Ray asks ``stop_all()``
+after every trial event; the stopper asks the sweep's controller
+(:meth:`~mutune.search.recording.SweepControl.stop_requested`: one indexed read of the results
+database) at most every ``poll_s`` seconds. Once it says why, Tune stops every running trial
+and starts no other; the :class:`~mutune.search.backends.ray_tune.callback.SweepBook` then
 records the trials Tune ended without a result as ``cancelled`` with that reason.
+(Not to be confused with the *stopping variant* of ASHA, which stops single trials at rungs.)
 """
 from __future__ import annotations
 
@@ -13,36 +15,39 @@ from typing import Any
 
 from ray.tune import Stopper
 
-__all__ = ["SweepStopper"]
+from mutune.search.recording import SweepControl
+
+__all__ = ["CancelStopper"]
 
 
-class SweepStopper(Stopper):
-    """Stop the Ray Tune run once ``recorder.stop_requested(sweep_id)`` returns a reason.
+class CancelStopper(Stopper):
+    """Stop the Ray Tune run once ``control.stop_requested(sweep_id)`` returns a reason.
 
     Args:
-        recorder: a :class:`~mutune.recording.Recorder` (polled in the driver only).
+        control: the sweep's :class:`~mutune.search.recording.SweepControl` (polled in the
+            driver only), or None (never stop).
         sweep_id: the sweep it polls.
         poll_s: seconds between two polls (the database is not asked on every event).
     Attributes:
         reason: why the run was stopped, None while it runs.
     """
 
-    def __init__(self, recorder: Any, sweep_id: int, poll_s: float = 1.0) -> None:
-        self.recorder, self.sweep_id, self.poll_s = recorder, sweep_id, poll_s
+    def __init__(self, control: SweepControl | None, sweep_id: int, poll_s: float = 1.0) -> None:
+        self.control, self.sweep_id, self.poll_s = control, sweep_id, poll_s
         self.reason: str | None = None
         self._last = float("-inf")
 
     def __getstate__(self) -> dict[str, Any]:
-        # Tune pickles its run config into the experiment snapshot: no live recorder there.
-        return {**self.__dict__, "recorder": None}
+        # Tune pickles its run config into the experiment snapshot: no live controller there.
+        return {**self.__dict__, "control": None}
 
     def check(self) -> str | None:
         """Poll now (rate-limited) and return the reason to stop, if any."""
-        if self.reason is None and self.recorder is not None:
+        if self.reason is None and self.control is not None:
             now = time.monotonic()
             if now - self._last >= self.poll_s:
                 self._last = now
-                self.reason = self.recorder.stop_requested(self.sweep_id)
+                self.reason = self.control.stop_requested(self.sweep_id)
         return self.reason
 
     def __call__(self, trial_id: str, result: dict) -> bool:

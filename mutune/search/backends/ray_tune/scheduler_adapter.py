@@ -1,23 +1,23 @@
-"""Ray Tune adapter for mutune's scheduler cores (:mod:`mutune.search.schedulers.factory`).
+"""Ray Tune's ``TrialScheduler`` face of the driver loop: translation, no decisions.
 
-Ray Tune executes the trials; this :class:`~ray.tune.schedulers.FIFOScheduler` subclass asks the
-pure core what to do with each result and hands every report and decision to the driver-side
-:class:`~mutune.search.backends.ray_tune.callback.SweepBook` before deciding, so the results database sees them in
-order. Hook states (Ray Tune 2.x):
+Ray Tune executes the trials; this :class:`~ray.tune.schedulers.FIFOScheduler` subclass turns
+Ray's hooks into calls of the :class:`~mutune.search.driver.SweepDriver` and the driver's
+answers back into Ray's, handing every report and decision to the driver-side
+:class:`~mutune.search.backends.ray_tune.callback.SweepBook` first, so the results database
+sees them in order. Hook states (Ray Tune 2.x):
 
-* ``on_trial_result``: the trial is RUNNING, its result not yet stored. Returns CONTINUE, STOP
-  (stopped at a rung, or diverged) or PAUSE (promotion variant: Ray saves the trial's last
-  reported checkpoint and frees its resources).
-* ``choose_trial_to_run``: called whenever Ray could start a trial. The core's promotion
-  candidate (a PAUSED trial) goes first: it is promoted, recorded, and handed back for Ray to
-  resume from its checkpoint; otherwise a PENDING trial. When nothing runs or waits, no point is
-  left to propose and no paused trial is promotable, the core's ``finish()`` stops the paused
-  trials (``stop_trial``), so no trial is left paused (DESIGN.md §4).
+* ``on_trial_result``: the trial is RUNNING, its result not yet stored. The report is
+  recorded, then judged by the driver (which tells the searcher — Ray itself skips the
+  searcher's ``on_trial_result`` once a trial is stopped); the outcome becomes CONTINUE, PAUSE
+  (Ray saves the trial's last checkpoint and frees its resources) or STOP.
+* ``choose_trial_to_run``: called whenever Ray could start a trial. The driver may promote a
+  trial Ray holds PAUSED (it is handed back for Ray to resume from its checkpoint), or end the
+  sweep by stopping the paused trials left; otherwise a PENDING trial (proposed through
+  :class:`~.searcher_adapter.RaySearcher`) starts.
 
-Ray's own ``AsyncHyperBandScheduler`` is the stopping variant only, cuts at a percentile of the
-other trials' values (the newcomer excluded), and judges a report that jumps past several
-milestones at the highest one only (the lower rungs never see the trial); see
-:mod:`mutune.search.schedulers.asha` for mutune's rule.
+Ray's own ``AsyncHyperBandScheduler`` is the stopping variant only, cuts at a percentile of
+the other trials' values (the newcomer excluded), and judges a report that jumps past several
+milestones at the highest one only; see :mod:`mutune.search.schedulers.asha` for mutune's rule.
 """
 from __future__ import annotations
 
@@ -27,84 +27,79 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from mutune.errors import SearchError
-from mutune.search.schedulers.asha import Decision
+from mutune.search.driver import ActionKind, SweepDriver
+from mutune.search.schedulers.inputs import check_step, check_value
 
-__all__ = ["RayASHA"]
+__all__ = ["RayScheduler"]
 
 
-class RayASHA(FIFOScheduler):
-    """Drive a scheduler core from Ray Tune.
+class RayScheduler(FIFOScheduler):
+    """Drive a :class:`~mutune.search.driver.SweepDriver` from Ray Tune's scheduler hooks.
 
     Args:
-        core: the scheduler core (ASHA, PromotionASHA or Hyperband).
-        book: the sweep's :class:`~mutune.search.backends.ray_tune.callback.SweepBook` (records reports, decisions).
-        metric: the reported key ranked by the core (e.g. ``val_loss``).
-        searcher: the :class:`~mutune.search.backends.ray_tune.searcher_adapter.RaySearcher` (tells whether new
-            trials may still come); None: every trial is already known to Ray.
-        gate: the sweep's :class:`~mutune.search.budget.BudgetGate`, or None (no budget).
-            The searcher asks it before each new trial; once it has said no, each running
-            trial stops at its next rung (``finish their rung``).
+        driver: the run's driver (its groups' cores decide).
+        book: the run's :class:`~mutune.search.backends.ray_tune.callback.SweepBook`.
+        metric, mode: the reported key the driver ranks, and its direction.
     """
 
-    def __init__(self, core: Any, book: Any, metric: str, searcher: Any = None,
-                 gate: Any = None) -> None:
+    def __init__(self, driver: SweepDriver, book: Any, metric: str, mode: str) -> None:
         super().__init__()
-        self.core, self.book, self.searcher, self.gate = core, book, searcher, gate
-        self._metric, self._mode = metric, core.mode
+        self.driver, self.book = driver, book
+        self._metric, self._mode = metric, mode
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune snapshots the scheduler into its experiment state: no live driver or book.
+        return {**self.__dict__, "driver": None, "book": None}
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         return metric in (None, self._metric) and mode in (None, self._mode)
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
-        if self._metric not in result or "step" not in result:
-            missing = self._metric if self._metric not in result else "step"
-            raise SearchError(f"trial {trial.trial_id} reported without {missing!r}; "
-                              f"got keys {sorted(result)}")
+        for name in (self._metric, "step"):
+            if name not in result:
+                raise SearchError(f"trial {self.book.key_of(trial)!r} reported without "
+                                  f"{name!r}; got keys {sorted(result)}")
+        key = self.book.key_of(trial)
+        check_step(key, result["step"])
+        check_value(key, result[self._metric], field=self._metric)
         if not self.book.record_report(trial, result):
             return TrialScheduler.CONTINUE      # a step repeated after a restore
-        judgements = self.core.on_report(self.book.key_of(trial), int(result["step"]),
-                                         float(result[self._metric]))
-        for j in judgements:
+        out = self.driver.report(key, result["step"], result[self._metric])
+        for j in out.judgements:
             self.book.record_judgement(trial, j)
-        if judgements:
+        if out.judgements:
             self.book.save_state()
-        if any(j.decision in (Decision.STOP, Decision.DIVERGED) for j in judgements):
+        if out.action == "end":
             return TrialScheduler.STOP
-        if judgements and self.gate is not None and self.gate.exhausted is not None:
-            self.book.budget_stops[trial.trial_id] = judgements[-1].milestone
-            return TrialScheduler.STOP
-        if judgements and judgements[-1].decision is Decision.PAUSE:
+        if out.action == "pause":
             self.book.record_pause(trial)
             return TrialScheduler.PAUSE
         return TrialScheduler.CONTINUE
 
     def choose_trial_to_run(self, tune_controller: Any) -> Any:
         trials = tune_controller.get_trials()
-        cand = self.core.candidate()
-        if cand is not None:
-            for trial in trials:
-                if trial.status == Trial.PAUSED and self.book.key_of(trial) == cand.trial:
-                    self.book.record_judgement(trial, self.core.promote(cand.trial))
-                    self.book.save_state()
-                    return trial
-        for trial in trials:
-            if trial.status == Trial.PENDING:
-                return trial
-        busy = any(t.status in (Trial.RUNNING, Trial.PENDING) for t in trials)
-        more = self.searcher is not None and self.searcher.new_trials_left
-        if cand is None and not busy and not more and self.core.paused():
-            by_key = {self.book.key_of(t): t for t in trials}
-            for j in self.core.finish():
-                trial = by_key.get(j.trial)
+        paused = {self.book.key_of(t): t for t in trials if t.status == Trial.PAUSED}
+        act = self.driver.next_action(can_start=False,
+                                      can_promote_live=lambda key: key in paused,
+                                      can_finish_live=lambda key: key in paused)
+        if act.kind is ActionKind.PROMOTE:
+            trial = paused[act.key]
+            self.book.record_judgement(trial, act.judgement)
+            self.book.save_state()
+            return trial
+        if act.kind is ActionKind.DONE and act.finished:
+            for j in act.finished:
+                trial = paused.get(j.trial)
                 if trial is None:       # a dormant trial of a resumed sweep: never in Ray
-                    self.searcher.finish_dormant(j.trial, j)
+                    self.book.finish_dormant(j.trial, j)
                     continue
                 self.book.record_judgement(trial, j)
                 tune_controller.stop_trial(trial)
             self.book.save_state()
+        for trial in trials:
+            if trial.status == Trial.PENDING:
+                return trial
         return None
 
     def debug_string(self) -> str:
-        return (f"mutune {type(self.core).__name__} ({self.core.variant}): "
-                f"r={self.core.grace_period} η={self.core.reduction_factor} "
-                f"max_t={self.core.max_t}")
+        return f"mutune driver over groups {self.driver.order}"

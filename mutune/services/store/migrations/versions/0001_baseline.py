@@ -1,4 +1,4 @@
-"""Baseline: the nine tables of the results database (DESIGN.md §7).
+"""Baseline: the nine tables of the results database (docs/architecture.md §7).
 
 Revision ID: 0001
 Revises:

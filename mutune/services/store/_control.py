@@ -1,9 +1,13 @@
-"""Heartbeats of running trials and the stale-trial query (DESIGN.md §7, issue 4 "Heartbeats").
+"""The store as a :class:`~mutune.search.recording.SweepControl`: stop requests (``mutune
+cancel``), heartbeats of running trials, and the stale-trial query a resume uses
+(docs/architecture.md §7).
 
-A running trial beats through the driver (:meth:`HeartbeatMixin.heartbeat`; every report and
+A cancel sets ``sweeps.cancel_requested_at``; the driver polls :meth:`ControlMixin.stop_requested`.
+
+A running trial beats through the driver (:meth:`ControlMixin.heartbeat`; every report and
 decision also refreshes ``trials.heartbeat_at``). A trial still ``running`` whose last beat (or,
 if it never beat, its start) is older than its lease is *stale*: its process died or lost the
-database. :meth:`HeartbeatMixin.stale_trials` finds them and :meth:`HeartbeatMixin.mark_stale`
+database. :meth:`ControlMixin.stale_trials` finds them and :meth:`ControlMixin.mark_stale`
 ends one as ``failed`` with the reason ``stale: …`` — compare-and-set on ``running``, so a trial
 that finished in the meantime is never overwritten. Times are UTC.
 
@@ -21,9 +25,10 @@ from sqlalchemy.orm import Session
 
 from mutune.errors import StoreError
 
-from ._models import Trial
+from ._models import Sweep, Trial
+from ._values import jsonable, utc_now
 
-__all__ = ["HeartbeatMixin"]
+__all__ = ["ControlMixin"]
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -34,8 +39,37 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.astimezone(timezone.utc)
 
 
-class HeartbeatMixin:
-    """Heartbeat methods of :class:`~mutune.services.store.Store` (uses ``_write``/``_read``)."""
+class ControlMixin:
+    """Stop-request and heartbeat methods of :class:`~mutune.services.store.Store` (it
+    supplies ``_write``, ``_read`` and ``_get``)."""
+
+    def stop_requested(self, sweep_id: int) -> str | None:
+        """``"cancelled by user at <UTC time>"`` once :meth:`request_cancel` was called for the
+        sweep, else None (one indexed read)."""
+        def work(s: Session) -> str | None:
+            at = s.scalar(select(Sweep.cancel_requested_at).where(Sweep.id == sweep_id))
+            return None if at is None else f"cancelled by user at {jsonable(at)}"
+        return self._read(work)
+
+    def request_cancel(self, sweep_id: int) -> str:
+        """Ask the process running sweep ``sweep_id`` to stop: it starts no new trial, stops the
+        running ones and ends the sweep ``cancelled`` (it polls :meth:`stop_requested`).
+
+        Returns:
+            The sweep's status after the call (``running`` until the runner notices).
+        Raises:
+            StoreError: unknown sweep, or the sweep already ended (names its status).
+        """
+        def work(s: Session) -> str:
+            row = self._get(s, Sweep, sweep_id, "sweep")
+            if row.status != "running":
+                raise StoreError(f"sweep {sweep_id} is {row.status}, not running: nothing "
+                                 "to cancel")
+            if row.cancel_requested_at is None:
+                row.cancel_requested_at = utc_now()
+            return row.status
+        return self._write(work)
+
 
     def heartbeat(self, trial_id: int, *, now: datetime | None = None) -> None:
         """Record that trial ``trial_id`` is alive at ``now`` (default: the current UTC time).

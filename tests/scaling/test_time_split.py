@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mutune.scaling.ledger import (TIME_CATEGORIES, WASTE_CATEGORIES, mfu, model_flops_per_step,
+from mutune.scaling.time_split import (TIME_CATEGORIES, WASTE_CATEGORIES, mfu, model_flops_per_step,
                                    money, sweep_waste, trial_time)
 
 

@@ -1,0 +1,92 @@
+"""The ``model`` and ``data`` sections: which proxy family is trained, and on what.
+
+The ``model`` section is validated with the spec of the model plugin its ``family`` names
+(entry-point group ``mutune.models``, :mod:`mutune.proxies.plugins`); :func:`model_spec_class`
+finds that spec. The plugins are imported only when a config is validated, never at import.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from mutune.config.base import StrictModel
+
+__all__ = ["ModelSpec", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData",
+           "model_spec_class"]
+
+
+class ModelSpec(StrictModel):
+    """The ``model`` section every model family shares. ``family`` names a model plugin
+    (entry-point group ``mutune.models``, :mod:`mutune.proxies.plugins`); the plugin's own subclass
+    adds its options. ``base_width``: the width at which μP equals SP (width multiplier 1)."""
+    family: str = Field(min_length=1)
+    parametrization: Literal["mup", "sp"] = "mup"
+    depth: int = Field(default=2, ge=1, le=64)
+    base_width: int = Field(default=64, ge=1)
+
+    def build_options(self) -> dict[str, Any]:
+        """The fields handed to the family's ``build`` (``depth`` and the plugin's own)."""
+        return self.model_dump(exclude={"family", "parametrization", "base_width"})
+
+
+class MLPModel(ModelSpec):
+    """μP MLP (``mutune.proxies.mlp``, plugin ``mlp``): ``depth`` hidden layers of size width."""
+    family: Literal["mlp"]
+
+
+class GPTModel(ModelSpec):
+    """μP byte-level GPT-style pre-LN decoder (``mutune.proxies.gpt``, plugin ``gpt``).
+    ``d_head``: features per attention head (widths must be multiples of it); ``seq_len``:
+    tokens per sample; ``vocab``: token ids (256 for byte-level text)."""
+    family: Literal["gpt"]
+    base_width: int = Field(default=32, ge=1)
+    d_head: int = Field(default=16, ge=1)
+    ffn_ratio: int = Field(default=4, ge=1)
+    seq_len: int = Field(default=64, ge=2)
+    vocab: int = Field(default=256, ge=2, le=65536)
+    positions: Literal["learned", "rotary"] = "learned"
+    tied: bool = False
+
+
+class DigitsData(StrictModel):
+    """scikit-learn's bundled handwritten digits (1,797 images of 8×8 pixels, 10 classes);
+    ``val_fraction`` of them (0–1, exclusive) are held out for validation."""
+    kind: Literal["digits"]
+    val_fraction: float = Field(default=0.2, gt=0, lt=1)
+
+
+class TextData(StrictModel):
+    """Byte-level text. ``path`` None: the running Python's standard library
+    (docs/architecture.md §2); otherwise any text file or folder."""
+    kind: Literal["text"]
+    path: str | None = None
+
+
+class TokenData(StrictModel):
+    """A nanoGPT-style ``uint16`` token file, or a folder with ``train.bin`` and ``val.bin``;
+    the model's ``vocab`` must cover every token id."""
+    kind: Literal["tokens"]
+    path: str = Field(min_length=1)
+
+
+def model_spec_class(value: Any) -> type[ModelSpec]:
+    """The spec class of the model plugin ``value["family"]`` names.
+
+    Args:
+        value: the raw ``model`` section (a mapping).
+    Raises:
+        ValueError: ``value`` is not a mapping with a string ``family``, or the plugin's spec
+            is not a :class:`ModelSpec` subclass.
+        ConfigError: no plugin of that name is installed, or it fails to load
+            (:func:`mutune.proxies.plugins.load_family`).
+    """
+    from mutune.proxies.plugins import load_family
+
+    if not isinstance(value, dict) or not isinstance(value.get("family"), str):
+        raise ValueError("model must be a mapping with a 'family' naming a model plugin")
+    spec = load_family(value["family"]).spec
+    if not (isinstance(spec, type) and issubclass(spec, ModelSpec)):
+        raise ValueError(f"model plugin {value['family']!r}: its spec is not a "
+                         "mutune.config.ModelSpec subclass")
+    return spec

@@ -1,0 +1,216 @@
+"""The sweep config's sections about how it runs: search and scheduler, training, the target
+run, transfer, Ray, budget and tracking. Each validator's error names field, value and rule."""
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from mutune.config.base import StrictModel
+from mutune.config.spaces import SEARCHABLE, Distribution
+from mutune.config.suggest import did_you_mean
+
+__all__ = ["SchedulerConfig", "SearchConfig", "TrainConfig", "TargetConfig", "TransferConfig",
+           "RayConfig", "BudgetConfig", "TrackingConfig", "LEASE_FACTOR"]
+
+#: A trial's lease must be at least this many heartbeat intervals (a live trial may miss two).
+LEASE_FACTOR = 3.0
+
+
+class SchedulerConfig(StrictModel):
+    """ASHA (Li et al. 2020) or asynchronous Hyperband (Li et al. 2018; brackets with grace
+    periods r·η^s): rungs at grace_period·η^k ≤ max_t, fidelity = training steps
+    (docs/architecture.md §4).
+
+    ``variant``: ``stopping`` ends weak trials at a rung; ``promotion`` pauses every trial at
+    each rung, frees its resources, and resumes the best (top 1/η) from their checkpoints when
+    a slot frees (Li et al. 2020, Algorithm 2).
+
+    Raises (on validation): ``max_t`` below ``grace_period``."""
+    kind: Literal["asha", "hyperband"] = "asha"
+    variant: Literal["stopping", "promotion"] = "stopping"
+    grace_period: int = Field(default=20, ge=1)
+    reduction_factor: int = Field(default=3, ge=2)
+    max_t: int = Field(default=200, ge=1)
+
+    @model_validator(mode="after")
+    def _budget(self) -> "SchedulerConfig":
+        if self.max_t < self.grace_period:
+            raise ValueError(f"max_t ({self.max_t}) must be >= grace_period "
+                             f"({self.grace_period})")
+        return self
+
+
+class SearchConfig(StrictModel):
+    """What is searched per proxy width and how trials are ranked.
+
+    ``searcher`` proposes the points (the scheduler only decides): ``random`` (seeded
+    independent draws, the same at every width), ``grid`` (``grid_points`` values per
+    continuous dimension, log-spaced for loguniform; choice values as listed; cycled to
+    num_samples) or ``tpe`` (Optuna's TPE sampler, seeded, told every report).
+    ``best_scope``: which value of each trial picks the best at the chosen rung (the highest
+    holding ≥ 3 trials): ``last`` — the value judged there; ``best-so-far`` — the trial's best
+    report up to it (docs/architecture.md §4).
+
+    Raises (on validation): a name in ``space`` or ``fixed`` outside :data:`SEARCHABLE` (with
+    the closest searchable names), no ``lr`` in ``space``, a name both searched and fixed, or
+    a fixed value that is not a finite number > 0."""
+    num_samples: int = Field(default=16, ge=1)
+    #: seeds trained per trial in lockstep (same hyperparameters); the trial reports their
+    #: mean validation loss, averaging out seed noise without a start-up cost per seed
+    replicates: int = Field(default=1, ge=1, le=16)
+    space: dict[str, Distribution]
+    fixed: dict[str, float] = Field(default_factory=dict)
+    metric: Literal["val_loss"] = "val_loss"
+    mode: Literal["min", "max"] = "min"
+    scheduler: SchedulerConfig = SchedulerConfig()
+    searcher: Literal["random", "grid", "tpe"] = "random"
+    grid_points: int = Field(default=5, ge=2, le=1000)
+    best_scope: Literal["last", "best-so-far"] = "last"
+
+    @model_validator(mode="after")
+    def _names(self) -> "SearchConfig":
+        for name in list(self.space) + list(self.fixed):
+            if name not in SEARCHABLE:
+                hint = did_you_mean(name, SEARCHABLE)
+                raise ValueError(f"unknown hyperparameter {name!r}; searchable: "
+                                 f"{', '.join(SEARCHABLE)}" + (f"; {hint}" if hint else ""))
+        if "lr" not in self.space:
+            raise ValueError("space must search 'lr' (the transfer rule is fitted on it)")
+        both = set(self.space) & set(self.fixed)
+        if both:
+            raise ValueError(f"{sorted(both)} both searched and fixed")
+        for name, value in self.fixed.items():
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"fixed {name} = {value} must be a finite number > 0")
+        return self
+
+
+class TrainConfig(StrictModel):
+    """Training of every trial: MuAdamW (decoupled weight decay, docs/architecture.md §5).
+
+    Trials checkpoint (atomically) every ``checkpoint_every`` steps when > 0 (rounded up to
+    the next evaluation), on SIGTERM, and under promotion ASHA at every rung milestone; a
+    retried, promoted or resumed trial continues from its last checkpoint (without one, from
+    step 0).
+
+    Retention: each trial keeps its ``checkpoint_keep`` best checkpoints by the sweep's
+    metric plus, always, its latest (Ray Tune's checkpoint manager, ``num_to_keep`` with a
+    score); a trial the scheduler stopped or that diverged loses all of its checkpoints as
+    soon as it ends (its rung closed on it: nothing will resume it), so disk use stays
+    bounded by the live trials. The report gives the bytes written and kept."""
+    batch_size: int = Field(default=64, ge=1)
+    eval_every: int = Field(default=10, ge=1)
+    eval_windows: int = Field(default=64, ge=1)
+    optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
+    weight_decay: float = Field(default=0.0, ge=0)
+    beta1: float = Field(default=0.9, ge=0, lt=1)
+    beta2: float = Field(default=0.999, ge=0, lt=1)
+    checkpoint_every: int = Field(default=0, ge=0)
+    checkpoint_keep: int = Field(default=1, ge=1)
+
+
+class TargetConfig(StrictModel):
+    """The one full-size run trained with the transferred hyperparameters; ``steps`` and
+    ``batch_size`` default to the proxies' max_t and batch size."""
+    width: int = Field(ge=1)
+    steps: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1)
+
+
+class TransferConfig(StrictModel):
+    """How optima become transfer rules (mutune.pipeline.transfer_stage, mutune.scaling).
+
+    ``tolerance``: |width exponent| a μP rule may show and still be ``stable``.
+    ``mup_flat``: under μP, when the width exponent's 95 % interval contains 0 (the data do
+    not reject width-independence, TP V §3), transfer the widest proxy's optimum instead of
+    extrapolating a slope the data cannot pin down; an exponent the data do resolve is used.
+    ``horizon``: ``highest_rung`` fits rules on each width's highest-rung optimum;
+    ``extrapolate`` uses LR*(steps) fitted across rungs, extrapolated to the target's steps
+    (short-horizon bias, Wu et al. 2018). ``lr_batch_rule``: how lr moves when the target's
+    batch differs (``auto``: square root for Adam, Malladi et al. 2022; linear for SGD, Goyal
+    et al. 2017). ``token_beta``: apply LR* ∝ D^-β (Bjorck et al. 2025) when the target trains
+    on more samples than the proxies' max_t budget (None: off). ``weight_decay_rule``:
+    ``timescale`` keeps the AdamW timescale τ = B/(η·λ·D) (Wang & Aitchison 2024)."""
+    tolerance: float = Field(default=0.1, gt=0)
+    mup_flat: bool = True
+    n_boot: int = Field(default=1000, ge=50)
+    n_boot_optimum: int = Field(default=300, ge=50)
+    horizon: Literal["highest_rung", "extrapolate"] = "highest_rung"
+    lr_batch_rule: Literal["auto", "sqrt", "linear", "none"] = "auto"
+    token_beta: float | None = Field(default=None, gt=0)
+    weight_decay_rule: Literal["timescale", "none"] = "timescale"
+
+
+class RayConfig(StrictModel):
+    """Execution on Ray: a local cluster of ``num_cpus`` or an existing cluster at ``address``.
+
+    ``gpus_per_trial`` > 0 trains each trial on its CUDA device (bf16 autocast, flash
+    attention) and bills GPUs in the ledger; 0 trains on CPU threads and bills CPUs.
+    ``max_concurrent_trials`` caps trials running at once (1 makes the report order, and so
+    ASHA's asynchronous decisions, reproducible); None lets the granted CPUs decide.
+    ``max_failures``: retries of a failed trial (e.g. its worker was killed), each resuming
+    from the trial's last checkpoint. ``heartbeat_s``: how often the driver beats for each
+    running trial; ``lease_s``: how old a running trial's last beat may be before a resume
+    treats it as stale (at least ``LEASE_FACTOR`` × heartbeat_s).
+
+    Raises (on validation): ``lease_s`` below ``LEASE_FACTOR`` × ``heartbeat_s``."""
+    address: str | None = None
+    num_cpus: int = Field(default=2, ge=1)
+    cpus_per_trial: float = Field(default=1, gt=0)
+    gpus_per_trial: float = Field(default=0, ge=0)
+    max_concurrent_trials: int | None = Field(default=None, ge=1)
+    device_kind: str = "cpu"
+    max_failures: int = Field(default=1, ge=0)
+    heartbeat_s: float = Field(default=10.0, gt=0)
+    lease_s: float = Field(default=60.0, gt=0)
+    #: a running trial with no report for this many seconds is a zombie: flagged, its worker
+    #: killed and not retried (None: never); set it well above a trial's start-up (a fresh Ray
+    #: worker imports torch: seconds) and its slowest evaluation interval
+    zombie_timeout_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _lease(self) -> "RayConfig":
+        if not self.lease_s >= LEASE_FACTOR * self.heartbeat_s:
+            raise ValueError(f"ray.lease_s = {self.lease_s}: must be >= {LEASE_FACTOR:g} × "
+                             f"ray.heartbeat_s ({self.heartbeat_s}) = "
+                             f"{LEASE_FACTOR * self.heartbeat_s:g}, so a live trial that "
+                             "misses a beat or two is never reaped as stale")
+        return self
+
+
+class BudgetConfig(StrictModel):
+    """What the sweep may spend, enforced while it runs (and priced by ``--dry-run``).
+
+    ``gpu_hours``: device-hours (allocated seconds × devices / 3600, docs/architecture.md §6)
+    of every trial and the target run together. ``money``: the same at ``price_per_hour`` per
+    device-hour (default: the ``cost`` table's price of ``ray.device_kind``; the sweep config
+    refuses a money budget with neither). No new trial starts once the spent hours plus what
+    the running trials need to reach their next rung plus the new trial's first rung would
+    exceed the budget; running trials finish their rung and the sweep ends
+    ``budget_exhausted`` with what it has.
+    """
+    gpu_hours: float | None = Field(default=None, gt=0)
+    money: float | None = Field(default=None, gt=0)
+    #: None: the ``cost`` table's price of ``ray.device_kind`` under ``cost.pricing``
+    price_per_hour: float | None = Field(default=None, gt=0)
+
+    @property
+    def limit_gpu_hours(self) -> float | None:
+        """The tighter of ``gpu_hours`` and ``money / price_per_hour``; None: no limit."""
+        caps = [c for c in (self.gpu_hours, self.money / self.price_per_hour
+                            if self.money is not None and self.price_per_hour else None)
+                if c is not None]
+        return min(caps) if caps else None
+
+
+class TrackingConfig(StrictModel):
+    """Optional logging of every trial through Ray Tune's logger callbacks (off by default;
+    the results database records everything either way). ``tensorboard``: event files under
+    each trial's folder in ``OUT/ray/`` (needs the ``tensorboard`` extra, tensorboardX).
+    ``mlflow_uri``: an MLflow tracking URI, one MLflow run per trial in experiment
+    ``mlflow_experiment`` (default: the sweep's name; needs the ``mlflow`` extra)."""
+    tensorboard: bool = False
+    mlflow_uri: str | None = Field(default=None, min_length=1)
+    mlflow_experiment: str | None = Field(default=None, min_length=1)

@@ -1,0 +1,99 @@
+"""The whole sweep config, :class:`SweepConfig`, and the rules that tie its sections together."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Union
+
+from pydantic import Field, SerializeAsAny, field_validator, model_validator
+
+from mutune.config.base import StrictModel
+from mutune.config.cost import CostConfig
+from mutune.config.model import (DigitsData, GPTModel, ModelSpec, TextData, TokenData,
+                                 model_spec_class)
+from mutune.config.sections import (BudgetConfig, RayConfig, SearchConfig, TargetConfig,
+                                    TrackingConfig, TrainConfig, TransferConfig)
+
+__all__ = ["SweepConfig"]
+
+
+class SweepConfig(StrictModel):
+    """A whole mutune sweep: proxies at several widths → transfer → one target run
+    (docs/architecture.md §1–§2).
+
+    Raises (on validation), besides each section's own rules: data of a kind the model family
+    does not read; a searched hyperparameter the family does not take; widths not positive and
+    strictly increasing; ``model.base_width`` above the smallest width; a target no wider than
+    the widest proxy; GPT widths not multiples of ``d_head`` (or an odd ``d_head`` with rotary
+    positions, or a vocab other than 256 on byte-level text); ``cpus_per_trial`` above
+    ``num_cpus``; a money budget with no price."""
+    name: str = Field(min_length=1, max_length=200)
+    seed: int = Field(default=0, ge=0)
+    model: SerializeAsAny[ModelSpec]
+    data: Annotated[Union[DigitsData, TextData, TokenData], Field(discriminator="kind")]
+    widths: list[int] = Field(min_length=2)
+    search: SearchConfig
+    train: TrainConfig = TrainConfig()
+    target: TargetConfig
+    transfer: TransferConfig = TransferConfig()
+    ray: RayConfig = RayConfig()
+    cost: CostConfig = CostConfig()
+    budget: BudgetConfig = BudgetConfig()
+    tracking: TrackingConfig = TrackingConfig()
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _plugin(cls, value: Any) -> Any:
+        """Validate the section with the spec of the plugin ``family`` names."""
+        if isinstance(value, ModelSpec):
+            return value
+        return model_spec_class(value).model_validate(value)
+
+    @model_validator(mode="after")
+    def _cross(self) -> "SweepConfig":
+        from mutune.proxies.plugins import MODEL_HPARAMS, load_family
+
+        family = load_family(self.model.family)
+        if self.data.kind not in family.data_kinds:
+            raise ValueError(f"a {self.model.family} model needs data.kind: "
+                             f"{' or '.join(family.data_kinds)} (got {self.data.kind!r})")
+        for name in [*self.search.space, *self.search.fixed]:
+            if name in MODEL_HPARAMS and name not in family.hparams:
+                raise ValueError(f"search names {name!r}, which model.family "
+                                 f"{self.model.family!r} does not take (it takes: lr"
+                                 + "".join(f", {h}" for h in family.hparams) + ")")
+        w = self.widths
+        if any(b <= a for a, b in zip(w, w[1:])) or w[0] < 1:
+            raise ValueError(f"widths {w} must be positive and strictly increasing")
+        if self.model.base_width > w[0]:
+            raise ValueError(f"model.base_width ({self.model.base_width}) must be <= the "
+                             f"smallest width ({w[0]})")
+        if self.target.width <= w[-1]:
+            raise ValueError(f"target.width ({self.target.width}) must be > the largest "
+                             f"proxy width ({w[-1]})")
+        if isinstance(self.model, GPTModel):
+            for width in [*w, self.target.width, self.model.base_width,
+                          2 * self.model.base_width]:
+                if width % self.model.d_head:
+                    raise ValueError(f"width {width} must be a multiple of model.d_head "
+                                     f"({self.model.d_head})")
+            if isinstance(self.data, TextData) and self.model.vocab != 256:
+                raise ValueError(f"model.vocab ({self.model.vocab}) must be 256 for byte-level "
+                                 "text data")
+            if self.model.positions == "rotary" and self.model.d_head % 2:
+                raise ValueError(f"rotary positions need an even model.d_head "
+                                 f"({self.model.d_head})")
+        if self.ray.cpus_per_trial > self.ray.num_cpus:
+            raise ValueError(f"ray.cpus_per_trial ({self.ray.cpus_per_trial}) must be <= "
+                             f"ray.num_cpus ({self.ray.num_cpus})")
+        if self.budget.money is not None and self.budget.price_per_hour is None:
+            price = self.cost.price_per_hour(self.ray.device_kind)
+            if price is None or price <= 0:
+                raise ValueError(f"budget.money ({self.budget.money}) needs a price: set "
+                                 f"budget.price_per_hour, or a {self.cost.pricing} price for "
+                                 f"device kind {self.ray.device_kind!r} in cost.devices")
+            self.budget = self.budget.model_copy(update={"price_per_hour": price})
+        return self
+
+    @property
+    def target_steps(self) -> int:
+        """Training steps of the target run: ``target.steps`` or the proxies' max_t."""
+        return self.target.steps or self.search.scheduler.max_t

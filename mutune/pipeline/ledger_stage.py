@@ -1,0 +1,66 @@
+"""The ledger stage: the measured inputs of the cost accounting, then the accounting itself.
+
+The arithmetic lives in :func:`mutune.scaling.ledger.compute_cost` (no torch, no models);
+this stage supplies what only the models and the machine know — each width's model FLOPs per
+sample (the model plugin's own count, or 6·N plus Kaplan's attention term) and the device's
+peak FLOP/s (the config's table, or one thread's measured matmul rate on a CPU) — and records
+the entries.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from mutune.config import SweepConfig
+from mutune.pipeline.sweep import SweepRun
+
+__all__ = ["record_cost", "flops_per_sample", "peak_flops"]
+
+
+def flops_per_sample(config: SweepConfig, width: int, n_params: float) -> float:
+    """Model training FLOPs per sample (MLP) or token (GPT), Kaplan et al. 2020 §2.1, or the
+    model plugin's own ``flops_per_sample``."""
+    from mutune.config import GPTModel
+    from mutune.proxies.plugins import load_family
+    from mutune.scaling.time_split import model_flops_per_step
+
+    m = config.model
+    family = load_family(m.family)
+    if family.flops_per_sample is not None:
+        return float(family.flops_per_sample(width, n_params, m))
+    if isinstance(m, GPTModel):
+        return model_flops_per_step(n_params, 1, n_layer=m.depth, n_ctx=m.seq_len,
+                                    d_model=width)
+    return model_flops_per_step(n_params, 1)
+
+
+def peak_flops(config: SweepConfig, kind: str) -> tuple[float | None, str]:
+    """Peak FLOP/s per device of ``kind`` and where it came from (config table or measured)."""
+    peak = config.cost.device(kind).peak_flops
+    if peak is not None:
+        return peak, f"device table ({kind})"
+    if kind == "cpu":
+        from mutune.proxies.device import measure_cpu_peak_flops
+        return measure_cpu_peak_flops(), "measured: one thread's float32 matmul rate"
+    return None, f"no peak FLOP/s for device kind {kind!r} in cost.devices"
+
+
+def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any
+                ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Compute the sweep's ledger from its recorded trials and record its entries.
+
+    Args:
+        outcomes: proxy width → its RunOutcome; target: the target run's TrialRecord.
+    Returns:
+        (cost figures keyed as report.json's ``cost``, the ledger entries recorded).
+    """
+    from mutune.scaling.ledger import compute_cost
+
+    config = run.config
+    kind = target.timing["device_kind"]
+    peak, source = peak_flops(config, kind)
+    cost, entries = compute_cost(
+        config, outcomes, target,
+        flops_per_sample=lambda width, n_params: flops_per_sample(config, width, n_params),
+        peak_flops=peak, peak_source=source)
+    run.recorder.ledger_recorded(run.sweep_id, entries)
+    return cost, entries

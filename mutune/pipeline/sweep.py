@@ -1,0 +1,140 @@
+"""One sweep in progress: what every stage of the main job shares, and how it is opened.
+
+:func:`open_sweep` loads the data, computes the μP base shapes once, records the sweep (or
+continues a recorded one) and holds a Ray cluster for the block; the :class:`SweepRun` it
+yields is the first argument of every stage function, so the main job, the resume, the checks
+and the benchmarks drive the same code. :class:`ProxyResult` and :class:`PipelineResult` are
+what the stages hand on.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mutune.config import SweepConfig
+from mutune.errors import SweepStopped
+from mutune.pipeline.recording import Recorder
+from mutune.search.recording import SweepControl
+
+__all__ = ["SweepRun", "open_sweep", "ProxyResult", "PipelineResult", "Progress",
+           "bind_progress"]
+
+
+@dataclass(frozen=True)
+class ProxyResult:
+    """One width's sweep: its best trial at rung ``milestone`` (steps) and value there, and
+    the smoothed optimum of each hyperparameter (:func:`mutune.pipeline.transfer_stage.width_optimum`)."""
+    width: int
+    proxy_sweep_id: int
+    best_trial_id: int
+    best_config: dict[str, float]
+    best_val_loss: float
+    milestone: int
+    trials: int
+    optimum: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    """What the main job produced; every figure is also in the recorder."""
+    sweep_id: int
+    proxies: list[ProxyResult]
+    rules: list[dict[str, Any]]
+    target: dict[str, Any]
+    cost: dict[str, Any] = field(default_factory=dict)
+
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class SweepRun:
+    """One sweep in progress: what every stage needs (config, recorder, task, ids, counters).
+
+    Made by :func:`open_sweep`; the stage functions below take it as their first argument, so
+    the main job, the benchmarks and the checks drive the same code.
+    """
+    config: SweepConfig
+    recorder: Recorder
+    task: Any
+    sweep_id: int
+    out_dir: Path
+    seq: itertools.count
+    on_progress: Progress | None = None
+    #: the sweep's :class:`~mutune.search.budget.BudgetGate` when the config sets a budget
+    budget: Any = None
+    #: heartbeats and stop requests (usually the recorder itself, the results store)
+    control: SweepControl | None = None
+
+
+@contextlib.contextmanager
+def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
+               on_progress: Progress | None = None,
+               resume: tuple[int, int] | None = None,
+               control: SweepControl | None = None) -> Iterator[SweepRun]:
+    """Load the data, compute the μP base shapes once (saved as ``out_dir/base_shapes.bsh``
+    and in the sweep's provenance), record the sweep and hold a Ray cluster for the block.
+
+    ``control`` takes heartbeats and answers stop requests (default: ``recorder`` when it
+    is also a :class:`~mutune.search.recording.SweepControl`, as the results store is).
+
+    ``resume`` = (sweep id, last sequence number recorded) continues a recorded sweep instead
+    of starting one: no new sweep row, and sequence numbers go on after the last.
+
+    The sweep is recorded ``completed`` when the block ends normally, with the status of a
+    :class:`~mutune.errors.SweepStopped` (``cancelled``, ``budget_exhausted``) when the block
+    raises one (re-raised with the sweep id), and ``failed`` with the reason when it raises
+    anything else (the error propagates; rows recorded before stay).
+    """
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.pipeline.provenance import collect_provenance
+    from mutune.search.backends.ray_tune.cluster import ray_cluster
+
+    data = load_task_data(config)
+    dataset = {"kind": config.data.kind, "fingerprint": data.fingerprint,
+               "size_bytes": data.size_bytes}
+    task = ProxyTask(config.model, config.train, data).with_base_shapes()
+    provenance = collect_provenance(dataset)
+    if task.base_shapes is not None:
+        provenance["base_shapes"] = task.base_shapes
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "base_shapes.bsh").write_text(task.base_shapes)
+    if resume is None:
+        sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed,
+                                          provenance)
+        first_seq = 1
+    else:
+        sweep_id, first_seq = resume[0], resume[1] + 1
+        recorder.sweep_resumed(sweep_id)
+    try:
+        limit = config.budget.limit_gpu_hours
+        gate = None
+        if limit is not None:
+            from mutune.search.budget import BudgetGate
+            gate = BudgetGate(limit)
+        if control is None and isinstance(recorder, SweepControl):
+            control = recorder
+        run = SweepRun(config, recorder, task, sweep_id, Path(out_dir),
+                       itertools.count(first_seq), on_progress, gate, control)
+        with ray_cluster(config.ray):
+            yield run
+    except SweepStopped as stop:
+        recorder.sweep_finished(sweep_id, stop.status, stop.reason)
+        raise SweepStopped(stop.status, stop.reason, sweep_id) from None
+    except BaseException as err:
+        recorder.sweep_finished(sweep_id, "failed", f"{type(err).__name__}: {err}"[:2000])
+        raise
+    recorder.sweep_finished(sweep_id, "completed")
+
+
+def bind_progress(cb: Progress | None, label: str, total: int
+                  ) -> Callable[[int, int], None] | None:
+    """``cb`` bound to one stage's ``label`` and ``total``: (done, started) → cb(label, done,
+    total); None when there is no ``cb``."""
+    if cb is None:
+        return None
+    return lambda done, started: cb(label, done, total)

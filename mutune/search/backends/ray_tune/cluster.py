@@ -1,0 +1,92 @@
+"""The Ray cluster a sweep runs on, how many trials fit on it, and Ray Tune's own loggers.
+
+Ray runs as a real cluster: a local one started with an explicit ``num_cpus`` and no dashboard
+(:func:`ray_cluster`), or an existing one at ``ray.address``.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from mutune.config import RayConfig
+
+__all__ = ["ray_cluster", "slots", "tracking_callbacks"]
+
+
+def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
+    """Ray Tune's own logger callbacks the config's ``tracking`` section asks for:
+    ``TBXLoggerCallback`` (TensorBoard) and ``MLflowLoggerCallback`` (experiment
+    ``mlflow_experiment`` or ``name``).
+
+    Raises:
+        SearchError: a logger is asked for but its package (extra) is not installed.
+    """
+    import importlib.util
+
+    from mutune.errors import SearchError
+
+    out: list[Any] = []
+    if tracking is None:
+        return out
+    if tracking.tensorboard:
+        if importlib.util.find_spec("tensorboardX") is None:
+            raise SearchError("tracking.tensorboard needs tensorboardX: pip install "
+                              "'mutune[tensorboard]'")
+        from ray.tune.logger import TBXLoggerCallback
+        out.append(TBXLoggerCallback())
+    if tracking.mlflow_uri:
+        if importlib.util.find_spec("mlflow") is None:
+            raise SearchError("tracking.mlflow_uri needs mlflow: pip install 'mutune[mlflow]'")
+        from ray.air.integrations.mlflow import MLflowLoggerCallback
+        out.append(MLflowLoggerCallback(tracking_uri=tracking.mlflow_uri,
+                                        experiment_name=tracking.mlflow_experiment or name))
+    return out
+
+
+@contextlib.contextmanager
+def ray_cluster(cfg: RayConfig) -> Iterator[None]:
+    """Connect to Ray for the duration of the block, starting a local cluster if needed.
+
+    A cluster already initialized in this process is used as it is and left running; one
+    started here (``num_cpus`` CPUs, dashboard off, worker logs not forwarded) is shut down
+    on exit. ``cfg.address`` connects to an existing cluster instead.
+    """
+    import ray
+
+    # Tune's per-trial CSV/JSON/TensorBoard loggers cost start-up time per trial; mutune
+    # records everything in its own database.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no experiment banners; verbose=0
+    if ray.is_initialized():
+        yield
+        return
+    kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False,
+                                  logging_level=logging.ERROR, configure_logging=True)
+    if cfg.address:
+        ray.init(address=cfg.address, **kwargs)
+    else:
+        # address="local": always a new local cluster, never one another process started
+        # on this machine (ray.init() without an address joins the latest `ray start` one)
+        ray.init(address="local", num_cpus=cfg.num_cpus, **kwargs)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def slots(ray_cfg: RayConfig) -> int:
+    """Trials that can run at once: ``max_concurrent_trials`` if set, else what the connected
+    cluster's CPUs (and GPUs, when trials take some) allow for the per-trial resources."""
+    if ray_cfg.max_concurrent_trials:
+        return ray_cfg.max_concurrent_trials
+    import ray
+
+    res = ray.cluster_resources()
+    n = int(res.get("CPU", ray_cfg.num_cpus) // ray_cfg.cpus_per_trial)
+    if ray_cfg.gpus_per_trial:
+        n = min(n, int(res.get("GPU", 0) // ray_cfg.gpus_per_trial))
+    return max(n, 1)

@@ -1,0 +1,85 @@
+"""The driver's record of one trial under Ray, and how its seconds are split when it ends.
+
+:class:`TrialRecord` is what the driver process knows of a trial (its recorder id, point,
+reports and held seconds); :func:`close_record` ends it and computes the timing every trial
+records (docs/architecture.md §6):
+
+    allocated_s   driver wall seconds holding resources: from each grant to the next pause or
+                  the release, summed (restarts included, waits while paused at a rung
+                  excluded: the resources were free then)
+    productive_s  seconds inside training steps (reported by the trial, cumulative over
+                  restarts from the checkpoint; work lost to a failure is not in it)
+    eval_s        seconds inside evaluations (reported by the trial)
+    overhead_s    allocated_s − productive_s − eval_s (start-up, model build, reporting,
+                  checkpoints, recovery, teardown)
+    restarts      times the trial started again after a failure (``max_failures`` retries)
+    resumes       times a paused trial was promoted and resumed from its checkpoint
+    repeated_steps  steps trained again after a restart: waste
+    recovery_s    seconds of restart set-up and checkpoint loading, plus the repeated steps'
+                  productive seconds (their measured seconds per step): waste
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TrialRecord", "close_record"]
+
+
+@dataclass
+class TrialRecord:
+    """What the driver knows of one trial; ``reports`` are the raw result dicts in order."""
+    key: str
+    trial_id: int
+    point: dict[str, Any]
+    started: float
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    status: str = "running"
+    reason: str | None = None
+    timing: dict[str, Any] = field(default_factory=dict)
+    held_s: float = 0.0
+    segment_start: float | None = None
+    restarts: int = 0
+    restarts_booked: int = 0
+    resumes: int = 0
+    restarting: bool = False
+    repeated_steps: int = 0
+    recovery_s: float = 0.0
+    ended: float | None = None
+    trial_dir: str | None = None
+    last_progress: float | None = None
+    nodes: list[str] = field(default_factory=list)
+
+    @property
+    def last_step(self) -> int:
+        return int(self.reports[-1]["step"]) if self.reports else 0
+
+    @property
+    def n_evals(self) -> int:
+        return len(self.reports)
+
+
+def close_record(rec: TrialRecord, status: str, reason: str | None, *, devices: float,
+                 device_kind: str) -> dict[str, Any]:
+    """End ``rec`` with ``status``/``reason`` and compute its timing (see the module
+    docstring); returns ``rec.timing``, the dict ``Recorder.trial_finished`` takes."""
+    allocated = rec.held_s + (time.monotonic() - rec.segment_start
+                              if rec.segment_start is not None else 0.0)
+    rec.segment_start = None
+    rec.ended = time.monotonic()
+    last = rec.reports[-1] if rec.reports else {}
+    productive = float(last.get("productive_s", 0.0))
+    evals = float(last.get("eval_s", 0.0))
+    rec.status, rec.reason = status, reason
+    rec.timing = {"allocated_s": allocated, "productive_s": productive, "eval_s": evals,
+                  "overhead_s": max(allocated - productive - evals, 0.0),
+                  "steps": rec.last_step, "samples": float(last.get("samples", 0.0)),
+                  "evals": rec.n_evals, "n_params": float(last.get("n_params", 0.0)),
+                  "devices": devices, "device_kind": device_kind,
+                  "restarts": rec.restarts, "resumes": rec.resumes,
+                  "repeated_steps": rec.repeated_steps, "recovery_s": rec.recovery_s,
+                  "checkpoint_s": float(last.get("checkpoint_s", 0.0)),
+                  "setup_s": float(last.get("setup_s", 0.0)),
+                  "checkpoint_bytes": float(last.get("checkpoint_bytes", 0.0))}
+    return rec.timing

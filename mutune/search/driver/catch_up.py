@@ -1,0 +1,35 @@
+"""Catching a restored scheduler core and searcher up with reports recorded after their save.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from mutune.search.schedulers.contract import Decision, Judgement, Scheduler
+from mutune.search.searchers.base import Searcher
+
+__all__ = ["catch_up"]
+
+
+def catch_up(core: Scheduler, searcher: Searcher,
+             reports: Iterable[tuple[str, int, float]]) -> list[Judgement]:
+    """Bring a core and a searcher restored from their saved state up to date with reports
+    recorded after that save (a resumed sweep), in recorded order, as the driver loop would
+    have fed them: the searcher observes each report, the core judges it unless the trial
+    already ended or waits paused, and a trial those judgements end is told to the searcher.
+
+    Returns:
+        The judgements made, in order (the caller records them; repeats are ignored by the
+        store).
+    """
+    out: list[Judgement] = []
+    for key, step, value in reports:
+        searcher.observe(key, step, value)
+        if core.ended(key) is not None or key in core.paused():
+            continue
+        js = core.on_report(key, step, value)
+        out.extend(js)
+        ended = core.ended(key)
+        if ended is not None:
+            searcher.complete(key, {Decision.STOP: "stopped", Decision.DIVERGED: "diverged",
+                                    Decision.COMPLETE: "completed"}[ended])
+    return out

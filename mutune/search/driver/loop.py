@@ -1,0 +1,310 @@
+"""The one driver loop (:class:`SweepDriver`): start, report, decide, promote, finish — and tell the searcher.
+
+Every backend — Ray Tune (:mod:`mutune.search.backends.ray_tune`), the simulator
+(:mod:`mutune.search.backends.simulated`) and the replay (:mod:`mutune.search.backends.replay`)
+— executes what one :class:`SweepDriver` decides, so the scheduler cores and the searchers see
+the same calls in the same order under each. Backends only translate: "a slot is free"
+becomes :meth:`SweepDriver.next_action`, "the trial reported" :meth:`SweepDriver.report`, "the
+trial died" :meth:`SweepDriver.ended`.
+
+Trials belong to **groups**; each group has its own scheduler core (its own rungs) and its own
+searcher (today one group per proxy width, or the one target run). On a free slot the driver
+takes, in this order (Li et al. 2020, Algorithm 2: promotions before new trials):
+
+1. the promotion candidate of every group's core, highest rung first (the earlier group on
+   ties): the paused trial resumes from its checkpoint;
+2. an interrupted trial of a resumed sweep (it keeps its key and restores its checkpoint);
+3. a new trial from the first group, in the order given, whose searcher still has points and
+   that the budget admits (a refusal is final for the sweep);
+4. nothing to start, nothing running, nothing promotable: ``finish()`` every core — the trials
+   still paused stop — and the sweep is done.
+
+Every report reaches the searcher (``observe``) before the core judges it, the report that
+stops a trial included; a trial's end reaches the searcher (``complete``) the moment the driver
+knows it — at the judging report, at ``finish()``, or when the backend says it died. With one
+slot the searcher's log (:meth:`~mutune.search.searchers.Searcher.state_dict`) is therefore the
+same under Ray as in the simulator for the same curves.
+
+Trial keys are the driver's: ``key_of(index)`` of the group (``t0``, ``t1``, … by default);
+backends map their own ids to them.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from mutune.errors import SearchError
+from mutune.search.driver.types import (EXECUTOR_STATUSES, Action, ActionKind, Admission, Group,
+                                        Outcome, TrialState)
+from mutune.search.schedulers.contract import Decision, Judgement
+from mutune.search.schedulers.inputs import check_step, check_value
+
+__all__ = ["SweepDriver"]
+
+
+class SweepDriver:
+    """Decide, for every backend, who runs next and what each report means.
+
+    Args:
+        groups: the groups, in the order new trials are taken from them.
+        concurrency: trials running at once at most (paused ones do not count), ≥ 1.
+        metric: the reported metric's name (named in errors and reasons).
+        admission: the budget (:class:`Admission`), or None.
+        resume: per group name, the trials of an interrupted run to continue: their keys and
+            points (with ``restore_from``), started before any new trial. Their searcher must
+            already know them (restored from its saved state).
+        dormant: per group name, keys → points of trials paused at a rung when an earlier
+            driver died (they are paused in the restored core): started only by promotion.
+    Raises:
+        SearchError: no group, duplicate group names, or concurrency < 1.
+    """
+
+    def __init__(self, groups: Sequence[Group], *, concurrency: int, metric: str = "val_loss",
+                 admission: Admission | None = None,
+                 resume: dict[str, list[tuple[str, dict[str, Any]]]] | None = None,
+                 dormant: dict[str, dict[str, dict[str, Any]]] | None = None) -> None:
+        if not groups:
+            raise SearchError("a sweep driver needs at least one group")
+        names = [g.name for g in groups]
+        if len(set(names)) != len(names):
+            raise SearchError(f"group names must be unique, got {names}")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise SearchError(f"concurrency = {concurrency!r}: must be an integer >= 1")
+        self.groups = {g.name: g for g in groups}
+        self.order = names
+        self.concurrency, self.metric, self.admission = concurrency, metric, admission
+        self.trials: dict[str, TrialState] = {}
+        self._running = 0
+        self._queue: list[str] = []
+        self._done = False
+        #: what the driver fed the cores, in order: ("report", group, key, step, value),
+        #: ("promote", group, key), ("finish", group) — the recorded order of a sweep
+        self.core_log: list[tuple[Any, ...]] = []
+        for gname, items in (resume or {}).items():
+            for key, point in items:
+                self._adopt(key, gname, point, "pending")
+                self._queue.append(key)
+        for gname, items in (dormant or {}).items():
+            for key, point in items.items():
+                self._adopt(key, gname, point, "paused")
+
+    def _adopt(self, key: str, group: str, point: dict[str, Any], state: str) -> None:
+        if group not in self.groups:
+            raise SearchError(f"unknown group {group!r}; groups: {self.order}")
+        if key in self.trials:
+            raise SearchError(f"trial {key!r} is known twice")
+        self.trials[key] = TrialState(key, group, {**point, "key": key}, state)
+
+    # -- queries ---------------------------------------------------------------------------
+    @property
+    def running(self) -> int:
+        """Trials started and not paused or ended (a backend may still be starting them)."""
+        return self._running
+
+    def _move(self, t: TrialState, state: str) -> None:
+        """Change a trial's state, keeping the running count (O(1))."""
+        self._running += (state == "running") - (t.state == "running")
+        t.state = state
+
+    @property
+    def done(self) -> bool:
+        """True once :attr:`ActionKind.DONE` was returned."""
+        return self._done
+
+    def group_of(self, key: str) -> Group:
+        """The group of trial ``key``. Raises SearchError for an unknown key."""
+        return self.groups[self._trial(key).group]
+
+    def status(self, key: str) -> tuple[str, str | None] | None:
+        """(status, reason) of an ended trial, None while it has not ended."""
+        t = self._trial(key)
+        return (t.status, t.reason) if t.state == "ended" else None
+
+    def _trial(self, key: str) -> TrialState:
+        t = self.trials.get(key)
+        if t is None:
+            raise SearchError(f"trial {key!r} is not a trial of this sweep")
+        return t
+
+    def _new_trials_left(self) -> bool:
+        if self._queue:
+            return True
+        if self.admission is not None and self.admission.closed:
+            return False
+        return any(not self.groups[g].searcher.exhausted for g in self.order)
+
+    @property
+    def new_trials_left(self) -> bool:
+        """Whether a trial the backend has not seen may still start (new or continued)."""
+        return self._new_trials_left()
+
+    # -- a free slot -------------------------------------------------------------------------
+    def _candidate(self) -> tuple[Group, Judgement] | None:
+        best: tuple[Group, Judgement] | None = None
+        for name in self.order:
+            g = self.groups[name]
+            c = g.core.candidate() if g.core is not None else None
+            if c is not None and (best is None or c.milestone > best[1].milestone):
+                best = (g, c)
+        return best
+
+    def next_action(self, *, can_start: bool = True,
+                    can_promote_live: bool | Callable[[str], bool] = True,
+                    can_finish_live: bool | Callable[[str], bool] = True) -> Action:
+        """What to do with a free slot (the module docstring gives the order).
+
+        The caller says what it can carry out: ``can_start`` (start a trial from its point),
+        ``can_promote_live`` (resume a paused trial it holds; or a predicate of the trial's
+        key, e.g. "Ray holds it PAUSED already"), ``can_finish_live`` (stop paused trials it
+        holds; or a predicate asked of each of them). When the driver's choice is something the caller cannot do, it
+        returns WAIT and commits nothing (a promotion is never skipped for a new trial).
+        Anything else it returns is committed: the trial counts as running.
+        """
+        if self._done:
+            return Action(ActionKind.DONE)
+        if self.running >= self.concurrency:
+            return Action(ActionKind.WAIT)
+        cand = None if self._budget_closed() else self._candidate()
+        if cand is not None:
+            g, c = cand
+            t = self._trial(c.trial)
+            promotable = (can_promote_live(t.key) if callable(can_promote_live)
+                          else can_promote_live)
+            if (t.live and not promotable) or (not t.live and not can_start):
+                return Action(ActionKind.WAIT)
+            j = g.core.promote(c.trial)
+            self.core_log.append(("promote", g.name, c.trial))
+            live = t.live
+            self._move(t, "running")
+            t.live = True
+            return Action(ActionKind.PROMOTE, t.key, g.name, dict(t.point), j, live=live)
+        if self._queue:
+            if not can_start:
+                return Action(ActionKind.WAIT)
+            t = self._trial(self._queue.pop(0))
+            self._move(t, "running")
+            t.live = True
+            return Action(ActionKind.START, t.key, t.group, dict(t.point))
+        if can_start and self._new_trials_left():
+            for name in self.order:
+                g = self.groups[name]
+                if g.searcher.exhausted:
+                    continue
+                if self.admission is not None and not self.admission.admit(name):
+                    break        # refused: no new trial anywhere, for good
+                index = len(g.searcher.proposed)
+                key = g.key(index)
+                hp = g.searcher.suggest(key)
+                if hp is None:
+                    continue
+                self._adopt(key, name, g.point(index, hp), "pending")
+                t = self.trials[key]
+                self._move(t, "running")
+                t.live = True
+                return Action(ActionKind.START, key, name, dict(t.point))
+        elif self._new_trials_left():
+            return Action(ActionKind.WAIT)
+        if self.running:
+            return Action(ActionKind.WAIT)
+        live_paused = [k for k, t in self.trials.items() if t.state == "paused" and t.live]
+        can_finish = (all(can_finish_live(k) for k in live_paused) if callable(can_finish_live)
+                      else can_finish_live or not live_paused)
+        if not can_finish:
+            return Action(ActionKind.WAIT)
+        return Action(ActionKind.DONE, finished=tuple(self._finish()))
+
+    def _finish(self) -> list[Judgement]:
+        out: list[Judgement] = []
+        for name in self.order:
+            core = self.groups[name].core
+            if core is None:
+                continue
+            self.core_log.append(("finish", name))
+            for j in core.finish():
+                out.append(j)
+                t = self._trial(j.trial)
+                if t.state == "ended":       # cancelled while paused
+                    continue
+                self._end(t, "stopped", f"budget exhausted: stopped at rung {j.milestone}"
+                          if self._budget_closed() else
+                          f"below the rung cutoff at step {t.last_step} (paused at rung "
+                          f"{j.milestone}, never promoted)")
+        left = [k for k, t in self.trials.items() if t.state != "ended"]
+        if left:
+            raise SearchError(f"trials left without a terminal state: {left[:10]}")
+        self._done = True
+        return out
+
+    # -- reports and endings -----------------------------------------------------------------
+    def report(self, key: str, step: Any, value: Any) -> Outcome:
+        """A running trial reported ``value`` of the metric at training ``step``: tell the
+        searcher, let the group's core judge it, and say what the trial does next.
+
+        Raises:
+            SearchError: a malformed step or value (naming the trial, the field and the
+                value), an unknown trial, or a trial that is not running.
+        """
+        t = self._trial(key)
+        step = check_step(key, step)
+        value = check_value(key, value, field=self.metric)
+        if t.state != "running":
+            raise SearchError(f"trial {key!r} reported at step {step} while {t.state}"
+                              + (f" ({t.status})" if t.status else ""))
+        g = self.groups[t.group]
+        t.last_step = step
+        g.searcher.observe(key, step, value)
+        js: list[Judgement] = []
+        if g.core is not None:
+            self.core_log.append(("report", g.name, key, step, value))
+            js = g.core.on_report(key, step, value)
+        last = js[-1].decision if js else None
+        if last is Decision.DIVERGED or (g.core is None and not math.isfinite(value)):
+            return self._ended_by(t, js, "diverged", f"non-finite {self.metric}")
+        if last is Decision.STOP:
+            return self._ended_by(t, js, "stopped", f"below the rung cutoff at step {step}")
+        if (g.core is not None and g.core.completed(key)) or (g.core is None
+                                                              and step >= g.max_t):
+            return self._ended_by(t, js, "completed", None)
+        if last is Decision.PAUSE:   # with the budget closed it is never promoted again
+            self._move(t, "paused")
+            return Outcome(js, "pause")
+        if js and self._budget_closed():
+            return self._ended_by(t, js, "stopped",
+                                  f"budget exhausted: stopped at rung {js[-1].milestone}")
+        return Outcome(js, "continue")
+
+    def _budget_closed(self) -> bool:
+        return self.admission is not None and self.admission.closed
+
+    def _ended_by(self, t: TrialState, js: list[Judgement], status: str,
+                  reason: str | None) -> Outcome:
+        self._end(t, status, reason)
+        return Outcome(js, "end", status, reason)
+
+    def _end(self, t: TrialState, status: str, reason: str | None) -> None:
+        self._move(t, "ended")
+        t.status, t.reason = status, reason
+        told = status if status in ("completed", "stopped", "diverged") else "failed"
+        self.groups[t.group].searcher.complete(t.key, told)
+
+    def ended(self, key: str, status: str, reason: str | None = None) -> bool:
+        """The backend ended trial ``key`` without a decision of the driver (it raised, was
+        cancelled, became a zombie, or its recorded data ran out): ``status`` is one of
+        :data:`EXECUTOR_STATUSES`. Returns False when the driver had ended it already.
+
+        Raises:
+            SearchError: an unknown trial or status.
+        """
+        if status not in EXECUTOR_STATUSES:
+            raise SearchError(f"status = {status!r}: a backend may end a trial only as one of "
+                              f"{EXECUTOR_STATUSES}")
+        t = self._trial(key)
+        if t.state == "ended":
+            return False
+        self._end(t, status, reason)   # a paused one (cancelled) stays paused in its core
+        return True
+
+    def ended_trials(self, keys: Iterable[str]) -> list[str]:
+        """Those of ``keys`` that have ended (for backends that poll)."""
+        return [k for k in keys if k in self.trials and self.trials[k].state == "ended"]

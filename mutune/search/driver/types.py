@@ -1,0 +1,112 @@
+"""The words the driver loop and its backends share: groups, actions, outcomes, trial states,
+and the budget's admission (see :mod:`mutune.search.driver`)."""
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mutune.search.schedulers.contract import Judgement, Scheduler
+from mutune.search.searchers.base import Searcher
+
+__all__ = ["Group", "Action", "ActionKind", "Outcome", "Admission", "TrialState",
+           "EXECUTOR_STATUSES"]
+
+
+#: Endings only a backend can know: the trial raised, was cancelled, hung (zombie), or its
+#: recorded data ran out (replay).
+EXECUTOR_STATUSES = ("failed", "cancelled", "zombie", "censored")
+
+
+class Admission(Protocol):
+    """The sweep's budget as the driver sees it."""
+
+    def admit(self, group: str) -> bool:
+        """Whether a new trial of ``group`` may start; once False, False for good."""
+
+    @property
+    def closed(self) -> bool:
+        """True once a new trial was refused: running trials then stop at their next rung."""
+
+
+@dataclass
+class Group:
+    """One scheduler core and one searcher, and the trials they own.
+
+    Args:
+        name: the group's name (e.g. ``w64``), unique in the driver.
+        searcher: proposes the points of new trials.
+        core: the scheduler core, or None to run every trial to ``max_t`` (the target run).
+        max_t: steps a completed trial reaches.
+        make_point: (index, hparams) → the trial's point (hparams, seed, …); default
+            ``{"hparams": hp, "index": i}``.
+        key_of: index → trial key; default ``t{index}``.
+    """
+    name: str
+    searcher: Searcher
+    core: Scheduler | None
+    max_t: int
+    make_point: Callable[[int, dict[str, Any]], dict[str, Any]] | None = None
+    key_of: Callable[[int], str] | None = None
+
+    def point(self, index: int, hparams: dict[str, Any]) -> dict[str, Any]:
+        if self.make_point is None:
+            return {"hparams": hparams, "index": index}
+        return self.make_point(index, hparams)
+
+    def key(self, index: int) -> str:
+        return f"t{index}" if self.key_of is None else self.key_of(index)
+
+
+class ActionKind(str, enum.Enum):
+    """What to do with a free slot."""
+    START = "start"          # start a trial (new, or an interrupted one continued)
+    PROMOTE = "promote"      # resume a paused trial from its checkpoint
+    WAIT = "wait"            # nothing this caller can do now
+    DONE = "done"            # the sweep is over (``finished`` holds the final stops, once)
+
+
+@dataclass(frozen=True)
+class Action:
+    """The driver's answer to "a slot is free".
+
+    Attributes:
+        kind: :class:`ActionKind`.
+        key, group: the trial and its group (START, PROMOTE).
+        point: the trial's point; a continued trial's has ``restore_from``.
+        judgement: the PROMOTE judgement.
+        live: PROMOTE: whether the backend still holds the paused trial (False for a trial
+            paused when an earlier driver died: the backend starts it anew from its point).
+        finished: DONE: the ``STOP`` judgements of the trials still paused at the end.
+    """
+    kind: ActionKind
+    key: str | None = None
+    group: str | None = None
+    point: dict[str, Any] | None = None
+    judgement: Judgement | None = None
+    live: bool = True
+    finished: tuple[Judgement, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a report led to: the judgements made (in order), whether the trial trains on,
+    pauses, or ended (``status`` and ``reason`` then say how)."""
+    judgements: list[Judgement]
+    action: str               # "continue", "pause" or "end"
+    status: str | None = None
+    reason: str | None = None
+
+
+@dataclass
+class TrialState:
+    """The driver's view of one trial."""
+    key: str
+    group: str
+    point: dict[str, Any]
+    state: str = "pending"    # pending (to continue) → running ⇄ paused → ended
+    status: str | None = None
+    reason: str | None = None
+    last_step: int = 0
+    live: bool = False        # the backend holds it (it was started in this driver)

@@ -1,0 +1,144 @@
+"""Rungs: the milestones a trial is judged at, the values recorded at each, and who is on top.
+
+Shared by every scheduler core (:mod:`.asha`, :mod:`.promotion`, :mod:`.hyperband`), so the
+rung arithmetic, the top-fraction rule and the rung encoding in saved state exist once.
+
+* Milestones are r·η^k ≤ max_t (r = grace period, η = reduction factor), in exact integers
+  (Li et al. 2020, "A System for Massively Parallel Hyperparameter Tuning", §3).
+* :func:`rank_at_rung` is the top-fraction rule: a value is inside when fewer than k values of
+  the rung are strictly better (ties favour the trial), with k = ⌊n/η⌋ (promotion, Li et al.
+  2020 Algorithm 2) or max(⌊n/η⌋, 1) (the stopping variant keeps the best trial of a rung of
+  fewer than η values going).
+* NaN/inf values count in n and rank last; they are never a cutoff.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Any
+
+from mutune.errors import SearchError
+
+__all__ = ["rung_milestones", "bracket_count", "check_settings", "check_mode", "Rung",
+           "rank_at_rung", "encode_rungs", "decode_rungs", "encode_value"]
+
+
+def check_settings(grace_period: Any, reduction_factor: Any, max_t: Any) -> None:
+    """Raise unless r ≥ 1, η ≥ 2, max_t ≥ r, all integers (not booleans).
+
+    Raises:
+        SearchError: naming the setting, its value and the rule.
+    """
+    for name, v, low in (("grace_period", grace_period, 1),
+                         ("reduction_factor", reduction_factor, 2), ("max_t", max_t, 1)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < low:
+            raise SearchError(f"{name} = {v!r}: must be an integer >= {low}")
+    if max_t < grace_period:
+        raise SearchError(f"max_t = {max_t}: must be >= grace_period ({grace_period})")
+
+
+def check_mode(mode: Any) -> str:
+    """``mode`` if it is ``"min"`` or ``"max"``; else SearchError naming it."""
+    if mode not in ("min", "max"):
+        raise SearchError(f"mode = {mode!r}: must be 'min' or 'max'")
+    return mode
+
+
+def rung_milestones(grace_period: int, reduction_factor: int, max_t: int) -> list[int]:
+    """Rung milestones r·η^k for k = 0, 1, … while ≤ max_t, in steps, increasing.
+
+    Raises:
+        SearchError: r < 1, η < 2, max_t < r, or a non-integer setting.
+    """
+    check_settings(grace_period, reduction_factor, max_t)
+    out, m = [], grace_period
+    while m <= max_t:
+        out.append(m)
+        m *= reduction_factor
+    return out
+
+
+def bracket_count(grace_period: int, reduction_factor: int, max_t: int) -> int:
+    """Hyperband's number of brackets s_max + 1, with s_max = ⌊log_η(max_t / r)⌋.
+
+    Computed in exact integers (largest s with r·η^s ≤ max_t), never with a float log:
+    ``math.log(243, 3)`` is 4.999…, which would drop a bracket. Li et al. 2018 (JMLR), §3.
+    """
+    return len(rung_milestones(grace_period, reduction_factor, max_t))
+
+
+class Rung:
+    """Values recorded at one milestone: finite ones sorted ascending, non-finite counted,
+    and each trial's value by key in recording order."""
+
+    __slots__ = ("finite", "n_nonfinite", "by_trial")
+
+    def __init__(self) -> None:
+        self.finite: list[float] = []
+        self.n_nonfinite = 0
+        self.by_trial: dict[str, float] = {}
+
+    @property
+    def n(self) -> int:
+        """Values recorded here, non-finite ones included."""
+        return len(self.finite) + self.n_nonfinite
+
+    def add(self, trial: str, value: float) -> bool:
+        """Record ``trial``'s ``value``; returns whether it is finite. O(log n) + insert."""
+        self.by_trial[trial] = value
+        if math.isfinite(value):
+            bisect.insort(self.finite, value)
+            return True
+        self.n_nonfinite += 1
+        return False
+
+
+def rank_at_rung(rung: Rung, value: float, reduction_factor: int, mode: str, *,
+                 at_least_one: bool) -> tuple[bool, float | None]:
+    """Whether finite ``value`` (already recorded in ``rung``) is among the best k of the
+    rung's n values, ties favouring it, and the cutoff (the worst value still inside; None
+    when k is 0 or fewer finite values than k exist). O(log n).
+
+    k = max(⌊n/η⌋, 1) with ``at_least_one`` (stopping ASHA), else ⌊n/η⌋ (promotion ASHA:
+    a lone first arrival is not in the top, Li et al. 2020, Algorithm 2).
+    """
+    sorted_vals = rung.finite
+    k = rung.n // reduction_factor
+    if at_least_one:
+        k = max(k, 1)
+    if k == 0:
+        return False, None
+    if mode == "min":
+        better = bisect.bisect_left(sorted_vals, value)
+        cutoff = sorted_vals[k - 1] if k <= len(sorted_vals) else None
+    else:
+        better = len(sorted_vals) - bisect.bisect_right(sorted_vals, value)
+        cutoff = sorted_vals[-k] if k <= len(sorted_vals) else None
+    return better < k, cutoff
+
+
+def encode_value(v: float) -> float | str:
+    """A value for JSON: finite floats as they are, NaN/inf as strings."""
+    return v if math.isfinite(v) else str(v)
+
+
+def encode_rungs(rungs: dict[int, Rung]) -> dict[str, list[list[Any]]]:
+    """Rungs as JSON: milestone (a string key) → ``[[trial, value], …]`` in recording order."""
+    return {str(m): [[t, encode_value(v)] for t, v in r.by_trial.items()]
+            for m, r in rungs.items()}
+
+
+def decode_rungs(data: dict[str, Any], milestones: list[int]) -> dict[int, Rung]:
+    """Inverse of :func:`encode_rungs`; also reads the older ``{trial: value}`` form.
+
+    Raises:
+        SearchError: a milestone the settings do not have.
+    """
+    rungs = {m: Rung() for m in milestones}
+    for m, pairs in data.items():
+        if int(m) not in rungs:
+            raise SearchError(f"saved rung {m} is not a milestone of {milestones}")
+        items = pairs.items() if isinstance(pairs, dict) else pairs
+        for t, v in items:
+            rungs[int(m)].add(str(t), float(v))
+    return rungs

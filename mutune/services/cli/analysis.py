@@ -1,0 +1,183 @@
+"""``mutune replay / export / coord-check / transfer-check``: what a recorded sweep says under
+other settings, using it elsewhere, and the μP pre-flight checks.
+
+``replay`` and ``export`` only read the results database (never create one);
+``transfer-check`` records its runs as a sweep.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from mutune.services.cli.app import (DbOption, app, echo_json, fail, make_console, open_store,
+                                     parse_widths)
+
+__all__ = ["replay", "export", "coord_check_cmd", "transfer_check_cmd", "middle_lr"]
+
+
+@app.command()
+def replay(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
+           db: Optional[str] = DbOption,
+           width: Optional[int] = typer.Option(None, help="Only this proxy width."),
+           scheduler: Optional[str] = typer.Option(None, help="asha or hyperband."),
+           grace_period: Optional[int] = typer.Option(None, help="r, in steps."),
+           reduction_factor: Optional[int] = typer.Option(None, help="η."),
+           max_t: Optional[int] = typer.Option(None, help="Largest budget, steps."),
+           concurrency: Optional[int] = typer.Option(None, help="Simulated workers."),
+           seed: Optional[int] = typer.Option(None, help="Seed (Hyperband brackets)."),
+           as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on "
+                                        "stdout instead of the table."),
+           json_out: Optional[Path] = typer.Option(None, "--json-out",
+                                                   help="Also write the result here.")) -> None:
+    """Re-simulate a scheduler on a sweep's recorded learning curves (trains nothing)."""
+    import json
+
+    from mutune._json import json_safe
+    from mutune.errors import MutuneError
+    from mutune.services.stored_replay import render_replay, replay_sweep
+
+    try:
+        with open_store(db) as store:
+            result = replay_sweep(store, sweep_id, width=width, scheduler=scheduler,
+                                  grace_period=grace_period, reduction_factor=reduction_factor,
+                                  max_t=max_t, concurrency=concurrency, seed=seed)
+    except MutuneError as err:
+        fail(err)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(json_safe(result), indent=2, default=str) + "\n",
+                            encoding="utf-8")
+    if as_json:
+        echo_json(result)
+    else:
+        render_replay(result, make_console())
+
+
+@app.command()
+def export(sweep_id: int = typer.Argument(..., help="Sweep id in the results database."),
+           db: Optional[str] = DbOption,
+           hparams: bool = typer.Option(False, "--hparams",
+                                        help="Write the transferred hyperparameters for "
+                                             "--width (and --depth)."),
+           width: Optional[int] = typer.Option(None, min=1, help="Target width (--hparams)."),
+           depth: Optional[int] = typer.Option(None, min=1,
+                                               help="Target depth (--hparams; default: the "
+                                                    "sweep's)."),
+           fmt: str = typer.Option("json", "--format", help="json or yaml (--hparams)."),
+           out: Optional[Path] = typer.Option(None, "--out",
+                                              help="Write here instead of stdout (--hparams)."),
+           optuna_storage: Optional[str] = typer.Option(
+               None, help="Optuna RDB storage URL, e.g. sqlite:///optuna.db."),
+           study_prefix: str = typer.Option("mutune", help="Study names: PREFIX-ID-wWIDTH."),
+           overwrite: bool = typer.Option(False, help="Replace studies of the same name.")
+           ) -> None:
+    """Use a sweep elsewhere: ``--hparams --width N`` writes the transferred hyperparameters
+    for that shape (rule, interval, verdict, μP optimizer snippet); ``--optuna-storage URL``
+    writes the sweep into an Optuna storage (one study per proxy width) for optuna-dashboard."""
+    from mutune.errors import MutuneError
+
+    if hparams == (optuna_storage is not None):
+        fail(ValueError("give exactly one of --hparams (with --width) or --optuna-storage"))
+    if hparams and width is None:
+        fail(ValueError("--hparams needs --width N (the target width)"))
+    if fmt not in ("json", "yaml"):
+        fail(ValueError(f"--format {fmt!r}: use json or yaml"))
+    try:
+        with open_store(db) as store:
+            if hparams:
+                from mutune.services.export.hparams import export_hparams, format_export
+                text = format_export(export_hparams(store.sweep_rows(sweep_id), width=width,
+                                                    depth=depth), fmt)
+            else:
+                from mutune.services.export.optuna import export_to_optuna
+                names = export_to_optuna(store, sweep_id, optuna_storage,
+                                         study_prefix=study_prefix, overwrite=overwrite)
+    except MutuneError as err:
+        fail(err)
+    if not hparams:
+        for name in names:
+            typer.echo(f"study {name} → {optuna_storage}")
+    elif out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}")
+    else:
+        typer.echo(text, nl=False)
+
+
+def middle_lr(cfg: Any) -> float:
+    """The geometric middle of ``cfg.search.space["lr"]`` (arithmetic when its low is ≤ 0; the
+    middle listed value of a choice)."""
+    import math
+    dist = cfg.search.space["lr"]
+    if hasattr(dist, "low"):
+        return math.sqrt(dist.low * dist.high) if dist.low > 0 else (dist.low + dist.high) / 2
+    return sorted(dist.values)[len(dist.values) // 2]
+
+
+@app.command("coord-check")
+def coord_check_cmd(
+        config: Optional[Path] = typer.Argument(None, help="Sweep config (default: quickstart)."),
+        widths: str = typer.Option("64,128,256,512,1024", help="Comma-separated widths."),
+        lr: Optional[float] = typer.Option(None, help="Learning rate (default: the geometric "
+                                                      "middle of the config's lr range)."),
+        steps: int = typer.Option(3, help="Optimizer steps before the activations are read."),
+        seeds: int = typer.Option(3, help="Seeds averaged."),
+        out: Path = typer.Option(Path("mutune-out"), "--out", help="Output folder.")) -> None:
+    """Activation size per module against width, μP and SP: coord_check.json and a PNG."""
+    from rich.table import Table
+
+    from mutune.config import load_config
+    from mutune.errors import MutuneError
+    from mutune.pipeline.preflight import run_coord_check
+
+    try:
+        cfg = load_config(config)
+        rate = lr if lr is not None else middle_lr(cfg)
+        table = run_coord_check(cfg, widths=parse_widths(widths), lr=rate, steps=steps,
+                                seeds=tuple(range(seeds)), out_dir=out)
+    except MutuneError as err:
+        fail(err)
+    t = Table(title=f"coord check: slope of log mean|output| vs log width (lr {rate:.3g}, "
+                    f"after {steps} steps)")
+    t.add_column("module")
+    t.add_column("μP", justify="right")
+    t.add_column("SP", justify="right")
+    for name, v in table["mup"]["slopes"].items():
+        t.add_row(name, f"{v:.3f}", f"{table['sp']['slopes'][name]:.3f}")
+    make_console().print(t)
+    typer.echo(f"wrote {out / 'coord_check.json'} and {out / 'coord_check.png'}")
+
+
+@app.command("transfer-check")
+def transfer_check_cmd(
+        config: Optional[Path] = typer.Argument(None, help="Sweep config (default: quickstart)."),
+        widths: str = typer.Option("64,128,256,512,1024", help="Comma-separated widths."),
+        log2_lr_min: float = typer.Option(-12.0, help="Smallest log2 learning rate."),
+        log2_lr_max: float = typer.Option(-2.0, help="Largest log2 learning rate."),
+        num_lrs: int = typer.Option(11, help="Grid points between them."),
+        seeds: int = typer.Option(6, help="Replicate seeds per point (trained in one trial)."),
+        steps: int = typer.Option(60, help="Training steps per run."),
+        db: Optional[str] = DbOption,
+        out: Path = typer.Option(Path("mutune-out"), "--out", help="Output folder.")) -> None:
+    """Loss against log2 LR per width, μP beside SP (Ray Tune trials, recorded as a sweep)."""
+    import numpy as np
+
+    from mutune.config import load_config
+    from mutune.errors import MutuneError
+    from mutune.pipeline.preflight import run_transfer_check
+
+    try:
+        cfg = load_config(config)
+        grid = np.linspace(log2_lr_min, log2_lr_max, num_lrs).tolist()
+        with open_store(db, create=True) as store:
+            res = run_transfer_check(cfg, store, widths=parse_widths(widths), log2_lrs=grid,
+                                     seeds=seeds, steps=steps, out_dir=out)
+    except MutuneError as err:
+        fail(err)
+    for par, key in (("mup", "spread_octaves"), ("sp", "drift_octaves")):
+        opt = ", ".join(f"{w}: {v:.2f}" for w, v in res[par]["optimum_log2_lr"].items())
+        typer.echo(f"{par}: optimum log2 lr per width {{{opt}}}; {key} = {res[par][key]:.2f}")
+    typer.echo(f"wrote {out / 'transfer_check.json'} and {out / 'transfer_check.png'}")

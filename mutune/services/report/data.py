@@ -1,0 +1,164 @@
+"""What ``report.json`` holds (docs/architecture.md §11), built from a sweep's database rows.
+
+``build_report`` turns :meth:`mutune.services.store.Store.sweep_rows` output into the
+``report.json`` dict that ``mutune report``, ``mutune report --json``, the main job and the
+dashboard all show; ``write_report_json`` writes it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mutune._json import json_safe
+
+__all__ = ["build_report", "write_report_json", "live_proxy_sweeps", "COST_KEYS"]
+
+#: Sweep-scope ledger lines copied into ``report["cost"]`` (GPU-hours, fractions, money,
+#: bytes), docs/architecture.md §6.
+COST_KEYS = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
+             "naive_grid_gpu_hours", "saved_gpu_hours", "saved_fraction", "ettr", "mfu",
+             "held_gpu_hours", "useful_gpu_hours", "gpu_hours_per_trial",
+             "cost_to_final_metric_gpu_hours", "price_per_hour", "total_money",
+             "naive_money", "saved_money", "repeated_steps", "checkpoint_bytes_written",
+             "checkpoint_bytes_kept")
+
+
+def _f(v: Any) -> float | None:
+    """Floats stay floats; the store's "nan"/"inf" strings come back as floats; None stays."""
+    return None if v is None else float(v)
+
+
+def live_proxy_sweeps(rows: dict[str, Any]) -> list[dict[str, Any]]:
+    """The proxy sweeps a report shows: all but those ``interrupted`` by a dead server (their
+    width was swept again under the same sweep id; their rows stay in the database).
+
+    Args:
+        rows: ``Store.sweep_rows(sweep_id)``.
+    Returns:
+        The rows of ``rows["proxy_sweeps"]`` whose status is not ``interrupted``, in order.
+    """
+    return [p for p in rows["proxy_sweeps"] if p.get("status") != "interrupted"]
+
+
+def build_report(rows: dict[str, Any]) -> dict[str, Any]:
+    """``report.json`` (docs/architecture.md §11) from a sweep's rows.
+
+    Args:
+        rows: ``Store.sweep_rows(sweep_id)``.
+    Returns:
+        {"sweep_id", "name", "status", "device_kind", "proxies": [...], "rules": [...],
+         "target": {...} or None, "cost": {...}}; GPU-hours in hours, losses in nats.
+    """
+    sweep = rows["sweep"]
+    trials = {t["id"]: t for t in rows["trials"]}
+    rows = {**rows, "proxy_sweeps": live_proxy_sweeps(rows)}
+    proxies = []
+    for ps in sorted(rows["proxy_sweeps"], key=lambda p: p["width"]):
+        best = ps.get("best") or {}
+        n = sum(1 for t in trials.values() if t["proxy_sweep_id"] == ps["id"])
+        proxies.append({"width": ps["width"], "best_config": best.get("config"),
+                        "best_val_loss": _f(best.get("val_loss")),
+                        "chosen_rung": best.get("milestone"),
+                        "best_trial_id": best.get("trial_id"), "trials": n})
+    for p, ps in zip(proxies, sorted(rows["proxy_sweeps"], key=lambda p: p["width"])):
+        opt = (ps.get("best") or {}).get("optimum")
+        if opt:
+            p["optimum"] = {"milestone": opt.get("milestone"), "method": opt.get("method"),
+                            "values": opt.get("optimum"), "intervals": opt.get("interval"),
+                            "on_edge": opt.get("on_edge"), "horizon": opt.get("horizon"),
+                            "trial_ids": opt.get("trial_ids"),
+                            "fallback_reason": opt.get("fallback_reason")}
+    rules = []
+    for r in rows["rules"]:
+        d = r.get("data") or {}
+        rule = {"hyperparameter": r["hyperparameter"], "slope": _f(r["slope"]),
+                "intercept": _f(r["intercept"]),
+                "transferred_value": _f(d.get("value_after_adjustments",
+                                              d.get("transferred_value"))),
+                "formula": d.get("formula"), "widths": d.get("widths"),
+                "optima": d.get("optima")}
+        for key in ("verdict", "reason", "advice", "optimum_source", "published_adjustments",
+                    "outside_searched_range", "transfer_form"):
+            if key in d:
+                rule[key] = d[key]
+        for key in ("slope_interval", "transferred_interval"):
+            if d.get(key) is not None:
+                rule[key] = [_f(v) for v in d[key]]
+        if d.get("optima_intervals") is not None:
+            rule["optima_intervals"] = [[_f(v) for v in iv] for iv in d["optima_intervals"]]
+        if "published_adjustments" in d:
+            rule["rule_value"] = _f(d.get("transferred_value"))
+        rules.append(rule)
+    law = next((x["data"] for x in rows.get("laws", []) if x["kind"] == "loss_vs_params"),
+               None)
+    target = None
+    if rows.get("target"):
+        t = rows["target"]
+        target = {"width": t["width"], "config": t["config"], "val_loss": _f(t["val_loss"]),
+                  "status": t["status"]}
+        if law and law.get("predicted_val_loss") is not None:
+            target["predicted_val_loss"] = _f(law["predicted_val_loss"])
+            target["predicted_val_loss_interval"] = [
+                _f(v) for v in law["predicted_val_loss_interval"]]
+        elif law and law.get("error"):
+            target["predicted_val_loss_error"] = law["error"]
+    ledger = {e["name"]: e for e in rows["ledger"] if e["scope"] == "sweep"}
+    cost: dict[str, Any] = {}
+    for key in COST_KEYS:
+        if key in ledger:
+            cost[key] = _f(ledger[key]["value"])
+    if "naive_gpu_hours" in ledger:
+        cost["naive_formula"] = ledger["naive_gpu_hours"]["formula"]
+        cost["naive_inputs"] = ledger["naive_gpu_hours"]["inputs"]
+    if "naive_grid_gpu_hours" in ledger:
+        cost["naive_grid_formula"] = ledger["naive_grid_gpu_hours"]["formula"]
+    for key in ("mfu", "held_gpu_hours"):
+        if key in ledger and ledger[key].get("formula"):
+            cost[f"{key}_formula"] = ledger[key]["formula"]
+            cost[f"{key}_inputs"] = ledger[key]["inputs"]
+    if "price_per_hour" in ledger:
+        cost["currency"] = ledger["price_per_hour"]["unit"].split("/")[0]
+    waste = {e["name"]: _f(e["value"]) for e in rows["ledger"] if e["scope"] == "waste"}
+    if waste:
+        cost["waste_gpu_hours"] = waste
+    cfg = sweep.get("config") or {}
+    cost["project"] = sweep.get("project")
+    cost["owner"] = (cfg.get("cost") or {}).get("owner")
+    cost["pricing"] = (cfg.get("cost") or {}).get("pricing")
+    # every recorded trial's allocated device-seconds: what a cancelled or budget-cut sweep
+    # spent, too (its ledger lines are never written)
+    budget = (sweep.get("config") or {}).get("budget") or {}
+    caps = [c for c in (budget.get("gpu_hours"),
+                        budget["money"] / budget["price_per_hour"]
+                        if budget.get("money") and budget.get("price_per_hour") else None)
+            if c is not None]
+    if caps:
+        cost["budget_gpu_hours"] = min(caps)
+    if budget.get("price_per_hour") and cost.get("price_per_hour") is None:
+        cost["price_per_hour"] = budget["price_per_hour"]
+    cost["spent_gpu_hours"] = sum((t.get("allocated_s") or 0.0) * (t.get("devices") or 1)
+                                  for t in trials.values()) / 3600.0
+    kinds = sorted({t["device_kind"] for t in trials.values() if t.get("device_kind")})
+    device_kind = kinds[0] if len(kinds) == 1 else ",".join(kinds) or None
+    cost["device_kind"] = device_kind
+    out = {"sweep_id": sweep["id"], "name": sweep["name"], "status": sweep["status"],
+           "reason": sweep.get("reason"), "device_kind": device_kind, "proxies": proxies,
+           "rules": rules, "target": target, "cost": cost}
+    if law is not None:
+        out["loss_law"] = {k: law.get(k) for k in ("form", "identifiable", "intervals",
+                                                    "n_params", "losses", "target_params",
+                                                    "error") if k in law}
+        for k in ("E", "A", "alpha"):
+            if k in law:
+                out["loss_law"][k] = _f(law[k])
+    return json_safe(out)
+
+
+def write_report_json(report: dict[str, Any], path: Path) -> Path:
+    """Write ``report`` as indented JSON (non-finite floats as null); returns ``path``.
+    Creates ``path``'s folder. Raises OSError when it cannot be written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(json_safe(report), indent=2) + "\n", encoding="utf-8")
+    return path

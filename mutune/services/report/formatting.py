@@ -1,0 +1,19 @@
+"""Number formatting shared by the report's terminal tables: ``—`` for what is missing."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["fmt_num", "fmt_interval"]
+
+
+def fmt_num(v: Any, fmt: str = ".4g") -> str:
+    """``v`` formatted with ``fmt`` (a :func:`format` spec); ``"—"`` for None."""
+    return "—" if v is None else format(v, fmt)
+
+
+def fmt_interval(iv: Any) -> str:
+    """``[lo, hi]`` at 4 significant digits; ``"—"`` when missing or not finite."""
+    if not iv or any(v is None or not math.isfinite(float(v)) for v in iv):
+        return "—"
+    return f"[{float(iv[0]):.4g}, {float(iv[1]):.4g}]"

@@ -1,0 +1,123 @@
+"""The report's plots (PNG, matplotlib's Agg backend): validation loss against learning rate
+per width, and the transfer rules with the loss law. matplotlib is imported only when a plot
+is drawn."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mutune.services.report.data import live_proxy_sweeps
+
+__all__ = ["plot_loss_vs_lr", "plot_transfer", "save_figure"]
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Lay out ``fig``, write it to ``path`` as a 110-dpi PNG (creating the folder), close it;
+    returns ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_loss_vs_lr(rows: dict[str, Any], path: Path) -> Path:
+    """PNG of validation loss against log2 learning rate, one colour per width: left, at the
+    first rung (every trial that reported); right, at each width's chosen rung (the one its best
+    configuration was picked at). Values are the ones the scheduler judged there (scheduler
+    events); diverged trials are left out. Log-scale loss axis."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    trials = {t["id"]: t for t in rows["trials"]}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    for ps in sorted(live_proxy_sweeps(rows), key=lambda p: p["width"]):
+        events = [e for e in rows["events"]
+                  if trials.get(e["trial_id"], {}).get("proxy_sweep_id") == ps["id"]
+                  and e["value"] is not None and math.isfinite(float(e["value"]))]
+        if not events:
+            continue
+        first = min(e["milestone"] for e in events)
+        chosen = (ps.get("best") or {}).get("milestone", first)
+        for ax, m in ((axes[0], first), (axes[1], chosen)):
+            pts = sorted((math.log2(float(trials[e["trial_id"]]["config"]["lr"])),
+                          float(e["value"])) for e in events if e["milestone"] == m)
+            ax.plot(*zip(*pts), "o", ms=5, alpha=0.8,
+                    label=f"width {ps['width']} (rung {m})")
+    for ax, title in ((axes[0], "first rung: every trial"),
+                      (axes[1], "chosen rung (highest with ≥ 3 trials)")):
+        ax.set_xlabel("log2 learning rate")
+        ax.set_title(title)
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("validation loss (nats)")
+    return save_figure(fig, path)
+
+
+def plot_transfer(report: dict[str, Any], path: Path) -> Path:
+    """PNG: left, each rule's per-width optima with their 95 % intervals, the fitted line and
+    the transferred value at the target width (with its interval); right, the loss law over
+    the proxies with the target's predicted interval and its actual loss."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rules = report["rules"]
+    fig, axes = plt.subplots(1, len(rules) + 1, figsize=(5 * (len(rules) + 1), 4.2))
+    for ax, rule in zip(axes, rules):
+        w = rule.get("widths") or []
+        y = rule.get("optima") or []
+        ivs = rule.get("optima_intervals")
+        if ivs and all(v is not None for iv in ivs for v in iv):
+            # a weighted-mean optimum can sit outside its percentile interval: clamp at 0
+            err = [[max(yy - lo, 0) for yy, (lo, _) in zip(y, ivs)],
+                   [max(hi - yy, 0) for yy, (_, hi) in zip(y, ivs)]]
+            ax.errorbar(w, y, yerr=err, fmt="o", capsize=3, label="optimum per width")
+        else:
+            ax.plot(w, y, "o", label="optimum per width")
+        tw = report["target"]["width"] if report.get("target") else max(w) * 4
+        xs = np.geomspace(min(w), tw, 50)
+        ax.plot(xs, np.exp(rule["intercept"] + rule["slope"] * np.log(xs)), "-", lw=1,
+                label=f"fitted rule, b = {rule['slope']:.3g}")
+        tv = rule.get("transferred_value")
+        if tv is not None and str(rule.get("transfer_form", "")).startswith("flat"):
+            ax.plot([max(w), tw], [tv, tv], "--", lw=1, label="transferred flat (μP)")
+        tiv = rule.get("transferred_interval")
+        if tv is not None:
+            yerr = None
+            if tiv and all(v is not None for v in tiv):
+                yerr = [[max(tv - tiv[0], 0)], [max(tiv[1] - tv, 0)]]
+            ax.errorbar([tw], [tv], yerr=yerr, fmt="*", ms=10, capsize=3, label="transferred")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("width")
+        ax.set_title(f"{rule['hyperparameter']}: {rule.get('verdict', '')}")
+        ax.legend(fontsize=7)
+    ax = axes[-1]
+    law = report.get("loss_law") or {}
+    if law.get("n_params"):
+        ax.plot(law["n_params"], law["losses"], "o", label="best loss per proxy")
+        tg = report.get("target") or {}
+        if tg.get("predicted_val_loss") is not None and all(
+                v is not None for v in tg["predicted_val_loss_interval"]):
+            lo, hi = tg["predicted_val_loss_interval"]
+            ax.errorbar([law["target_params"]], [tg["predicted_val_loss"]],
+                        yerr=[[max(tg["predicted_val_loss"] - lo, 0)],
+                              [max(hi - tg["predicted_val_loss"], 0)]],
+                        fmt="s", capsize=3, label="predicted (target)")
+        if tg.get("val_loss") is not None:
+            ax.plot([law["target_params"]], [tg["val_loss"]], "*", ms=12, label="actual")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("parameters N")
+        ax.set_ylabel("validation loss (nats)")
+        ax.set_title("loss law: predicted vs actual target loss")
+        ax.legend(fontsize=7)
+    return save_figure(fig, path)

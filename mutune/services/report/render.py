@@ -1,0 +1,147 @@
+"""The terminal rendering of ``report.json``: per-width best trials, optima, transfer rules,
+the target run and the cost lines, as rich tables (``mutune report``, the main job)."""
+from __future__ import annotations
+
+from typing import Any
+
+from mutune.services.report.formatting import fmt_interval, fmt_num
+
+__all__ = ["render_report"]
+
+
+def render_report(report: dict[str, Any], console: Any) -> None:
+    """Print ``report`` (:func:`~mutune.services.report.data.build_report`'s dict) on a rich
+    ``console``: per-width best, optima, rules, target, cost lines (GPU-hours, money in the
+    sweep's currency). Free text (reasons, errors) is escaped, so a bracket in it is never
+    taken as markup."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console.print(f"[bold]mutune sweep {report['sweep_id']}[/] ({report['name']}, "
+                  f"{report['status']}, device kind: {report['device_kind']})")
+    if report["status"] in ("cancelled", "budget_exhausted", "failed"):
+        console.print(f"[yellow]sweep {report['status']}:[/] {escape(report.get('reason') or '')} — "
+                      "the tables show what was recorded before it ended", highlight=False)
+    t = Table(title="Proxy sweeps: best trial at the highest rung with ≥ 3 trials")
+    for col in ("width", "trials", "rung (steps)", "best val loss (nats)", "best config"):
+        t.add_column(col, justify="right" if col != "best config" else "left")
+    for p in report["proxies"]:
+        cfg = " ".join(f"{k}={v:.4g}" for k, v in sorted((p["best_config"] or {}).items()))
+        t.add_row(str(p["width"]), str(p["trials"]), str(p["chosen_rung"]),
+                  fmt_num(p["best_val_loss"]), cfg)
+    console.print(t)
+    o = Table(title="Optimum per width: local quadratic in log space (95 % bootstrap interval)")
+    for col in ("width", "rung (steps)", "trials fitted", "method", "optimum", "lr at target "
+                "steps (short-horizon fit)"):
+        o.add_column(col, justify="right" if col != "optimum" else "left")
+    for p in report["proxies"]:
+        opt = p.get("optimum")
+        if not opt:
+            continue
+        vals = " ".join(f"{k}={v:.4g} {fmt_interval((opt.get('intervals') or {}).get(k))}"
+                        for k, v in sorted((opt.get("values") or {}).items()))
+        hz = opt.get("horizon") or {}
+        hz_text = (f"{hz['extrapolated_lr']:.4g} (at the rung: {hz['highest_rung_lr']:.4g})"
+                   if hz.get("extrapolated_lr") is not None else "—")
+        o.add_row(str(p["width"]), str(opt.get("milestone")),
+                  str(len(opt.get("trial_ids") or [])), str(opt.get("method")), vals, hz_text)
+    console.print(o)
+    r = Table(title="Transfer rules: log h*(w) = a + b·log w (95 % intervals)")
+    for col in ("hyperparameter", "a", "b (slope)", "b interval", "transferred value",
+                "value interval", "verdict"):
+        r.add_column(col, justify="right")
+    for rule in report["rules"]:
+        r.add_row(rule["hyperparameter"], fmt_num(rule["intercept"]), fmt_num(rule["slope"]),
+                  fmt_interval(rule.get("slope_interval")), fmt_num(rule["transferred_value"]),
+                  fmt_interval(rule.get("transferred_interval")), rule.get("verdict", "—"))
+    console.print(r)
+    for rule in report["rules"]:
+        if rule.get("formula"):
+            flat = str(rule.get("transfer_form", "")).startswith("flat")
+            console.print(f"fitted: {rule['formula']}"
+                          + ("  (slope not resolved: not extrapolated)" if flat else ""),
+                          highlight=False)
+            console.print(f"  → {rule['hyperparameter']} at the target = "
+                          f"{fmt_num(rule['transferred_value'])}"
+                          + (f" ({rule['transfer_form']})" if rule.get("transfer_form") else ""),
+                          highlight=False)
+        if rule.get("verdict"):
+            console.print(f"  {rule['verdict']}: {escape(rule.get('reason') or '')}"
+                          + (f" — {rule['advice']}" if rule.get("advice") else ""),
+                          highlight=False)
+        for adj in rule.get("published_adjustments") or []:
+            console.print(f"  published rule: {adj['rule']}", highlight=False)
+        if rule.get("outside_searched_range"):
+            console.print(f"  [yellow]warning:[/] the transferred {rule['hyperparameter']} "
+                          "lies outside the searched range", highlight=False)
+    tg = report.get("target")
+    if tg:
+        cfg = " ".join(f"{k}={v:.4g}" for k, v in sorted(tg["config"].items()))
+        console.print(f"Target run: width {tg['width']}, {cfg}: final val loss "
+                      f"{fmt_num(tg['val_loss'])} nats ({tg['status']})")
+        law = report.get("loss_law") or {}
+        if tg.get("predicted_val_loss") is not None:
+            form = law.get("form", "")
+            ident = "" if law.get("identifiable", True) else \
+                " — E + A·N^-α not identifiable from these sizes; power-law fallback"
+            console.print(f"  predicted before it ran (loss law {form} over the proxies"
+                          f"{ident}): {fmt_num(tg['predicted_val_loss'])} nats, 95 % interval "
+                          f"{fmt_interval(tg.get('predicted_val_loss_interval'))}",
+                          highlight=False)
+            iv = tg.get("predicted_val_loss_interval") or [None, None]
+            if tg.get("val_loss") is not None and None not in iv and \
+                    not iv[0] <= tg["val_loss"] <= iv[1]:
+                side = "above" if tg["val_loss"] > iv[1] else "below"
+                console.print(f"  [yellow]warning:[/] the actual loss lies {side} the predicted "
+                              "interval: the proxies' loss-vs-size trend did not hold at the "
+                              "target (few sizes, or a transferred setting that is off)",
+                              highlight=False)
+        elif tg.get("predicted_val_loss_error"):
+            console.print(f"  no loss prediction: {escape(tg['predicted_val_loss_error'])}",
+                          highlight=False)
+    c = report["cost"]
+    ct = Table(title=f"Cost (GPU-hours; device kind {c.get('device_kind')})")
+    ct.add_column("line")
+    ct.add_column("value", justify="right")
+    for key, label in (("proxy_gpu_hours", "proxy sweeps"), ("target_gpu_hours", "target run"),
+                       ("total_gpu_hours", "total"),
+                       ("naive_gpu_hours", "naive: same search at target size"),
+                       ("naive_grid_gpu_hours", "naive: every sample to max_t"),
+                       ("saved_gpu_hours", "saved vs naive"),
+                       ("saved_fraction", "saved fraction"), ("ettr", "ETTR"),
+                       ("mfu", "MFU"), ("gpu_hours_per_trial", "per proxy trial"),
+                       ("cost_to_final_metric_gpu_hours", "to reach the final metric"),
+                       ("held_gpu_hours", "held by the sweep (wall × devices)"),
+                       ("useful_gpu_hours", "useful"),
+                       ("spent_gpu_hours", "spent: every recorded trial"),
+                       ("budget_gpu_hours", "budget")):
+        if key in c:
+            fmt = ".1%" if key in ("saved_fraction", "ettr") else \
+                ".3%" if key == "mfu" else ".6f"
+            ct.add_row(label, fmt_num(c[key], fmt))
+    for cat, v in (c.get("waste_gpu_hours") or {}).items():
+        ct.add_row(f"waste: {cat.replace('_', ' ')}", fmt_num(v, ".6f"))
+    if c.get("checkpoint_bytes_written") is not None:
+        ct.add_row("checkpoints written / kept (MB)",
+                   f"{c['checkpoint_bytes_written'] / 1e6:.3f} / "
+                   f"{(c.get('checkpoint_bytes_kept') or 0) / 1e6:.3f}")
+    cur = c.get("currency", "")
+    for key, label in (("price_per_hour", f"price per device-hour ({c.get('pricing')})"),
+                       ("total_money", "money spent"), ("naive_money", "money, naive"),
+                       ("saved_money", "money saved")):
+        if c.get(key) is not None:
+            ct.add_row(label, f"{c[key]:.4f} {cur}")
+    console.print(ct)
+    if c.get("naive_formula"):
+        console.print(f"naive = {c['naive_formula']}", highlight=False)
+    if c.get("mfu_formula"):
+        i = c.get("mfu_inputs") or {}
+        console.print(f"MFU = {c['mfu_formula']}; peak {fmt_num(i.get('peak_flops_per_device'), '.3g')}"
+                      f" FLOP/s ({i.get('peak_source')})", highlight=False)
+    if c.get("project") or c.get("owner"):
+        console.print(f"billed to project {c.get('project')}, owner {c.get('owner')}",
+                      highlight=False)
+    if (c.get("price_per_hour") and c.get("spent_gpu_hours") is not None
+            and c.get("total_money") is None):
+        console.print(f"money spent: {c['spent_gpu_hours'] * c['price_per_hour']:.4f} at "
+                      f"{c['price_per_hour']:g} per device-hour", highlight=False)
