@@ -2,7 +2,8 @@
 
 The reference sweep: 24 trials of a μP MLP at width 256 on scikit-learn's digits, Adam, batch 64,
 ASHA (grace 20, η 3, max_t 200 steps), validation every 10 steps, 2 CPUs (one per trial),
-random search — run by :func:`mutune.search.backends.ray_tune.run.run_trials`, i.e. Ray Tune executes every
+random search — run by :func:`mutune.search.backends.ray_tune.run.run_trials`, i.e. Ray Tune
+executes every
 trial. Prints one JSON object per run and a final one, the median run (by overhead per trial)
 of ``--repeat`` runs:
 

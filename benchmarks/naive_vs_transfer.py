@@ -10,7 +10,7 @@ samples, ASHA max_t 200, grace 20, η 3):
    evaluation plus the measured per-trial overhead);
 2. the naive sweep itself: the same ASHA search (same sampled points, same trial seeds as the
    largest proxy width) run directly at the target width, through the same stage
-   (:func:`mutune.pipeline.sweep_width`), recorded as a second sweep in the same database.
+   (:func:`mutune.pipeline.proxy_stage.sweep_width`), recorded as a second sweep in the same database.
 
 GPU-hours are allocated device-seconds × devices / 3600 for every trial alike (on this
 machine the devices are CPUs). Prints one JSON line:

@@ -7,7 +7,8 @@ concurrent workers. Prints one JSON object per case:
     {"benchmark": "replay", "trials": …, "reports_per_trial": 50, "workers": …,
      "seconds": …, "trials_per_s": …}
 
-``seconds`` is the median over ``--repeat`` runs of :func:`mutune.search.backends.replay.replay` alone
+``seconds`` is the median over ``--repeat`` runs of :func:`mutune.search.backends.replay.replay`
+alone
 (building the curves is excluded). Run: ``python benchmarks/replay.py --repeat 5``.
 """
 from __future__ import annotations

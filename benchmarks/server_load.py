@@ -218,7 +218,8 @@ def main() -> None:
     procs = []
     try:
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "mutune.services.cli", "serve", "--no-worker", "--port", str(port),
+            [sys.executable, "-m", "mutune.services.cli", "serve", "--no-worker",
+             "--port", str(port),
              "--db", db, "--log-level", "warning", "--out", str(tmp / "out")],
             env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         procs.append(subprocess.Popen(

@@ -3,18 +3,19 @@
 Issue 5's check on the μP MLP / digits sweep (the quickstart config): sweep widths ≤ 256 with
 ASHA, fit the transfer rule, predict the LR at width 1024 — then sweep width 1024 directly with
 the same search (same sampled points) and estimate its optimum the same way, at the same rung
-as the proxies (:func:`mutune.pipeline.align_optima`: optima compared at equal budget). Each
+as the proxies (:func:`mutune.pipeline.proxy_stage.align_optima`: optima compared at equal budget). Each
 trial trains ``--replicates`` seeds in lockstep and reports their mean, since single-seed
 validation losses on digits are too noisy to place an optimum within half an octave. Both go
-through the pipeline's own stages (:func:`mutune.pipeline.sweep_width`,
-:func:`mutune.pipeline.fit_rules`); nothing here re-implements a sweep or a fit. Prints:
+through the pipeline's own stages (:func:`mutune.pipeline.proxy_stage.sweep_width`,
+:func:`mutune.pipeline.transfer_stage.fit_rules`); nothing here re-implements a sweep or a fit. Prints:
 
     {"benchmark": "transfer_accuracy", "target_width": 1024, "transferred_log2_lr": …,
      "direct_log2_lr": …, "error_octaves": …, …}
 
 and writes ``transfer_accuracy.png`` (optimum per width with intervals, the fitted rule, the
 transferred value and the direct optimum at 1024). Usage:
-    python benchmarks/transfer_accuracy.py [--samples 64] [--replicates 4] [--widths 64,128,256] [--out DIR]
+    python benchmarks/transfer_accuracy.py [--samples 64] [--replicates 4] [--widths 64,128,256]
+    [--out DIR]
 """
 from __future__ import annotations
 
@@ -78,7 +79,8 @@ def main() -> None:
            "proxy_log2_lr": [math.log2(v) for v in lr_rule["optima"]],
            "samples_per_width": a.samples, "replicates": a.replicates,
            "seed": cfg.seed,
-           "optimum_rungs": [p.optimum["milestone"] for p in aligned], "seconds": round(time.perf_counter() - t0, 1),
+           "optimum_rungs": [p.optimum["milestone"] for p in aligned],
+           "seconds": round(time.perf_counter() - t0, 1),
            "sweep_id": run.sweep_id, "out": str(out)}
     print(json.dumps(res), flush=True)
     _plot(res, lr_rule, direct, out / "transfer_accuracy.png")

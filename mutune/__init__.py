@@ -13,7 +13,8 @@ from typing import Any
 __all__ = ["run", "RunResult", "SweepConfig", "load_config", "MutuneError", "ConfigError",
            "Client", "submit"]
 
-_LAZY = {"run": "mutune.services.api", "RunResult": "mutune.services.api", "SweepConfig": "mutune.config",
+_LAZY = {"run": "mutune.services.api", "RunResult": "mutune.services.api",
+         "SweepConfig": "mutune.config",
          "load_config": "mutune.config", "MutuneError": "mutune.errors",
          "ConfigError": "mutune.errors", "Client": "mutune.services.server.client",
          "submit": "mutune.services.server.client"}

@@ -3,7 +3,8 @@
 For every proxy width and the target, a short warm-up in this process (``warmup_steps``
 training steps and one evaluation of the real model on the real data, one torch thread per
 granted CPU, as a trial would) measures seconds per step, per evaluation and to build the
-model. The scheduler's planned steps (:func:`mutune.search.schedulers.planned_steps.planned_trial_steps`) turn
+model. The scheduler's planned steps
+(:func:`mutune.search.schedulers.planned_steps.planned_trial_steps`) turn
 them into device-hours:
 
     trial seconds = steps × s_step + evals × s_eval + setup_s + overhead_s

@@ -1,4 +1,5 @@
-"""What ran: package versions, hardware, code revision and dataset fingerprint (docs/architecture.md §7).
+"""What ran: package versions, hardware, code revision and dataset fingerprint
+(docs/architecture.md §7).
 
 Recorded with every sweep so a rerun can say where its environment differs.
 """

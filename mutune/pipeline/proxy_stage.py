@@ -133,8 +133,10 @@ def record_best(run: SweepRun, p: ProxyResult, rung_trials: int) -> None:
 
 def align_optima(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
                  ) -> list[tuple[ProxyResult, Any]]:
-    """Re-estimate every width's optimum at one common rung (:func:`mutune.pipeline.transfer_stage.common_rung`)
-    so the transfer rule compares the widths at equal budget (docs/architecture.md §4). Widths already
+    """Re-estimate every width's optimum at one common rung
+    (:func:`mutune.pipeline.transfer_stage.common_rung`)
+    so the transfer rule compares the widths at equal budget (docs/architecture.md §4). Widths
+    already
     estimated at that rung are kept as they are; with no common rung nothing changes.
 
     Args:

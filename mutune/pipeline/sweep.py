@@ -27,7 +27,8 @@ __all__ = ["SweepRun", "open_sweep", "ProxyResult", "PipelineResult", "Progress"
 @dataclass(frozen=True)
 class ProxyResult:
     """One width's sweep: its best trial at rung ``milestone`` (steps) and value there, and
-    the smoothed optimum of each hyperparameter (:func:`mutune.pipeline.transfer_stage.width_optimum`)."""
+    the smoothed optimum of each hyperparameter
+    (:func:`mutune.pipeline.transfer_stage.width_optimum`)."""
     width: int
     proxy_sweep_id: int
     best_trial_id: int

@@ -1,6 +1,7 @@
 """The transfer stage of the main job: per-width optima → transfer rules → target prediction.
 
-Between the proxy sweeps and the target run (docs/architecture.md §2), this module turns recorded rung
+Between the proxy sweeps and the target run (docs/architecture.md §2), this module turns recorded
+rung
 values into arrays for :mod:`mutune.scaling` and its frozen results back into recorder rows:
 
 * each width's optimum of every searched hyperparameter: a local quadratic in log space at the

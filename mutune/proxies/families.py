@@ -1,5 +1,6 @@
 """The built-in model plugins ``mlp`` and ``gpt`` (entry-point group ``mutune.models``,
-registered in mutune's ``pyproject.toml`` like any user plugin; see :mod:`mutune.proxies.plugins`)."""
+registered in mutune's ``pyproject.toml`` like any user plugin; see
+:mod:`mutune.proxies.plugins`)."""
 from __future__ import annotations
 
 from torch import nn

@@ -1,4 +1,5 @@
-"""Cost arithmetic: GPU-hours, ETTR and the naive full-size counterfactual (docs/architecture.md §6).
+"""Cost arithmetic: GPU-hours, ETTR and the naive full-size counterfactual (docs/architecture.md
+§6).
 
 All times are wall seconds; GPU-hours are device-hours (on a CPU machine the devices are CPUs and
 the report says ``cpu``).

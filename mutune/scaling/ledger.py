@@ -34,7 +34,8 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                  flops_per_sample: Callable[[int, float], float],
                  peak_flops: float | None, peak_source: str
                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The ledger (docs/architecture.md §6) from the recorded trials: GPU-hours of the proxy sweeps and
+    """The ledger (docs/architecture.md §6) from the recorded trials: GPU-hours of the proxy sweeps
+    and
     the target run, the naive counterfactuals with their formulas, savings, money, ETTR, MFU,
     each trial's time by category and the sweep's waste by category.
 

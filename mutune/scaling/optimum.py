@@ -2,7 +2,8 @@
 
 The loss near its minimum is approximately quadratic in the log of each hyperparameter (the
 "valley" plots of Yang et al. 2022, Tensor Programs V, Figure 1 / §3, fitted there by eye; the
-parabolic fit of docs/architecture.md §5). So the optimum is taken as the minimiser of a least-squares
+parabolic fit of docs/architecture.md §5). So the optimum is taken as the minimiser of a
+least-squares
 quadratic fitted to the best trials (a local response-surface fit: Box & Wilson 1951, "On the
 Experimental Attainment of Optimum Conditions", JRSS B; Myers, Montgomery & Anderson-Cook,
 "Response Surface Methodology", ch. 6 "the stationary point"), with a percentile bootstrap over

@@ -1,6 +1,7 @@
 """Published rules for what μP does not transfer: batch size, token horizon, weight decay.
 
-A config picks which of these apply when the target differs from the proxies (docs/architecture.md §5:
+A config picks which of these apply when the target differs from the proxies (docs/architecture.md
+§5:
 depth, batch and steps transfer only empirically; weight decay does not transfer at all). Each
 function is one closed-form rule with its source; none is fitted here.
 """

@@ -104,7 +104,8 @@ def sweep_waste(trials: Sequence[tuple[str, Mapping[str, float], float]], *,
             ``completed``, ``stopped``, ``failed``, ``diverged``, ``zombie``, ``stale``,
             ``cancelled``;
             timing as for :func:`trial_time`; devices granted (may be fractional).
-        held_device_s: device-seconds the sweep held (wall × devices, docs/architecture.md §6); None:
+        held_device_s: device-seconds the sweep held (wall × devices, docs/architecture.md §6);
+        None:
             the sum over trials (no idle time between trials is known).
     Returns:
         :class:`SweepWaste`: ``early_stopped`` = all device-seconds of stopped trials except

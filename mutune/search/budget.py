@@ -1,7 +1,8 @@
 """The sweep's budget, enforced while it runs (config ``budget``; docs/architecture.md §6 units).
 
 One :class:`BudgetGate` per sweep, in the driver. It sees every trial through the
-:class:`~mutune.search.backends.ray_tune.callback.SweepBook` of each Ray Tune run (proxy widths and the target) and
+:class:`~mutune.search.backends.ray_tune.callback.SweepBook` of each Ray Tune run (proxy widths and
+the target) and
 answers one question before Ray gives a slot to a new trial:
 
     spent + committed + new > limit   →   refuse
@@ -12,7 +13,8 @@ answers one question before Ray gives a slot to a new trial:
   per step) — it will finish that rung;
 * new: the new trial's first rung (grace period × the width's measured seconds per step) plus
   the median per-trial overhead seen so far (before any trial has finished: the assumed
-  :data:`~mutune.search.schedulers.planned_steps.DEFAULT_TRIAL_OVERHEAD_S`). The first trials of a sweep are
+  :data:`~mutune.search.schedulers.planned_steps.DEFAULT_TRIAL_OVERHEAD_S`). The first trials of a
+  sweep are
   admitted on that assumption, so a budget smaller than a few trials may be overshot by them.
 
 Once it refuses, it refuses for good (``exhausted``): the scheduler adapter removes the trials

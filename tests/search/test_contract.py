@@ -1,4 +1,5 @@
-"""One contract, every scheduler core (docs/architecture.md §4, §9): ASHA stopping and promotion, and
+"""One contract, every scheduler core (docs/architecture.md §4, §9): ASHA stopping and promotion,
+and
 Hyperband with either, driven by the same simulated executor on synthetic deterministic curves."""
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ from mutune.errors import SearchError
 from mutune.search.schedulers.asha import ASHA, Decision
 from mutune.search.best import best_at_rung
 from mutune.search.schedulers.hyperband import Hyperband
-from mutune.search.backends.replay import (CENSORED_TREATMENT, ReplaySettings, replay, replay_in_order)
+from mutune.search.backends.replay import (CENSORED_TREATMENT, ReplaySettings, replay,
+                                           replay_in_order)
 
 TERMINAL = {"completed", "stopped", "diverged", "censored", "failed"}
 
@@ -122,6 +123,32 @@ def test_bad_inputs_raise_with_the_rule():
     with pytest.raises(SearchError, match="step order"):
         replay_in_order([(1, "a", 2, 1.0), (2, "a", 1, 1.0)], s)
     assert replay({}, s).statuses == {} and replay({}, s).best is None
+
+
+@pytest.mark.parametrize("curve, match", [
+    ([(1, 1.0)], r"trial 'a', report 0: \(1, 1\.0\): each report must be \(step, value, seconds\)"),
+    ([(1, 1.0, 1.0), 5], r"trial 'a', report 1: 5: each report must be"),
+    ([(6.7, 1.0, 1.0)], r"trial 'a': report 0 step = 6\.7 \(float\): must be an integer"),
+    ([(1, "0.5", 1.0)], r"trial 'a': report 0 value = '0\.5' \(str\): must be a real number"),
+    ([(1, None, 1.0)], r"trial 'a': report 0 value = None"),
+    ([(1, True, 1.0)], r"trial 'a': report 0 value = True \(bool\)"),
+])
+def test_malformed_recorded_curves_raise_naming_the_trial_the_report_and_the_field(curve,
+                                                                                  match):
+    s = ReplaySettings(grace_period=1, reduction_factor=2, max_t=4)
+    with pytest.raises(SearchError, match=match):
+        replay({"a": curve}, s)
+
+
+@pytest.mark.parametrize("report, match", [
+    ((1, "a", 2), r"report 0: \(1, 'a', 2\): must be \(seq, trial, step, value\)"),
+    ((1, "a", 6.7, 0.5), r"trial 'a': step = 6\.7 \(float\): must be an integer"),
+    ((1, "a", 2, "0.5"), r"trial 'a': value = '0\.5' \(str\)"),
+])
+def test_malformed_recorded_reports_raise_in_recorded_order(report, match):
+    s = ReplaySettings(grace_period=1, reduction_factor=2, max_t=4)
+    with pytest.raises(SearchError, match=match):
+        replay_in_order([report], s)
 
 
 @settings(max_examples=60, deadline=None)

@@ -8,7 +8,8 @@ import pytest
 
 import mutune
 from mutune.errors import ConfigError
-from mutune.services.server.client import AuthError, Conflict, NotFound, PayloadTooLarge, SweepTimeout
+from mutune.services.server.client import (AuthError, Conflict, NotFound, PayloadTooLarge,
+                                           SweepTimeout)
 from mutune.services.store import Store
 from tests.conftest import make_tiny_config
 from tests.services.conftest import make_token, start_server

@@ -210,7 +210,8 @@ def test_token_cli_creates_a_working_token_and_never_lists_it(server):
     import sys
 
     env = {**os.environ, "MUTUNE_DB": server.db}
-    made = subprocess.run([sys.executable, "-m", "mutune.services.cli", "token", "create", "--project",
+    made = subprocess.run([sys.executable, "-m", "mutune.services.cli", "token", "create",
+                           "--project",
                            "gamma"], capture_output=True, text=True, env=env, check=True)
     token = made.stdout.strip()
     assert len(token) >= 43 and "shown only now" in made.stderr

@@ -373,3 +373,17 @@ def test_locked_database_is_retried_then_reported(store, monkeypatch):
 
     with pytest.raises(StoreError, match="database is locked"):
         store._write(always_locked)
+
+
+def test_every_trial_status_the_search_backends_record_is_accepted(store_url):
+    """``zombie`` (a trial that held its devices and reported nothing) is a terminal status
+    the Ray backend records; the store used to refuse it."""
+    from mutune.search.recording import TRIAL_STATUSES
+
+    with Store.open(store_url) as store:
+        sweep = store.sweep_started({"name": "s"}, 0, {})
+        for i, status in enumerate(s for s in TRIAL_STATUSES if s != "running"):
+            tid = store.trial_started(sweep, None, "target", f"k{i}", 16, {"lr": 0.1}, i)
+            store.trial_finished(tid, status, "why", {"allocated_s": 1.0})
+        got = [t["status"] for t in store.sweep_rows(sweep)["trials"]]
+    assert "zombie" in got and len(got) == len(TRIAL_STATUSES) - 1

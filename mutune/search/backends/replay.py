@@ -1,7 +1,8 @@
 """Replay a scheduler on recorded learning curves, training nothing (docs/architecture.md §4, §9).
 
 Two entry points drive the *same* scheduler cores the live sweep uses
-(:class:`~mutune.search.schedulers.asha.ASHA`, :class:`~mutune.search.schedulers.hyperband.Hyperband`):
+(:class:`~mutune.search.schedulers.asha.ASHA`,
+:class:`~mutune.search.schedulers.hyperband.Hyperband`):
 
 * :func:`replay_in_order` feeds recorded reports in their recorded sequence order. With the
   original settings it reproduces the original decisions and best trial exactly (asynchronous

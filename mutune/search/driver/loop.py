@@ -1,4 +1,5 @@
-"""The one driver loop (:class:`SweepDriver`): start, report, decide, promote, finish — and tell the searcher.
+"""The one driver loop (:class:`SweepDriver`): start, report, decide, promote, finish — and tell
+the searcher.
 
 Every backend — Ray Tune (:mod:`mutune.search.backends.ray_tune`), the simulator
 (:mod:`mutune.search.backends.simulated`) and the replay (:mod:`mutune.search.backends.replay`)
@@ -157,7 +158,8 @@ class SweepDriver:
         The caller says what it can carry out: ``can_start`` (start a trial from its point),
         ``can_promote_live`` (resume a paused trial it holds; or a predicate of the trial's
         key, e.g. "Ray holds it PAUSED already"), ``can_finish_live`` (stop paused trials it
-        holds; or a predicate asked of each of them). When the driver's choice is something the caller cannot do, it
+        holds; or a predicate asked of each of them). When the driver's choice is something the
+        caller cannot do, it
         returns WAIT and commits nothing (a promotion is never skipped for a new trial).
         Anything else it returns is committed: the trial counts as running.
         """

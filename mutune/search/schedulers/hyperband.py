@@ -4,7 +4,8 @@ Li, Jamieson, DeSalvo, Rostamizadeh, Talwalkar 2018, "Hyperband: A Novel Bandit-
 Hyperparameter Optimization" (JMLR), §3, run asynchronously as in Li et al. 2020 (ASHA, MLSys), §3:
 
 * s_max = ⌊log_η(R / r)⌋ (``bracket_count(r, η, R) - 1``, exact integers); brackets are numbered
-  s = 0 … s_max here, and bracket s is an :class:`~mutune.search.schedulers.asha.ASHA` with grace period
+  s = 0 … s_max here, and bracket s is an :class:`~mutune.search.schedulers.asha.ASHA` with grace
+  period
   r·η^s (so bracket 0 is the most aggressive, with s_max + 1 rungs, and bracket s_max runs every
   trial to R with a single rung at r·η^s_max);
 * the paper's bracket index is s' = s_max − s (s' halvings); it starts n_{s'} =
@@ -14,7 +15,8 @@ Hyperparameter Optimization" (JMLR), §3, run asynchronously as in Li et al. 202
   the concatenated cycles, so the assignment depends only on (seed, arrival order) and a replay
   makes the same one (docs/architecture.md §4);
 * a trial is assigned when first seen (:meth:`Hyperband.assign`, or its first report);
-* ``variant="promotion"`` makes every bracket a :class:`~mutune.search.schedulers.promotion.PromotionASHA`;
+* ``variant="promotion"`` makes every bracket a
+:class:`~mutune.search.schedulers.promotion.PromotionASHA`;
   on a free slot :meth:`Hyperband.candidate` takes the brackets' candidates and promotes the one
   at the highest milestone (the lowest bracket s on ties): rungs are scanned top-down across
   brackets, as within one. Ray Tune's ``HyperBandScheduler`` is synchronous instead (a bracket

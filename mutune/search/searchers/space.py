@@ -2,7 +2,8 @@
 
 Random search (Bergstra & Bengio 2012, "Random Search for Hyper-Parameter Optimization", JMLR):
 sample ``num_samples`` points independently. Seeds come from ``numpy.random.SeedSequence`` so a
-rerun or replay of the same sweep draws the same points (docs/architecture.md §4); the global RNG is never
+rerun or replay of the same sweep draws the same points (docs/architecture.md §4); the global RNG
+is never
 touched.
 """
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Trial checkpoints: one file per checkpoint folder, written atomically.
 
-A checkpoint holds everything a trial needs to continue its exact trajectory (docs/architecture.md §6,
+A checkpoint holds everything a trial needs to continue its exact trajectory (docs/architecture.md
+§6,
 issue 4): per replicate the model's and the optimizer's ``state_dict``; torch's CPU RNG state
 (and CUDA's when present); the data position (the training step: batches are a pure function of
 (seed, step), :meth:`mutune.proxies.task.ProxyTask.batch`); the running train-loss sum since the

@@ -1,12 +1,14 @@
 """What a trial wrote: its stdout and stderr tails and its traceback, handed to the driver.
 
-A trial runs in a Ray worker; the recorder lives in the driver (docs/architecture.md §2). Inside the worker,
+A trial runs in a Ray worker; the recorder lives in the driver (docs/architecture.md §2). Inside
+the worker,
 :func:`capture` tees ``sys.stdout``/``sys.stderr`` into bounded buffers (the worker's own log
 files still receive everything) and writes ``{log_dir}/{trial key}.json`` = {"stdout",
 "stderr", "traceback"}: at every ``save()`` (the trainable saves before each report, so a trial
 the scheduler stops at a report has its file complete) and when the block ends — normally or by
 an exception, whose traceback it adds. The driver's
-:class:`~mutune.search.backends.ray_tune.callback.SweepBook` reads it with :func:`collect` when Ray reports the trial
+:class:`~mutune.search.backends.ray_tune.callback.SweepBook` reads it with :func:`collect` when Ray
+reports the trial
 finished and records it (``Recorder.trial_logged``). ``log_dir`` lies under the sweep's Ray
 storage folder, which a local cluster shares with the driver; on a remote cluster without shared
 storage the file is absent and the driver keeps Ray's own copy of the traceback.

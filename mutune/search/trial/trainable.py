@@ -25,7 +25,8 @@ written, and a restarted trial (``max_failures`` retry, or a promoted paused tri
     wall_s        seconds since this start began (reporting and batch making included)
     node_id       the Ray node the trial runs on (under Ray only)
 
-Checkpoints (:mod:`mutune.search.trial.checkpoint`, atomic) are written at report steps: at the first
+Checkpoints (:mod:`mutune.search.trial.checkpoint`, atomic) are written at report steps: at the
+first
 report at or past each step in ``checkpoint_at`` (the scheduler's milestones: promotion resumes
 from exactly where the trial paused), when ``checkpoint_every`` steps passed since the last one
 (rounded up to the next report), and on SIGTERM (spot preemption: finish the current step, save,

@@ -1,8 +1,10 @@
 """``mutune export SWEEP_ID --hparams --width N``: transferred hyperparameters for any shape.
 
 The stored sweep holds each proxy width's optimum (``proxy_sweeps.best.optimum``, from
-:func:`mutune.pipeline.transfer_stage.width_optimum`) and its config; the rules are re-fitted from them by the
-same function the main job used (:func:`mutune.pipeline.transfer_stage.transfer_rules`, seeded, so the same
+:func:`mutune.pipeline.transfer_stage.width_optimum`) and its config; the rules are re-fitted from
+them by the
+same function the main job used (:func:`mutune.pipeline.transfer_stage.transfer_rules`, seeded, so
+the same
 numbers) with the target width set to N. The export says, per hyperparameter, the value, its
 95 % interval, the rule and its verdict, and gives a snippet that builds the μP optimizer in
 the user's own trainer.

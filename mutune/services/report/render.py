@@ -20,7 +20,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     console.print(f"[bold]mutune sweep {report['sweep_id']}[/] ({report['name']}, "
                   f"{report['status']}, device kind: {report['device_kind']})")
     if report["status"] in ("cancelled", "budget_exhausted", "failed"):
-        console.print(f"[yellow]sweep {report['status']}:[/] {escape(report.get('reason') or '')} — "
+        console.print(f"[yellow]sweep {report['status']}:[/] "
+                      f"{escape(report.get('reason') or '')} — "
                       "the tables show what was recorded before it ended", highlight=False)
     t = Table(title="Proxy sweeps: best trial at the highest rung with ≥ 3 trials")
     for col in ("width", "trials", "rung (steps)", "best val loss (nats)", "best config"):
@@ -136,7 +137,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         console.print(f"naive = {c['naive_formula']}", highlight=False)
     if c.get("mfu_formula"):
         i = c.get("mfu_inputs") or {}
-        console.print(f"MFU = {c['mfu_formula']}; peak {fmt_num(i.get('peak_flops_per_device'), '.3g')}"
+        peak = fmt_num(i.get('peak_flops_per_device'), '.3g')
+        console.print(f"MFU = {c['mfu_formula']}; peak {peak}"
                       f" FLOP/s ({i.get('peak_source')})", highlight=False)
     if c.get("project") or c.get("owner"):
         console.print(f"billed to project {c.get('project')}, owner {c.get('owner')}",

@@ -1,6 +1,7 @@
 """The rung plot written with every sweep: per proxy width and rung, how many trials reached
 the rung, how many went on (continued or promoted), how many ended there (stopped, diverged, or
-completed: they reached max_t), and the rung's cutoff — all from the recorded scheduler events (docs/architecture.md §4, §7).
+completed: they reached max_t), and the rung's cutoff — all from the recorded scheduler events
+(docs/architecture.md §4, §7).
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The search server (docs/architecture.md §8): the FastAPI app factory and the API v1 routes.
 
 :func:`create_app` builds the app from :class:`~mutune.services.server.settings.ServerSettings`; the
-database is opened (and migrated) and the :class:`~mutune.services.server.worker.Worker` started in the
+database is opened (and migrated) and the :class:`~mutune.services.server.worker.Worker` started in
+the
 app's lifespan, never at import. Routes (every one but ``health`` needs ``Authorization: Bearer
 <token>``; a sweep of another project answers 404 like an unknown id):
 
@@ -12,7 +13,8 @@ app's lifespan, never at import. Routes (every one but ``health`` needs ``Author
     GET  /api/v1/sweeps?offset=&limit=       200 {"items", "total", "offset", "limit"}
     GET  /api/v1/sweeps/{id}                 200 status, progress, best so far, target
     GET  /api/v1/sweeps/{id}/trials          200 {"items": [trial, ...]}
-    GET  /api/v1/sweeps/{id}/report          200 report.json (docs/architecture.md §11); 409 until it ends
+    GET  /api/v1/sweeps/{id}/report          200 report.json (docs/architecture.md §11); 409 until
+    it ends
     POST /api/v1/sweeps/{id}/cancel          200 {"id", "status"}; 409 if it already ended
 
 OpenAPI at ``/docs``; the dashboard's pages at ``/`` (:mod:`mutune.services.server.dashboard`).

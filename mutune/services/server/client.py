@@ -177,7 +177,8 @@ class SweepHandle:
         return self.client._call("GET", f"/sweeps/{self.id}/trials")["items"]
 
     def report(self) -> dict[str, Any]:
-        """report.json of the completed sweep (docs/architecture.md §11). Raises Conflict until then."""
+        """report.json of the completed sweep (docs/architecture.md §11). Raises Conflict until
+        then."""
         return self.client._call("GET", f"/sweeps/{self.id}/report")
 
     def cancel(self) -> dict[str, Any]:

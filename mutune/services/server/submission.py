@@ -3,7 +3,8 @@
 The body is YAML or JSON, parsed as data only (``yaml.safe_load`` / ``json.loads``: nothing is
 evaluated as code), validated like ``mutune run`` validates a file, and then checked against the
 server's rules: a ``data.path`` must resolve (symlinks and ``..`` followed) inside one of the
-server's data roots, and ``ray.address`` may only name the server's own cluster. Every failure is a :class:`~mutune.errors.ConfigError` whose ``errors``
+server's data roots, and ``ray.address`` may only name the server's own cluster. Every failure is a
+:class:`~mutune.errors.ConfigError` whose ``errors``
 name the field, the value and the rule.
 """
 from __future__ import annotations

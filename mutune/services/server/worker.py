@@ -2,7 +2,8 @@
 
 :class:`Worker` is a thread started and stopped by the app's lifespan. On start it re-queues the
 sweeps a dead server left ``running``; then it claims the oldest ``queued`` sweep
-(compare-and-set in the DB) and runs it in a child process (``python -m mutune.services.server.worker``)
+(compare-and-set in the DB) and runs it in a child process (``python -m
+mutune.services.server.worker``)
 that drives the main job on Ray — a local cluster, or the server's ``ray_address`` — with the
 results store as the recorder, attached to the queued sweep's id. The child dies with the server
 (``PR_SET_PDEATHSIG``), so a killed server leaves the sweep ``running`` in the DB for the next
@@ -150,7 +151,8 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Child-process entry: ``python -m mutune.services.server.worker SWEEP_ID --db URL --out DIR``."""
+    """Child-process entry:
+    ``python -m mutune.services.server.worker SWEEP_ID --db URL --out DIR``."""
     p = argparse.ArgumentParser(prog="python -m mutune.services.server.worker")
     p.add_argument("sweep_id", type=int)
     p.add_argument("--db", required=True)
@@ -253,7 +255,8 @@ class Worker:
         base.mkdir(parents=True, exist_ok=True)
         attempt = base / f"attempt-{sum(1 for _ in base.glob('attempt-*')) + 1}"
         attempt.mkdir()
-        cmd = [sys.executable, "-m", "mutune.services.server.worker", str(sweep_id), "--db", self.db,
+        cmd = [sys.executable, "-m", "mutune.services.server.worker", str(sweep_id),
+               "--db", self.db,
                "--out", str(attempt), "--parent-pid", str(os.getpid())]
         if self.ray_address:
             cmd += ["--ray-address", self.ray_address]

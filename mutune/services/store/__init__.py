@@ -1,13 +1,15 @@
-"""The results database of mutune (docs/architecture.md §7): models, engines, migrations and the store.
+"""The results database of mutune (docs/architecture.md §7): models, engines, migrations and the
+store.
 
 Open it with ``Store.open("sqlite:///mutune.db")`` (or a ``postgresql://`` URL); the store
-implements :class:`mutune.pipeline.recording.Recorder` (and :class:`~mutune.search.recording.SweepControl`). Importing this package builds no engine.
+implements :class:`mutune.pipeline.recording.Recorder` (and
+:class:`~mutune.search.recording.SweepControl`). Importing this package builds no engine.
 """
 from __future__ import annotations
 
 from ._engine import MIGRATIONS_DIR, alembic_config, make_engine, normalize_url, upgrade
-from ._models import (TABLES, ApiToken, Base, LedgerEntry, Provenance, ProxySweep, SchedulerEvent, Sweep,
-                      TargetRun, TransferRule, Trial, TrialReport)
+from ._models import (TABLES, ApiToken, Base, LedgerEntry, Provenance, ProxySweep,
+                      SchedulerEvent, Sweep, TargetRun, TransferRule, Trial, TrialReport)
 from ._store import Store
 from ._values import finite_json
 

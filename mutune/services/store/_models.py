@@ -85,7 +85,8 @@ class ProxySweep(Base):
 
 
 class Trial(Base):
-    """One trial (a proxy trial or the target run) with its cost figures (docs/architecture.md §6)."""
+    """One trial (a proxy trial or the target run) with its cost figures
+    (docs/architecture.md §6)."""
 
     __tablename__ = "trials"
 
@@ -179,7 +180,8 @@ class TargetRun(Base):
 
 
 class LedgerEntry(Base):
-    """One cost figure (docs/architecture.md §6): ``value`` in ``unit``; NULL when not finite/unknown."""
+    """One cost figure (docs/architecture.md §6): ``value`` in ``unit``; NULL when not
+    finite/unknown."""
 
     __tablename__ = "ledger_entries"
 

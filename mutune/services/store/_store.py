@@ -1,6 +1,8 @@
-"""The results store: a :class:`mutune.pipeline.recording.Recorder` (and :class:`~mutune.search.recording.SweepControl`) that writes to the results database.
+"""The results store: a :class:`mutune.pipeline.recording.Recorder` (and
+:class:`~mutune.search.recording.SweepControl`) that writes to the results database.
 
-Every write is its own short transaction and is durable when the method returns (docs/architecture.md §7);
+Every write is its own short transaction and is durable when the method returns
+(docs/architecture.md §7);
 SQLite ``database is locked`` errors are retried with exponential backoff. JSON never holds
 NaN/inf: :func:`finite_json` turns them into the strings ``"nan"``, ``"inf"``, ``"-inf"``, and
 non-finite float columns are stored as NULL.
@@ -42,7 +44,8 @@ _TIMING_INTS = ("steps", "samples", "restarts", "repeated_steps")
 
 
 class Store(ControlMixin, QueueMixin, ReadsMixin):
-    """The results database as a :class:`mutune.pipeline.recording.Recorder` (and :class:`~mutune.search.recording.SweepControl`) (docs/architecture.md §2, §7).
+    """The results database as a :class:`mutune.pipeline.recording.Recorder` (and
+    :class:`~mutune.search.recording.SweepControl`) (docs/architecture.md §2, §7).
 
     Open it with :meth:`open` (migrates to head first) or build it from an engine; use it as a
     context manager or call :meth:`close`. Recorder methods raise :class:`StoreError` for unknown
