@@ -251,3 +251,28 @@ def test_cancel_stops_a_running_sweep_and_loses_no_trial(ray_local, tiny_config,
     assert {t["width"] for t in rows["trials"]} == {16}
     assert all(t["allocated_s"] is not None for t in rows["trials"])
     assert report["cost"]["spent_gpu_hours"] > 0
+
+
+def test_a_narrow_terminal_wraps_cells_and_never_cuts_a_number(seeded):
+    """On an 80-column terminal the tables fold a long cell onto more lines instead of ending
+    it with "…": every digit of every figure is still printed."""
+    import io
+
+    from rich.console import Console
+
+    from mutune.services.report import build_report, render_report
+    from mutune.services.report.listing import render_sweep, render_sweep_list
+    from mutune.services.store import Store
+    from mutune.services.stored_replay import render_replay, replay_sweep
+
+    url, sweep_id, rows = seeded
+    with Store.open(url, create=False) as store:
+        summaries = store.sweep_summaries()
+        replayed = replay_sweep(store, sweep_id)
+    for render, data in ((render_report, build_report(rows)), (render_sweep, rows),
+                         (render_sweep_list, summaries), (render_replay, replayed)):
+        buf = io.StringIO()
+        render(data, Console(file=buf, width=80, force_terminal=True, color_system=None))
+        text = buf.getvalue()
+        assert "…" not in text, (render.__name__, text)
+        assert max(len(line) for line in text.splitlines()) <= 80

@@ -161,3 +161,15 @@ def test_did_you_mean_phrasing():
     assert section_keys(SweepConfig, ("search", "space", "lr", "uniform", "x")) == \
         ["type", "low", "high"]
     assert section_keys(SweepConfig, ("search", "nope", "x")) is None
+
+
+def test_a_missing_required_field_is_named_without_a_meaningless_value(tiny_config):
+    from mutune.config import parse_config
+
+    d = tiny_config.model_dump(mode="json")
+    del d["widths"]
+    with pytest.raises(ConfigError) as err:
+        parse_config(d)
+    assert "widths = (missing): required: the config must give it" in str(err.value)
+    assert {"field": "widths", "value": "(missing)",
+            "rule": "required: the config must give it"} in err.value.errors

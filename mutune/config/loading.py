@@ -40,8 +40,9 @@ def config_errors(err: ValidationError, *, prefix: str = "",
             section of it they were found in.
     Returns:
         [{"field": dotted path (``"(root)"`` for the whole config), "value": repr of the
-        value (``"{…}"`` for a mapping), "rule": the rule, with "did you mean …" for an
-        unknown key close to a known one}].
+        value (``"{…}"`` for a mapping, ``"(missing)"`` for a required field that is
+        absent), "rule": the rule, with "did you mean …" for an unknown key close to a known
+        one}].
     """
     out = []
     for e in err.errors():
@@ -51,6 +52,8 @@ def config_errors(err: ValidationError, *, prefix: str = "",
         rule = e["msg"].removeprefix("Value error, ")
         value = e.get("input")
         shown = repr(value) if not isinstance(value, dict) else "{…}"
+        if e["type"] == "missing":            # the input is the section that lacks it
+            shown, rule = "(missing)", "required: the config must give it"
         if e["type"] == "extra_forbidden":
             rule = "unknown key (not allowed)"
             hint = did_you_mean(str(raw[-1]), section_keys(root, raw) or ()) if raw else ""

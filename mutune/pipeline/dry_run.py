@@ -23,7 +23,7 @@ from typing import Any
 from mutune.config import SweepConfig
 from mutune.search.schedulers.planned_steps import DEFAULT_TRIAL_OVERHEAD_S
 
-__all__ = ["plan_sweep", "render_plan", "DEFAULT_TRIAL_OVERHEAD_S"]
+__all__ = ["plan_sweep", "DEFAULT_TRIAL_OVERHEAD_S"]
 
 
 def _middle(dist: Any) -> float:
@@ -164,45 +164,3 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
             "warmup": {"steps": warmup_steps, "seconds": time.perf_counter() - t_start},
             "budget_gpu_hours": limit,
             "fits_budget": None if limit is None else total <= limit}
-
-
-def render_plan(plan: dict[str, Any], console: Any) -> None:
-    """Print ``plan`` (:func:`plan_sweep`) as rich tables."""
-    from rich.table import Table
-
-    console.print(f"[bold]dry run of {plan['name']}[/]: nothing was trained or recorded. "
-                  f"Warm-up: {plan['warmup']['steps']} steps + 1 evaluation per width, "
-                  f"{plan['warmup']['seconds']:.1f} s in all.", highlight=False)
-    t = Table(title=f"Plan ({plan['scheduler']}; device kind {plan['device_kind']}, "
-                    f"{plan['devices_per_trial']:g} per trial)")
-    for col in ("width", "trials", "steps", "evals", "s/step", "s/eval", "build s",
-                "GPU-hours"):
-        t.add_column(col, justify="right")
-    for w in [*plan["widths"], plan["target"]]:
-        label = ("target " if w is plan["target"] else "") + str(w["width"])
-        t.add_row(label, str(w["trials"]), str(w["steps"]), str(w["evals"]),
-                  f"{w['s_per_step']:.4g}", f"{w['s_per_eval']:.4g}", f"{w['setup_s']:.3g}",
-                  f"{w['gpu_hours']:.6f}")
-    console.print(t)
-    c = Table(title="Estimated cost" + (f" at {plan['price_per_hour']:g} per device-hour"
-                                        if plan["price_per_hour"] else ""))
-    c.add_column("line")
-    c.add_column("GPU-hours", justify="right")
-    if plan["money"]:
-        c.add_column("money", justify="right")
-    for key, label in (("proxy_gpu_hours", "proxy sweeps"), ("target_gpu_hours", "target run"),
-                       ("total_gpu_hours", "total (mutune)"),
-                       ("naive_gpu_hours", "naive: same search at target size"),
-                       ("naive_grid_gpu_hours", "naive: every sample to max_t")):
-        row = [label, f"{plan[key]:.6f}"]
-        if plan["money"]:
-            row.append(f"{plan['money'][key.replace('gpu_hours', 'money')]:.4f}")
-        c.add_row(*row)
-    console.print(c)
-    console.print(f"wall time ≈ {plan['wall_s_estimate'] / 60:.1f} min; per-trial Ray "
-                  f"start-up/teardown assumed {plan['overhead_s_per_trial']:g} s; planned "
-                  "steps are successive halving's (asynchronous ASHA promotes early arrivals "
-                  "more, so a real sweep trains somewhat more)", highlight=False)
-    if plan["budget_gpu_hours"] is not None:
-        verdict = "fits" if plan["fits_budget"] else "[red]does not fit[/]"
-        console.print(f"budget {plan['budget_gpu_hours']:.6f} GPU-hours: the plan {verdict}")

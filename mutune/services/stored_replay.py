@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from mutune.errors import SearchError, StoreError
+from mutune.services.report.formatting import unclipped
 from mutune.search.backends.replay import (SCHEDULER_KINDS, ReplayResult, ReplaySettings,
                                            replay, replay_in_order)
 
@@ -161,7 +162,7 @@ def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any], overrides: Map
                                 replay_best.value if replay_best else None,
                                 replay_best.milestone if replay_best else None),
             "decisions": len(result.decisions),
-            "stops": sum(d.decision.value != "continue" for d in result.decisions),
+            "stops": sum(d.decision.value in ("stop", "diverged") for d in result.decisions),
             "statuses": counts,
             "wall_s": result.wall_s,
             "device_s": device_s,
@@ -177,7 +178,7 @@ def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any], overrides: Map
             "best": _trial_view(orig_trial, orig_best.get("val_loss"),
                                 orig_best.get("milestone")),
             "decisions": len(events),
-            "stops": sum(e["decision"] != "continue" for e in events),
+            "stops": sum(e["decision"] in ("stop", "diverged") for e in events),
             "trials": len(trials),
             "productive_gpu_hours": sum(((t.get("productive_s") or 0.0)
                                          + (t.get("eval_s") or 0.0))
@@ -234,7 +235,10 @@ def replay_sweep(store: Any, sweep_id: int, *, width: int | None = None,
 REPLAY_CAPTION = ("×N: N trials at once (concurrency: the simulated workers); GPU-hours: "
                   "productive (training + evaluation) device-hours, the only time a replay "
                   "can price; allocated (original only): what the original sweep held, "
-                  "start-up and idle included")
+                  "start-up and idle included; a replay with censored trials bills them "
+                  "only to their last recorded report, so its hours are a lower bound; best "
+                  "value @ rung: the best trial's value at the rung (steps) it was chosen at — "
+                  "compare values only at equal rungs")
 
 
 def render_replay(result: Mapping[str, Any], console: Any) -> None:
@@ -260,25 +264,31 @@ def render_replay(result: Mapping[str, Any], console: Any) -> None:
                 f"max_t={st['max_t']} ×{st['concurrency']}")
 
     table = Table(title=f"Replay of sweep {result['sweep_id']}", caption=REPLAY_CAPTION)
-    for col in ("width", "run", "scheduler", "best config", "best value", "decisions",
+    def best_at(best: Mapping[str, Any] | None) -> str:
+        if not best:
+            return "—"
+        at = best.get("milestone")
+        return fmt(best["value"]) + ("" if at is None else f" @ {at}")
+
+    for col in ("width", "run", "scheduler", "best config", "best value @ rung", "decisions",
                 "stops", "GPU-hours (productive)", "allocated GPU-hours (original only)",
                 "missing data"):
         table.add_column(col, justify="right" if "GPU-hours" in col else "left")
     for w in result["widths"]:
         r, o = w["replayed"], w["original"]
         table.add_row(str(w["width"]), "original", sched(o["settings"]),
-                      cfg(o["best"]), fmt(o["best"] and o["best"]["value"]),
+                      cfg(o["best"]), best_at(o["best"]),
                       str(o["decisions"]), str(o["stops"]),
                       fmt(o.get("productive_gpu_hours"), ".6f"),
                       fmt(o.get("allocated_gpu_hours", o.get("gpu_hours")), ".6f"), "")
         md = r["missing_data"]
         match = {True: " ✓ matches", False: " ✗ differs", None: ""}[w["matches_original"]]
         table.add_row("", f"replay ({r['method']}){match}", sched(r["settings"]),
-                      cfg(r["best"]), fmt(r["best"] and r["best"]["value"]),
+                      cfg(r["best"]), best_at(r["best"]),
                       str(r["decisions"]), str(r["stops"]),
                       fmt(r.get("productive_gpu_hours", r.get("gpu_hours")), ".6f"), "—",
                       f"{md['decisions']} censored" if md["decisions"] else "0")
-    console.print(table)
+    console.print(unclipped(table))
     treated = [w["replayed"]["missing_data"] for w in result["widths"]
                if w["replayed"]["missing_data"]["decisions"]]
     if treated:

@@ -129,6 +129,8 @@ def coord_check_cmd(
     """Activation size per module against width, μP and SP: coord_check.json and a PNG."""
     from rich.table import Table
 
+    from mutune.services.report.formatting import unclipped
+
     from mutune.config import load_config
     from mutune.errors import MutuneError
     from mutune.pipeline.preflight import run_coord_check
@@ -147,7 +149,7 @@ def coord_check_cmd(
     t.add_column("SP", justify="right")
     for name, v in table["mup"]["slopes"].items():
         t.add_row(name, f"{v:.3f}", f"{table['sp']['slopes'][name]:.3f}")
-    make_console().print(t)
+    make_console().print(unclipped(t))
     typer.echo(f"wrote {out / 'coord_check.json'} and {out / 'coord_check.png'}")
 
 

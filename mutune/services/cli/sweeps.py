@@ -46,7 +46,8 @@ def run(config: Optional[Path] = typer.Argument(
         import json
 
         from mutune.config import load_config
-        from mutune.pipeline.dry_run import plan_sweep, render_plan
+        from mutune.pipeline.dry_run import plan_sweep
+        from mutune.services.report.plan import render_plan
         try:
             plan = plan_sweep(load_config(config), warmup_steps=warmup_steps,
                               overhead_s=trial_overhead_s)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mutune.services.report.formatting import unclipped
+
 __all__ = ["render_sweep_list", "render_sweep", "sweep_overview", "render_trial_log",
            "RULE_WIDTH"]
 
@@ -60,7 +62,7 @@ def render_sweep_list(sweeps: list[dict[str, Any]], console: Any) -> None:
                   f"{widths} → {s.get('target_width') or '—'}",
                   f"{s['trials']}" + (f" ({counts})" if counts else ""),
                   f"{s['gpu_hours']:.6f}", _time(s["created_at"]), _time(s["finished_at"]))
-    console.print(t)
+    console.print(unclipped(t))
 
 
 def render_sweep(rows: dict[str, Any], console: Any) -> None:
@@ -94,7 +96,7 @@ def render_sweep(rows: dict[str, Any], console: Any) -> None:
         t.add_row(str(tr["id"]), tr["kind"], str(tr["width"]), tr["status"],
                   str(tr.get("steps") if tr.get("steps") is not None else "—"),
                   _last_loss(tr), conf, tr.get("reason") or "")
-    console.print(t)
+    console.print(unclipped(t))
 
 
 def sweep_overview(rows: dict[str, Any]) -> dict[str, Any]:

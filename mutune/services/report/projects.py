@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mutune.services.report.formatting import fmt_num
+from mutune.services.report.formatting import fmt_num, unclipped
 
 __all__ = ["project_costs", "render_project_costs", "SUMMED"]
 
@@ -61,4 +61,4 @@ def render_project_costs(rows: list[dict[str, Any]], console: Any) -> None:
                                                   "saved_gpu_hours")),
                   fmt_num(r["saved_fraction"], ".1%"), fmt_num(r["total_money"], ".4f"),
                   fmt_num(r["saved_money"], ".4f"))
-    console.print(t)
+    console.print(unclipped(t))

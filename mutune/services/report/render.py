@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mutune.services.report.formatting import fmt_interval, fmt_num
+from mutune.services.report.formatting import fmt_interval, fmt_num, unclipped
 
 __all__ = ["render_report"]
 
@@ -30,7 +30,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         cfg = " ".join(f"{k}={v:.4g}" for k, v in sorted((p["best_config"] or {}).items()))
         t.add_row(str(p["width"]), str(p["trials"]), str(p["chosen_rung"]),
                   fmt_num(p["best_val_loss"]), cfg)
-    console.print(t)
+    console.print(unclipped(t))
     o = Table(title="Optimum per width: local quadratic in log space (95 % bootstrap interval)")
     for col in ("width", "rung (steps)", "trials fitted", "method", "optimum", "lr at target "
                 "steps (short-horizon fit)"):
@@ -46,7 +46,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                    if hz.get("extrapolated_lr") is not None else "—")
         o.add_row(str(p["width"]), str(opt.get("milestone")),
                   str(len(opt.get("trial_ids") or [])), str(opt.get("method")), vals, hz_text)
-    console.print(o)
+    console.print(unclipped(o))
     r = Table(title="Transfer rules: log h*(w) = a + b·log w (95 % intervals)")
     for col in ("hyperparameter", "a", "b (slope)", "b interval", "transferred value",
                 "value interval", "verdict"):
@@ -55,7 +55,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         r.add_row(rule["hyperparameter"], fmt_num(rule["intercept"]), fmt_num(rule["slope"]),
                   fmt_interval(rule.get("slope_interval")), fmt_num(rule["transferred_value"]),
                   fmt_interval(rule.get("transferred_interval")), rule.get("verdict", "—"))
-    console.print(r)
+    console.print(unclipped(r))
     for rule in report["rules"]:
         if rule.get("formula"):
             flat = str(rule.get("transfer_form", "")).startswith("flat")
@@ -132,7 +132,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                        ("saved_money", "money saved")):
         if c.get(key) is not None:
             ct.add_row(label, f"{c[key]:.4f} {cur}")
-    console.print(ct)
+    console.print(unclipped(ct))
     if c.get("naive_formula"):
         console.print(f"naive = {c['naive_formula']}", highlight=False)
     if c.get("mfu_formula"):

@@ -69,7 +69,7 @@ def plot_rungs(rows: dict[str, Any], path: Path) -> Path:
         ax.bar([i - w for i in x], [e["reached"] for e in entries], w, label="reached")
         ax.bar(x, [e["went_on"] for e in entries], w, label="continued / promoted")
         ax.bar(x, [e["completed"] for e in entries], w, bottom=[e["went_on"] for e in entries],
-               label="completed (max_t)")
+               label="completed here (a rung at max_t)")
         ax.bar([i + w for i in x], [e["stopped"] + e["diverged"] for e in entries], w,
                label="stopped / diverged")
         ax.set_xticks(x, [str(e["milestone"]) for e in entries])

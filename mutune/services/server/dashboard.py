@@ -88,8 +88,8 @@ def _project_of(request: Request) -> str | None:
 
 
 def rung_groups(rows: dict[str, Any]) -> list[dict[str, Any]]:
-    """Scheduler decisions per (width, rung): judged, continue, stop, diverged counts and the
-    last cutoff recorded (nats), sorted by width then milestone (steps)."""
+    """Scheduler decisions per (width, rung): judged, continue, stop, diverged, complete counts
+    and the last cutoff recorded (nats), sorted by width then milestone (steps)."""
     width_of = {t["id"]: t["width"] for t in rows["trials"] if t["kind"] == "proxy"}
     live = {p["id"] for p in rows["proxy_sweeps"] if p.get("status") != "interrupted"}
     ps_of = {t["id"]: t["proxy_sweep_id"] for t in rows["trials"]}
@@ -100,9 +100,9 @@ def rung_groups(rows: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         g = groups.setdefault((width_of[tid], e["milestone"]), {
             "width": width_of[tid], "milestone": e["milestone"], "judged": 0, "continue": 0,
-            "stop": 0, "diverged": 0, "cutoff": None})
+            "stop": 0, "diverged": 0, "complete": 0, "cutoff": None})
         g["judged"] += 1
-        if e["decision"] in ("continue", "stop", "diverged"):
+        if e["decision"] in ("continue", "stop", "diverged", "complete"):
             g[e["decision"]] += 1
         if e["cutoff"] is not None:
             g["cutoff"] = e["cutoff"]

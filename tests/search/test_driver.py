@@ -1,0 +1,138 @@
+"""The driver loop on its own: the order it fills a free slot in, what each report means, what a
+backend may and may not ask of it, groups routed to their own cores, and what the searcher is
+told (docs/architecture.md §4.3)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mutune.errors import SearchError
+from mutune.search.driver import ActionKind, Group, SweepDriver
+from mutune.search.schedulers import ASHA, Decision, PromotionASHA
+from mutune.search.searchers.simple import FixedSearcher
+
+
+class _Told(FixedSearcher):
+    """Fixed points that keep every report and end they are told in their log."""
+
+    def _observe(self, key, step, value):
+        return True
+
+    def _complete(self, key, status):
+        return True
+
+
+def _group(name, core, n, max_t=8):
+    return Group(name, _Told([{"lr": 0.1 * (i + 1)} for i in range(n)]), core, max_t,
+                 key_of=lambda i: f"{name}-t{i}")
+
+
+def test_each_trial_reports_to_the_core_of_its_own_group():
+    a, b = ASHA(grace_period=1, reduction_factor=2, max_t=8), \
+        ASHA(grace_period=2, reduction_factor=2, max_t=8)
+    d = SweepDriver([_group("w16", a, 2), _group("w32", b, 2)], concurrency=4)
+    keys = [d.next_action().key for _ in range(4)]
+    assert keys == ["w16-t0", "w16-t1", "w32-t0", "w32-t1"]   # groups in the order given
+    assert d.next_action().kind is ActionKind.WAIT            # 4 running: no slot
+    d.report("w16-t0", 2, 0.5)
+    d.report("w32-t0", 2, 0.4)
+    log = d.groups["w16"].searcher.state_dict()["events"]
+    assert log[-1] == ["observe", "w16-t0", 2, 0.5]             # observed before judged
+    assert set(a.rung_values()[1]) == {"w16-t0"} and set(a.rung_values()[2]) == {"w16-t0"}
+    assert set(b.rung_values()[2]) == {"w32-t0"} and "w16-t0" not in b.rung_values()[2]
+    assert d.group_of("w32-t0").core is b
+
+
+def test_promotions_go_first_highest_rung_across_groups_then_new_trials():
+    a = PromotionASHA(grace_period=1, reduction_factor=2, max_t=8)
+    b = PromotionASHA(grace_period=1, reduction_factor=2, max_t=8)
+    d = SweepDriver([_group("a", a, 3), _group("b", b, 3)], concurrency=2)
+    for key in (d.next_action().key, d.next_action().key):     # a-t0, a-t1
+        assert d.report(key, 1, 0.5 if key == "a-t0" else 0.4).action == "pause"
+    act = d.next_action()                                      # a-t1 is top of 2 (k = 1)
+    assert (act.kind, act.key, act.judgement.decision) == (ActionKind.PROMOTE, "a-t1",
+                                                           Decision.PROMOTE)
+    assert d.report("a-t1", 2, 0.3).action == "pause"          # alone at rung 2: k = 0
+    assert d.next_action().key == "a-t2"                       # nothing promotable: new
+    # a backend that cannot resume paused trials it holds waits instead of skipping ahead
+    d.report("a-t2", 1, 0.1)                                   # rung 1: n = 3, k = 1
+    assert a.candidate().trial == "a-t2"
+    assert d.next_action(can_promote_live=False).kind is ActionKind.WAIT
+    assert d.next_action(can_promote_live=lambda k: k != "a-t2").kind is ActionKind.WAIT
+    assert d.next_action().key == "a-t2"
+
+
+def test_the_end_stops_paused_trials_in_every_group_and_tells_their_searchers():
+    a = PromotionASHA(grace_period=1, reduction_factor=3, max_t=9)
+    ga = _group("a", a, 1)
+    d = SweepDriver([ga, _group("b", ASHA(grace_period=1, reduction_factor=3, max_t=9), 1)],
+                    concurrency=1)
+    assert d.next_action().key == "a-t0"
+    assert d.report("a-t0", 1, 0.5).action == "pause"          # alone: never promotable
+    assert d.next_action().key == "b-t0"
+    out = d.report("b-t0", 9, 0.4)
+    assert (out.action, out.status) == ("end", "completed")
+    assert [j.decision for j in out.judgements] == [Decision.COMPLETE] * 3
+    # a backend that cannot stop the paused trial it holds must not end the sweep
+    assert d.next_action(can_finish_live=False).kind is ActionKind.WAIT
+    end = d.next_action()
+    assert end.kind is ActionKind.DONE and [j.trial for j in end.finished] == ["a-t0"]
+    assert d.status("a-t0")[0] == "stopped" and "never promoted" in d.status("a-t0")[1]
+    assert ga.searcher.state_dict()["events"][-1] == ["complete", "a-t0", "stopped"]
+    assert d.next_action().kind is ActionKind.DONE and not d.next_action().finished
+
+
+def test_reports_are_checked_and_named_by_the_metric():
+    d = SweepDriver([_group("g", ASHA(grace_period=1, reduction_factor=2, max_t=8), 1)],
+                    concurrency=1, metric="val_loss")
+    key = d.next_action().key
+    with pytest.raises(SearchError, match=r"trial 'g-t0': val_loss = '0\.5' \(str\)"):
+        d.report(key, 1, "0.5")
+    with pytest.raises(SearchError, match=r"trial 'g-t0': step = 1\.5"):
+        d.report(key, 1.5, 0.5)
+    with pytest.raises(SearchError, match="not a trial of this sweep"):
+        d.report("nobody", 1, 0.5)
+    out = d.report(key, 3, math.nan)
+    assert (out.action, out.status, out.reason) == ("end", "diverged", "non-finite val_loss")
+    with pytest.raises(SearchError, match="while ended"):
+        d.report(key, 4, 0.5)
+
+
+def test_a_backend_ends_what_the_driver_did_not_decide():
+    g = _group("g", ASHA(grace_period=2, reduction_factor=2, max_t=8), 2)
+    d = SweepDriver([g], concurrency=2)
+    k0, k1 = d.next_action().key, d.next_action().key
+    assert d.ended(k0, "failed", "CUDA error") is True
+    assert d.ended(k0, "failed") is False                     # already ended
+    with pytest.raises(SearchError, match="may end a trial only as one of"):
+        d.ended(k1, "stopped")
+    assert d.running == 1 and d.status(k0) == ("failed", "CUDA error")
+    assert ["complete", k0, "failed"] in g.searcher.state_dict()["events"]
+
+
+def test_the_target_group_runs_to_max_t_without_a_core():
+    d = SweepDriver([Group("target", FixedSearcher([{"lr": 0.01}]), None, 6)], concurrency=1)
+    key = d.next_action().key
+    assert d.report(key, 3, 0.5).action == "continue"
+    out = d.report(key, 6, 0.4)
+    assert (out.action, out.status, out.judgements) == ("end", "completed", [])
+
+
+def test_interrupted_trials_continue_first_and_dormant_ones_start_only_by_promotion():
+    core = PromotionASHA(grace_period=1, reduction_factor=2, max_t=8)
+    for key, v in (("g-t0", 0.9), ("g-t1", 0.2)):
+        core.on_report(key, 1, v)                              # both paused at rung 1
+    searcher = FixedSearcher([{"lr": 0.1}] * 4)
+    for i in range(3):
+        searcher.suggest(f"g-t{i}")
+    d = SweepDriver([Group("g", searcher, core, 8, key_of=lambda i: f"g-t{i}")],
+                    concurrency=1,
+                    resume={"g": [("g-t2", {"hparams": {"lr": 0.1}, "restore_from": "/ckpt"})]},
+                    dormant={"g": {"g-t0": {"hparams": {"lr": 0.1}},
+                                   "g-t1": {"hparams": {"lr": 0.1}}}})
+    act = d.next_action()
+    assert (act.kind, act.key, act.live) == (ActionKind.PROMOTE, "g-t1", False)  # promotion 1st
+    assert d.report("g-t1", 2, 0.1).action == "pause"
+    act = d.next_action()
+    assert (act.kind, act.key, act.point["restore_from"]) == (ActionKind.START, "g-t2", "/ckpt")
