@@ -39,15 +39,8 @@ __all__ = ["PromotionASHA"]
 
 class PromotionASHA(RungScheduler):
     """ASHA core, promotion variant: feed it reports, ask it whom to promote on a free slot.
-
-    Args:
-        grace_period: r, the first milestone, in training steps (≥ 1).
-        reduction_factor: η (≥ 2): at most the top ⌊n/η⌋ of a rung are promoted.
-        max_t: the largest budget in steps; a trial reaching it ends as completed.
-        mode: ``"min"`` (losses) or ``"max"`` (accuracies).
-    Raises:
-        SearchError: a setting out of range (names it, its value and the rule).
-    """
+    The settings (r, η, max_t, mode) are :class:`~.halving.RungScheduler`'s; a paused trial is
+    promotable from the top ⌊n/η⌋ of its rung's n values."""
 
     KIND = "asha-promotion"
     AT_LEAST_ONE = False
