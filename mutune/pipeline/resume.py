@@ -159,9 +159,6 @@ def _latest_checkpoint(trial_dir: str | None) -> str | None:
     return str(found[-1]) if found else None
 
 
-_STATUS = {"stop": "stopped", "diverged": "diverged", "complete": "completed"}
-
-
 def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                  rows: dict[str, Any]) -> tuple[ProxyResult, Any]:
     """Continue (or, if it completed, rebuild) the proxy sweep ``ps`` at ``width``.
@@ -179,7 +176,7 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
     """
     from mutune.search.backends.ray_tune.records import close_record
     from mutune.search.backends.ray_tune.run import ResumeState, RunOutcome, make_core
-    from mutune.search.driver import catch_up
+    from mutune.search.driver import STATUS_OF, catch_up
     from mutune.search.schedulers.factory import scheduler_from_state
     from mutune.search.searchers import make_searcher
 
@@ -217,7 +214,7 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
         ended = core.ended(r.key)
         if not _unfinished(r) or (ended is None and r.last_step < sched.max_t):
             continue
-        status = _STATUS[ended.value] if ended is not None else "completed"
+        status = STATUS_OF[ended] if ended is not None else "completed"
         reason = (None if status == "completed" else "non-finite val_loss"
                   if status == "diverged" else f"below the rung cutoff at step {r.last_step}")
         r.status = "running"

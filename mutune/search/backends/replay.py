@@ -151,19 +151,22 @@ def _needed(milestones: Sequence[int], last_step: int, max_t: int) -> int:
 
 
 _STEP, _VALUE, _SECONDS = (operator.itemgetter(i) for i in range(3))
+_ROWS, _NUMBERS = {tuple, list}, {float, int}
 
 
 def _check(key: str, curve: Sequence[Any]) -> Sequence[Any]:
     """The curve if every report is (step, value, seconds) with integer steps ≥ 1 strictly
     increasing and real values and seconds; else SearchError naming the trial, the report
     and the field (never an IndexError, never a silently truncated step). The common case —
-    ints and floats — is checked in C loops; anything else takes the careful path."""
+    tuples of ints and floats — is checked by C loops over the types; anything else takes the
+    careful path."""
     try:
         steps = list(map(_STEP, curve))
-        fast = (all(map(_is3, curve)) and all(type(x) is int for x in steps)
-                and steps[0] >= 1 and all(map(operator.lt, steps, steps[1:]))
-                and all(type(x) is float for x in map(_VALUE, curve))
-                and all(type(x) in (float, int) for x in map(_SECONDS, curve)))
+        fast = (set(map(type, curve)) <= _ROWS and set(map(len, curve)) == {3}
+                and set(map(type, steps)) == {int} and steps[0] >= 1
+                and all(map(operator.lt, steps, steps[1:]))
+                and set(map(type, map(_VALUE, curve))) <= _NUMBERS
+                and set(map(type, map(_SECONDS, curve))) <= _NUMBERS)
     except (TypeError, IndexError, KeyError):
         fast = False
     if fast:
@@ -181,10 +184,6 @@ def _check(key: str, curve: Sequence[Any]) -> Sequence[Any]:
                               f"{out[-1][0]}; steps must be strictly increasing")
         out.append((step, value, seconds))
     return out
-
-
-def _is3(rep: Any) -> bool:
-    return type(rep) in (tuple, list) and len(rep) == 3
 
 
 def _driver(settings: ReplaySettings, keys: list[str], concurrency: int) -> SweepDriver:

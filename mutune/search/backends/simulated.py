@@ -89,7 +89,6 @@ def simulate(core: Scheduler | None, curve: Callable[..., float], *, num_samples
     decisions: list[Judgement] = []
     reports: list[tuple[str, int, float]] = []
     events: list[tuple] = []
-    statuses: dict[str, str] = {}
     heap: list[tuple[float, int, int]] = []   # (time of next report, arrival index, step)
     keys: list[str] = []
     max_running = 0
@@ -133,14 +132,8 @@ def simulate(core: Scheduler | None, curve: Callable[..., float], *, num_samples
         if out.action == "continue":
             schedule(key, now)
             continue
-        if out.action == "end":
-            statuses[key] = out.status
-        fill(now)
-    if not driver.done:
-        fill(now)
-    for key, t in driver.trials.items():
-        if t.state == "ended":
-            statuses[key] = t.status
+        fill(now)           # the trial paused or ended: its worker is free
+    statuses = {k: t.status for k, t in driver.trials.items() if t.state == "ended"}
     left = [k for k in keys if k not in statuses]
     if left or (core is not None and core.paused()):
         raise SearchError(f"trials left without a terminal state: {left[:10]}")

@@ -4,8 +4,8 @@ backends (:mod:`.types`), and :func:`catch_up` for a resumed sweep (:mod:`.catch
 """
 from mutune.search.driver.catch_up import catch_up
 from mutune.search.driver.loop import SweepDriver
-from mutune.search.driver.types import (EXECUTOR_STATUSES, Action, ActionKind, Admission, Group,
-                                        Outcome, TrialState)
+from mutune.search.driver.types import (EXECUTOR_STATUSES, STATUS_OF, Action, ActionKind,
+                                        Admission, Group, Outcome, TrialState)
 
 __all__ = ["SweepDriver", "Group", "Action", "ActionKind", "Outcome", "Admission", "catch_up",
-           "TrialState", "EXECUTOR_STATUSES"]
+           "TrialState", "EXECUTOR_STATUSES", "STATUS_OF"]

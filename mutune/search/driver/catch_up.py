@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mutune.search.schedulers.contract import Decision, Judgement, Scheduler
+from mutune.search.driver.types import STATUS_OF
+from mutune.search.schedulers.contract import Judgement, Scheduler
 from mutune.search.searchers.base import Searcher
 
 __all__ = ["catch_up"]
@@ -30,6 +31,5 @@ def catch_up(core: Scheduler, searcher: Searcher,
         out.extend(js)
         ended = core.ended(key)
         if ended is not None:
-            searcher.complete(key, {Decision.STOP: "stopped", Decision.DIVERGED: "diverged",
-                                    Decision.COMPLETE: "completed"}[ended])
+            searcher.complete(key, STATUS_OF[ended])
     return out

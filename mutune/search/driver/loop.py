@@ -32,11 +32,11 @@ backends map their own ids to them.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mutune.errors import SearchError
-from mutune.search.driver.types import (EXECUTOR_STATUSES, Action, ActionKind, Admission, Group,
+from mutune.search.driver.types import (EXECUTOR_STATUSES, STATUS_OF, Action, ActionKind, Admission, Group,
                                         Outcome, TrialState)
 from mutune.search.schedulers.contract import Decision, Judgement
 from mutune.search.schedulers.inputs import check_step, check_value
@@ -134,11 +134,6 @@ class SweepDriver:
         if self.admission is not None and self.admission.closed:
             return False
         return any(not self.groups[g].searcher.exhausted for g in self.order)
-
-    @property
-    def new_trials_left(self) -> bool:
-        """Whether a trial the backend has not seen may still start (new or continued)."""
-        return self._new_trials_left()
 
     # -- a free slot -------------------------------------------------------------------------
     def _candidate(self) -> tuple[Group, Judgement] | None:
@@ -287,7 +282,7 @@ class SweepDriver:
     def _end(self, t: TrialState, status: str, reason: str | None) -> None:
         self._move(t, "ended")
         t.status, t.reason = status, reason
-        told = status if status in ("completed", "stopped", "diverged") else "failed"
+        told = status if status in STATUS_OF.values() else "failed"
         self.groups[t.group].searcher.complete(t.key, told)
 
     def ended(self, key: str, status: str, reason: str | None = None) -> bool:
@@ -306,7 +301,3 @@ class SweepDriver:
             return False
         self._end(t, status, reason)   # a paused one (cancelled) stays paused in its core
         return True
-
-    def ended_trials(self, keys: Iterable[str]) -> list[str]:
-        """Those of ``keys`` that have ended (for backends that poll)."""
-        return [k for k in keys if k in self.trials and self.trials[k].state == "ended"]

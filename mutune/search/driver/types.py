@@ -7,12 +7,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from mutune.search.schedulers.contract import Judgement, Scheduler
+from mutune.search.schedulers.contract import Decision, Judgement, Scheduler
 from mutune.search.searchers.base import Searcher
 
 __all__ = ["Group", "Action", "ActionKind", "Outcome", "Admission", "TrialState",
-           "EXECUTOR_STATUSES"]
+           "EXECUTOR_STATUSES", "STATUS_OF"]
 
+
+#: The trial status of each decision that ends a trial.
+STATUS_OF = {Decision.STOP: "stopped", Decision.DIVERGED: "diverged",
+             Decision.COMPLETE: "completed"}
 
 #: Endings only a backend can know: the trial raised, was cancelled, hung (zombie), or its
 #: recorded data ran out (replay).

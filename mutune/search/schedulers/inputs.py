@@ -35,6 +35,8 @@ def check_step(trial: str, step: Any, field: str = "step") -> int:
     Raises:
         SearchError: naming ``trial``, ``field`` and the value.
     """
+    if type(step) is int and step >= 1:      # the common case, checked without the ABCs
+        return step
     if isinstance(step, bool) or not isinstance(step, numbers.Real):
         raise SearchError(f"trial {trial!r}: {field} = {_shown(step)}: must be an integer "
                           "number of training steps")
@@ -58,6 +60,8 @@ def check_value(trial: str, value: Any, field: str = "value") -> float:
     Raises:
         SearchError: naming ``trial``, ``field`` and the value (None, str, bool, tensor, …).
     """
+    if type(value) is float:                 # the common case, checked without the ABCs
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise SearchError(f"trial {trial!r}: {field} = {_shown(value)}: must be a real "
                           "number (int, float or a numpy number)")
