@@ -76,7 +76,8 @@ def ray_local() -> Iterator[None]:
 
 
 def make_tiny_config():
-    """The quickstart config shrunk to seconds: widths 16/32, 4 samples, max_t 27, target 64."""
+    """The quickstart config shrunk to seconds: widths 16/32, 4 samples, max_t 27, target 64;
+    each width's confirmation design (9 points) with one seed per point, and no gate round."""
     from mutune.config import load_config, parse_config
 
     d = load_config().model_dump(mode="json")
@@ -86,6 +87,8 @@ def make_tiny_config():
     d["search"]["num_samples"] = 4
     d["search"]["scheduler"].update(grace_period=3, reduction_factor=3, max_t=27)
     d["train"]["eval_every"] = 3
+    d["transfer"]["confirm_replicates"] = 1
+    d["transfer"]["gate_rounds"] = 0      # tests/test_gate.py and test_pipeline.py run the gate
     return parse_config(d)
 
 

@@ -30,6 +30,8 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
     d["search"]["num_samples"] = 8
     d["search"]["replicates"] = 2        # two seeds per trial, averaged
     d["transfer"]["n_boot"] = 200
+    d["transfer"]["confirm_replicates"] = 2   # the 3 × 3 design, two seeds per point
+    d["transfer"]["gate"] = "proceed"         # a gate round may run; the target trains anyway
     from mutune.config import parse_config
     result = mutune.run(parse_config(d), db=store_url, out_dir=tmp_path / "out",
                         progress=False)
@@ -38,14 +40,22 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
     assert REQUIRED["top"] <= rep.keys()
     assert rep["device_kind"] == "cpu"
     assert [p["width"] for p in rep["proxies"]] == [16, 32, 64]
+    gate = rep["gate"]
+    assert gate["setting"] == "proceed" and len(gate["rounds"]) <= 1
     for p in rep["proxies"]:
         assert REQUIRED["proxy"] <= p.keys() and p["trials"] == 8
+        # the optimum rests on the full horizon: the 3 × 3 design × 2 seeds (× 2 after a
+        # gate round of replicates, or two designs after a widening) at max_t = 27
+        assert p["confirm_trials"] in (18, 36)
         opt = p["optimum"]
         assert opt["method"] in {"quadratic", "diagonal-quadratic", "weighted-mean"}
-        assert opt["milestone"] == 3       # the only rung holding >= 2·2 + 3 trials
-        lo, hi = opt["intervals"]["lr"]
-        assert lo <= opt["values"]["lr"] <= hi
+        assert opt["milestone"] == 27 and opt["optimum_horizon"] == "max_t"
+        assert opt["n_trials"] >= 18 and opt["n_seeds"] >= 2 and opt["n_points"] >= 9
+        if opt["intervals"]["lr"] is not None:
+            lo, hi = opt["intervals"]["lr"]
+            assert lo <= opt["values"]["lr"] <= hi
         assert math.isfinite(p["best_val_loss"]) and p["best_val_loss"] < math.log(10)
+        assert p["chosen_rung"] == 27 and p["best_test_loss"] > 0
     rules = {r["hyperparameter"]: r for r in rep["rules"]}
     assert set(rules) == {"lr", "output_mult"}
     lr = rules["lr"]
@@ -55,11 +65,14 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
     if lr["transferred_interval"][0] is not None:
         lo, hi = lr["transferred_interval"]
         assert lo <= lr["transferred_value"] <= hi
-    assert lr["verdict"] in {"stable", "drifting", "noisy", "edge", "too_few_sizes"}
+    assert lr["verdict"] in {"stable", "drifting", "noisy", "edge", "too_few_sizes", "fallback"}
+    assert lr["optimum_horizons"] == ["max_t"] * 3
     assert lr["reason"]
     assert rep["target"]["width"] == 128
     assert rep["target"]["config"]["lr"] == pytest.approx(lr["transferred_value"])
     assert rep["target"]["val_loss"] < math.log(10)
+    assert rep["target"]["test_loss"] > 0 and rep["target"]["val_loss_se"] > 0
+    assert rep["importance"]["width"] == 64
     # predicted before the target ran, stored, and reported beside the actual loss
     assert rep["loss_law"]["n_params"] == sorted(rep["loss_law"]["n_params"])
     if rep["target"].get("predicted_val_loss") is not None:
@@ -81,28 +94,34 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
         n = store.counts(result.sweep_id)
         rows = store.sweep_rows(result.sweep_id)
     assert rows["sweep"]["status"] == "completed"
-    assert n["trials"] == 3 * 8 + 1 and n["proxy_sweeps"] == 3 and n["scaling_laws"] == 1
+    confirm = sum(p["confirm_trials"] for p in rep["proxies"])
+    assert n["trials"] == 3 * 8 + confirm + 1 and n["proxy_sweeps"] == 3
+    assert n["scaling_laws"] >= 3          # loss law, importance, gate (and target watch)
     assert n["trial_reports"] >= 8 and n["scheduler_events"] >= 8
     assert n["transfer_rules"] == 2 and n["target_runs"] == 1 and n["ledger_entries"] >= 25
-    # each width's best was chosen at the highest rung holding >= 3 judged trials
+    # each width's best is the configuration with the lowest seed mean at max_t
     for ps, p in zip(sorted(rows["proxy_sweeps"], key=lambda r: r["width"]), rep["proxies"]):
-        ids = {t["id"] for t in rows["trials"] if t["proxy_sweep_id"] == ps["id"]}
-        held = {}
-        for e in rows["events"]:
-            if e["trial_id"] in ids and e["value"] is not None:
-                held.setdefault(e["milestone"], []).append(e["value"])
-        assert p["chosen_rung"] == max(m for m, v in held.items() if len(v) >= 3)
-        assert p["best_val_loss"] == pytest.approx(min(held[p["chosen_rung"]]))
+        means = {}
+        for t in rows["trials"]:
+            if (t["proxy_sweep_id"] == ps["id"] and t["reports"]
+                    and t["reports"][-1]["step"] == 27):
+                key = tuple(sorted((k, t["config"][k]) for k in ("lr", "output_mult")))
+                means.setdefault(key, []).append(t["reports"][-1]["metrics"]["val_loss"])
+        assert p["best_val_loss"] == pytest.approx(min(sum(v) / len(v)
+                                                       for v in means.values()))
     target_trial = next(t for t in rows["trials"] if t["kind"] == "target")
-    # proxy trials average two seeds; the target trains one model, and the naive sweep at
-    # target size is priced for both seeds of every trial
+    # proxy trials average two seeds; the target trains one model, and so does every trial
+    # of the naive sweep at target size (the line with the proxies' seeds is shown beside)
     assert {r["metrics"]["replicates"] for t in rows["trials"] if t["kind"] == "proxy"
             for r in t["reports"]} == {2}
     assert {r["metrics"]["replicates"] for r in target_trial["reports"]} == {1}
     naive = next(e for e in rows["ledger"] if e["name"] == "naive_gpu_hours")
     assert naive["inputs"]["replicates_per_trial"] == 2
+    assert naive["inputs"]["seeds_per_trial"] == 1
+    assert c["naive_replicates_gpu_hours"] > c["naive_gpu_hours"]
     assert [r["step"] for r in target_trial["reports"]] == list(range(3, 28, 3))
-    assert rows["laws"][0]["data"]["target_width"] == 128
+    law = next(x for x in rows["laws"] if x["kind"] == "loss_vs_params")
+    assert law["data"]["target_width"] == 128
     assert all(t["status"] in {"completed", "stopped", "diverged"} for t in rows["trials"])
     assert rows["provenance"]["dataset"]["fingerprint"]
     bsh = (tmp_path / "out" / "base_shapes.bsh").read_text()
@@ -110,14 +129,14 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
     # every proxy trial has its GPU-hours in the ledger, and they add up to the proxy line
     per_trial = [e["value"] for e in rows["ledger"]
                  if e["scope"] == "trial" and e["name"] == "gpu_hours"]
-    assert len(per_trial) == 25
+    assert len(per_trial) == n["trials"]
     assert sum(per_trial) == pytest.approx(c["total_gpu_hours"])
     # each trial's time categories add up to its allocated seconds
     by_trial = {}
     for e in rows["ledger"]:
         if e["scope"] == "trial" and e["name"].endswith("_s"):
             by_trial.setdefault(e["trial_id"], {})[e["name"]] = e["value"]
-    assert len(by_trial) == 25
+    assert len(by_trial) == n["trials"]
     for t in rows["trials"]:
         cats = by_trial[t["id"]]
         assert set(cats) == {"productive_s", "eval_s", "checkpoint_s", "setup_s",
@@ -125,7 +144,8 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
         assert sum(cats.values()) == pytest.approx(max(t["allocated_s"], sum(cats.values())))
         assert cats["productive_s"] == pytest.approx(t["productive_s"])
     # the sweep's hold on the devices: useful + waste categories = held
-    assert set(c["waste_gpu_hours"]) == {"early_stopped", "failed", "recovery", "idle"}
+    assert set(c["waste_gpu_hours"]) == {"early_stopped", "failed", "diverged", "recovery",
+                                         "idle"}
     assert c["useful_gpu_hours"] + sum(c["waste_gpu_hours"].values()) == \
         pytest.approx(c["held_gpu_hours"])
     assert c["held_gpu_hours"] >= c["total_gpu_hours"] * 0.999
@@ -135,7 +155,7 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
     assert 0 < c["mfu"] < 1 and c["mfu_inputs"]["peak_source"].startswith("measured")
     assert c["price_per_hour"] == 0.04 and c["currency"] == "USD"
     assert c["saved_money"] == pytest.approx(c["saved_gpu_hours"] * 0.04)
-    assert c["gpu_hours_per_trial"] == pytest.approx(c["proxy_gpu_hours"] / 24)
+    assert c["gpu_hours_per_trial"] == pytest.approx(c["proxy_gpu_hours"] / (24 + confirm))
 
     # `mutune report` renders the same figures from the database alone
     out = CliRunner().invoke(app, ["report", str(result.sweep_id), "--db", store_url,

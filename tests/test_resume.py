@@ -198,7 +198,10 @@ def test_mutune_resume_finishes_an_interrupted_main_job(ray_local, tiny_config, 
     assert (tmp_path / "c" / "rungs.png").is_file() and (tmp_path / "c" / "report.json").is_file()
     with Store.open(url) as c:
         rows = c.sweep_rows(1)
-    assert len(rows["trials"]) == 4 + 4 + 1          # 4 per width and the target, no extra
+    # per width 4 sweep trials and the 9-point confirmation design (one seed per point, run
+    # once, after the sweeps), and the target: no extra
+    assert len(rows["trials"]) == (4 + 9) * 2 + 1
+    assert sum(t["kind"] == "proxy" for t in rows["trials"]) == 8
     stale = [t for t in rows["trials"] if t["restarts"]]
     assert len(stale) == 1 and stale[0]["status"] == "completed"
     assert stale[0]["repeated_steps"] == 3           # from its step-6 checkpoint

@@ -80,7 +80,9 @@ def test_export_hparams_at_the_target_width_gives_the_target_run_config(tiny_run
 def test_dry_run_figures_match_a_real_run_in_order_of_magnitude(tiny_run, tmp_path):
     cfg, result, url = tiny_run
     config_path = tmp_path / "tiny.yaml"
-    config_path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    planned = cfg.model_dump(mode="json")
+    planned["transfer"]["gate_rounds"] = 2        # priced as a maximum; the run had none
+    config_path.write_text(yaml.safe_dump(planned))
     plan_path = tmp_path / "plan.json"
     db = tmp_path / "untouched.db"
     out = CliRunner().invoke(app, ["run", str(config_path), "--dry-run", "--db",
@@ -98,10 +100,20 @@ def test_dry_run_figures_match_a_real_run_in_order_of_magnitude(tiny_run, tmp_pa
         ratios[key] = plan[key] / real[key]
         assert 0.1 < ratios[key] < 10, (key, plan[key], real[key])
     print("dry-run / real:", json.dumps(ratios))
-    real_steps = {p["width"]: sum(t["steps"] for t in Store.open(url).sweep_rows(
-        result.sweep_id)["trials"] if t["width"] == p["width"]) for p in result.proxies}
+    trials = Store.open(url).sweep_rows(result.sweep_id)["trials"]
+    real_steps = {p["width"]: sum(t["steps"] for t in trials if t["width"] == p["width"]
+                                  and t["kind"] == "proxy") for p in result.proxies}
     for w in plan["widths"]:
         assert 0.25 < w["steps"] / real_steps[w["width"]] <= 1.0 + 1e-9
+        # the confirmation design is priced as run: 9 points × 1 seed at this width
+        assert w["confirm_trials"] == 9 == sum(t["width"] == w["width"]
+                                               and t["kind"] == "confirm" for t in trials)
+    # the gate's rounds are priced as a maximum beside the total
+    assert plan["gate"] == {"setting": "proceed", "max_rounds": 2, "trials_max": 2 * 2 * 9}
+    assert plan["gate_gpu_hours_max"] == pytest.approx(
+        2 * sum(w["confirm_gpu_hours"] for w in plan["widths"]))
+    assert plan["total_gpu_hours_max"] == pytest.approx(plan["total_gpu_hours"]
+                                                        + plan["gate_gpu_hours_max"])
 
 
 def test_budget_cuts_a_sweep_short_and_loses_no_trial(ray_local, tmp_path):

@@ -48,12 +48,22 @@ class GPTModel(ModelSpec):
     positions: Literal["learned", "rotary"] = "learned"
     tied: bool = False
 
+    def build_options(self) -> dict[str, Any]:
+        """The section's options plus ``sp_style`` (SP conventions for an SP model: logits
+        scaled 1/√d_head, no zero init of query and readout; :class:`mutune.proxies.gpt.MuGPT`)."""
+        return {**super().build_options(), "sp_style": self.parametrization == "sp"}
+
 
 class DigitsData(StrictModel):
     """scikit-learn's bundled handwritten digits (1,797 images of 8×8 pixels, 10 classes);
-    ``val_fraction`` of them (0–1, exclusive) are held out for validation."""
+    ``val_fraction`` of them (0–1, exclusive) are held out for validation (what the scheduler
+    and the fits see) and ``test_fraction`` for test (only reported). The split is one
+    permutation seeded by ``split_seed``, not by the sweep's seed, so sweeps with different
+    seeds are judged on the same examples."""
     kind: Literal["digits"]
     val_fraction: float = Field(default=0.2, gt=0, lt=1)
+    test_fraction: float = Field(default=0.2, ge=0, lt=1)
+    split_seed: int = Field(default=0, ge=0)
 
 
 class TextData(StrictModel):

@@ -90,6 +90,10 @@ class SearchConfig(StrictModel):
 class TrainConfig(StrictModel):
     """Training of every trial: MuAdamW (decoupled weight decay, docs/architecture.md §5).
 
+    ``eval_windows``: fixed windows of ``seq_len`` tokens a text evaluation averages (default
+    320, i.e. 20 batches of 16 × 64: its standard error, reported beside each loss as
+    ``val_loss_se``, is then small against the differences a sweep ranks).
+
     Trials checkpoint (atomically) every ``checkpoint_every`` steps when > 0 (rounded up to
     the next evaluation), on SIGTERM, and under promotion ASHA at every rung milestone; a
     retried, promoted or resumed trial continues from its last checkpoint (without one, from
@@ -102,7 +106,7 @@ class TrainConfig(StrictModel):
     bounded by the live trials. The report gives the bytes written and kept."""
     batch_size: int = Field(default=64, ge=1)
     eval_every: int = Field(default=10, ge=1)
-    eval_windows: int = Field(default=64, ge=1)
+    eval_windows: int = Field(default=320, ge=1)
     optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
     weight_decay: float = Field(default=0.0, ge=0)
     beta1: float = Field(default=0.9, ge=0, lt=1)
@@ -132,7 +136,19 @@ class TransferConfig(StrictModel):
     batch differs (``auto``: square root for Adam, Malladi et al. 2022; linear for SGD, Goyal
     et al. 2017). ``token_beta``: apply LR* ∝ D^-β (Bjorck et al. 2025) when the target trains
     on more samples than the proxies' max_t budget (None: off). ``weight_decay_rule``:
-    ``timescale`` keeps the AdamW timescale τ = B/(η·λ·D) (Wang & Aitchison 2024)."""
+    ``timescale`` keeps the AdamW timescale τ = B/(η·λ·D) (Wang & Aitchison 2024).
+
+    Full horizon (docs/transfer.md): after each width's sweep, a design of configurations
+    around its best one is retrained to max_t with ``confirm_replicates`` seeds each
+    (``confirm_step`` octaves between levels) and the optimum is fitted to those values;
+    ``confirm_replicates`` 0 fits at the highest rung instead (the report says which).
+
+    The gate before the target run: ``widen`` (default) acts for up to ``gate_rounds``
+    rounds — an optimum at the edge of what was searched re-centres that width's design
+    ``widen_octaves`` further out; a ``noisy`` rule adds ``confirm_replicates`` more seeds to
+    every design — and stops before the target run if a rule is still ``edge`` or ``noisy``;
+    ``proceed`` acts the same way but then trains the target with a warning; ``stop`` does not
+    act and stops at once."""
     tolerance: float = Field(default=0.1, gt=0)
     mup_flat: bool = True
     n_boot: int = Field(default=1000, ge=50)
@@ -141,6 +157,11 @@ class TransferConfig(StrictModel):
     lr_batch_rule: Literal["auto", "sqrt", "linear", "none"] = "auto"
     token_beta: float | None = Field(default=None, gt=0)
     weight_decay_rule: Literal["timescale", "none"] = "timescale"
+    confirm_replicates: int = Field(default=2, ge=0, le=32)
+    confirm_step: float = Field(default=1.0, gt=0, le=4)
+    gate: Literal["widen", "stop", "proceed"] = "widen"
+    gate_rounds: int = Field(default=1, ge=0, le=8)
+    widen_octaves: float = Field(default=3.0, gt=0, le=16)
 
 
 class RayConfig(StrictModel):

@@ -12,7 +12,12 @@ them into device-hours:
 
 ``overhead_s`` is the per-trial start-up and teardown of a Ray trial, which a warm-up without
 Ray cannot see: an assumption, stated in the plan. The naive alternatives price the same
-planned steps (and every sample to max_t) at the target's measured speed.
+planned steps (and every sample to max_t) at the target's measured speed, one seed per trial.
+
+Each width's confirmation design (its points × ``transfer.confirm_replicates`` trials to
+max_t, :mod:`mutune.pipeline.confirm_stage`) is part of the proxy line; the gate's rounds
+(at most ``transfer.gate_rounds``, each one more design at every width) are priced as a
+maximum beside it (``gate_gpu_hours_max``, ``total_gpu_hours_max``).
 """
 from __future__ import annotations
 
@@ -84,7 +89,9 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         overhead_s: assumed Ray per-trial start-up + teardown, seconds.
     Returns:
         {"widths": [{"width", "trials", "steps", "evals", "trial_steps", "s_per_step",
-        "s_per_eval", "setup_s", "gpu_hours"}], "target": {same for one run},
+        "s_per_eval", "setup_s", "confirm_trials", "confirm_gpu_hours", "gpu_hours" (sweep
+        and confirmation design)}], "target": {same for one run}, "confirm", "gate",
+        "gate_gpu_hours_max", "total_gpu_hours_max",
         "proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
         "naive_grid_gpu_hours", "price_per_hour", "money": {name: amount} or None,
         "wall_s_estimate", "warmup": {"steps", "seconds"}, "overhead_s_per_trial",
@@ -139,6 +146,21 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     target = {"width": config.target.width, "trials": 1, "steps": t_steps,
               "evals": _evals(t_steps, every), **tm,
               "gpu_hours": price(tm, [t_steps], [_evals(t_steps, every)])}
+    from mutune.pipeline.confirm_stage import design_names, design_points
+
+    tr = config.transfer
+    names = design_names(config)
+    n_points = len(design_points(hp, names, tr.confirm_step)) if names else 0
+    n_confirm = n_points * tr.confirm_replicates
+    full = [sched.max_t] * n_confirm
+    full_evals = [_evals(sched.max_t, every)] * n_confirm
+    for x in widths:
+        m = {k: x[k] for k in ("s_per_step", "s_per_eval", "setup_s")}
+        x["confirm_trials"] = n_confirm
+        x["confirm_gpu_hours"] = price(m, full, full_evals)
+        x["gpu_hours"] += x["confirm_gpu_hours"]
+    rounds = 0 if tr.gate == "stop" or not n_confirm else tr.gate_rounds
+    gate_h = rounds * sum(x["confirm_gpu_hours"] for x in widths)
     proxy_h = sum(x["gpu_hours"] for x in widths)
     naive_h = price(tm, trial_steps, evals)
     grid = [sched.max_t] * len(trial_steps)
@@ -154,6 +176,11 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                "naive_grid_gpu_hours": grid_h}
     limit = b.limit_gpu_hours
     return {"name": config.name, "widths": widths, "target": target, **figures,
+            "confirm": {"points_per_design": n_points, "replicates": tr.confirm_replicates,
+                        "trials_per_width": n_confirm},
+            "gate": {"setting": tr.gate, "max_rounds": rounds,
+                     "trials_max": rounds * n_confirm * len(widths)},
+            "gate_gpu_hours_max": gate_h, "total_gpu_hours_max": total + gate_h,
             "saved_gpu_hours": naive_h - total,
             "price_per_hour": pph,
             "money": {k.replace("gpu_hours", "money"): v * pph for k, v in figures.items()}

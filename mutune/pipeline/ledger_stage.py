@@ -44,12 +44,15 @@ def peak_flops(config: SweepConfig, kind: str) -> tuple[float | None, str]:
     return None, f"no peak FLOP/s for device kind {kind!r} in cost.devices"
 
 
-def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any
-                ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any,
+                extra: list[Any] = ()) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Compute the sweep's ledger from its recorded trials and record its entries.
 
     Args:
-        outcomes: proxy width → its RunOutcome; target: the target run's TrialRecord.
+        outcomes: proxy width → its first-round sweep's RunOutcome (the naive line is priced
+            from the widest one); target: the target run's TrialRecord.
+        extra: further proxy-side RunOutcomes billed to the proxies (confirmation designs and
+            the gate's rounds), named by their trials' keys (``c{round}w{width}-t{i}``).
     Returns:
         (cost figures keyed as report.json's ``cost``, the ledger entries recorded).
     """
@@ -58,8 +61,11 @@ def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any
     config = run.config
     kind = target.timing["device_kind"]
     peak, source = peak_flops(config, kind)
+    width_of = {t.trial_id: int(t.key.split("-")[0].split("w")[-1])
+                for o in extra for t in o.trials}
     cost, entries = compute_cost(
         config, outcomes, target,
+        extra_trials=[(width_of[t.trial_id], t) for o in extra for t in o.trials],
         flops_per_sample=lambda width, n_params: flops_per_sample(config, width, n_params),
         peak_flops=peak, peak_source=source)
     run.recorder.ledger_recorded(run.sweep_id, entries)

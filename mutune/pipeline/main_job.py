@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from mutune.config import SweepConfig
+from mutune.errors import SearchError
+from mutune.pipeline.gate import confirm_proxies, gate_rules
+from mutune.pipeline.importance import proxy_importance
 from mutune.pipeline.ledger_stage import record_cost
 from mutune.pipeline.proxy_stage import align_optima, sweep_width
 from mutune.pipeline.recording import Recorder
 from mutune.pipeline.sweep import PipelineResult, Progress, ProxyResult, SweepRun, open_sweep
-from mutune.pipeline.target_stage import admit_target, predict_target_loss, train_target
-from mutune.pipeline.transfer_stage import fit_rules
+from mutune.pipeline.target_stage import (admit_target, predict_target_loss, proxy_curve,
+                                          train_target)
 
 __all__ = ["run_pipeline", "finish_sweep"]
 
@@ -44,23 +47,38 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
 
 
 def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> PipelineResult:
-    """The stages after the proxy sweeps, for a new sweep and a resumed one alike: optima at
-    one common rung (:func:`align_optima`), the transfer rules, the loss law's prediction, the
-    target run (if the budget admits it) and the ledger.
+    """The stages after the proxy sweeps, for a new sweep and a resumed one alike: each
+    width's optimum at the full horizon (its confirmation design, :func:`confirm_proxies`;
+    with ``transfer.confirm_replicates`` 0 at one common rung, :func:`align_optima`), the
+    transfer rules and the gate (:func:`gate_rules`), the loss law's prediction, the target
+    run (if the budget admits it), watched against the best proxy's curve, and the ledger.
 
     Args:
         swept: (ProxyResult, RunOutcome) per proxy width, in width order.
     Raises:
-        FitError, SearchError: a stage failed. SweepStopped: the budget refused the target.
+        FitError, SearchError: a stage failed. SweepStopped: the budget refused the target,
+            or the gate stopped before it (``gate_stopped``).
     """
-    swept = align_optima(run, swept)
+    if run.config.transfer.confirm_replicates == 0:
+        swept, states = align_optima(run, swept), {}
+    else:
+        swept, states = confirm_proxies(run, swept)
+    widest_w, widest = swept[-1][0].width, swept[-1][1]
+    run.recorder.law_fitted(run.sweep_id, proxy_importance(run.config, widest_w, widest))
+    swept, rules, target_hp, settings, gate = gate_rules(run, swept, states)
     proxies = [p for p, _ in swept]
-    rules, target_hp, settings = fit_rules(run, proxies)
     law = predict_target_loss(run, swept, target_hp)
     admit_target(run, law)
-    target, trec = train_target(run, target_hp, settings)
+    designs = [d for s in states.values() for d in s.designs]
+    target, trec = train_target(run, target_hp, settings,
+                                watch=proxy_curve(run.config, swept, designs))
     if law.get("predicted_val_loss") is not None:
         target["predicted_val_loss"] = law["predicted_val_loss"]
         target["predicted_val_loss_interval"] = law["predicted_val_loss_interval"]
-    cost, _ = record_cost(run, {p.width: o for p, o in swept}, trec)
+    target["gate"] = {k: gate.get(k) for k in ("setting", "outcome", "warning")}
+    if target.get("watch"):
+        run.recorder.law_fitted(run.sweep_id, {"kind": "target_watch", **target["watch"]})
+    cost, _ = record_cost(run, {p.width: o for p, o in swept}, trec, extra=designs)
+    if target["status"] == "diverged":   # billed above as diverged waste, then reported
+        raise SearchError(f"target run diverged: {target['reason']}")
     return PipelineResult(run.sweep_id, proxies, rules, target, cost)

@@ -13,7 +13,91 @@ from typing import Any
 from mutune.errors import SearchError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
-__all__ = ["predict_target_loss", "admit_target", "train_target"]
+__all__ = ["predict_target_loss", "admit_target", "train_target", "proxy_curve",
+           "watch_target"]
+
+
+def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
+                designs: list[Any]) -> dict[str, Any] | None:
+    """The best proxy's validation curve, to watch the target against: the width whose best
+    configuration has the lowest loss at max_t, its seed-mean ``val_loss`` and standard error
+    at every evaluation step its seeds share (mode ``min`` only; None when no proxy trial
+    of a best configuration reached max_t).
+
+    Returns:
+        {"width", "config", "seeds", "steps", "val_loss", "val_loss_se"} (losses in nats).
+    """
+    if config.search.mode != "min":
+        return None
+    max_t = config.search.scheduler.max_t
+    best = None
+    for p, o in swept:
+        trials = [t for out in (o, *designs) for t in out.trials
+                  if t.point["hparams"] == p.best_config and t.reports
+                  and int(t.reports[-1]["step"]) == max_t and t.status == "completed"
+                  and _width_of(t, p.width, swept)]
+        if trials and (best is None or p.best_val_loss < best[0].best_val_loss):
+            best = (p, trials)
+    if best is None:
+        return None
+    p, trials = best
+    per_step: dict[int, list[tuple[float, float]]] = {}
+    for t in trials:
+        for r in t.reports:
+            v = r.get("val_loss")
+            if v is not None and math.isfinite(v):
+                per_step.setdefault(int(r["step"]), []).append(
+                    (float(v), float(r.get("val_loss_se") or 0.0)))
+    steps = sorted(s for s, vs in per_step.items() if len(vs) == len(trials))
+    mean = [sum(v for v, _ in per_step[s]) / len(trials) for s in steps]
+    se = [math.sqrt(sum(e * e for _, e in per_step[s])) / len(trials) for s in steps]
+    return {"width": p.width, "config": p.best_config, "seeds": len(trials), "steps": steps,
+            "val_loss": mean, "val_loss_se": se}
+
+
+def _width_of(trial: Any, width: int, swept: list[tuple[ProxyResult, Any]]) -> bool:
+    """Whether ``trial`` belongs to ``width``: its key names the width (``w64-t3``,
+    ``c0w64-t3``)."""
+    return trial.key.split("-")[0].endswith(f"w{width}")
+
+
+def watch_target(watch: dict[str, Any] | None, reports: list[dict[str, Any]],
+                 target_width: int) -> dict[str, Any] | None:
+    """Compare the target's validation curve with the best proxy's at the same steps.
+
+    A step is *behind* when the target's loss exceeds the proxy's by more than twice the
+    standard error of their difference, √(se_target² + se_proxy²) (the evaluations are
+    independent). Returns None without a proxy curve.
+
+    Returns:
+        {"proxy_width", "compared_steps", "behind_steps", "first_behind", "note"}.
+    """
+    if not watch:
+        return None
+    ref = {s: (v, e) for s, v, e in zip(watch["steps"], watch["val_loss"],
+                                         watch["val_loss_se"])}
+    compared, behind = [], []
+    for r in reports:
+        s, v = int(r["step"]), r.get("val_loss")
+        if s not in ref or v is None or not math.isfinite(v):
+            continue
+        pv, pe = ref[s]
+        gap = float(v) - pv
+        se = math.sqrt(float(r.get("val_loss_se") or 0.0) ** 2 + pe ** 2)
+        compared.append(s)
+        if gap > 2 * se:
+            behind.append({"step": s, "target": float(v), "proxy": pv, "gap": gap,
+                           "two_se": 2 * se})
+    note = None
+    if behind:
+        b = behind[-1]
+        note = (f"the target (width {target_width}) is behind the best proxy (width "
+                f"{watch['width']}) at {len(behind)} of {len(compared)} compared steps; at "
+                f"step {b['step']}: {b['target']:.4g} vs {b['proxy']:.4g} nats (gap "
+                f"{b['gap']:.3g} > 2·se {b['two_se']:.3g}): a transferred setting may be off")
+    return {"proxy_width": watch["width"], "proxy_seeds": watch["seeds"],
+            "compared_steps": len(compared), "behind_steps": behind,
+            "first_behind": behind[0]["step"] if behind else None, "note": note}
 
 
 def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
@@ -66,14 +150,23 @@ def admit_target(run: SweepRun, law: dict[str, Any]) -> None:
 
 
 def train_target(run: SweepRun, target_hp: dict[str, float],
-                 settings: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
+                 settings: dict[str, Any] | None = None,
+                 watch: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
     """The one target-size run with ``target_hp``, through Ray, recorded as a target run;
     ``settings`` may change its batch size and weight decay (:func:`fit_rules`).
 
+    With ``watch`` (:func:`proxy_curve`) the run is stopped early as ``diverged`` when its
+    loss at a step exceeds twice the best proxy's at that step (a non-finite loss always
+    stops it); its device time is then billed as ``diverged`` waste. The summary's
+    ``watch`` says where it fell behind the proxy (:func:`watch_target`).
+
     Returns:
-        (target summary: width, config, val_loss, steps, trial_id; its TrialRecord).
+        (target summary: width, config, val_loss, status (``completed`` or ``diverged``),
+        reason, val_loss_se, test_loss, test_loss_se, steps, trial_id, watch; its
+        TrialRecord).
     Raises:
-        SearchError: the target run did not complete (diverged or failed).
+        SearchError: the target run failed (a diverged one is returned, so the ledger can
+            bill it).
     """
     from mutune.search.searchers.space import trial_seeds
     from mutune.search.backends.ray_tune.run import run_trials
@@ -103,7 +196,10 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
                                                    f"target {config.target.width}", 1),
                          on_started=open_target, tracking=config.tracking, group="target",
                          checkpoint_every=config.train.checkpoint_every,
-                         checkpoint_keep=config.train.checkpoint_keep)
+                         checkpoint_keep=config.train.checkpoint_keep,
+                         diverge_above=({s: 2 * v for s, v in zip(watch["steps"],
+                                                                  watch["val_loss"])}
+                                        if watch else None))
     trec = outcome.trials[0] if outcome.trials else None
     if outcome.stopped is not None:
         if trec is not None and "target" in started:
@@ -111,9 +207,14 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
         raise SweepStopped("cancelled", outcome.stopped)
     if trec is None or "target" not in started:
         raise SearchError("the target run never started")
-    val = trec.reports[-1]["val_loss"] if trec.reports else None
+    last = trec.reports[-1] if trec.reports else {}
+    val = last.get("val_loss")
     recorder.target_finished(started["target"], val, trec.status)
-    if trec.status != "completed":
+    watched = watch_target(watch, trec.reports, config.target.width)
+    if trec.status not in ("completed", "diverged"):
         raise SearchError(f"target run {trec.status}: {trec.reason}")
     return ({"width": config.target.width, "config": target_hp, "val_loss": val,
-             "steps": trec.last_step, "trial_id": trec.trial_id}, trec)
+             "status": trec.status, "reason": trec.reason,
+             "val_loss_se": last.get("val_loss_se"), "test_loss": last.get("test_loss"),
+             "test_loss_se": last.get("test_loss_se"), "steps": trec.last_step,
+             "trial_id": trec.trial_id, "watch": watched}, trec)

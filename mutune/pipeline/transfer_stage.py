@@ -24,11 +24,13 @@ from mutune.config import Choice, LogUniform, SweepConfig
 from mutune.errors import FitError
 from mutune.pipeline.sweep import ProxyResult, SweepRun
 
-__all__ = ["width_optimum", "common_rung", "transfer_rules", "loss_law", "target_train_settings",
-           "fit_rules"]
+__all__ = ["width_optimum", "common_rung", "transfer_rules", "loss_law",
+           "target_train_settings", "fit_rules", "log_bounds"]
 
 
-def _log_bounds(config: SweepConfig, names: list[str]) -> np.ndarray | None:
+def log_bounds(config: SweepConfig, names: list[str]) -> np.ndarray | None:
+    """The searched range of ``names`` in natural-log units, shape (len(names), 2); None when
+    one of them is not on positive values."""
     rows = []
     for n in names:
         d = config.search.space[n]
@@ -103,7 +105,7 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
     full = sorted((m for m, v in rungs.items() if len(v) >= need), reverse=True)
     if milestone in full:      # the requested rung first; lower rungs still feed the horizon
         full = [milestone] + [m for m in full if m < milestone]
-    bounds = _log_bounds(config, names)
+    bounds = log_bounds(config, names)
     seed = config.seed
 
     def fit(m: int) -> Any:
@@ -117,6 +119,8 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
     db_id = {t.key: t.trial_id for t in outcome.trials}
     out: dict[str, Any] = {"milestone": milestone, "n_trials": len(rungs[milestone]),
                            "trial_ids": sorted(db_id[k] for k in rungs[milestone]),
+                           "optimum_horizon": f"rung {milestone} of max_t "
+                                              f"{config.search.scheduler.max_t}",
                            "horizon": None, "fallback_reason": None}
     try:
         opt = fit(milestone)
@@ -126,7 +130,9 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
                    interval={n: None for n in names}, on_edge={n: False for n in names},
                    edge_side={n: None for n in names}, fallback_reason=str(err),
                    milestone=best.milestone, n_trials=best.n_trials,
-                   trial_ids=[db_id[best.trial]])
+                   trial_ids=[db_id[best.trial]],
+                   optimum_horizon=f"rung {best.milestone} of max_t "
+                                   f"{config.search.scheduler.max_t}")
         return out
     out.update(method=opt.method, optimum={n: opt.value(n) for n in names},
                interval={n: (list(opt.value_interval(n))
@@ -212,7 +218,8 @@ def transfer_rules(config: SweepConfig, widths: list[int],
     """Fit every searched hyperparameter's transfer rule, its verdict and transferred value.
 
     Under μP with ``transfer.mup_flat`` the transferred value is the widest proxy's optimum
-    whenever the exponent's 95 % interval contains 0 (Yang et al. 2022, TP V §3: μP optima
+    whenever the exponent's 95 % interval contains 0, or fewer than 3 widths leave the
+    exponent unresolved (Yang et al. 2022, TP V §3: μP optima
     are width-independent, finite-width effects shrink with width); otherwise the fitted power
     law is evaluated at the target width.
 
@@ -240,14 +247,20 @@ def transfer_rules(config: SweepConfig, widths: list[int],
         rule = fit_transfer_rule(name, widths, values, optima_intervals=intervals,
                                  n_boot=tr.n_boot, seed=config.seed)
         edges = [o["edge_side"].get(name) for o in optima if o["on_edge"].get(name)]
+        fallbacks = [f"width {w}: {o['fallback_reason']}" for w, o in zip(widths, optima)
+                     if o.get("method") == "best-trial"]
         verdict = rule_verdict(rule, parametrization=par, tolerance=tr.tolerance,
                                on_edge=bool(edges), edge_side=edges[0] if edges else None,
-                               n_sizes=len(widths))
+                               n_sizes=len(widths),
+                               fallback="; ".join(fallbacks) if fallbacks else None)
         value = rule.predict(target_w)
         lo, hi = rule.prediction_interval(target_w)
         s_lo, s_hi = rule.slope_interval
-        flat = (par == "mup" and tr.mup_flat
-                and not (math.isfinite(s_lo) and math.isfinite(s_hi) and (s_lo > 0 or s_hi < 0)))
+        # a slope is resolved only with ≥ 3 sizes (2 points leave no residuals: any interval
+        # on the line through them reflects the optima's own intervals, not the trend)
+        resolved = (len(set(widths)) >= 3 and math.isfinite(s_lo) and math.isfinite(s_hi)
+                    and (s_lo > 0 or s_hi < 0))
+        flat = par == "mup" and tr.mup_flat and not resolved
         if flat:
             # μP, exponent not resolved: the widest proxy's optimum, with its own interval
             value = values[-1]
@@ -260,9 +273,17 @@ def transfer_rules(config: SweepConfig, widths: list[int],
             "slope_interval": list(rule.slope_interval), "residual_scale": rule.residual_scale,
             "widths": widths, "optima": values, "optima_intervals": intervals,
             "optimum_source": ("horizon-extrapolated" if use_horizon else
-                               "per width: the highest rung holding enough trials for the "
-                               "fit at every width, else at that width"),
+                               "per width: a local quadratic on the values at max_t (the "
+                               "sweep's completed trials and the confirmation design)"
+                               if all(o.get("optimum_horizon") == "max_t" for o in optima)
+                               else "per width: the highest rung holding enough trials for "
+                                    "the fit at every width, else at that width"),
             "optimum_rungs": [o.get("milestone") for o in optima],
+            "optimum_horizons": [o.get("optimum_horizon") for o in optima],
+            "optimum_trials": [o.get("n_trials") for o in optima],
+            "optimum_seeds": [o.get("n_seeds") for o in optima],
+            "optimum_methods": [o.get("method") for o in optima],
+            "edge_widths": [w for w, o in zip(widths, optima) if o["on_edge"].get(name)],
             "target_width": target_w, "transferred_value": value,
             "transferred_interval": [lo, hi], "formula": rule.formula,
             "transfer_form": ("flat: widest proxy's optimum (μP; the exponent's interval "
@@ -286,14 +307,25 @@ def loss_law(config: SweepConfig, widths: list[int], n_params: list[float],
 
     Returns:
         JSON-able law row: kind ``loss_vs_params``, parameters, intervals, the target's
-        predicted loss and interval; or, with fewer than 3 usable sizes, a row with
-        ``error`` and no prediction.
+        predicted loss and interval, ``falls_with_size``; or, with fewer than 3 usable sizes
+        or losses that do not strictly fall with size, a row with ``error`` and no
+        prediction.
     """
     from mutune.scaling import fit_loss_law
 
     row: dict[str, Any] = {"kind": "loss_vs_params", "widths": widths, "n_params": n_params,
                            "losses": losses, "target_width": config.target.width,
                            "target_params": target_params}
+    order = np.argsort(n_params)
+    ls = np.asarray(losses, dtype=float)[order]
+    falls = bool(len(ls) >= 2 and np.all(np.diff(ls) < 0))
+    row["falls_with_size"] = falls
+    if len(ls) >= 2 and not falls:
+        row["error"] = ("the proxies' best losses do not fall with size ("
+                        + ", ".join(f"width {w}: {v:.4g}" for w, v in
+                                    zip(np.asarray(widths)[order], ls))
+                        + "): a loss law through them would predict nothing; no prediction")
+        return row
     try:
         law = fit_loss_law(n_params, losses, n_boot=config.transfer.n_boot,
                            seed=config.seed)

@@ -13,6 +13,7 @@ import hashlib
 import os
 import pathlib
 import sysconfig
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,19 +24,25 @@ __all__ = ["ClassificationData", "TextData", "load_digits_data", "stdlib_corpus_
            "load_text_data", "classification_batch", "lm_batch", "lm_eval_windows"]
 
 _EXCLUDED_DIRS = frozenset({"site-packages", "test", "tests", "idle_test"})
-_VAL_EVERY = 10  # file i is validation iff i % 10 == 9; a single file: last 10 % of bytes
+_VAL_EVERY = 10  # file i is validation iff i % 10 == 9, test iff i % 10 == 8; a single file:
+# the last 10 % of bytes is validation and the 10 % before it test
 
 
 @dataclass(frozen=True)
 class ClassificationData:
-    """A train/validation split of a classification dataset.
+    """A train / validation / test split of a classification dataset.
+
+    The scheduler and the fits see only validation; test is only reported (the target's and
+    the benchmarks' final figures), so a configuration chosen on validation is judged on data
+    it was not picked on.
 
     Attributes:
         train_x: (n_train, d) float32 features. train_y: (n_train,) int64 labels in [0, n_classes).
         val_x: (n_val, d) float32. val_y: (n_val,) int64.
         n_classes: number of classes.
-        fingerprint: sha256 hex over shape, dtype and bytes of train_x, train_y, val_x, val_y.
-        size_bytes: total bytes of the four arrays.
+        fingerprint: sha256 hex over shape, dtype and bytes of every split's arrays.
+        size_bytes: total bytes of the arrays.
+        test_x: (n_test, d) float32, test_y: (n_test,) int64; None when there is no test split.
     """
 
     train_x: np.ndarray
@@ -45,6 +52,8 @@ class ClassificationData:
     n_classes: int
     fingerprint: str
     size_bytes: int
+    test_x: np.ndarray | None = None
+    test_y: np.ndarray | None = None
 
     @property
     def d_in(self) -> int:
@@ -54,10 +63,12 @@ class ClassificationData:
 
 @dataclass(frozen=True)
 class TextData:
-    """A byte-level corpus split into train and validation token streams.
+    """A byte-level corpus split into train, validation and test token streams.
 
     Attributes:
         train, val: 1-D uint8 arrays of byte tokens. vocab: 256.
+        test: 1-D uint8 test tokens (only reported, never seen by the scheduler or the fits),
+            or None.
         fingerprint: sha256 hex of the whole corpus (every file's bytes, in corpus order).
         size_bytes: corpus bytes (train + val). n_files: files read. source: where it came from.
     """
@@ -69,6 +80,7 @@ class TextData:
     size_bytes: int
     n_files: int
     source: str
+    test: np.ndarray | None = None
 
 
 def _check_seed(name: str, value: int) -> None:
@@ -81,22 +93,32 @@ def _check_count(name: str, value: int) -> None:
         raise ProxyError(f"{name} must be an int >= 1, got {value!r}")
 
 
-def load_digits_data(val_fraction: float = 0.2, seed: int = 0) -> ClassificationData:
+def load_digits_data(val_fraction: float = 0.2, seed: int = 0, *,
+                     test_fraction: float = 0.0) -> ClassificationData:
     """scikit-learn's digits (1797 images of 8×8 = 64 pixels, 10 classes), features / 16.
+
+    One seeded permutation: the first n_val examples are validation, the next n_test test,
+    the rest train.
 
     Args:
         val_fraction: share of examples in validation, in (0, 1); n_val = round(n · val_fraction),
-            at least 1 and leaving at least 1 for training.
-        seed: seed of the permutation (``numpy.random.default_rng(seed)``), >= 0.
+            at least 1.
+        seed: seed of the permutation (``numpy.random.default_rng(seed)``), >= 0; a sweep
+            passes its data section's ``split_seed`` (fixed, so sweeps with different seeds
+            are judged on the same split).
+        test_fraction: share of examples in the test split, in [0, 1); 0: no test split.
     Returns:
         ClassificationData with float32 features in [0, 1] and int64 labels.
     Raises:
-        ProxyError: val_fraction outside (0, 1); a negative seed.
+        ProxyError: val_fraction outside (0, 1), test_fraction outside [0, 1), no example
+            left for training; a negative seed.
     References:
         Alpaydin & Kaynak 1998, UCI optical digits (the 8×8 copy bundled with scikit-learn).
     """
     if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
         raise ProxyError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
+    if not isinstance(test_fraction, (int, float)) or not 0.0 <= test_fraction < 1.0:
+        raise ProxyError(f"test_fraction must be in [0, 1), got {test_fraction!r}")
     _check_seed("seed", seed)
     from sklearn.datasets import load_digits  # lazy: sklearn is slow to import
 
@@ -105,15 +127,24 @@ def load_digits_data(val_fraction: float = 0.2, seed: int = 0) -> Classification
     y = np.asarray(digits.target, dtype=np.int64)
     n = len(y)
     n_val = min(max(int(round(n * val_fraction)), 1), n - 1)
+    n_test = int(round(n * test_fraction)) if test_fraction > 0 else 0
+    if test_fraction > 0:
+        n_test = max(n_test, 1)
+    if n_val + n_test >= n:
+        raise ProxyError(f"val_fraction {val_fraction} + test_fraction {test_fraction} leave "
+                         f"no training example of {n}")
     perm = np.random.default_rng(seed).permutation(n)
-    val_idx, train_idx = perm[:n_val], perm[n_val:]
+    val_idx, test_idx, train_idx = perm[:n_val], perm[n_val:n_val + n_test], perm[n_val + n_test:]
     arrays = (x[train_idx], y[train_idx], x[val_idx], y[val_idx])
+    tests = (x[test_idx], y[test_idx]) if n_test else ()
     digest = hashlib.sha256()
-    for a in arrays:
+    for a in (*arrays, *tests):
         digest.update(f"{a.dtype.str}{a.shape}".encode())
         digest.update(np.ascontiguousarray(a).tobytes())
     return ClassificationData(*arrays, n_classes=int(y.max()) + 1, fingerprint=digest.hexdigest(),
-                              size_bytes=int(sum(a.nbytes for a in arrays)))
+                              size_bytes=int(sum(a.nbytes for a in (*arrays, *tests))),
+                              test_x=tests[0] if tests else None,
+                              test_y=tests[1] if tests else None)
 
 
 def _files_under(root: pathlib.Path, *, suffix: str | None,
@@ -144,27 +175,32 @@ def stdlib_corpus_files() -> list[pathlib.Path]:
     return _files_under(root, suffix=".py", exclude=_EXCLUDED_DIRS)
 
 
-def _split_files(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    train = b"".join(b for i, b in enumerate(blobs) if i % _VAL_EVERY != _VAL_EVERY - 1)
-    val = b"".join(b for i, b in enumerate(blobs) if i % _VAL_EVERY == _VAL_EVERY - 1)
-    return np.frombuffer(train, dtype=np.uint8), np.frombuffer(val, dtype=np.uint8)
+def _split_files(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def join(keep: Callable[[int], bool]) -> np.ndarray:
+        return np.frombuffer(b"".join(b for i, b in enumerate(blobs) if keep(i % _VAL_EVERY)),
+                             dtype=np.uint8)
+    return (join(lambda r: r < _VAL_EVERY - 2), join(lambda r: r == _VAL_EVERY - 1),
+            join(lambda r: r == _VAL_EVERY - 2))
 
 
-def _split_bytes(data: bytes, where: str) -> tuple[np.ndarray, np.ndarray]:
+def _split_bytes(data: bytes, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n_val = len(data) // _VAL_EVERY
     if n_val < 1:
         raise ProxyError(f"{where} has {len(data)} bytes; need >= {_VAL_EVERY} to hold out "
-                         "the last 10 % for validation")
+                         "the last 10 % for validation and the 10 % before it for test")
     arr = np.frombuffer(data, dtype=np.uint8)
-    return arr[: len(data) - n_val], arr[len(data) - n_val:]
+    cut = len(data) - n_val
+    return arr[: cut - n_val], arr[cut:], arr[cut - n_val: cut]
 
 
 def load_text_data(path: str | os.PathLike | None = None) -> TextData:
-    """A byte-level corpus (vocab 256) with a deterministic train/validation split.
+    """A byte-level corpus (vocab 256) with a deterministic train/validation/test split.
 
     * ``None``: the stdlib corpus (:func:`stdlib_corpus_files`); file i is validation iff
-      i % 10 == 9, the others are train; each split is its files concatenated in order.
-    * a file: its bytes; the last 10 % (``len // 10`` bytes) is validation.
+      i % 10 == 9, test iff i % 10 == 8, the others are train; each split is its files
+      concatenated in order.
+    * a file: its bytes; the last 10 % (``len // 10`` bytes) is validation, the 10 % before
+      it test.
     * a folder: every regular file under it, sorted by relative path, split as the stdlib
       corpus; with fewer than 10 files (no file would be validation) the concatenation is
       split by bytes as for a single file.
@@ -194,11 +230,11 @@ def load_text_data(path: str | os.PathLike | None = None) -> TextData:
     for b in blobs:
         digest.update(b)
     if len(files) >= _VAL_EVERY:
-        train, val = _split_files(blobs)
+        train, val, test = _split_files(blobs)
     else:
-        train, val = _split_bytes(b"".join(blobs), repr(source))
+        train, val, test = _split_bytes(b"".join(blobs), repr(source))
     return TextData(train=train, val=val, vocab=256, fingerprint=digest.hexdigest(),
-                    size_bytes=size, n_files=len(files), source=source)
+                    size_bytes=size, n_files=len(files), source=source, test=test)
 
 
 def classification_batch(data: ClassificationData, batch_size: int, seed: int,

@@ -5,8 +5,10 @@ the FFN is ``ffn_ratio * width``, so every width dimension grows between base an
 
 References:
     Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2 (zero readout and query,
-    attention logits scaled by 1/d_head); Radford et al. 2019 (GPT-2, pre-LN blocks);
-    mup 1.0.0 ``examples/Transformer``.
+    attention logits scaled by attn_mult/d_head, attn_mult 8 by default so that the logits
+    match SP's 1/√d_head at d_head 64); Radford et al. 2019 (GPT-2, pre-LN blocks);
+    mup 1.0.0 ``examples/Transformer``. The defaults (PyTorch's init, attn_mult 8) reach
+    2.40 nats/byte at width 256 on the stdlib corpus in 150 steps (docs/transfer.md).
 """
 from __future__ import annotations
 
@@ -49,10 +51,10 @@ def _rotary_tables(t: int, d_head: int, device: torch.device) -> tuple[torch.Ten
 class _Block(nn.Module):
     """Pre-LN block: x + Attn(LN(x)), then x + MLP(LN(x)); shapes (B, T, width) → same."""
 
-    def __init__(self, width: int, d_head: int, ffn_ratio: int, attn_mult: float,
+    def __init__(self, width: int, d_head: int, ffn_ratio: int, attn_scale: float,
                  rotary: bool = False):
         super().__init__()
-        self.n_heads, self.d_head, self.attn_mult = width // d_head, d_head, attn_mult
+        self.n_heads, self.d_head, self.attn_scale = width // d_head, d_head, attn_scale
         self.rotary = rotary
         self.ln_1 = nn.LayerNorm(width)
         self.qkv = nn.Linear(width, 3 * width)
@@ -68,9 +70,9 @@ class _Block(nn.Module):
         if self.rotary:
             cos, sin = _rotary_tables(t, self.d_head, x.device)
             q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        # μP: logits q·k / d_head (not / √d_head), TP V Appendix D.2.
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           scale=self.attn_mult / self.d_head)
+        # μP: logits attn_mult·q·k / d_head (not / √d_head), TP V Appendix D.2; SP style:
+        # attn_mult·q·k / √d_head (Vaswani et al. 2017).
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.attn_scale)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, w))
         return x + self.fc_out(F.gelu(self.fc(self.ln_2(x))))
 
@@ -92,8 +94,16 @@ class MuGPT(nn.Module):
         seq_len: context length (positions). depth: blocks, >= 1.
         d_head: head dimension, fixed across widths. ffn_ratio: FFN width / d_model.
         input_mult, output_mult, attn_mult: μP multipliers (transferable, TP V Table 1).
-        init_std: std of embeddings and, at the base width, of matrix weights.
+            ``attn_mult`` None: 8 in μP style (logits scaled 8/d_head, which equals SP's
+            1/√d_head at d_head 64, TP V Appendix D.2), 1 in SP style.
+        init_std: None (the default): PyTorch's default init — embeddings N(0, 1), linear
+            weights and biases U(±1/√fan_in), which is already μP's 1/fan_in variance for
+            hidden matrices; a number: embeddings N(0, init_std²) and matrix weights
+            ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP).
         positions: ``"learned"`` or ``"rotary"``. tied: share embedding and readout weights.
+        sp_style: standard-parametrization conventions: logits scaled attn_mult/√d_head and
+            no zero init of the query and readout (the SP twin of a μP model); False: μP
+            style (attn_mult/d_head, zero query and readout).
     Raises:
         ProxyError: width % d_head != 0, a count < 1, a multiplier not finite > 0, unknown
             positions, rotary with an odd d_head; in
@@ -104,9 +114,12 @@ class MuGPT(nn.Module):
 
     def __init__(self, width: int, *, vocab: int = 256, seq_len: int = 64, depth: int = 2,
                  d_head: int = 16, ffn_ratio: int = 4, input_mult: float = 1.0,
-                 output_mult: float = 1.0, attn_mult: float = 1.0, init_std: float = 0.02,
-                 positions: str = "learned", tied: bool = False):
+                 output_mult: float = 1.0, attn_mult: float | None = None,
+                 init_std: float | None = None, positions: str = "learned",
+                 tied: bool = False, sp_style: bool = False):
         super().__init__()
+        if attn_mult is None:
+            attn_mult = 1.0 if sp_style else 8.0
         if positions not in ("learned", "rotary"):
             raise ProxyError(f"positions = {positions!r}: use 'learned' or 'rotary'")
         if positions == "rotary" and d_head % 2:
@@ -115,8 +128,10 @@ class MuGPT(nn.Module):
                             ("depth", depth), ("d_head", d_head), ("ffn_ratio", ffn_ratio)):
             check_count(name, value)
         for name, value in (("input_mult", input_mult), ("output_mult", output_mult),
-                            ("attn_mult", attn_mult), ("init_std", init_std)):
+                            ("attn_mult", attn_mult)):
             check_positive(name, value)
+        if init_std is not None:
+            check_positive("init_std", init_std)
         if width % d_head != 0:
             raise ProxyError(f"width must be a multiple of d_head, got width={width}, "
                              f"d_head={d_head} (heads grow with width; d_head is fixed)")
@@ -124,10 +139,11 @@ class MuGPT(nn.Module):
         self.d_head, self.n_heads, self.ffn_ratio = d_head, width // d_head, ffn_ratio
         self.input_mult, self.output_mult = input_mult, output_mult
         self.attn_mult, self.init_std = attn_mult, init_std
-        self.positions, self.tied = positions, tied
+        self.positions, self.tied, self.sp_style = positions, tied, sp_style
+        scale = attn_mult / (d_head ** 0.5 if sp_style else d_head)
         self.tok_emb = nn.Embedding(vocab, width)
         self.pos_emb = nn.Embedding(seq_len, width) if positions == "learned" else None
-        self.blocks = nn.ModuleList(_Block(width, d_head, ffn_ratio, attn_mult,
+        self.blocks = nn.ModuleList(_Block(width, d_head, ffn_ratio, scale,
                                            rotary=positions == "rotary")
                                     for _ in range(depth))
         self.ln_f = nn.LayerNorm(width)
@@ -137,23 +153,35 @@ class MuGPT(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Embeddings N(0, init_std²); matrix weights ``mup.init.normal_(std=init_std)`` (variance
-        ∝ 1/fan_in under μP); query rows of qkv, biases and readout zero; LayerNorms 1/0."""
-        _normal_(self.tok_emb.weight, self.init_std)
-        if self.pos_emb is not None:
-            _normal_(self.pos_emb.weight, self.init_std)
-        for block in self.blocks:
-            for layer in (block.qkv, block.proj, block.fc, block.fc_out):
+        """``init_std`` None: PyTorch's default init of every module (embeddings N(0, 1),
+        linear layers U(±1/√fan_in)); else embeddings N(0, init_std²), matrix weights
+        ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP) and zero biases.
+        μP style also zeroes the query rows of qkv and the (untied) readout (TP V
+        Appendix D.2); LayerNorms 1/0."""
+        layers = [m for b in self.blocks for m in (b.qkv, b.proj, b.fc, b.fc_out)]
+        if self.init_std is None:
+            for m in (self.tok_emb, self.pos_emb, *layers):
+                if m is not None:
+                    m.reset_parameters()
+            if not self.tied:
+                self.readout.reset_parameters()
+        else:
+            _normal_(self.tok_emb.weight, self.init_std)
+            if self.pos_emb is not None:
+                _normal_(self.pos_emb.weight, self.init_std)
+            for layer in layers:
                 _normal_(layer.weight, self.init_std)
                 nn.init.zeros_(layer.bias)
-            with torch.no_grad():
-                block.qkv.weight[: self.width].zero_()
+        for block in self.blocks:
+            if not self.sp_style:
+                with torch.no_grad():
+                    block.qkv.weight[: self.width].zero_()
             for ln in (block.ln_1, block.ln_2):
                 nn.init.ones_(ln.weight)
                 nn.init.zeros_(ln.bias)
         nn.init.ones_(self.ln_f.weight)
         nn.init.zeros_(self.ln_f.bias)
-        if not self.tied:  # a tied readout keeps the embedding's init
+        if not self.tied and not self.sp_style:  # a tied readout keeps the embedding's init
             nn.init.zeros_(self.readout.weight)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
@@ -174,13 +202,15 @@ class MuGPT(nn.Module):
 
 def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, ffn_ratio: int,
               base_width: int, parametrization: str, input_mult: float = 1.0,
-              output_mult: float = 1.0, attn_mult: float = 1.0, init_std: float = 0.02,
-              positions: str = "learned", tied: bool = False,
-              base_shapes: str | None = None) -> nn.Module:
+              output_mult: float = 1.0, attn_mult: float | None = None,
+              init_std: float | None = None, positions: str = "learned", tied: bool = False,
+              base_shapes: str | None = None, sp_style: bool | None = None) -> nn.Module:
     """A :class:`MuGPT` of d_model ``width`` in μP (base ``base_width``) or SP;
     ``base_shapes`` (saved .bsh text) replaces building the base and delta models.
 
     ``base_width`` and ``2 * base_width`` must be multiples of ``d_head`` (so are the models).
+    ``sp_style`` None follows ``parametrization`` (SP conventions for an SP model); True/False
+    forces them (False for SP gives the exact SP twin of the μP model at its base width).
     Raises:
         ProxyError: as :class:`MuGPT` and :func:`build_parametrized`.
     References:
@@ -189,6 +219,7 @@ def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, 
     def factory(w: int) -> nn.Module:
         return MuGPT(w, vocab=vocab, seq_len=seq_len, depth=depth, d_head=d_head,
                      ffn_ratio=ffn_ratio, input_mult=input_mult, output_mult=output_mult,
-                     attn_mult=attn_mult, init_std=init_std, positions=positions, tied=tied)
+                     attn_mult=attn_mult, init_std=init_std, positions=positions, tied=tied,
+                     sp_style=(parametrization == "sp") if sp_style is None else sp_style)
 
     return build_parametrized(factory, width, base_width, parametrization, base_shapes)

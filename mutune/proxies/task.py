@@ -8,6 +8,7 @@ family-agnostic.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
@@ -31,7 +32,9 @@ TaskData = Union[ClassificationData, TextData, TokenData]
 def load_task_data(config: SweepConfig) -> TaskData:
     """Load the config's dataset once (in the driver; trials receive it through Ray)."""
     if config.data.kind == "digits":
-        return load_digits_data(val_fraction=config.data.val_fraction, seed=config.seed)
+        d = config.data
+        return load_digits_data(val_fraction=d.val_fraction, seed=d.split_seed,
+                                test_fraction=d.test_fraction)
     if config.data.kind == "tokens":
         return load_token_data(config.data.path, vocab=config.model.vocab)
     return load_text_data(config.data.path)
@@ -151,23 +154,69 @@ class ProxyTask:
         return self.loss(model(x), y)
 
     def val_loss(self, model: torch.nn.Module) -> float:
-        """Validation cross-entropy in nats (whole digits validation split, or
-        ``train.eval_windows`` fixed windows of the text validation split)."""
+        """Validation cross-entropy in nats (:meth:`evaluate` on ``"val"``, its mean)."""
+        return self.evaluate(model, "val")[0]
+
+    def has_split(self, split: str) -> bool:
+        """Whether the data hold ``split`` (``"val"`` always; ``"test"`` when loaded)."""
+        if split == "val":
+            return True
+        if isinstance(self.data, ClassificationData):
+            return self.data.test_y is not None and len(self.data.test_y) > 0
+        test = getattr(self.data, "test", None)
+        return test is not None and len(test) > self.model.seq_len
+
+    def evaluate(self, model: torch.nn.Module, split: str = "val") -> tuple[float, float]:
+        """Mean cross-entropy (nats) on ``split`` and its standard error.
+
+        Digits: every example of the split; the standard error is the per-example losses'
+        standard deviation / √n. Text and tokens: ``train.eval_windows`` fixed, evenly
+        spaced windows of ``seq_len`` tokens (:func:`~mutune.proxies.data.lm_eval_windows`,
+        capped at the windows the split holds); the standard error is over the per-window
+        mean losses (windows are the independent units; tokens within one are correlated).
+
+        Args:
+            split: ``"val"`` (what the scheduler and the fits see) or ``"test"`` (only
+                reported).
+        Returns:
+            (mean loss, standard error), both in nats.
+        Raises:
+            ProxyError: the data have no such split.
+        """
+        from mutune.errors import ProxyError
+
+        if split not in ("val", "test") or not self.has_split(split):
+            raise ProxyError(f"split {split!r}: the data hold no such split (val always; "
+                             "test for digits, text, and token folders with test.bin)")
         was_training = model.training
         model.eval()
         with torch.no_grad():
             if isinstance(self.data, ClassificationData):
-                x = _tensor(self.data.val_x)
-                y = _tensor(self.data.val_y)
-                out = float(self.step_loss(model, x, y))
+                xs = self.data.val_x if split == "val" else self.data.test_x
+                ys = self.data.val_y if split == "val" else self.data.test_y
+                x, y = _tensor(xs), _tensor(ys)
+                if self.family.forward_loss is not None:
+                    per = torch.full((1,), float(self.step_loss(model, x, y)))
+                else:
+                    per = F.cross_entropy(model(x), y, reduction="none")
             else:
-                x, y = lm_eval_windows(self.data.val, self.model.seq_len,
-                                       self.train.eval_windows)
-                total, bs = 0.0, max(self.train.batch_size, 1)
+                tokens = self.data.val if split == "val" else self.data.test
+                n = min(self.train.eval_windows, len(tokens) - self.model.seq_len)
+                x, y = lm_eval_windows(tokens, self.model.seq_len, n)
+                parts, bs = [], max(self.train.batch_size, 1)
                 for i in range(0, len(x), bs):
-                    xb = _tensor(x[i:i + bs])
-                    yb = _tensor(y[i:i + bs])
-                    total += float(self.step_loss(model, xb, yb)) * len(xb)
-                out = total / len(x)
+                    xb, yb = _tensor(x[i:i + bs]), _tensor(y[i:i + bs])
+                    if self.family.forward_loss is not None:
+                        # a family's own loss gives one value per batch: the units of the
+                        # standard error are then the batches
+                        parts.append(torch.tensor([float(self.step_loss(model, xb, yb))]))
+                    else:
+                        logits = model(xb)
+                        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                             yb.reshape(-1), reduction="none")
+                        parts.append(ce.reshape(len(xb), -1).mean(dim=1))
+                per = torch.cat(parts)
         model.train(was_training)
-        return out
+        per = per.double()
+        se = float(per.std() / math.sqrt(len(per))) if len(per) > 1 else math.nan
+        return float(per.mean()), se

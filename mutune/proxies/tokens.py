@@ -39,13 +39,15 @@ class TokenData:
         vocab: vocabulary size (every token id is < vocab).
         fingerprint: sha256 hex of the file bytes (train then val file).
         size_bytes: bytes of the files. n_files: 1 or 2. source: the path given.
+        test: the folder's ``test.bin`` (only reported, never seen by the scheduler), or None.
     """
 
     def __init__(self, train_path: pathlib.Path, val_path: pathlib.Path | None, vocab: int,
-                 fingerprint: str, size_bytes: int, source: str) -> None:
-        self.train_path, self.val_path = train_path, val_path
+                 fingerprint: str, size_bytes: int, source: str,
+                 test_path: pathlib.Path | None = None) -> None:
+        self.train_path, self.val_path, self.test_path = train_path, val_path, test_path
         self.vocab, self.fingerprint, self.size_bytes = vocab, fingerprint, size_bytes
-        self.n_files = 1 if val_path is None else 2
+        self.n_files = 1 + (val_path is not None) + (test_path is not None)
         self.source = source
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -72,12 +74,20 @@ class TokenData:
     def val(self) -> np.ndarray:
         return self._open()[1]
 
+    @property
+    def test(self) -> np.ndarray | None:
+        if self.test_path is None:
+            return None
+        return np.memmap(self.test_path, dtype=np.uint16, mode="r")
+
 
 def load_token_data(path: str | os.PathLike[str], vocab: int) -> TokenData:
-    """Open a nanoGPT-style token file or folder (``train.bin`` + ``val.bin``).
+    """Open a nanoGPT-style token file or folder (``train.bin`` + ``val.bin``, optionally
+    ``test.bin``).
 
     Args:
-        path: a ``.bin`` file of uint16 tokens, or a folder with ``train.bin`` and ``val.bin``.
+        path: a ``.bin`` file of uint16 tokens, or a folder with ``train.bin`` and ``val.bin``
+            (and, to report a test loss, ``test.bin``).
         vocab: the model's vocabulary size; every token must be < vocab.
     Raises:
         ProxyError: missing files, an odd byte count (not uint16), fewer than 10 tokens of
@@ -91,8 +101,11 @@ def load_token_data(path: str | os.PathLike[str], vocab: int) -> TokenData:
             raise ProxyError(f"token folder {str(p)!r} lacks {missing} (nanoGPT layout: "
                              "train.bin and val.bin)")
         files: list[pathlib.Path] = [train, val]
+        test = p / "test.bin" if (p / "test.bin").is_file() else None
+        if test is not None:
+            files.append(test)
     elif p.is_file():
-        train, val, files = p, None, [p]
+        train, val, files, test = p, None, [p], None
     else:
         raise ProxyError(f"token data path {str(p)!r} does not exist")
     for f in files:
@@ -100,7 +113,7 @@ def load_token_data(path: str | os.PathLike[str], vocab: int) -> TokenData:
         if size % 2:
             raise ProxyError(f"{str(f)!r} has {size} bytes, not a whole number of uint16 tokens")
     data = TokenData(train, val, int(vocab), _sha256(files),
-                     sum(f.stat().st_size for f in files), str(p))
+                     sum(f.stat().st_size for f in files), str(p), test_path=test)
     if len(data.val) < _VAL_FRACTION_DEN or len(data.train) < _VAL_FRACTION_DEN:
         raise ProxyError(f"token data {str(p)!r} is too short: {len(data.train)} train and "
                          f"{len(data.val)} validation tokens")

@@ -7,9 +7,12 @@ needs no torch and no model: the pipeline's ledger stage measures them.
 
     GPU-hours            = allocated seconds × devices / 3600
     naive                = ONE sweep of the same search at target size: the largest proxy
-                           width's trials (steps and evaluations as its scheduler decided them)
-                           priced at the target's measured seconds per step and evaluation,
-                           plus the measured per-trial overhead (scaling.cost)
+                           width's first-round sweep (steps and evaluations as its scheduler
+                           decided them; confirmation designs and gate rounds excluded), ONE
+                           seed per trial (what a naive full-size sweep runs), priced at the
+                           target's measured seconds per step and evaluation, plus the measured
+                           per-trial overhead (scaling.cost); a second line prices it with the
+                           proxies' search.replicates seeds per trial
     saved                = naive − (proxy sweeps + target run)
     ETTR                 = Σ productive step seconds / Σ allocated seconds
     MFU                  = Σ model FLOPs / Σ (productive s × devices) / peak FLOP/s
@@ -32,7 +35,8 @@ __all__ = ["compute_cost"]
 
 def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                  flops_per_sample: Callable[[int, float], float],
-                 peak_flops: float | None, peak_source: str
+                 peak_flops: float | None, peak_source: str,
+                 extra_trials: list[tuple[int, Any]] = ()
                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The ledger (docs/architecture.md §6) from the recorded trials: GPU-hours of the proxy sweeps
     and
@@ -46,8 +50,11 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
 
     Args:
         config: the sweep config (its ``cost``, ``ray``, ``search`` and ``target`` sections).
-        outcomes: proxy width → the width's outcome (``.trials``: records with ``timing``,
-            ``reports``, ``started``/``ended`` on the driver's monotonic clock, seconds).
+        outcomes: proxy width → the width's first-round sweep (``.trials``: records with
+            ``timing``, ``reports``, ``started``/``ended`` on the driver's monotonic clock,
+            seconds).
+        extra_trials: (width, record) of further proxy-side trials — confirmation designs and
+            gate rounds — billed to the proxies but not to the naive line.
         target: the target run's record.
         flops_per_sample: (width, parameter count) → model training FLOPs per sample (MLP)
             or token (GPT).
@@ -60,9 +67,11 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
     from mutune.scaling.time_split import TIME_CATEGORIES, money, sweep_waste, trial_time
 
     proxy_trials = [t for o in outcomes.values() for t in o.trials]
+    proxy_trials += [t for _, t in extra_trials]
     everything = [*proxy_trials, target]
     entries: list[dict[str, Any]] = []
     widths = {t.trial_id: w for w, o in outcomes.items() for t in o.trials}
+    widths.update({t.trial_id: w for w, t in extra_trials})
     widths[target.trial_id] = config.target.width
     kind = target.timing["device_kind"]
     peak = peak_flops
@@ -104,16 +113,23 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                                     for t in largest)
     target_setup = target.reports[0].get("setup_s", 0.0) if target.reports else 0.0
     overhead = proxy_overhead + max(target_setup - proxy_setup, 0.0)
-    # each trial trains search.replicates seeds in lockstep; the target run trains one model
+    # each proxy trial trains search.replicates seeds in lockstep; a naive full-size sweep
+    # (like the target run) trains one seed per trial: that is the line savings use
     reps = config.search.replicates
-    naive = naive_sweep_estimate([t.last_step * reps for t in largest],
-                                 [t.n_evals * reps for t in largest],
+    naive = naive_sweep_estimate([t.last_step for t in largest],
+                                 [t.n_evals for t in largest],
                                  s_per_step=s_step, s_per_eval=s_eval,
                                  overhead_s_per_trial=overhead, devices=tt["devices"])
+    naive_reps = naive_sweep_estimate([t.last_step * reps for t in largest],
+                                      [t.n_evals * reps for t in largest],
+                                      s_per_step=s_step, s_per_eval=s_eval,
+                                      overhead_s_per_trial=overhead, devices=tt["devices"])
+    scope_note = (f"; the widest proxy's first-round sweep only ({len(largest)} trials; "
+                  "confirmation designs and gate rounds excluded), one seed per trial")
     max_t = config.search.scheduler.max_t
     full_evals = math.ceil(max_t / config.train.eval_every)
-    grid = naive_sweep_estimate([max_t * reps] * len(largest),
-                                [full_evals * reps] * len(largest),
+    grid = naive_sweep_estimate([max_t] * len(largest),
+                                [full_evals] * len(largest),
                                 s_per_step=s_step, s_per_eval=s_eval,
                                 overhead_s_per_trial=overhead, devices=tt["devices"])
     total_h = proxy_h + target_h
@@ -140,8 +156,12 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
     n_trials = len(proxy_trials)
     cost = {"device_kind": kind, "proxy_gpu_hours": proxy_h,
             "target_gpu_hours": target_h, "total_gpu_hours": total_h,
-            "naive_gpu_hours": naive.gpu_hours, "naive_formula": naive.formula,
-            "naive_inputs": naive.inputs, "naive_grid_gpu_hours": grid.gpu_hours,
+            "naive_gpu_hours": naive.gpu_hours, "naive_formula": naive.formula + scope_note,
+            "naive_inputs": naive.inputs,
+            "naive_replicates_gpu_hours": naive_reps.gpu_hours,
+            "naive_replicates_formula": (f"{naive_reps.formula}; with the proxies' "
+                                         f"{reps} seed(s) per trial (not used for savings)"),
+            "naive_grid_gpu_hours": grid.gpu_hours,
             "naive_grid_formula": grid.formula, "saved_gpu_hours": saved,
             "saved_fraction": saved / naive.gpu_hours if naive.gpu_hours > 0 else None,
             "price_per_hour": price, "currency": config.cost.currency,
@@ -193,8 +213,13 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                     "inputs": {"span_s": span, "devices_held": held_devices,
                                "concurrency": concurrency}})
     entries.append({"scope": "sweep", "name": "naive_gpu_hours", "value": naive.gpu_hours,
-                    "unit": "GPU-h", "formula": naive.formula,
-                    "inputs": {**naive.inputs, **overhead_inputs}})
+                    "unit": "GPU-h", "formula": naive.formula + scope_note,
+                    "inputs": {**naive.inputs, **overhead_inputs, "seeds_per_trial": 1}})
+    entries.append({"scope": "sweep", "name": "naive_replicates_gpu_hours",
+                    "value": naive_reps.gpu_hours, "unit": "GPU-h",
+                    "formula": cost["naive_replicates_formula"],
+                    "inputs": {**naive_reps.inputs, **overhead_inputs,
+                               "seeds_per_trial": reps}})
     entries.append({"scope": "sweep", "name": "naive_grid_gpu_hours", "value": grid.gpu_hours,
                     "unit": "GPU-h", "formula": grid.formula,
                     "inputs": {**grid.inputs, **overhead_inputs}})

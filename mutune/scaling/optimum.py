@@ -16,6 +16,7 @@ values concatenated; this module does not know about rungs.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,9 +45,15 @@ class Optimum:
         method: ``"quadratic"``, ``"diagonal-quadratic"`` or ``"weighted-mean"``.
         n_used: finite trials the estimate saw; n_dropped: non-finite trials dropped.
         n_neighbourhood: best trials the quadratic was fitted to.
-        on_edge: name → True when the optimum is within 5 % of the log-range of a searched
-            bound, or the best trial sits at the extreme sampled value.
+        on_edge: name → True when the quadratic's stationary point lay outside the box of
+            the fitted trials (it was clipped to that box: the data do not bracket the
+            minimum), the optimum is within 5 % of the log-range of a searched bound, or the
+            best trial sits at the extreme sampled value.
         edge_side: name → ``"low"``, ``"high"`` or None (which bound it is near).
+        clipped: name → True when the stationary point was clipped to the fitted box.
+        stationary: name → the unclipped stationary point −H⁻¹g (log units; equal to
+            ``center`` when nothing was clipped): where the fitted quadratic puts the minimum
+            beyond the data — the direction to search next (Box & Wilson 1951).
         best_trial: name → log value of the best finite trial (the raw argmin/argmax).
         n_boot_used: bootstrap replicates that gave an estimate.
     """
@@ -61,6 +68,8 @@ class Optimum:
     edge_side: dict[str, str | None]
     best_trial: dict[str, float]
     n_boot_used: int
+    clipped: dict[str, bool] = dataclasses.field(default_factory=dict)
+    stationary: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def value(self, name: str) -> float:
         """h* of ``name`` in natural units (exp of the log centre)."""
@@ -85,13 +94,16 @@ def _n_params(d: int, full: bool) -> int:
     return 1 + 2 * d + (d * (d - 1) // 2 if full else 0)
 
 
-def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int) -> tuple[np.ndarray, str, int]:
+def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int
+              ) -> tuple[np.ndarray, str, int, np.ndarray, np.ndarray]:
     """One estimate from trials X (n, d) log values, y (n,) losses to minimise.
 
     Trials at identical points (seeds/replicates of one config) are first averaged, so the
     neighbourhood counts distinct configurations.
 
-    Returns (centre (d,), method, neighbourhood size). Raises FitError when nothing fits.
+    Returns (centre (d,), method, neighbourhood size, clipped (d,) in {-1, 0, +1}: the
+    stationary point lay below / inside / above the neighbourhood's box and was clipped to
+    it, the unclipped stationary point (d,)). Raises FitError when nothing fits.
     """
     X, inverse = np.unique(X, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
@@ -127,7 +139,9 @@ def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int) -> tuple[np.ndarray, st
             continue         # not positive-definite: try the separable fit, then the mean
         z_star = np.linalg.solve(H, -g)
         centre = mid + z_star * spread
-        return np.clip(centre, Xn.min(axis=0), Xn.max(axis=0)), method, k
+        lo, hi = Xn.min(axis=0), Xn.max(axis=0)
+        clipped = np.where(centre < lo, -1, np.where(centre > hi, 1, 0))
+        return np.clip(centre, lo, hi), method, k, clipped, centre
     k = min(n, max(n_best, 2))
     idx = order[:k]
     yn = y[idx]
@@ -135,13 +149,15 @@ def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int) -> tuple[np.ndarray, st
     w = (yn[-1] - yn) / span if span > 0 else np.ones(k)
     if k > 1 and w.sum() == 0:
         w = np.ones(k)
-    return (w[:, None] * X[idx]).sum(axis=0) / w.sum(), WEIGHTED_MEAN, k
+    mean = (w[:, None] * X[idx]).sum(axis=0) / w.sum()
+    return mean, WEIGHTED_MEAN, k, np.zeros(d, int), mean
 
 
 def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[str],
                      mode: str = "min", groups: Sequence | None = None,
                      n_best: int | None = None, n_boot: int = 500, seed: int = 0,
-                     bounds: np.ndarray | None = None) -> Optimum:
+                     bounds: np.ndarray | None = None,
+                     best_at_extreme_is_edge: bool = True) -> Optimum:
     """Optimum of the loss over the searched hyperparameters, by a local quadratic in log space.
 
     Method (stated in ``Optimum.method``): average repeated configurations (seeds), take the
@@ -152,8 +168,10 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
     positive-definite — a separable (diagonal) quadratic (p = 1 + 2d; for d = 1 both are the
     parabola, reported as ``"quadratic"``); centre = the stationary point −H⁻¹g (Box & Wilson
     1951), clipped per coordinate to the neighbourhood's box (the axis-aligned hull of the
-    trials fitted). When no fitted Hessian is positive-definite (a ridge or a saddle: the
-    quadratic has no minimum) the centre is the weighted mean of the best trials' log values,
+    trials fitted) — a clipped coordinate is flagged ``on_edge`` (the data do not bracket its
+    minimum; the side it left by is ``edge_side``). When no fitted Hessian is positive-definite
+    (a ridge or a saddle: the quadratic has no minimum) the centre is the weighted mean of the
+    best trials' log values,
     weight (y_worst − y_i)/(y_worst − y_best) within the neighbourhood.
 
     Args:
@@ -167,6 +185,9 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
         n_boot: bootstrap replicates (0 disables the interval).
         seed: seed of the ``numpy.random.default_rng`` behind the bootstrap.
         bounds: optional (n_hp, 2) searched range in log units (default: the sampled min/max).
+        best_at_extreme_is_edge: also flag a coordinate whose best trial sits at the extreme
+            sampled value (right for random samples; a designed grid around a centre brackets
+            its minimum when the fit is not clipped, so its callers pass False).
     Returns:
         :class:`Optimum` (log units; ``value(name)`` for natural units).
     Raises:
@@ -221,7 +242,7 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
         raise FitError(f"flat: all {n} finite values equal {v[0]!r}; the metric does not "
                        f"depend on {list(names)} in the searched range")
     y = v if mode == "min" else -v
-    centre, method, k = _fit_once(X, y, n_best)
+    centre, method, k, clipped, stationary = _fit_once(X, y, n_best)
 
     # bootstrap: refit the whole procedure on resampled trials / groups
     rng = np.random.default_rng(seed)
@@ -254,12 +275,18 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
     best = X[int(np.argmin(y))]
     margin = EDGE_FRACTION * (b[:, 1] - b[:, 0])
     on_edge, side = {}, {}
+    # a weighted mean has no stationary point to bracket: its best trial's place decides
+    extreme = best_at_extreme_is_edge or method == WEIGHTED_MEAN
     for j, nm in enumerate(names):
-        low = centre[j] <= b[j, 0] + margin[j] or best[j] == lo_s[j]
-        high = centre[j] >= b[j, 1] - margin[j] or best[j] == hi_s[j]
+        low = (centre[j] <= b[j, 0] + margin[j] or (extreme and best[j] == lo_s[j])
+               or clipped[j] < 0)
+        high = (centre[j] >= b[j, 1] - margin[j] or (extreme and best[j] == hi_s[j])
+                or clipped[j] > 0)
         on_edge[nm] = bool(low or high)
         side[nm] = ("low" if centre[j] - b[j, 0] <= b[j, 1] - centre[j] else "high") \
             if low and high else ("low" if low else "high" if high else None)
     return Optimum(names, {nm: float(centre[j]) for j, nm in enumerate(names)}, interval,
                    method, n, n_dropped, k, on_edge, side,
-                   {nm: float(best[j]) for j, nm in enumerate(names)}, len(draws))
+                   {nm: float(best[j]) for j, nm in enumerate(names)}, len(draws),
+                   {nm: bool(clipped[j]) for j, nm in enumerate(names)},
+                   {nm: float(stationary[j]) for j, nm in enumerate(names)})

@@ -31,9 +31,9 @@ __all__ = ["TIME_CATEGORIES", "WASTE_CATEGORIES", "TrialTime", "trial_time", "Sw
 #: Per-trial categories, in the order they are taken out of the allocated seconds.
 TIME_CATEGORIES = ("productive", "eval", "checkpoint", "setup", "recovery", "other")
 #: Waste categories of a sweep (report.json ``cost.waste_gpu_hours``).
-WASTE_CATEGORIES = ("early_stopped", "failed", "recovery", "idle")
+WASTE_CATEGORIES = ("early_stopped", "failed", "diverged", "recovery", "idle")
 STOPPED = frozenset({"stopped"})
-FAILED = frozenset({"failed", "diverged", "zombie", "stale", "cancelled"})
+FAILED = frozenset({"failed", "zombie", "stale", "cancelled"})
 
 
 def _nonneg(name: str, v: object) -> float:
@@ -109,7 +109,9 @@ def sweep_waste(trials: Sequence[tuple[str, Mapping[str, float], float]], *,
             the sum over trials (no idle time between trials is known).
     Returns:
         :class:`SweepWaste`: ``early_stopped`` = all device-seconds of stopped trials except
-        their recovery; ``failed`` = the same for failed/diverged/zombie/stale/cancelled trials;
+        their recovery; ``diverged`` = the same for diverged trials (a non-finite loss, or a
+        target run stopped at twice its best proxy's loss); ``failed`` = the same for
+        failed/zombie/stale/cancelled trials;
         ``recovery`` = recovery device-seconds of every trial; ``idle`` = held − Σ trial
         allocated (devices held, no trial on them) plus the ``other`` seconds of completed
         trials; ``useful`` = the rest (completed trials' productive, evaluation, checkpoint
@@ -129,14 +131,16 @@ def sweep_waste(trials: Sequence[tuple[str, Mapping[str, float], float]], *,
         waste["recovery"] += s["recovery"]
         if status in STOPPED:
             waste["early_stopped"] += alloc - s["recovery"]
+        elif status == "diverged":
+            waste["diverged"] += alloc - s["recovery"]
         elif status in FAILED:
             waste["failed"] += alloc - s["recovery"]
         elif status == "completed":
             waste["idle"] += s["other"]
             useful += alloc - s["recovery"] - s["other"]
         else:
-            raise ValueError(f"status = {status!r}: must be completed, stopped or one of "
-                             f"{sorted(FAILED)}")
+            raise ValueError(f"status = {status!r}: must be completed, stopped, diverged or "
+                             f"one of {sorted(FAILED)}")
     held = total if held_device_s is None else _nonneg("held_device_s", held_device_s)
     if held < total * 0.99 - 1e-9:
         raise ValueError(f"held_device_s = {held:.6g} is below the trials' allocated "

@@ -10,9 +10,12 @@ Precedence (the first that applies wins; deterministic):
 
 1. ``too_few_sizes`` — fewer than 3 distinct sizes: a line through 2 points has no residuals,
    so neither its slope interval nor any later check means anything.
+   ``fallback`` — a per-size optimum is a best trial, not a fitted optimum (the fit had too
+   few points for its parameters; the reason is given): no interval can be trusted.
 2. ``edge`` — an optimum sits at the edge of its searched range: it is censored, every later
    check would judge a biased slope.
-3. ``noisy`` — the slope interval is wider than ``4 × tolerance``, not finite, the residual
+3. ``noisy`` — the slope interval is wider than ``4 × tolerance``, not finite, of zero width
+   (the optima carry no uncertainty: identical values without intervals), the residual
    scatter exceeds ``max_residual``, or (μP) the interval straddles a tolerance bound (neither
    inside nor outside: inconclusive).
 4. ``sp_corrected`` — standard parametrization: the exponent is reported as the correction.
@@ -28,7 +31,8 @@ from mutune.scaling.rules import TransferRule
 
 __all__ = ["Verdict", "rule_verdict", "VERDICTS"]
 
-VERDICTS = ("too_few_sizes", "edge", "noisy", "sp_corrected", "drifting", "stable")
+VERDICTS = ("too_few_sizes", "fallback", "edge", "noisy", "sp_corrected", "drifting",
+            "stable")
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,8 @@ def _fmt(x: float) -> str:
 
 def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float = 0.1,
                  on_edge: bool = False, edge_side: str | None = None,
-                 n_sizes: int | None = None, max_residual: float = math.log(2)) -> Verdict:
+                 n_sizes: int | None = None, max_residual: float = math.log(2),
+                 fallback: str | None = None) -> Verdict:
     """Name the health of a transfer rule (precedence in the module docstring).
 
     Args:
@@ -66,6 +71,7 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
         n_sizes: distinct proxy sizes (default: distinct widths in the rule).
         max_residual: largest acceptable residual scale of the log optima about the line
             (natural-log units; default ln 2, one octave).
+        fallback: why a per-size optimum is a best trial instead of a fit (None: all fitted).
     Returns:
         :class:`Verdict`.
     Raises:
@@ -93,6 +99,11 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
                        f"{hp}: {n_sizes} proxy size(s); a rule needs ≥ 3 for an interval "
                        "on its slope",
                        "add a proxy width (e.g. double the largest) and rerun its sweep")
+    if fallback:
+        return Verdict("fallback", f"{hp}: a per-size optimum is the best trial, not a fitted "
+                       f"optimum ({fallback}); its slope interval means nothing",
+                       "more samples per sweep (or confirmation replicates) so every size's "
+                       "fit has more points than parameters")
     if on_edge:
         where = {"low": "the lower bound", "high": "the upper bound"}.get(edge_side or "",
                                                                           "a bound")
@@ -102,6 +113,10 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
         return Verdict("edge", f"{hp}: an optimum lies at {where} of the searched range, so "
                        "it is censored and the fitted slope is biased", widen)
     width = hi - lo if finite else math.inf
+    if finite and width == 0:
+        return Verdict("noisy", f"{hp}: slope interval {iv} has zero width: the optima are "
+                       "identical values without intervals, so the data say nothing of "
+                       "their uncertainty", "more samples per sweep or more seeds")
     if not finite or width > 4 * tolerance or rule.residual_scale > max_residual:
         return Verdict("noisy",
                        f"{hp}: slope interval {iv} (width {width:.3g} vs 4×tolerance = "

@@ -137,7 +137,9 @@ def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any], overrides: Map
     # device-seconds: each trial's held seconds × its devices
     device_s = sum(sec * devices.get(k, 1.0) for k, sec in result.held_s.items())
     events = [e for e in rows["events"] if e["trial_id"] in by_id]
+    # the sweep's own best (a confirmation design may have replaced the width's best since)
     orig_best = ps.get("best") or {}
+    orig_best = (orig_best.get("optimum") or {}).get("sweep_best") or orig_best
     orig_trial = by_id.get(orig_best.get("trial_id"))
     replay_best = result.best
     matches = None

@@ -47,6 +47,24 @@ def test_digits_bad_val_fraction(bad):
         load_digits_data(val_fraction=bad)
 
 
+def test_digits_three_splits_are_disjoint_and_fixed():
+    """A test split comes out of the same seeded permutation: train / val / test partition
+    the 1,797 examples, and the same split seed gives the same split."""
+    d = load_digits_data(val_fraction=0.2, test_fraction=0.2, seed=0)
+    assert (len(d.train_y), len(d.val_y), len(d.test_y)) == (1079, 359, 359)
+    whole = load_digits_data(val_fraction=0.2, seed=0)   # the same permutation, no test split
+    assert np.array_equal(whole.val_y, d.val_y)          # validation is unchanged by a test split
+    together = np.concatenate([d.test_x, d.train_x])
+    assert np.array_equal(np.sort(together, axis=0), np.sort(whole.train_x, axis=0))
+    again = load_digits_data(val_fraction=0.2, test_fraction=0.2, seed=0)
+    assert np.array_equal(again.test_y, d.test_y) and again.fingerprint == d.fingerprint
+    assert d.fingerprint != load_digits_data(val_fraction=0.2, seed=0).fingerprint
+    with pytest.raises(ProxyError, match="test_fraction"):
+        load_digits_data(test_fraction=1.0)
+    with pytest.raises(ProxyError, match="no training example"):
+        load_digits_data(val_fraction=0.6, test_fraction=0.4)
+
+
 def test_stdlib_corpus_files_rules():
     root = Path(sysconfig.get_paths()["stdlib"])
     files = stdlib_corpus_files()
@@ -64,10 +82,13 @@ def test_stdlib_text_data_split():
     blobs = [f.read_bytes() for f in files]
     data = load_text_data()
     val = b"".join(b for i, b in enumerate(blobs) if i % 10 == 9)
-    train = b"".join(b for i, b in enumerate(blobs) if i % 10 != 9)
+    test = b"".join(b for i, b in enumerate(blobs) if i % 10 == 8)
+    train = b"".join(b for i, b in enumerate(blobs) if i % 10 < 8)
     assert data.val.tobytes() == val and data.train.tobytes() == train
+    assert data.test.tobytes() == test
     assert data.train.dtype == np.uint8 and data.vocab == 256
-    assert data.n_files == len(files) and data.size_bytes == len(val) + len(train)
+    assert data.n_files == len(files)
+    assert data.size_bytes == len(val) + len(train) + len(test)
     assert data.fingerprint == hashlib.sha256(b"".join(blobs)).hexdigest()
     assert data.source.startswith("stdlib:")
 
@@ -76,7 +97,8 @@ def test_text_from_file(tmp_path):
     f = tmp_path / "corpus.txt"
     f.write_bytes(bytes(range(100)))
     data = load_text_data(f)
-    assert data.train.tobytes() == bytes(range(90)) and data.val.tobytes() == bytes(range(90, 100))
+    assert data.train.tobytes() == bytes(range(80)) and data.val.tobytes() == bytes(range(90, 100))
+    assert data.test.tobytes() == bytes(range(80, 90))
     assert data.n_files == 1 and data.size_bytes == 100
     assert data.fingerprint == hashlib.sha256(bytes(range(100))).hexdigest()
 
@@ -89,14 +111,17 @@ def test_text_from_folder(tmp_path):
     data = load_text_data(str(tmp_path))
     assert data.n_files == 12
     assert data.val.tobytes() == bytes([65 + 9]) * 10  # index 9 only
-    assert data.size_bytes == sum(range(1, 13)) == len(data.train) + len(data.val)
+    assert data.test.tobytes() == bytes([65 + 8]) * 9  # index 8 only
+    assert data.size_bytes == sum(range(1, 13)) == (len(data.train) + len(data.val)
+                                                    + len(data.test))
 
 
 def test_text_from_small_folder_splits_bytes(tmp_path):
     (tmp_path / "a").write_bytes(b"x" * 30)
     (tmp_path / "b").write_bytes(b"y" * 20)
     data = load_text_data(tmp_path)
-    assert data.train.tobytes() == b"x" * 30 + b"y" * 15 and data.val.tobytes() == b"y" * 5
+    assert data.train.tobytes() == b"x" * 30 + b"y" * 10 and data.val.tobytes() == b"y" * 5
+    assert data.test.tobytes() == b"y" * 5
 
 
 def test_text_errors(tmp_path):

@@ -41,9 +41,10 @@ def _mlp(width, parametrization, *, base_width=16, depth=2, seed=0):
                          parametrization=parametrization)
 
 
-def _gpt(width, parametrization, *, base_width=16, seed=0):
+def _gpt(width, parametrization, *, base_width=16, seed=0, **kw):
     with seeded(seed):
-        return build_gpt(width, base_width=base_width, parametrization=parametrization, **GPT_KW)
+        return build_gpt(width, base_width=base_width, parametrization=parametrization,
+                         **GPT_KW, **kw)
 
 
 def _two_steps(model, x, loss_fn):
@@ -72,10 +73,29 @@ def test_mup_mlp_equals_sp_twin_at_base_width(base_width, depth, seed):
 
 
 def test_mup_gpt_equals_sp_twin_at_base_width():
-    mu, sp = _gpt(16, "mup"), _gpt(16, "sp")
+    # the exact twin keeps μP's conventions (sp_style=False); only the base shapes differ
+    mu, sp = _gpt(16, "mup"), _gpt(16, "sp", sp_style=False)
     idx = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(1))
     loss = lambda z: z.logsumexp(-1).mean()  # noqa: E731
     assert torch.equal(_two_steps(mu, idx, loss), _two_steps(sp, idx, loss))
+
+
+def test_gpt_defaults_follow_the_parametrization():
+    """μP: logits scaled 8/d_head, zero query and readout, PyTorch's default init elsewhere;
+    an SP model (the transfer check's twin): 1/√d_head and no zero init."""
+    mu, sp = _gpt(32, "mup"), _gpt(32, "sp")
+    d_head = mu.d_head
+    assert mu.blocks[0].attn_scale == 8 / d_head
+    assert sp.blocks[0].attn_scale == 1 / d_head ** 0.5
+    assert torch.count_nonzero(mu.readout.weight) == 0
+    assert torch.count_nonzero(mu.blocks[0].qkv.weight[:32]) == 0
+    assert torch.count_nonzero(sp.readout.weight) > 0
+    assert torch.count_nonzero(sp.blocks[0].qkv.weight[:32]) > 0
+    # PyTorch's default: embeddings N(0, 1), linear weights U(±1/√fan_in)
+    assert 0.8 < float(mu.tok_emb.weight.detach().std()) < 1.2
+    fc = mu.blocks[0].fc.weight.detach()
+    assert float(fc.abs().max()) <= 1 / 32 ** 0.5 + 1e-6
+    assert _gpt(32, "mup", init_std=0.02).tok_emb.weight.std() < 0.05
 
 
 def test_sp_differs_from_mup_above_base_width():
@@ -118,11 +138,15 @@ def test_readout_is_zero_at_init():
 def test_gpt_init_variance_scales_like_one_over_fan_in():
     def std(model):
         return model.blocks[0].proj.weight.std().item(), model.tok_emb.weight.std().item()
-    (mu_small, emb_small), (mu_big, emb_big) = std(_gpt(16, "mup")), std(_gpt(128, "mup"))
-    assert mu_big / mu_small == pytest.approx(math.sqrt(16 / 128), rel=0.15)
-    assert emb_big / emb_small == pytest.approx(1.0, rel=0.1)  # vector-like: width-independent
-    sp_small, sp_big = std(_gpt(16, "sp"))[0], std(_gpt(128, "sp"))[0]
-    assert sp_big / sp_small == pytest.approx(1.0, rel=0.15)  # SP: constant std
+    for kw in ({}, {"init_std": 0.02}):     # PyTorch's default init, and a set std
+        (mu_small, emb_small), (mu_big, emb_big) = (std(_gpt(16, "mup", **kw)),
+                                                    std(_gpt(128, "mup", **kw)))
+        assert mu_big / mu_small == pytest.approx(math.sqrt(16 / 128), rel=0.15)
+        assert emb_big / emb_small == pytest.approx(1.0, rel=0.1)  # vector-like
+    # SP with a set std: constant std; PyTorch's default is fan-in scaled in SP too
+    sp_small, sp_big = (std(_gpt(16, "sp", init_std=0.02))[0],
+                        std(_gpt(128, "sp", init_std=0.02))[0])
+    assert sp_big / sp_small == pytest.approx(1.0, rel=0.15)
 
 
 class _Tied(nn.Module):

@@ -63,6 +63,21 @@ def test_optimum_at_the_edge_is_flagged_with_its_side():
     assert not inside.on_edge["lr"] and inside.edge_side["lr"] is None
 
 
+def test_a_clipped_optimum_is_flagged_edge_even_far_from_the_searched_bounds():
+    """The quickstart case: the quadratic's minimum lies beyond the fitted trials, so the
+    centre is clipped to their box — the optimum then equals the top of its own data and must
+    be flagged, however wide the searched range passed as ``bounds`` is."""
+    rng = np.random.default_rng(3)
+    X = np.column_stack([rng.uniform(-8, -4, 30), rng.uniform(-2, 2, 30)])
+    y = 0.1 * (X[:, 0] + 6.0) ** 2 + 0.05 * (X[:, 1] - 4.0) ** 2     # om* = 4, beyond 2
+    opt = estimate_optimum(X, y, names=["lr", "om"], n_boot=0,
+                           bounds=[(-12.0, 0.0), (-6.0, 6.0)])
+    assert opt.clipped["om"] and not opt.clipped["lr"]
+    assert opt.on_edge["om"] and opt.edge_side["om"] == "high"
+    assert not opt.on_edge["lr"]
+    assert opt.center["om"] <= X[:, 1].max() + 1e-12     # clipped to the data, and said so
+
+
 def test_non_positive_definite_curvature_falls_back_to_weighted_mean():
     X = np.linspace(-8.0, -4.0, 9)[:, None]
     y = -0.1 * (X[:, 0] + 9.0) ** 2                          # concave: the quadratic has no min

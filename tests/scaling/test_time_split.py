@@ -42,14 +42,14 @@ def test_sweep_waste_by_hand():
                        "setup_s": 5.0, "recovery_s": 10.0}, 1.0),
         # stopped on 2 devices: all 2 × 30 is early-stopped waste
         ("stopped", {"allocated_s": 30.0, "productive_s": 20.0, "eval_s": 2.0}, 2.0),
-        # diverged on half a device, 4 s of it a restart: 0.5 × 16 failed, 0.5 × 4 recovery
+        # diverged on half a device, 4 s of it a restart: 0.5 × 16 diverged, 0.5 × 4 recovery
         ("diverged", {"allocated_s": 20.0, "productive_s": 10.0, "recovery_s": 4.0}, 0.5),
     ]
     w = sweep_waste(trials, held_device_s=200.0)
     # trials hold 100 + 60 + 10 = 170 device-seconds; the sweep held 200 → 30 idle between
     assert w.allocated_s == 200.0
-    assert w.waste_s == {"early_stopped": 60.0, "failed": 8.0, "recovery": 12.0,
-                         "idle": 40.0}
+    assert w.waste_s == {"early_stopped": 60.0, "failed": 0.0, "diverged": 8.0,
+                         "recovery": 12.0, "idle": 40.0}
     assert w.useful_s == 80.0
     assert w.useful_s + sum(w.waste_s.values()) == w.allocated_s
     assert tuple(w.waste_s) == WASTE_CATEGORIES

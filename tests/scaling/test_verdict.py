@@ -26,6 +26,13 @@ def _rule(slope, interval, *, n=5, residual=0.05):
      "2 proxy size(s)"),
     (_rule(-0.9, (-1.0, -0.8)), dict(parametrization="sp"), "sp_corrected",
      "b = -0.900"),
+    # the 4-sample sweep: every width fell back to its best trial, the same point
+    (_rule(0.0, (0.0, 0.0)), dict(parametrization="mup",
+                                  fallback="width 64: 4 finite trials: need ≥ 5"),
+     "fallback", "need ≥ 5"),
+    # identical optima without intervals: a zero-width interval is never "stable"
+    (_rule(0.0, (-0.0, 0.0), residual=0.0), dict(parametrization="mup"), "noisy",
+     "zero width"),
 ])
 def test_each_verdict_by_its_case(rule, kwargs, name, phrase):
     v = rule_verdict(rule, **kwargs)
@@ -44,6 +51,10 @@ def test_precedence_and_advice():
     assert v.name == "noisy" and "seeds" in v.advice
     assert rule_verdict(_rule(0.0, (-0.05, 0.05)), parametrization="mup",
                         n_sizes=2).name == "too_few_sizes"
+    # a fallback beats edge: a best trial's "edge" says nothing
+    v = rule_verdict(_rule(0.0, (-0.05, 0.05)), parametrization="mup", on_edge=True,
+                     fallback="width 64: too few trials")
+    assert v.name == "fallback" and "more samples" in v.advice
 
 
 def test_argument_errors():

@@ -130,3 +130,18 @@ def test_signal_mid_training_then_resume_is_bit_identical(tiny_config, tmp_path,
     assert status == "completed" and rest[0]["restored_step"] == last["step"]
     merged = [r for r in reports if r["step"] <= last["step"]] + rest
     assert _trajectory(merged) == _trajectory(full)
+
+
+def test_reports_carry_the_standard_error_and_test_only_at_max_t(tiny_config):
+    """Every evaluation reports val_loss with its standard error; the test split is
+    evaluated once, at max_t, and never before (the scheduler must not see it)."""
+    import math
+
+    task = _task(tiny_config)
+    status, reports = _run(task, _config())
+    assert status == "completed"
+    assert all(r["val_loss_se"] > 0 and math.isfinite(r["val_loss_se"]) for r in reports)
+    assert all("test_loss" not in r for r in reports[:-1])
+    last = reports[-1]
+    assert last["step"] == 27 and last["test_loss"] > 0 and last["test_loss_se"] > 0
+    assert last["test_loss"] != last["val_loss"]

@@ -67,7 +67,8 @@ def test_submitted_sweeps_complete_and_a_running_one_cancels(tmp_path):
             rows = store.sweep_rows(first.id)
         assert rows["sweep"]["project"] == "alpha"
         assert first.report() == json.loads(json.dumps(build_report(rows)))
-        assert len(first.trials()) == 4 * 2 + 1
+        # 4 sweep trials and a 9-point confirmation design per width, and the target
+        assert len(first.trials()) == (4 + 9) * 2 + 1
         assert final["progress"]["fraction"] == 1.0 and final["target"]["status"] == "completed"
 
         _until(lambda: second.status()["progress"]["trials_running"] > 0, 120,
@@ -95,8 +96,14 @@ def test_sigkill_mid_sweep_then_restart_resumes_with_no_lost_or_duplicated_rows(
     db = store_url
     token = make_token(db, "alpha")
     server = start_server(db, tmp_path, worker=True, name="before")
-    cfg = _tiny()
-    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"checkpoint_every": 3})})
+    from mutune.config import parse_config
+
+    # max_t 81: a width-32 trial that survives the rungs trains long enough past its step-6
+    # checkpoint for the poll to catch it running
+    d = _tiny().model_dump(mode="json")
+    d["train"]["checkpoint_every"] = 3
+    d["search"]["scheduler"]["max_t"] = 81
+    cfg = parse_config(d)
     try:
         sweep = mutune.Client(server.url, token).submit(cfg)
 
@@ -104,7 +111,7 @@ def test_sigkill_mid_sweep_then_restart_resumes_with_no_lost_or_duplicated_rows(
             rows = _snapshot(db, sweep.id)
             second = [p["id"] for p in rows["proxy_sweeps"] if p["width"] == 32]
             return second and any(t["status"] == "running" and t["proxy_sweep_id"] in second
-                                  and max((r["step"] for r in t["reports"]), default=0) >= 6
+                                  and t["kind"] == "proxy" and max((r["step"] for r in t["reports"]), default=0) >= 6
                                   for t in rows["trials"])
         _until(checkpointed_trial_of_the_second_width_running, 300,
                "a trial of the second width to run past its first checkpoint", poll=0.2)
@@ -146,7 +153,8 @@ def test_sigkill_mid_sweep_then_restart_resumes_with_no_lost_or_duplicated_rows(
         [(p["id"], p["width"]) for p in before["proxy_sweeps"]]
     assert {p["status"] for p in after["proxy_sweeps"]} == {"completed"}
     second = next(p["id"] for p in after["proxy_sweeps"] if p["width"] == 32)
-    assert len([t for t in after["trials"] if t["proxy_sweep_id"] == second]) == 4
+    assert len([t for t in after["trials"] if t["proxy_sweep_id"] == second
+                and t["kind"] == "proxy"]) == 4
     # the trials running at the kill continued under their own rows, from their checkpoints
     by_id = {t["id"]: t for t in after["trials"]}
     assert all(by_id[i]["status"] != "running" for i in interrupted)
@@ -163,7 +171,10 @@ def test_sigkill_mid_sweep_then_restart_resumes_with_no_lost_or_duplicated_rows(
     assert len(seqs) == len(set(seqs))
     assert sorted(r["hyperparameter"] for r in after["rules"]) == sorted(
         _tiny().search.space)
-    assert Counter(x["kind"] for x in after["laws"]) == Counter({"loss_vs_params": 1})
+    assert Counter(x["kind"] for x in after["laws"]) == Counter(
+        {"loss_vs_params": 1, "importance": 1, "gate": 1,
+         **({"target_watch": 1} if any(x["kind"] == "target_watch" for x in after["laws"])
+            else {})})
     names = [e["name"] for e in after["ledger"] if e["scope"] == "sweep"]
     assert len(names) == len(set(names))
     with Store.open(db) as store:

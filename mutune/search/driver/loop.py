@@ -258,6 +258,11 @@ class SweepDriver:
         last = js[-1].decision if js else None
         if last is Decision.DIVERGED or (g.core is None and not math.isfinite(value)):
             return self._ended_by(t, js, "diverged", f"non-finite {self.metric}")
+        limit = (g.diverge_above or {}).get(step)
+        if limit is not None and value > limit:
+            return self._ended_by(t, js, "diverged",
+                                  f"{self.metric} {value:.4g} at step {step} is above "
+                                  f"{limit:.4g} (twice the best proxy's at that step)")
         if last is Decision.STOP:
             return self._ended_by(t, js, "stopped", f"below the rung cutoff at step {step}")
         if (g.core is not None and g.core.completed(key)) or (g.core is None

@@ -46,6 +46,9 @@ class Group:
         make_point: (index, hparams) → the trial's point (hparams, seed, …); default
             ``{"hparams": hp, "index": i}``.
         key_of: index → trial key; default ``t{index}``.
+        diverge_above: step → the metric value above which (mode ``min``) a report at that
+            step ends the trial as ``diverged`` (the target watched against its best proxy:
+            twice the proxy's loss at the same step); None: only non-finite values do.
     """
     name: str
     searcher: Searcher
@@ -53,6 +56,7 @@ class Group:
     max_t: int
     make_point: Callable[[int, dict[str, Any]], dict[str, Any]] | None = None
     key_of: Callable[[int], str] | None = None
+    diverge_above: dict[int, float] | None = None
 
     def point(self, index: int, hparams: dict[str, Any]) -> dict[str, Any]:
         if self.make_point is None:

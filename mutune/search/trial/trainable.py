@@ -8,7 +8,10 @@ written, and a restarted trial (``max_failures`` retry, or a promoted paused tri
 ``ray.tune.get_checkpoint()``. Each report holds:
 
     step          training steps done (the fidelity, docs/architecture.md §4)
-    val_loss      validation cross-entropy, nats
+    val_loss      validation cross-entropy, nats (mean over the trial's replicates)
+    val_loss_se   its standard error, nats (:meth:`~mutune.proxies.task.ProxyTask.evaluate`)
+    test_loss, test_loss_se  test cross-entropy and its standard error, nats: only in the
+                  report at max_t, when the data hold a test split (never seen by a scheduler)
     train_loss    mean training loss since the previous report, nats
     productive_s  cumulative seconds inside training steps (forward, backward, update)
     eval_s        cumulative seconds inside evaluations
@@ -193,17 +196,22 @@ def run_training(config: dict[str, Any], task: Any, *,
             if not (at_eval or stop_now):
                 continue
             te = time.perf_counter()
+            final = step == max_t and not diverged
             with dev.compute():
-                vals = ([float("nan")] if diverged else
-                        [task.val_loss(model) for model in models])
+                vals = ([(float("nan"), float("nan"))] if diverged else
+                        [task.evaluate(model, "val") for model in models])
+                tests = ([task.evaluate(model, "test") for model in models]
+                         if final and task.has_split("test") else [])
             eval_s += time.perf_counter() - te
-            metrics = {"step": step, "val_loss": sum(vals) / len(vals),
+            metrics = {"step": step, "val_loss": _mean(vals), "val_loss_se": _se(vals),
                        "train_loss": loss_sum / loss_n, "productive_s": productive_s,
                        "eval_s": eval_s, "setup_s": setup_s,
                        "samples": step * task.samples_per_step * len(seeds),
                        "n_params": n_params, "replicates": len(seeds),
                        "restored_step": start, "restore_s": restore_s,
                        "wall_s": time.perf_counter() - t0}
+            if tests:     # the test split: only at max_t, only reported
+                metrics["test_loss"], metrics["test_loss_se"] = _mean(tests), _se(tests)
             if at_eval:   # a preemption report between evaluations keeps the running mean
                 loss_sum, loss_n = 0.0, 0
             folder = None
@@ -222,6 +230,16 @@ def run_training(config: dict[str, Any], task: Any, *,
             if stop_now:
                 return "preempted"
     return "completed"
+
+
+def _mean(evals: list[tuple[float, float]]) -> float:
+    """Mean over replicates of (mean, standard error) evaluations."""
+    return sum(m for m, _ in evals) / len(evals)
+
+
+def _se(evals: list[tuple[float, float]]) -> float:
+    """Standard error of the replicates' mean: √(Σ se_i²) / R (independent evaluations)."""
+    return math.sqrt(sum(se * se for _, se in evals)) / len(evals)
 
 
 def train_trial(config: dict[str, Any], *, task: Any) -> None:

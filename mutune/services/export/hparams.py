@@ -37,11 +37,12 @@ def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, float],
              settings: dict[str, Any]) -> str:
     t = cfg.train
     opt = _OPTIMIZER[t.optimizer]
-    args = f"lr={hp['lr']:.6g}"
+    # full precision (repr): the snippet trains with exactly the transferred values
+    args = f"lr={float(hp['lr'])!r}"
     if t.optimizer != "sgd":
         args += f", betas=({t.beta1}, {t.beta2})"
     if t.optimizer != "adam":
-        args += f", weight_decay={settings['weight_decay']:.6g}"
+        args += f", weight_decay={float(settings['weight_decay'])!r}"
     mults = {k: v for k, v in sorted(hp.items()) if k != "lr"}
     base = cfg.model.base_width
     lines = [
@@ -49,7 +50,7 @@ def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, float],
         "",
         "# your model family: build(width, depth) -> nn.Module with mup.MuReadout as output",
         f"model = build(width={width}, depth={depth}"
-        + "".join(f", {k}={v:.6g}" for k, v in mults.items()) + ")",
+        + "".join(f", {k}={float(v)!r}" for k, v in mults.items()) + ")",
         "# base shapes relative to the sweep's base width (the rules assume this base)",
         f"mup.set_base_shapes(model, build(width={base}, depth={depth}),",
         f"                    delta=build(width={2 * base}, depth={depth}))",

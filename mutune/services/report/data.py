@@ -17,7 +17,8 @@ __all__ = ["build_report", "write_report_json", "live_proxy_sweeps", "COST_KEYS"
 #: Sweep-scope ledger lines copied into ``report["cost"]`` (GPU-hours, fractions, money,
 #: bytes), docs/architecture.md §6.
 COST_KEYS = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
-             "naive_grid_gpu_hours", "saved_gpu_hours", "saved_fraction", "ettr", "mfu",
+             "naive_replicates_gpu_hours", "naive_grid_gpu_hours", "saved_gpu_hours",
+             "saved_fraction", "ettr", "mfu",
              "held_gpu_hours", "useful_gpu_hours", "gpu_hours_per_trial",
              "cost_to_final_metric_gpu_hours", "price_per_hour", "total_money",
              "naive_money", "saved_money", "repeated_steps", "checkpoint_bytes_written",
@@ -41,6 +42,13 @@ def live_proxy_sweeps(rows: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for p in rows["proxy_sweeps"] if p.get("status") != "interrupted"]
 
 
+def _law(rows: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The data of the sweep's last law row of ``kind`` (``gate``, ``importance``,
+    ``target_watch``, …), or None."""
+    found = [x["data"] for x in rows.get("laws", []) if x["kind"] == kind]
+    return found[-1] if found else None
+
+
 def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     """``report.json`` (docs/architecture.md §11) from a sweep's rows.
 
@@ -56,11 +64,13 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     proxies = []
     for ps in sorted(rows["proxy_sweeps"], key=lambda p: p["width"]):
         best = ps.get("best") or {}
-        n = sum(1 for t in trials.values() if t["proxy_sweep_id"] == ps["id"])
+        mine = [t for t in trials.values() if t["proxy_sweep_id"] == ps["id"]]
         proxies.append({"width": ps["width"], "best_config": best.get("config"),
                         "best_val_loss": _f(best.get("val_loss")),
                         "chosen_rung": best.get("milestone"),
-                        "best_trial_id": best.get("trial_id"), "trials": n})
+                        "best_trial_id": best.get("trial_id"),
+                        "trials": sum(1 for t in mine if t["kind"] == "proxy"),
+                        "confirm_trials": sum(1 for t in mine if t["kind"] == "confirm")})
     for p, ps in zip(proxies, sorted(rows["proxy_sweeps"], key=lambda p: p["width"])):
         opt = (ps.get("best") or {}).get("optimum")
         if opt:
@@ -69,6 +79,12 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
                             "on_edge": opt.get("on_edge"), "horizon": opt.get("horizon"),
                             "trial_ids": opt.get("trial_ids"),
                             "fallback_reason": opt.get("fallback_reason")}
+            for key in ("optimum_horizon", "n_trials", "n_points", "n_seeds", "edge_side",
+                        "clipped", "searched_range", "full_horizon_error"):
+                if key in opt:
+                    p["optimum"][key] = opt[key]
+            if opt.get("best_test_loss") is not None:
+                p["best_test_loss"] = _f(opt["best_test_loss"])
     rules = []
     for r in rows["rules"]:
         d = r.get("data") or {}
@@ -79,7 +95,8 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
                 "formula": d.get("formula"), "widths": d.get("widths"),
                 "optima": d.get("optima")}
         for key in ("verdict", "reason", "advice", "optimum_source", "published_adjustments",
-                    "outside_searched_range", "transfer_form"):
+                    "outside_searched_range", "transfer_form", "optimum_horizons",
+                    "optimum_trials", "optimum_seeds", "optimum_methods", "edge_widths"):
             if key in d:
                 rule[key] = d[key]
         for key in ("slope_interval", "transferred_interval"):
@@ -97,6 +114,14 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         t = rows["target"]
         target = {"width": t["width"], "config": t["config"], "val_loss": _f(t["val_loss"]),
                   "status": t["status"]}
+        trow = trials.get(t.get("trial_id"))
+        last = ((trow or {}).get("reports") or [{}])[-1].get("metrics", {})
+        for key in ("val_loss_se", "test_loss", "test_loss_se"):
+            if last.get(key) is not None:
+                target[key] = _f(last[key])
+        watch = _law(rows, "target_watch")
+        if watch is not None:
+            target["watch"] = {k: v for k, v in watch.items() if k != "kind"}
         if law and law.get("predicted_val_loss") is not None:
             target["predicted_val_loss"] = _f(law["predicted_val_loss"])
             target["predicted_val_loss_interval"] = [
@@ -113,6 +138,8 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         cost["naive_inputs"] = ledger["naive_gpu_hours"]["inputs"]
     if "naive_grid_gpu_hours" in ledger:
         cost["naive_grid_formula"] = ledger["naive_grid_gpu_hours"]["formula"]
+    if "naive_replicates_gpu_hours" in ledger:
+        cost["naive_replicates_formula"] = ledger["naive_replicates_gpu_hours"]["formula"]
     for key in ("mfu", "held_gpu_hours"):
         if key in ledger and ledger[key].get("formula"):
             cost[f"{key}_formula"] = ledger[key]["formula"]
@@ -145,10 +172,15 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     out = {"sweep_id": sweep["id"], "name": sweep["name"], "status": sweep["status"],
            "reason": sweep.get("reason"), "device_kind": device_kind, "proxies": proxies,
            "rules": rules, "target": target, "cost": cost}
+    for kind in ("gate", "importance"):
+        row = _law(rows, kind)
+        if row is not None:
+            out[kind] = {k: v for k, v in row.items() if k != "kind"}
     if law is not None:
         out["loss_law"] = {k: law.get(k) for k in ("form", "identifiable", "intervals",
                                                     "n_params", "losses", "target_params",
-                                                    "error") if k in law}
+                                                    "error", "falls_with_size", "rungs")
+                           if k in law}
         for k in ("E", "A", "alpha"):
             if k in law:
                 out["loss_law"][k] = _f(law[k])

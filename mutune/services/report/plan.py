@@ -33,15 +33,27 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
     c.add_column("GPU-hours", justify="right")
     if plan["money"]:
         c.add_column("money", justify="right")
-    for key, label in (("proxy_gpu_hours", "proxy sweeps"), ("target_gpu_hours", "target run"),
+    for key, label in (("proxy_gpu_hours", "proxy sweeps + confirmation designs"),
+                       ("target_gpu_hours", "target run"),
                        ("total_gpu_hours", "total (mutune)"),
+                       ("gate_gpu_hours_max", "gate rounds, at most"),
+                       ("total_gpu_hours_max", "total with every gate round"),
                        ("naive_gpu_hours", "naive: same search at target size"),
                        ("naive_grid_gpu_hours", "naive: every sample to max_t")):
+        if key not in plan:
+            continue
         row = [label, f"{plan[key]:.6f}"]
         if plan["money"]:
-            row.append(f"{plan['money'][key.replace('gpu_hours', 'money')]:.4f}")
+            money = plan["money"].get(key.replace("gpu_hours", "money"))
+            row.append("—" if money is None else f"{money:.4f}")
         c.add_row(*row)
     console.print(unclipped(c))
+    cf, g = plan.get("confirm") or {}, plan.get("gate") or {}
+    if cf:
+        console.print(f"confirmation: {cf['points_per_design']} design points × "
+                      f"{cf['replicates']} seeds = {cf['trials_per_width']} trials to max_t per "
+                      f"width; gate {g.get('setting')}: at most {g.get('max_rounds')} round(s), "
+                      f"{g.get('trials_max')} trials", highlight=False)
     console.print(f"wall time ≈ {plan['wall_s_estimate'] / 60:.1f} min; per-trial Ray "
                   f"start-up/teardown assumed {plan['overhead_s_per_trial']:g} s; planned "
                   "steps are successive halving's (asynchronous ASHA promotes early arrivals "

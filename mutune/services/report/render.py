@@ -19,34 +19,48 @@ def render_report(report: dict[str, Any], console: Any) -> None:
 
     console.print(f"[bold]mutune sweep {report['sweep_id']}[/] ({report['name']}, "
                   f"{report['status']}, device kind: {report['device_kind']})")
-    if report["status"] in ("cancelled", "budget_exhausted", "failed"):
+    if report["status"] in ("cancelled", "budget_exhausted", "failed", "gate_stopped"):
         console.print(f"[yellow]sweep {report['status']}:[/] "
                       f"{escape(report.get('reason') or '')} — "
                       "the tables show what was recorded before it ended", highlight=False)
     t = Table(title="Proxy sweeps: best trial at the highest rung with ≥ 3 trials")
-    for col in ("width", "trials", "rung (steps)", "best val loss (nats)", "best config"):
+    for col in ("width", "trials", "confirm trials", "rung (steps)", "best val loss (nats)",
+                "best test loss", "best config"):
         t.add_column(col, justify="right" if col != "best config" else "left")
     for p in report["proxies"]:
         cfg = " ".join(f"{k}={v:.4g}" for k, v in sorted((p["best_config"] or {}).items()))
-        t.add_row(str(p["width"]), str(p["trials"]), str(p["chosen_rung"]),
-                  fmt_num(p["best_val_loss"]), cfg)
+        t.add_row(str(p["width"]), str(p["trials"]), str(p.get("confirm_trials", 0)),
+                  str(p["chosen_rung"]), fmt_num(p["best_val_loss"]),
+                  fmt_num(p.get("best_test_loss")), cfg)
     console.print(unclipped(t))
-    o = Table(title="Optimum per width: local quadratic in log space (95 % bootstrap interval)")
-    for col in ("width", "rung (steps)", "trials fitted", "method", "optimum", "lr at target "
+    o = Table(title="Optimum per width (95 % bootstrap interval; method and horizon per row; "
+                    "* = at the edge of what was searched)")
+    for col in ("width", "horizon", "trials / seeds", "method", "optimum", "lr at target "
                 "steps (short-horizon fit)"):
         o.add_column(col, justify="right" if col != "optimum" else "left")
     for p in report["proxies"]:
         opt = p.get("optimum")
         if not opt:
             continue
-        vals = " ".join(f"{k}={v:.4g} {fmt_interval((opt.get('intervals') or {}).get(k))}"
+        edge = opt.get("on_edge") or {}
+        vals = " ".join(f"{k}={v:.4g}{'*' if edge.get(k) else ''} "
+                        f"{fmt_interval((opt.get('intervals') or {}).get(k))}"
                         for k, v in sorted((opt.get("values") or {}).items()))
         hz = opt.get("horizon") or {}
         hz_text = (f"{hz['extrapolated_lr']:.4g} (at the rung: {hz['highest_rung_lr']:.4g})"
                    if hz.get("extrapolated_lr") is not None else "—")
-        o.add_row(str(p["width"]), str(opt.get("milestone")),
-                  str(len(opt.get("trial_ids") or [])), str(opt.get("method")), vals, hz_text)
+        seeds = opt.get("n_seeds")
+        o.add_row(str(p["width"]), str(opt.get("optimum_horizon") or opt.get("milestone")),
+                  f"{len(opt.get('trial_ids') or [])}"
+                  + (f" / {seeds}" if seeds is not None else ""), str(opt.get("method")),
+                  vals, hz_text)
     console.print(unclipped(o))
+    for p in report["proxies"]:
+        opt = p.get("optimum") or {}
+        if opt.get("fallback_reason"):
+            console.print(f"  [yellow]width {p['width']}: no fitted optimum[/] — the best "
+                          f"configuration is used: {escape(opt['fallback_reason'])}",
+                          highlight=False)
     r = Table(title="Transfer rules: log h*(w) = a + b·log w (95 % intervals)")
     for col in ("hyperparameter", "a", "b (slope)", "b interval", "transferred value",
                 "value interval", "verdict"):
@@ -75,11 +89,19 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         if rule.get("outside_searched_range"):
             console.print(f"  [yellow]warning:[/] the transferred {rule['hyperparameter']} "
                           "lies outside the searched range", highlight=False)
+    _gate(console, report)
     tg = report.get("target")
     if tg:
         cfg = " ".join(f"{k}={v:.4g}" for k, v in sorted(tg["config"].items()))
+        se = f" ± {tg['val_loss_se']:.2g}" if tg.get("val_loss_se") is not None else ""
+        test = (f", test loss {fmt_num(tg['test_loss'])}"
+                + (f" ± {tg['test_loss_se']:.2g}" if tg.get("test_loss_se") else "")
+                if tg.get("test_loss") is not None else "")
         console.print(f"Target run: width {tg['width']}, {cfg}: final val loss "
-                      f"{fmt_num(tg['val_loss'])} nats ({tg['status']})")
+                      f"{fmt_num(tg['val_loss'])}{se} nats{test} ({tg['status']})")
+        note = (tg.get("watch") or {}).get("note")
+        if note:
+            console.print(f"  [yellow]warning:[/] {escape(note)}", highlight=False)
         law = report.get("loss_law") or {}
         if tg.get("predicted_val_loss") is not None:
             form = law.get("form", "")
@@ -106,7 +128,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     ct.add_column("value", justify="right")
     for key, label in (("proxy_gpu_hours", "proxy sweeps"), ("target_gpu_hours", "target run"),
                        ("total_gpu_hours", "total"),
-                       ("naive_gpu_hours", "naive: same search at target size"),
+                       ("naive_gpu_hours", "naive: same search at target size, 1 seed"),
+                       ("naive_replicates_gpu_hours", "naive, with the proxies' seeds"),
                        ("naive_grid_gpu_hours", "naive: every sample to max_t"),
                        ("saved_gpu_hours", "saved vs naive"),
                        ("saved_fraction", "saved fraction"), ("ettr", "ETTR"),
@@ -147,3 +170,39 @@ def render_report(report: dict[str, Any], console: Any) -> None:
             and c.get("total_money") is None):
         console.print(f"money spent: {c['spent_gpu_hours'] * c['price_per_hour']:.4f} at "
                       f"{c['price_per_hour']:g} per device-hour", highlight=False)
+
+
+def _gate(console: Any, report: dict[str, Any]) -> None:
+    """What the gate before the target run did, and what each hyperparameter matters."""
+    from rich.markup import escape
+
+    g = report.get("gate")
+    if g:
+        console.print(f"Gate (transfer.gate = {g.get('setting')}, at most "
+                      f"{g.get('max_rounds')} round(s)): {g.get('outcome')}; "
+                      f"{len(g.get('rounds') or [])} round(s), "
+                      f"{fmt_num(g.get('gpu_hours'), '.6f')} GPU-h", highlight=False)
+        for r in g.get("rounds") or []:
+            acts = "; ".join(
+                f"width {a['width']}: " + (
+                    "widen " + ", ".join(f"{n} ({v['side']}) → centre {v['new_center']:.4g}"
+                                         for n, v in a["hyperparameters"].items())
+                    if a["action"] == "widen" else
+                    f"+{a['added_seeds_per_point']} seeds per design point")
+                for a in r["actions"])
+            console.print(f"  round {r['round']}: {r['problems']} → {acts}; "
+                          f"{r['trials']} trials, {fmt_num(r['gpu_hours'], '.6f')} GPU-h; "
+                          f"now {r['verdicts']}", highlight=False)
+        if g.get("warning"):
+            console.print(f"  [yellow]warning:[/] {escape(g['warning'])}", highlight=False)
+        if g.get("reason"):
+            console.print(f"  [yellow]stopped:[/] {escape(g['reason'])}", highlight=False)
+    imp = report.get("importance")
+    if imp and imp.get("importances"):
+        vals = ", ".join(f"{k} {v:.2f}" for k, v in imp["importances"].items())
+        console.print(f"Importance at the proxies (fANOVA, width {imp.get('width')}, "
+                      f"{imp.get('n_trials')} trials at step {imp.get('step')}): {vals}",
+                      highlight=False)
+    elif imp and imp.get("error"):
+        console.print(f"Importance at the proxies: not computed ({escape(imp['error'])})",
+                      highlight=False)

@@ -28,8 +28,9 @@ from mutune.search.trial.logs import collect
 __all__ = ["SweepBook", "KEPT_METRICS"]
 
 #: Report keys the book keeps (and records) besides ``step``.
-KEPT_METRICS = ("val_loss", "train_loss", "productive_s", "eval_s", "setup_s", "samples",
-                "n_params", "replicates", "checkpoint_s", "restored_step", "wall_s",
+KEPT_METRICS = ("val_loss", "val_loss_se", "test_loss", "test_loss_se", "train_loss",
+                "productive_s", "eval_s", "setup_s", "samples", "n_params", "replicates",
+                "checkpoint_s", "restored_step", "wall_s",
                 "checkpoint_bytes", "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes")
 
 

@@ -100,7 +100,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                resume: "ResumeState | None" = None, budget: Any = None,
                tracking: Any = None, replicates: int = 1,
                checkpoint_keep: int = 1, group: str | None = None,
-               trainable: Callable[..., Any] | None = None) -> RunOutcome:
+               trainable: Callable[..., Any] | None = None,
+               diverge_above: dict[int, float] | None = None) -> RunOutcome:
     """Run trials at ``width`` for up to ``max_t`` steps each on Ray Tune.
 
     Args:
@@ -128,6 +129,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
         tracking: the config's :class:`~mutune.config.TrackingConfig` (None: no loggers).
         group: the driver group's name, prefix of new trial keys (default ``w{width}``).
         trainable: the Ray function trainable (default: :func:`train_trial` on ``task``).
+        diverge_above: step → metric value above which a report ends the trial as
+            ``diverged`` (:class:`~mutune.search.driver.Group`).
     Returns:
         RunOutcome with every trial in a terminal state; ``stopped`` holds the reason when
         ``control.stop_requested`` ended the run early (its unfinished trials ``cancelled``).
@@ -166,7 +169,7 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                  if budget is not None and core is not None else None)
     driver = SweepDriver(
         [Group(gname, searcher, core, max_t, make_point=make_point,
-               key_of=lambda i: f"{gname}-t{i}")],
+               key_of=lambda i: f"{gname}-t{i}", diverge_above=diverge_above)],
         concurrency=slots(ray_cfg), metric=metric, admission=admission,
         resume={gname: [(str(p["key"]), p) for p in resume.points]} if resume else None,
         dormant={gname: dict(resume.dormant)} if resume and resume.dormant else None)

@@ -1,0 +1,123 @@
+"""The confirmation stage: each width's optimum measured at the full horizon, not at a rung.
+
+An ASHA sweep judges most trials at its first rungs, where short horizons favour large
+learning rates (Wu et al. 2018, ICLR, §3–4; mup issue 64), and its top rung holds only a few
+trials, partly chosen by arrival order. So after a width's sweep this stage retrains a small
+designed set of configurations around the sweep's best one to ``max_t`` steps with
+``transfer.confirm_replicates`` seeds each — a face-centred central composite design in the
+log of every continuous hyperparameter (Box & Wilson 1951, JRSS B 13, "On the Experimental
+Attainment of Optimum Conditions"; Myers, Montgomery & Anderson-Cook, "Response Surface
+Methodology", ch. 7), ``transfer.confirm_step`` octaves between levels:
+
+* 1 hyperparameter: 5 levels, centre ± 1 and ± 2 steps;
+* 2 hyperparameters: the 3 × 3 grid (centre, 4 axial, 4 corner points), which identifies the
+  full quadratic with its cross term;
+* d ≥ 3: centre, 2d axial and 2^d corner points.
+
+Every design trial is a ``confirm`` trial of the width's proxy sweep, billed to the proxies.
+:func:`mutune.pipeline.transfer_stage.width_optimum` then fits the local quadratic to these
+full-horizon values. The gate (:mod:`mutune.pipeline.gate`) re-centres a design whose
+optimum it does not bracket, or adds replicates, and calls this stage again.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from mutune.config import Choice, SweepConfig
+from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
+
+__all__ = ["design_names", "design_points", "confirm_width", "CONFIRM_SEED_BASE"]
+
+#: the confirmation trials' seed streams start here (width index + round × 100 added), far
+#: from the proxy sweeps' (0 … k−1) and the target's (k)
+CONFIRM_SEED_BASE = 10_000
+
+
+def design_names(config: SweepConfig) -> list[str]:
+    """The searched hyperparameters the design varies: every continuous one (``choice``
+    values stay at the centre's), sorted."""
+    return sorted(n for n, d in config.search.space.items() if not isinstance(d, Choice))
+
+
+def _offsets(d: int) -> list[tuple[int, ...]]:
+    if d == 1:
+        return [(k,) for k in (-2, -1, 0, 1, 2)]
+    if d == 2:
+        return list(itertools.product((-1, 0, 1), repeat=2))
+    axial = [tuple(s if j == i else 0 for j in range(d)) for i in range(d) for s in (-1, 1)]
+    return [(0,) * d, *axial, *itertools.product((-1, 1), repeat=d)]
+
+
+def design_points(center: dict[str, float], names: list[str],
+                  step_octaves: float) -> list[dict[str, float]]:
+    """The face-centred design around ``center``: every ``names`` entry multiplied by
+    2^(level × step_octaves), level ∈ {−1, 0, 1} (or {−2 … 2} for one hyperparameter).
+
+    Args:
+        center: hyperparameter → value (> 0 for every name varied).
+        names: the hyperparameters to vary, in order. step_octaves: log2 distance of a level.
+    Returns:
+        The design's points (copies of ``center`` with the varied values), centre included,
+        in a fixed order.
+    Raises:
+        ValueError: a varied value not finite > 0, step not > 0, or no names.
+    """
+    if not names:
+        raise ValueError("a design needs at least one hyperparameter to vary")
+    if not (math.isfinite(step_octaves) and step_octaves > 0):
+        raise ValueError(f"step_octaves = {step_octaves}: must be a finite number > 0")
+    for n in names:
+        v = center.get(n)
+        if v is None or not (math.isfinite(v) and v > 0):
+            raise ValueError(f"design centre {n} = {v!r}: must be a finite number > 0")
+    return [{**center, **{n: center[n] * 2.0 ** (o * step_octaves)
+                          for n, o in zip(names, offs)}}
+            for offs in _offsets(len(names))]
+
+
+def confirm_width(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str, float], *,
+                  replicates: int, round_: int = 0) -> Any:
+    """Train the design around ``center`` at ``proxy.width`` to ``max_t`` steps, each point
+    with ``replicates`` seeds, as ``confirm`` trials of the width's proxy sweep.
+
+    Args:
+        proxy: the width's sweep result (its proxy sweep id).
+        index: the width's position among the proxies (seeds its trials).
+        center: the design's centre (every searched and fixed hyperparameter).
+        replicates: seeds per design point (separate trials, so the fit's bootstrap can
+            resample them).
+        round_: 0 for the first design, 1, 2, … for the gate's rounds (fresh seeds each).
+    Returns:
+        The run's RunOutcome (its trials in a terminal state).
+    Raises:
+        SweepStopped: ``mutune cancel`` stopped it.
+    """
+    from mutune.errors import SweepStopped
+    from mutune.search.backends.ray_tune.run import run_trials
+    from mutune.search.searchers.space import trial_seeds
+
+    config = run.config
+    names = design_names(config)
+    pts = design_points(center, names, config.transfer.confirm_step)
+    seeds = trial_seeds(config.seed, CONFIRM_SEED_BASE + 100 * round_ + index,
+                        len(pts) * replicates)
+    points = [{"hparams": p, "seed": seeds[i * replicates + r], "index": i * replicates + r}
+              for i, p in enumerate(pts) for r in range(replicates)]
+    max_t = config.search.scheduler.max_t
+    outcome = run_trials(points, task=run.task, width=proxy.width, max_t=max_t,
+                         recorder=run.recorder, control=run.control, sweep_id=run.sweep_id,
+                         proxy_sweep_id=proxy.proxy_sweep_id, kind="confirm",
+                         scheduler=None, metric=config.search.metric, mode=config.search.mode,
+                         ray_cfg=config.ray, storage=run.out_dir / "ray",
+                         name=f"sweep{run.sweep_id}-w{proxy.width}-confirm{round_}",
+                         seq=run.seq, group=f"c{round_}w{proxy.width}",
+                         on_progress=bind_progress(run.on_progress,
+                                                   f"confirm width {proxy.width}", len(points)),
+                         tracking=config.tracking,
+                         checkpoint_every=config.train.checkpoint_every,
+                         checkpoint_keep=config.train.checkpoint_keep, budget=run.budget)
+    if outcome.stopped is not None:
+        raise SweepStopped("cancelled", outcome.stopped)
+    return outcome

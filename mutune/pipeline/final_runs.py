@@ -1,0 +1,63 @@
+"""Train given configurations with given seeds to a horizon: the benchmarks' evaluation runs.
+
+A ground-truth grid, a paired comparison of two final configurations over evaluation seeds,
+or the naive sweep's best retrained — each is a set of (configuration, seed) runs at one
+width, trained to the full horizon through the Ray backend and recorded like any trial (kind
+``confirm``, under a proxy sweep row of their own whose settings name the stage).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from mutune.pipeline.sweep import SweepRun
+
+__all__ = ["train_configs"]
+
+
+def train_configs(run: SweepRun, width: int, configs: list[dict[str, float]],
+                  seeds: list[int], steps: int, label: str
+                  ) -> list[dict[str, Any]]:
+    """Train every configuration with every seed at ``width`` for ``steps`` steps.
+
+    Args:
+        configs: hyperparameters of each configuration (every searched and fixed one).
+        seeds: training seeds (init and batches); the same for every configuration, so two
+            configurations' results pair by seed.
+        label: names the stage (the proxy sweep row's settings, trial keys ``{label}w{width}``).
+    Returns:
+        One row per run: {"config_index", "seed", "status", "val_loss", "test_loss",
+        "val_loss_se", "test_loss_se", "trial_id"}; a run that did not complete has
+        ``inf`` losses (it ranks last).
+    Raises:
+        SweepStopped: ``mutune cancel`` stopped the runs.
+    """
+    from mutune.errors import SweepStopped
+    from mutune.search.backends.ray_tune.run import run_trials
+
+    config = run.config
+    ps = run.recorder.proxy_sweep_started(run.sweep_id, width, {"stage": label,
+                                                                "seeds": list(seeds)})
+    points = [{"hparams": h, "seed": s, "index": i}
+              for i, (h, s) in enumerate(itertools.product(configs, seeds))]
+    outcome = run_trials(points, task=run.task, width=width, max_t=steps,
+                         recorder=run.recorder, control=run.control, sweep_id=run.sweep_id,
+                         proxy_sweep_id=ps, kind="confirm", scheduler=None,
+                         metric=config.search.metric, mode=config.search.mode,
+                         ray_cfg=config.ray, storage=run.out_dir / "ray",
+                         name=f"sweep{run.sweep_id}-{label}", seq=run.seq,
+                         group=f"{label}w{width}")
+    if outcome.stopped is not None:
+        raise SweepStopped("cancelled", outcome.stopped)
+    rows = []
+    for t in outcome.trials:
+        last = t.reports[-1] if t.reports else {}
+        done = t.status == "completed"
+        rows.append({"config_index": t.point["index"] // len(seeds), "seed": t.point["seed"],
+                     "status": t.status, "trial_id": t.trial_id,
+                     **{k: float(last.get(k, math.nan)) if done else math.inf
+                        for k in ("val_loss", "test_loss")},
+                     **{k: last.get(k) for k in ("val_loss_se", "test_loss_se")}})
+    run.recorder.proxy_sweep_finished(ps, {"stage": label, "runs": len(rows)})
+    return rows

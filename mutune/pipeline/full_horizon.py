@@ -1,0 +1,134 @@
+"""Each width's optimum from the values at the full horizon (``max_t``), not at a rung.
+
+The values are those of the width's ASHA trials that completed and of its confirmation
+designs (:mod:`mutune.pipeline.confirm_stage`); the fit is the local quadratic of
+:func:`mutune.scaling.estimate_optimum` (docs/transfer.md §2).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from mutune.config import SweepConfig
+from mutune.errors import FitError
+from mutune.pipeline.transfer_stage import log_bounds
+
+__all__ = ["full_horizon_trials", "full_horizon_optimum"]
+
+
+def full_horizon_trials(config: SweepConfig, outcomes: list[Any]) -> list[dict[str, Any]]:
+    """Every trial of ``outcomes`` that trained to ``max_t`` with a finite value there: the
+    ASHA trials that completed and every confirmation trial.
+
+    Returns:
+        [{"key", "trial_id", "hparams", "seed", "value" (val at max_t), "test" (test loss at
+        max_t or None)}], in the outcomes' order.
+    """
+    max_t = config.search.scheduler.max_t
+    metric = config.search.metric
+    out = []
+    for o in outcomes:
+        for t in o.trials:
+            last = t.reports[-1] if t.reports else None
+            if last is None or int(last["step"]) != max_t:
+                continue
+            v = float(last.get(metric, math.nan))
+            if not math.isfinite(v):
+                continue
+            test = last.get("test_loss")
+            out.append({"key": t.key, "trial_id": t.trial_id,
+                        "hparams": dict(t.point["hparams"]), "seed": t.point.get("seed"),
+                        "value": v, "test": None if test is None else float(test)})
+    return out
+
+
+def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[str, float],
+                         ) -> dict[str, Any]:
+    """The optimum of every searched hyperparameter at one width from the values at ``max_t``
+    (the width's ASHA trials that completed and its confirmation designs,
+    :mod:`mutune.pipeline.confirm_stage`): the local quadratic of
+    :func:`mutune.scaling.estimate_optimum` over the continuous hyperparameters, with a
+    bootstrap over trials; ``choice`` hyperparameters keep the centre's values (trials with
+    other values are left out).
+
+    The optimum is flagged ``on_edge`` when the quadratic's minimum lies outside the trials
+    fitted (clipped), or at a bound of the range searched so far (the sweep's range and the
+    designs'). Falls back to the best configuration (the seed mean of each distinct
+    configuration), saying why, when the quadratic cannot be fitted.
+
+    Args:
+        outcomes: the width's RunOutcomes (the sweep, then every confirmation design).
+        center: the first design's centre (values of the ``choice`` hyperparameters).
+    Returns:
+        JSON-able {"milestone": max_t, "optimum_horizon": "max_t", "n_trials", "n_points"
+        (distinct configurations), "n_seeds", "trial_ids", "method", "optimum", "interval",
+        "on_edge",
+        "edge_side", "clipped", "best_val_loss", "best_test_loss", "best_config",
+        "fallback_reason"}.
+    """
+    from mutune.pipeline.confirm_stage import design_names
+    from mutune.scaling import estimate_optimum
+
+    names = design_names(config)
+    fixed_choice = {n: center[n] for n in config.search.space if n not in names}
+    rows = [r for r in full_horizon_trials(config, outcomes)
+            if all(r["hparams"].get(n) == v for n, v in fixed_choice.items())]
+    max_t = config.search.scheduler.max_t
+    # each distinct configuration's seed mean: the best one is the fallback and the loss
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r["hparams"][n] for n in names), []).append(r)
+    out: dict[str, Any] = {"milestone": max_t, "optimum_horizon": "max_t", "horizon": None,
+                           "n_trials": len(rows),
+                           "n_points": len(groups),
+                           "n_seeds": len({r["seed"] for r in rows}),
+                           "trial_ids": sorted(r["trial_id"] for r in rows),
+                           "fallback_reason": None}
+    if not groups:
+        raise FitError(f"no trial reached max_t = {max_t} with a finite value")
+    means = {k: sum(r["value"] for r in g) / len(g) for k, g in groups.items()}
+    best_key = min(means, key=means.get) if config.search.mode == "min" else \
+        max(means, key=means.get)
+    best_rows = groups[best_key]
+    tests = [r["test"] for r in best_rows if r["test"] is not None]
+    out.update(best_val_loss=means[best_key],
+               best_test_loss=sum(tests) / len(tests) if tests else None,
+               best_config={**best_rows[0]["hparams"]}, best_seeds=len(best_rows),
+               best_trial_id=best_rows[0]["trial_id"])
+    log_h = np.array([[math.log(r["hparams"][n]) for n in names] for r in rows])
+    vals = np.array([r["value"] for r in rows])
+    searched = log_bounds(config, names)
+    bounds = np.column_stack([log_h.min(axis=0), log_h.max(axis=0)])
+    if searched is not None:
+        bounds = np.column_stack([np.minimum(bounds[:, 0], searched[:, 0]),
+                                  np.maximum(bounds[:, 1], searched[:, 1])])
+    try:
+        opt = estimate_optimum(log_h, vals, names=names, mode=config.search.mode,
+                               n_boot=config.transfer.n_boot_optimum, seed=config.seed,
+                               bounds=bounds if np.all(bounds[:, 0] < bounds[:, 1]) else None,
+                               best_at_extreme_is_edge=False)
+    except FitError as err:
+        hp = best_rows[0]["hparams"]
+        out.update(method="best-trial", optimum={**fixed_choice,
+                                                 **{n: float(hp[n]) for n in names}},
+                   interval={n: None for n in config.search.space},
+                   on_edge={n: False for n in config.search.space},
+                   edge_side={n: None for n in config.search.space},
+                   clipped={n: False for n in config.search.space},
+                   fallback_reason=str(err))
+        return out
+    out.update(method=opt.method,
+               optimum={**fixed_choice, **{n: opt.value(n) for n in names}},
+               interval={**{n: None for n in fixed_choice},
+                         **{n: (list(opt.value_interval(n))
+                                if all(map(math.isfinite, opt.interval[n])) else None)
+                            for n in names}},
+               on_edge={**{n: False for n in fixed_choice}, **dict(opt.on_edge)},
+               edge_side={**{n: None for n in fixed_choice}, **dict(opt.edge_side)},
+               clipped={**{n: False for n in fixed_choice}, **dict(opt.clipped)},
+               stationary={n: math.exp(opt.stationary[n]) for n in names},
+               searched_range={n: [math.exp(bounds[j, 0]), math.exp(bounds[j, 1])]
+                               for j, n in enumerate(names)})
+    return out

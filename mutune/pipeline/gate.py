@@ -1,0 +1,226 @@
+"""Full-horizon optima and the gate before the target run.
+
+:func:`confirm_proxies` runs each width's confirmation design
+(:mod:`mutune.pipeline.confirm_stage`) and refits its optimum on the values at ``max_t``.
+:func:`gate_rules` then fits the transfer rules and, when a rule is not healthy, acts before
+the one expensive run (``transfer.gate``, ``transfer.gate_rounds``; docs/transfer.md):
+
+* ``edge`` — a width's optimum is not bracketed by what was searched: its design is re-centred
+  ``transfer.widen_octaves`` beyond the clipped optimum on the side it touched (Box & Wilson
+  1951's sequential move of the design towards the optimum; the new design's values are pooled
+  with the old ones), at every width whose optimum is at the edge, the widest included;
+* ``noisy`` or ``fallback`` — every width's first design is trained again with
+  ``transfer.confirm_replicates`` fresh seeds (pooled), within the sweep's budget.
+
+After the rounds a rule still ``edge``, ``noisy`` or ``fallback`` stops the sweep before the
+target run (``widen``, ``stop``) or lets it go on with a warning (``proceed``). What the gate
+did, and the GPU-hours it cost, is recorded as a law row of kind ``gate``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from mutune.errors import FitError, SweepStopped
+from mutune.pipeline.sweep import ProxyResult, SweepRun
+
+__all__ = ["confirm_proxies", "gate_rules", "GATED_VERDICTS", "ConfirmState"]
+
+#: verdicts the gate acts on (``too_few_sizes`` needs another width, not another round)
+GATED_VERDICTS = ("edge", "noisy", "fallback")
+
+
+@dataclasses.dataclass
+class ConfirmState:
+    """Per width: its sweep's outcome, its confirmation outcomes and its first design's
+    centre (so replicates added later land on the same points)."""
+    sweep: Any
+    designs: list[Any]
+    center: dict[str, float]
+
+    @property
+    def outcomes(self) -> list[Any]:
+        return [self.sweep, *self.designs]
+
+
+def _gpu_hours(outcomes: list[Any]) -> tuple[float, int]:
+    from mutune.scaling.cost import gpu_hours
+
+    trials = [t for o in outcomes for t in o.trials]
+    return (sum(gpu_hours(t.timing.get("allocated_s", 0.0), t.timing.get("devices", 1))
+                for t in trials if t.timing), len(trials))
+
+
+def _refit(run: SweepRun, p: ProxyResult, state: ConfirmState) -> ProxyResult:
+    from mutune.pipeline.proxy_stage import record_best
+    from mutune.pipeline.full_horizon import full_horizon_optimum
+
+    sweep_best = p.optimum.get("sweep_best") or {
+        "trial_id": p.best_trial_id, "milestone": p.milestone, "val_loss": p.best_val_loss,
+        "config": p.best_config}          # the screening result, which replay reproduces
+    try:
+        opt = {**full_horizon_optimum(run.config, state.outcomes, state.center),
+               "sweep_best": sweep_best}
+    except FitError as err:
+        opt = {**p.optimum, "full_horizon_error": str(err)}
+        return dataclasses.replace(p, optimum=opt)
+    p = dataclasses.replace(p, optimum=opt, best_val_loss=opt["best_val_loss"],
+                            best_config=opt["best_config"], milestone=opt["milestone"],
+                            best_trial_id=opt["best_trial_id"])
+    record_best(run, p, opt["n_trials"])
+    return p
+
+
+def confirm_proxies(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
+                    ) -> tuple[list[tuple[ProxyResult, Any]], dict[int, ConfirmState]]:
+    """Each width's confirmation design around its sweep's best configuration, and its
+    optimum refitted on the values at max_t (``transfer.confirm_replicates`` 0: nothing is
+    run and the rung-based optima stay).
+
+    Returns:
+        (the swept list with refitted ProxyResults, width → :class:`ConfirmState`).
+    """
+    from mutune.pipeline.confirm_stage import confirm_width
+
+    reps = run.config.transfer.confirm_replicates
+    if reps == 0:
+        return swept, {}
+    out, states = [], {}
+    for i, (p, o) in enumerate(swept):
+        center = {**run.config.search.fixed, **p.best_config}
+        state = ConfirmState(o, [confirm_width(run, p, i, center, replicates=reps)], center)
+        states[p.width] = state
+        out.append((_refit(run, p, state), o))
+    return out, states
+
+
+def _problems(rules: list[dict[str, Any]]) -> dict[str, str]:
+    """Hyperparameter → what the gate acts on: the rule's verdict when it is gated, or
+    ``edge`` when any width's optimum is at the edge (even under ``too_few_sizes``, which
+    outranks ``edge`` as a verdict: the optimum is censored all the same)."""
+    out = {}
+    for r in rules:
+        if r["verdict"] in GATED_VERDICTS:
+            out[r["hyperparameter"]] = r["verdict"]
+        elif r.get("edge_widths"):
+            out[r["hyperparameter"]] = "edge"
+    return out
+
+
+def _widen_center(run: SweepRun, p: ProxyResult, names: list[str]) -> dict[str, float]:
+    """The next design's centre: every hyperparameter at the fitted quadratic's unclipped
+    stationary point (where it puts the minimum beyond the data; Box & Wilson 1951's
+    canonical analysis), moved at most ``widen_octaves`` past the clipped optimum on the side
+    it touched (``widen_octaves`` when the fit gives no direction)."""
+    import math
+
+    opt = p.optimum
+    tr = run.config.transfer
+    center = {**run.config.search.fixed, **(opt.get("best_config") or p.best_config)}
+    stationary = opt.get("stationary") or {}
+    for n, v in opt["optimum"].items():
+        if n not in stationary:
+            continue
+        s = stationary[n]
+        if n in names:
+            sign = 1.0 if opt["edge_side"].get(n) == "high" else -1.0
+            octaves = sign * math.log2(s / v) if s > 0 else tr.widen_octaves
+            octaves = min(max(octaves, 0.0), tr.widen_octaves)
+            center[n] = v * 2.0 ** (sign * octaves)
+        else:
+            center[n] = v
+    return center
+
+
+def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
+               states: dict[int, ConfirmState]
+               ) -> tuple[list[tuple[ProxyResult, Any]], list[dict[str, Any]],
+                          dict[str, float], dict[str, Any], dict[str, Any]]:
+    """Fit the transfer rules, let the gate act for up to ``transfer.gate_rounds`` rounds,
+    and record the rules (and the gate's row).
+
+    Returns:
+        (swept after the rounds, the rule rows, the target's hyperparameters, its training
+        settings, the gate's record: setting, rounds with their problems, actions, trials
+        and GPU-hours, the outcome and any warning).
+    Raises:
+        SweepStopped: ``gate_stopped``, a rule is still edge/noisy/fallback after the rounds
+            and ``transfer.gate`` is ``widen`` or ``stop`` (rules and gate row recorded).
+        FitError: a rule cannot be fitted.
+    """
+    from mutune.pipeline.confirm_stage import confirm_width, design_names
+    from mutune.pipeline.transfer_stage import transfer_rules
+
+    config = run.config
+    tr = config.transfer
+    widths = [p.width for p, _ in swept]
+
+    def fit() -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
+        return transfer_rules(config, widths, [p.optimum for p, _ in swept])
+
+    rules, hp, settings = fit()
+    gate: dict[str, Any] = {"kind": "gate", "setting": tr.gate, "max_rounds": tr.gate_rounds,
+                            "rounds": [], "first_verdicts": {r["hyperparameter"]: r["verdict"]
+                                                              for r in rules}}
+    rounds = tr.gate_rounds if tr.gate != "stop" and states else 0
+    continuous = set(design_names(config))
+    for rnd in range(1, rounds + 1):
+        bad = _problems(rules)
+        if not bad:
+            break
+        before = _gpu_hours([d for s in states.values() for d in s.designs])
+        actions = []
+        edges = sorted(n for n, v in bad.items() if v == "edge" and n in continuous)
+        new = []
+        for i, (p, o) in enumerate(swept):
+            state = states[p.width]
+            if edges:
+                at_edge = [n for n in edges if p.optimum["on_edge"].get(n)]
+                if not at_edge:
+                    new.append((p, o))
+                    continue
+                center = _widen_center(run, p, at_edge)
+                actions.append({"width": p.width, "action": "widen",
+                                "hyperparameters": {n: {"side": p.optimum["edge_side"][n],
+                                                        "new_center": center[n]}
+                                                    for n in at_edge}})
+            else:
+                center = state.center
+                actions.append({"width": p.width, "action": "replicates",
+                                "added_seeds_per_point": tr.confirm_replicates})
+            state.designs.append(confirm_width(run, p, i, center,
+                                               replicates=tr.confirm_replicates,
+                                               round_=rnd))
+            new.append((_refit(run, p, state), o))
+        swept = new
+        rules, hp, settings = fit()
+        after = _gpu_hours([d for s in states.values() for d in s.designs])
+        gate["rounds"].append({"round": rnd, "problems": bad, "actions": actions,
+                               "trials": after[1] - before[1],
+                               "gpu_hours": after[0] - before[0],
+                               "verdicts": {r["hyperparameter"]: r["verdict"] for r in rules}})
+    left = _problems(rules)
+    gate["gpu_hours"] = sum(r["gpu_hours"] for r in gate["rounds"])
+    gate["final_verdicts"] = {r["hyperparameter"]: r["verdict"] for r in rules}
+    for row in rules:
+        run.recorder.rule_fitted(run.sweep_id, row)
+    if not left:
+        gate["outcome"] = "passed" if gate["rounds"] else "passed without a round"
+        run.recorder.law_fitted(run.sweep_id, gate)
+        return swept, rules, hp, settings, gate
+    what = ", ".join(f"{n}: {v}" for n, v in sorted(left.items()))
+    if tr.gate == "proceed":
+        gate["outcome"] = "proceeded"
+        gate["warning"] = (f"after {len(gate['rounds'])} gate round(s) the transfer is still "
+                           f"not healthy ({what}); the target run trains anyway "
+                           "(transfer.gate = proceed)")
+        run.recorder.law_fitted(run.sweep_id, gate)
+        return swept, rules, hp, settings, gate
+    gate["outcome"] = "stopped"
+    reason = (f"the gate stopped before the target run: {what} after "
+              f"{len(gate['rounds'])} round(s) (transfer.gate = {tr.gate}, gate_rounds = "
+              f"{tr.gate_rounds}); widen the range or add samples, or set transfer.gate: "
+              "proceed")
+    gate["reason"] = reason
+    run.recorder.law_fitted(run.sweep_id, gate)
+    raise SweepStopped("gate_stopped", reason)

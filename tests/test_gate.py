@@ -1,0 +1,159 @@
+"""The confirmation design and the gate before the target run, on a synthetic loss surface.
+
+The trials' values come from a known bowl in (log2 lr, log2 output_mult) whose minimum can be
+put outside the searched range; the backend that would train them on Ray is replaced by one
+that evaluates the bowl (the Ray path runs end to end in tests/test_pipeline.py). So the
+gate's decisions are checked against a known optimum, fast and seeded.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from mutune.config import parse_config
+from mutune.errors import SweepStopped
+from mutune.pipeline.confirm_stage import design_points
+from mutune.pipeline.gate import confirm_proxies, gate_rules
+from mutune.pipeline.recording import MemoryRecorder
+from mutune.pipeline.sweep import ProxyResult, SweepRun
+from mutune.search.backends.ray_tune.records import TrialRecord
+
+from .conftest import make_tiny_config
+
+LR_STAR, OM_STAR = 2.0 ** -3, 2.0          # the bowl's minimum (lr outside [1e-4, 1e-2])
+
+
+def _config(**transfer):
+    d = make_tiny_config().model_dump(mode="json")
+    d["widths"], d["target"]["width"] = [16, 32, 64], 256
+    d["search"]["space"]["lr"] = {"type": "loguniform", "low": 1e-4, "high": 1e-2}
+    d["transfer"].update({"confirm_replicates": 2, "n_boot": 200, "tolerance": 0.25,
+                          **transfer})
+    return parse_config(d)
+
+
+def _loss(hp, seed, noise):
+    z = (math.log2(hp["lr"]) - math.log2(LR_STAR), math.log2(hp["output_mult"])
+         - math.log2(OM_STAR))
+    eps = np.random.default_rng(seed).normal(0, noise)
+    return 1.0 + 0.05 * z[0] ** 2 + 0.02 * z[1] ** 2 + 0.01 * z[0] * z[1] + eps
+
+
+@pytest.fixture
+def bowl(monkeypatch):
+    """Replace the Ray backend with the bowl; returns the list of designs it ran."""
+    import mutune.search.backends.ray_tune.run as ray_run
+
+    ran, ids = [], itertools.count(1000)
+    state = {"noise": 0.002}
+
+    def run_trials(points, *, max_t, group, **kw):
+        trials = []
+        for i, p in enumerate(points):
+            v = _loss(p["hparams"], p["seed"], state["noise"])
+            trials.append(TrialRecord(
+                key=f"{group}-t{i}", trial_id=next(ids), point=p, started=0.0,
+                reports=[{"step": max_t, "val_loss": v, "val_loss_se": 0.001,
+                          "test_loss": v + 0.01}],
+                status="completed", timing={"allocated_s": 2.0, "devices": 1}))
+        ran.append((group, [p["hparams"] for p in points]))
+        return SimpleNamespace(trials=trials, stopped=None)
+
+    monkeypatch.setattr(ray_run, "run_trials", run_trials)
+    return SimpleNamespace(ran=ran, state=state)
+
+
+def _start(config, center):
+    rec = MemoryRecorder()
+    run = SweepRun(config, rec, None, 1, Path("/nonexistent"), itertools.count(1))
+    swept = []
+    for i, w in enumerate(config.widths):
+        p = ProxyResult(w, 10 + i, 1, dict(center), 1.5, 9, 4, {})
+        swept.append((p, SimpleNamespace(trials=[])))
+    return run, rec, swept
+
+
+def test_design_is_a_face_centred_grid():
+    pts = design_points({"lr": 0.01, "output_mult": 1.0, "wd": 0.1}, ["lr", "output_mult"], 1.0)
+    assert len(pts) == 9 and all(p["wd"] == 0.1 for p in pts)
+    assert sorted({round(math.log2(p["lr"] / 0.01)) for p in pts}) == [-1, 0, 1]
+    assert len(design_points({"lr": 0.01}, ["lr"], 0.5)) == 5
+    assert len(design_points({"a": 1.0, "b": 1.0, "c": 1.0}, ["a", "b", "c"], 1.0)) == 15
+    with pytest.raises(ValueError, match="lr"):
+        design_points({"lr": -1.0}, ["lr"], 1.0)
+
+
+def test_optimum_outside_the_range_is_flagged_then_found_by_widening(bowl):
+    """The sweep's best sits at the top of the lr range (1e-2); the bowl's minimum is 3.6
+    octaves above. The first design cannot bracket it (edge, clipped); one widening round
+    re-centres the designs 3 octaves further out and the pooled fit finds it."""
+    config = _config(gate="widen", gate_rounds=1)
+    run, rec, swept = _start(config, {"lr": 1e-2, "output_mult": 1.0})
+    swept, states = confirm_proxies(run, swept)
+    first = swept[-1][0].optimum
+    assert first["optimum_horizon"] == "max_t" and first["n_trials"] == 18
+    assert first["on_edge"]["lr"] and first["edge_side"]["lr"] == "high"
+    assert first["clipped"]["lr"]
+    swept, rules, hp, _, gate = gate_rules(run, swept, states)
+    lr = next(r for r in rules if r["hyperparameter"] == "lr")
+    assert gate["first_verdicts"]["lr"] == "edge"
+    assert [a["action"] for a in gate["rounds"][0]["actions"]] == ["widen"] * 3
+    assert gate["rounds"][0]["trials"] == 3 * 18 and gate["rounds"][0]["gpu_hours"] > 0
+    assert lr["verdict"] not in ("edge", "noisy", "fallback"), lr["reason"]
+    assert abs(math.log2(hp["lr"] / LR_STAR)) < 0.5
+    assert abs(math.log2(hp["output_mult"] / OM_STAR)) < 0.75
+    assert gate["outcome"] == "passed"
+    assert [e["law"]["kind"] for e in rec.of("law_fitted")] == ["gate"]
+    assert len(rec.of("rule_fitted")) == 2          # rules recorded once, after the gate
+
+
+def test_gate_stop_does_not_act(bowl):
+    config = _config(gate="stop", gate_rounds=3)
+    run, rec, swept = _start(config, {"lr": 1e-2, "output_mult": 1.0})
+    swept, states = confirm_proxies(run, swept)
+    n_designs = len(bowl.ran)
+    with pytest.raises(SweepStopped, match="gate stopped before the target run: lr: edge") \
+            as err:
+        gate_rules(run, swept, states)
+    assert err.value.status == "gate_stopped"
+    assert len(bowl.ran) == n_designs                 # no round ran
+    assert rec.of("law_fitted")[0]["law"]["outcome"] == "stopped"
+
+
+def test_gate_widen_stops_when_rounds_do_not_suffice_and_proceed_warns(bowl):
+    # half an octave per widening cannot reach an optimum 3.6 octaves away in one round
+    for setting in ("widen", "proceed"):
+        config = _config(gate=setting, gate_rounds=1, widen_octaves=0.5)
+        run, rec, swept = _start(config, {"lr": 1e-2, "output_mult": 1.0})
+        swept, states = confirm_proxies(run, swept)
+        if setting == "widen":
+            with pytest.raises(SweepStopped, match="after 1 round"):
+                gate_rules(run, swept, states)
+        else:
+            _, rules, _, _, gate = gate_rules(run, swept, states)
+            assert gate["outcome"] == "proceeded" and "still not healthy" in gate["warning"]
+            assert next(r for r in rules if r["hyperparameter"] == "lr")["verdict"] == "edge"
+
+
+def test_noisy_rule_gets_replicates_on_the_same_points(bowl):
+    """With the optimum inside the range but a tolerance the values cannot resolve, the
+    round adds seeds to every width's first design (the same points), not new points."""
+    bowl.state["noise"] = 0.01
+    config = _config(gate="proceed", gate_rounds=1, tolerance=0.01)
+    d = config.model_dump(mode="json")
+    d["search"]["space"]["lr"] = {"type": "loguniform", "low": 1e-3, "high": 1.0}
+    config = parse_config(d)
+    run, rec, swept = _start(config, {"lr": LR_STAR, "output_mult": OM_STAR})
+    swept, states = confirm_proxies(run, swept)
+    swept, rules, _, _, gate = gate_rules(run, swept, states)
+    assert gate["first_verdicts"] == {"lr": "noisy", "output_mult": "noisy"}
+    acts = gate["rounds"][0]["actions"]
+    assert [a["action"] for a in acts] == ["replicates"] * 3
+    assert bowl.ran[3][1] == bowl.ran[0][1]          # width 16's design again, new seeds
+    assert [(p.optimum["n_trials"], p.optimum["n_seeds"]) for p, _ in swept] == [(36, 36)] * 3
+    assert gate["outcome"] in ("passed", "proceeded")
