@@ -42,7 +42,9 @@ class StoreError(MutuneError):
 
 class SweepStopped(MutuneError):
     """The sweep was ended early on purpose, not by a fault: ``status`` is ``cancelled``
-    (``mutune cancel``) or ``budget_exhausted``; ``reason`` says why. What was recorded before
+    (``mutune cancel``), ``budget_exhausted``, ``gate_stopped`` (the transfer was not healthy
+    before the target run) or ``target_diverged`` (the target run was stopped against its
+    best proxy); ``reason`` says why. What was recorded before
     stays, and the report is built from it."""
 
     def __init__(self, status: str, reason: str, sweep_id: int | None = None) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mutune.config import SweepConfig
-from mutune.errors import SearchError
+from mutune.errors import SweepStopped
 from mutune.pipeline.gate import confirm_proxies, gate_rules
 from mutune.pipeline.importance import proxy_importance
 from mutune.pipeline.ledger_stage import record_cost
@@ -57,7 +57,8 @@ def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> Pipelin
         swept: (ProxyResult, RunOutcome) per proxy width, in width order.
     Raises:
         FitError, SearchError: a stage failed. SweepStopped: the budget refused the target,
-            or the gate stopped before it (``gate_stopped``).
+            the gate stopped before it (``gate_stopped``), or the target diverged and was
+            stopped (``target_diverged``; its time is billed and the report built).
     """
     if run.config.transfer.confirm_replicates == 0:
         swept, states = align_optima(run, swept), {}
@@ -80,5 +81,6 @@ def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> Pipelin
         run.recorder.law_fitted(run.sweep_id, {"kind": "target_watch", **target["watch"]})
     cost, _ = record_cost(run, {p.width: o for p, o in swept}, trec, extra=designs)
     if target["status"] == "diverged":   # billed above as diverged waste, then reported
-        raise SearchError(f"target run diverged: {target['reason']}")
+        raise SweepStopped("target_diverged", f"the target run diverged and was stopped: "
+                                              f"{target['reason']}")
     return PipelineResult(run.sweep_id, proxies, rules, target, cost)

@@ -218,8 +218,9 @@ def transfer_rules(config: SweepConfig, widths: list[int],
     """Fit every searched hyperparameter's transfer rule, its verdict and transferred value.
 
     Under μP with ``transfer.mup_flat`` the transferred value is the widest proxy's optimum
-    whenever the exponent's 95 % interval contains 0, or fewer than 3 widths leave the
-    exponent unresolved (Yang et al. 2022, TP V §3: μP optima
+    unless the verdict is ``drifting`` (an exponent resolved outside the tolerance by ≥ 3
+    widths): an interval containing 0, too few widths, or a noisy, edge or fallback rule
+    leaves the exponent unresolved (Yang et al. 2022, TP V §3: μP optima
     are width-independent, finite-width effects shrink with width); otherwise the fitted power
     law is evaluated at the target width.
 
@@ -255,12 +256,11 @@ def transfer_rules(config: SweepConfig, widths: list[int],
                                fallback="; ".join(fallbacks) if fallbacks else None)
         value = rule.predict(target_w)
         lo, hi = rule.prediction_interval(target_w)
-        s_lo, s_hi = rule.slope_interval
-        # a slope is resolved only with ≥ 3 sizes (2 points leave no residuals: any interval
-        # on the line through them reflects the optima's own intervals, not the trend)
-        resolved = (len(set(widths)) >= 3 and math.isfinite(s_lo) and math.isfinite(s_hi)
-                    and (s_lo > 0 or s_hi < 0))
-        flat = par == "mup" and tr.mup_flat and not resolved
+        # under μP a slope is extrapolated only when the verdict resolves it as drifting: a
+        # tight interval outside the tolerance from ≥ 3 sizes. An interval that contains 0,
+        # too few sizes, or a noisy/edge/fallback verdict leaves it unresolved, and
+        # extrapolating an unresolved slope over octaves of width is how a transfer diverges
+        flat = par == "mup" and tr.mup_flat and verdict.name != "drifting"
         if flat:
             # μP, exponent not resolved: the widest proxy's optimum, with its own interval
             value = values[-1]
@@ -286,8 +286,8 @@ def transfer_rules(config: SweepConfig, widths: list[int],
             "edge_widths": [w for w, o in zip(widths, optima) if o["on_edge"].get(name)],
             "target_width": target_w, "transferred_value": value,
             "transferred_interval": [lo, hi], "formula": rule.formula,
-            "transfer_form": ("flat: widest proxy's optimum (μP; the exponent's interval "
-                              "contains 0)" if flat else "power law in width"),
+            "transfer_form": (f"flat: widest proxy's optimum (μP; the exponent is not resolved "
+                              f"as drifting: {verdict.name})" if flat else "power law in width"),
             "verdict": verdict.name, "reason": verdict.reason, "advice": verdict.advice,
             "outside_searched_range": outside})
     settings = target_train_settings(config, hp["lr"])

@@ -97,6 +97,7 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
             ax.errorbar([tw], [tv], yerr=yerr, fmt="*", ms=10, capsize=3, label="transferred")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        at_least_two_octaves(ax)
         ax.set_xlabel("width")
         ax.set_title(f"{rule['hyperparameter']}: {rule.get('verdict', '')}")
         ax.legend(fontsize=7)
@@ -121,3 +122,14 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
         ax.set_title("loss law: predicted vs actual target loss")
         ax.legend(fontsize=7)
     return save_figure(fig, path)
+
+
+def at_least_two_octaves(ax: Any) -> None:
+    """Widen a log y-axis to span at least two octaves around its centre, so identical
+    optima (a fallback, a flat rule) are not stretched over floating-point noise."""
+    lo, hi = ax.get_ylim()
+    if not (lo > 0 and hi > 0):
+        return
+    mid = math.sqrt(lo * hi)
+    if hi / lo < 4.0:
+        ax.set_ylim(mid / 2.0, mid * 2.0)

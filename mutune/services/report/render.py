@@ -19,7 +19,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
 
     console.print(f"[bold]mutune sweep {report['sweep_id']}[/] ({report['name']}, "
                   f"{report['status']}, device kind: {report['device_kind']})")
-    if report["status"] in ("cancelled", "budget_exhausted", "failed", "gate_stopped"):
+    if report["status"] in ("cancelled", "budget_exhausted", "failed", "gate_stopped",
+                            "target_diverged"):
         console.print(f"[yellow]sweep {report['status']}:[/] "
                       f"{escape(report.get('reason') or '')} — "
                       "the tables show what was recorded before it ended", highlight=False)
