@@ -170,8 +170,10 @@ def main() -> None:
         width, steps = cfg.target.width, cfg.target_steps
         names = sorted({k for r in runs for k in r["config"]})
         center = {n: float(np.median([r["config"][n] for r in runs])) for n in names}
-        with open_sweep(parse_config({**d, "name": d["name"] + "-grid"}), store,
-                        out_dir=out / "grid") as run:
+        # the grid and the final runs evaluate once, at the end (all they are judged on)
+        gd = {**d, "name": d["name"] + "-grid",
+              "train": {**d["train"], "eval_every": steps}}
+        with open_sweep(parse_config(gd), store, out_dir=out / "grid") as run:
             grid, cached = _grid(run, a.model, width, steps, center,
                                  [EVAL_SEED_BASE + k for k in range(a.grid_seeds)],
                                  Path(a.cache))

@@ -286,8 +286,9 @@ def transfer_rules(config: SweepConfig, widths: list[int],
             "edge_widths": [w for w, o in zip(widths, optima) if o["on_edge"].get(name)],
             "target_width": target_w, "transferred_value": value,
             "transferred_interval": [lo, hi], "formula": rule.formula,
-            "transfer_form": (f"flat: widest proxy's optimum (μP; the exponent is not resolved "
-                              f"as drifting: {verdict.name})" if flat else "power law in width"),
+            "transfer_form": (f"flat: the widest proxy's optimum — under μP a slope is "
+                              f"extrapolated only when the verdict is drifting, and this "
+                              f"rule's is {verdict.name}" if flat else "power law in width"),
             "verdict": verdict.name, "reason": verdict.reason, "advice": verdict.advice,
             "outside_searched_range": outside})
     settings = target_train_settings(config, hp["lr"])

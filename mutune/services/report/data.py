@@ -80,7 +80,8 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
                             "trial_ids": opt.get("trial_ids"),
                             "fallback_reason": opt.get("fallback_reason")}
             for key in ("optimum_horizon", "n_trials", "n_points", "n_seeds", "edge_side",
-                        "clipped", "searched_range", "full_horizon_error"):
+                        "clipped", "searched_range", "full_horizon_error", "sweep_best",
+                        "stationary"):
                 if key in opt:
                     p["optimum"][key] = opt[key]
             if opt.get("best_test_loss") is not None:

@@ -19,13 +19,13 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
     t = Table(title=f"Plan ({plan['scheduler']}; device kind {plan['device_kind']}, "
                     f"{plan['devices_per_trial']:g} per trial)")
     for col in ("width", "trials", "steps", "evals", "s/step", "s/eval", "build s",
-                "GPU-hours"):
+                "confirm trials", "GPU-hours (sweep + design)"):
         t.add_column(col, justify="right")
     for w in [*plan["widths"], plan["target"]]:
         label = ("target " if w is plan["target"] else "") + str(w["width"])
         t.add_row(label, str(w["trials"]), str(w["steps"]), str(w["evals"]),
                   f"{w['s_per_step']:.4g}", f"{w['s_per_eval']:.4g}", f"{w['setup_s']:.3g}",
-                  f"{w['gpu_hours']:.6f}")
+                  str(w.get("confirm_trials", "—")), f"{w['gpu_hours']:.6f}")
     console.print(unclipped(t))
     c = Table(title="Estimated cost" + (f" at {plan['price_per_hour']:g} per device-hour"
                                         if plan["price_per_hour"] else ""))

@@ -24,7 +24,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         console.print(f"[yellow]sweep {report['status']}:[/] "
                       f"{escape(report.get('reason') or '')} — "
                       "the tables show what was recorded before it ended", highlight=False)
-    t = Table(title="Proxy sweeps: best trial at the highest rung with ≥ 3 trials")
+    t = Table(title="Proxy sweeps: best configuration at the rung shown (the highest with ≥ 3 "
+                    "trials; after a confirmation design, its seed mean at max_t)")
     for col in ("width", "trials", "confirm trials", "rung (steps)", "best val loss (nats)",
                 "best test loss", "best config"):
         t.add_column(col, justify="right" if col != "best config" else "left")
@@ -36,8 +37,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     console.print(unclipped(t))
     o = Table(title="Optimum per width (95 % bootstrap interval; method and horizon per row; "
                     "* = at the edge of what was searched)")
-    for col in ("width", "horizon", "trials / seeds", "method", "optimum", "lr at target "
-                "steps (short-horizon fit)"):
+    for col in ("width", "horizon", "trials / points / seeds", "method", "optimum",
+                "lr at target steps (short-horizon fit)"):
         o.add_column(col, justify="right" if col != "optimum" else "left")
     for p in report["proxies"]:
         opt = p.get("optimum")
@@ -50,11 +51,10 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         hz = opt.get("horizon") or {}
         hz_text = (f"{hz['extrapolated_lr']:.4g} (at the rung: {hz['highest_rung_lr']:.4g})"
                    if hz.get("extrapolated_lr") is not None else "—")
-        seeds = opt.get("n_seeds")
+        counts = [len(opt.get("trial_ids") or []), opt.get("n_points"), opt.get("n_seeds")]
         o.add_row(str(p["width"]), str(opt.get("optimum_horizon") or opt.get("milestone")),
-                  f"{len(opt.get('trial_ids') or [])}"
-                  + (f" / {seeds}" if seeds is not None else ""), str(opt.get("method")),
-                  vals, hz_text)
+                  " / ".join("—" if c is None else str(c) for c in counts),
+                  str(opt.get("method")), vals, hz_text)
     console.print(unclipped(o))
     for p in report["proxies"]:
         opt = p.get("optimum") or {}
