@@ -111,7 +111,8 @@ def _widen_center(run: SweepRun, p: ProxyResult, names: list[str]) -> dict[str, 
     """The next design's centre: every hyperparameter at the fitted quadratic's unclipped
     stationary point (where it puts the minimum beyond the data; Box & Wilson 1951's
     canonical analysis), moved at most ``widen_octaves`` past the clipped optimum on the side
-    it touched (``widen_octaves`` when the fit gives no direction)."""
+    it touched; when the fit gives no direction (a weighted mean, an optimum at a searched
+    bound), two design steps out, so the next design starts where this one ended."""
     import math
 
     opt = p.optimum
@@ -124,7 +125,10 @@ def _widen_center(run: SweepRun, p: ProxyResult, names: list[str]) -> dict[str, 
         s = stationary[n]
         if n in names:
             sign = 1.0 if opt["edge_side"].get(n) == "high" else -1.0
-            octaves = sign * math.log2(s / v) if s > 0 else tr.widen_octaves
+            if (opt.get("clipped") or {}).get(n) and s > 0:
+                octaves = sign * math.log2(s / v)
+            else:    # no stationary point beyond the data (a weighted mean, a bound):
+                octaves = 2 * tr.confirm_step   # the next design starts where this one ended
             octaves = min(max(octaves, 0.0), tr.widen_octaves)
             center[n] = v * 2.0 ** (sign * octaves)
         else:
