@@ -153,7 +153,8 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
                  settings: dict[str, Any] | None = None,
                  watch: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
     """The one target-size run with ``target_hp``, through Ray, recorded as a target run;
-    ``settings`` may change its batch size and weight decay (:func:`fit_rules`).
+    ``settings`` may change its batch size and weight decay
+    (:func:`mutune.pipeline.gate.gate_rules`).
 
     With ``watch`` (:func:`proxy_curve`) the run is stopped early as ``diverged`` when its
     loss at a step exceeds twice the best proxy's at that step (a non-finite loss always

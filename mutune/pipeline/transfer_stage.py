@@ -4,9 +4,11 @@ Between the proxy sweeps and the target run (docs/architecture.md §2), this mod
 rung
 values into arrays for :mod:`mutune.scaling` and its frozen results back into recorder rows:
 
-* each width's optimum of every searched hyperparameter: a local quadratic in log space at the
-  highest rung holding enough trials for the fit (:func:`mutune.scaling.estimate_optimum`), with
-  a bootstrap interval; for the learning rate also the short-horizon fit of LR*(steps) across
+* each width's optimum at a rung, when the confirmation design is off
+  (``transfer.confirm_replicates: 0``; the full-horizon optimum is
+  :mod:`mutune.pipeline.full_horizon`): a local quadratic in log space at the highest rung
+  holding enough trials for the fit (:func:`mutune.scaling.estimate_optimum`), with a
+  bootstrap interval; for the learning rate also the short-horizon fit of LR*(steps) across
   rungs (:func:`mutune.scaling.fit_horizon`);
 * each hyperparameter's transfer rule log h*(w) = a + b·log w with intervals and a health
   verdict, the published batch/token rules the config asks for, and the AdamW timescale rule
@@ -22,10 +24,9 @@ import numpy as np
 
 from mutune.config import Choice, LogUniform, SweepConfig
 from mutune.errors import FitError
-from mutune.pipeline.sweep import ProxyResult, SweepRun
 
 __all__ = ["width_optimum", "common_rung", "transfer_rules", "loss_law",
-           "target_train_settings", "fit_rules", "log_bounds"]
+           "target_train_settings", "log_bounds"]
 
 
 def log_bounds(config: SweepConfig, names: list[str]) -> np.ndarray | None:
@@ -340,21 +341,3 @@ def loss_law(config: SweepConfig, widths: list[int], n_params: list[float],
                predicted_val_loss=law.predict(target_params),
                predicted_val_loss_interval=[lo, hi])
     return row
-
-
-def fit_rules(run: SweepRun, proxies: list[ProxyResult]
-              ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
-    """Fit every searched hyperparameter's transfer rule from the widths' optima
-    (:func:`mutune.pipeline.transfer_stage.transfer_rules`) and record each rule with its verdict.
-
-    Returns:
-        (rule rows as recorded, the target's hyperparameters, the target's batch size and
-        weight decay with the published-rule adjustments).
-    Raises:
-        FitError: fewer than 2 widths, or a non-positive optimum.
-    """
-    rules, target_hp, settings = transfer_rules(run.config, [p.width for p in proxies],
-                                                [p.optimum for p in proxies])
-    for row in rules:
-        run.recorder.rule_fitted(run.sweep_id, row)
-    return rules, target_hp, settings
