@@ -35,7 +35,7 @@ def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
         trials = [t for out in (o, *designs) for t in out.trials
                   if t.point["hparams"] == p.best_config and t.reports
                   and int(t.reports[-1]["step"]) == max_t and t.status == "completed"
-                  and _width_of(t, p.width, swept)]
+                  and _width_of(t, p.width)]
         if trials and (best is None or p.best_val_loss < best[0].best_val_loss):
             best = (p, trials)
     if best is None:
@@ -55,7 +55,7 @@ def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
             "val_loss": mean, "val_loss_se": se}
 
 
-def _width_of(trial: Any, width: int, swept: list[tuple[ProxyResult, Any]]) -> bool:
+def _width_of(trial: Any, width: int) -> bool:
     """Whether ``trial`` belongs to ``width``: its key names the width (``w64-t3``,
     ``c0w64-t3``)."""
     return trial.key.split("-")[0].endswith(f"w{width}")
