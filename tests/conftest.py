@@ -88,6 +88,7 @@ def make_tiny_config():
     d["search"]["scheduler"].update(grace_period=3, reduction_factor=3, max_t=27)
     d["train"]["eval_every"] = 3
     d["transfer"]["confirm_replicates"] = 1
+    d["transfer"]["confirm_center_replicates"] = 1   # test_pipeline/test_gate replicate it
     d["transfer"]["gate_rounds"] = 0      # tests/test_gate.py and test_pipeline.py run the gate
     return parse_config(d)
 

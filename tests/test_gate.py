@@ -17,7 +17,7 @@ import pytest
 
 from mutune.config import parse_config
 from mutune.errors import SweepStopped
-from mutune.pipeline.confirm_stage import design_points
+from mutune.pipeline.confirm_stage import design_allocation, design_points, trials_per_design
 from mutune.pipeline.gate import confirm_proxies, gate_rules
 from mutune.pipeline.recording import MemoryRecorder
 from mutune.pipeline.sweep import ProxyResult, SweepRun
@@ -32,8 +32,8 @@ def _config(**transfer):
     d = make_tiny_config().model_dump(mode="json")
     d["widths"], d["target"]["width"] = [16, 32, 64], 256
     d["search"]["space"]["lr"] = {"type": "loguniform", "low": 1e-4, "high": 1e-2}
-    d["transfer"].update({"confirm_replicates": 2, "n_boot": 200, "tolerance": 0.25,
-                          **transfer})
+    d["transfer"].update({"confirm_replicates": 1, "confirm_center_replicates": 3,
+                          "n_boot": 200, "tolerance": 0.25, **transfer})
     return parse_config(d)
 
 
@@ -88,6 +88,17 @@ def test_design_is_a_face_centred_grid():
         design_points({"lr": -1.0}, ["lr"], 1.0)
 
 
+def test_design_replicates_the_centre():
+    # the centre is the point with every level 0, in design_points order
+    assert design_allocation(2, 1, 3) == [1, 1, 1, 1, 3, 1, 1, 1, 1]
+    assert design_allocation(1, 2, 3) == [2, 2, 3, 2, 2]
+    assert design_allocation(3, 2, 1)[0] == 2 and sum(design_allocation(3, 2, 1)) == 30
+    with pytest.raises(ValueError, match="replicates"):
+        design_allocation(2, 0, 3)
+    assert trials_per_design(_config()) == 11
+    assert trials_per_design(_config(confirm_replicates=0)) == 0
+
+
 def test_optimum_outside_the_range_is_flagged_then_found_by_widening(bowl):
     """The sweep's best sits at the top of the lr range (1e-2); the bowl's minimum is 3.6
     octaves above. The first design cannot bracket it (edge, clipped); one widening round
@@ -96,14 +107,14 @@ def test_optimum_outside_the_range_is_flagged_then_found_by_widening(bowl):
     run, rec, swept = _start(config, {"lr": 1e-2, "output_mult": 1.0})
     swept, states = confirm_proxies(run, swept)
     first = swept[-1][0].optimum
-    assert first["optimum_horizon"] == "max_t" and first["n_trials"] == 18
+    assert first["optimum_horizon"] == "max_t" and first["n_trials"] == 11
     assert first["on_edge"]["lr"] and first["edge_side"]["lr"] == "high"
     assert first["clipped"]["lr"]
     swept, rules, hp, _, gate = gate_rules(run, swept, states)
     lr = next(r for r in rules if r["hyperparameter"] == "lr")
     assert gate["first_verdicts"]["lr"] == "edge"
     assert [a["action"] for a in gate["rounds"][0]["actions"]] == ["widen"] * 3
-    assert gate["rounds"][0]["trials"] == 3 * 18 and gate["rounds"][0]["gpu_hours"] > 0
+    assert gate["rounds"][0]["trials"] == 3 * 11 and gate["rounds"][0]["gpu_hours"] > 0
     assert lr["verdict"] not in ("edge", "noisy", "fallback"), lr["reason"]
     assert abs(math.log2(hp["lr"] / LR_STAR)) < 0.5
     assert abs(math.log2(hp["output_mult"] / OM_STAR)) < 0.75
@@ -155,5 +166,5 @@ def test_noisy_rule_gets_replicates_on_the_same_points(bowl):
     acts = gate["rounds"][0]["actions"]
     assert [a["action"] for a in acts] == ["replicates"] * 3
     assert bowl.ran[3][1] == bowl.ran[0][1]          # width 16's design again, new seeds
-    assert [(p.optimum["n_trials"], p.optimum["n_seeds"]) for p, _ in swept] == [(36, 36)] * 3
+    assert [(p.optimum["n_trials"], p.optimum["n_seeds"]) for p, _ in swept] == [(22, 22)] * 3
     assert gate["outcome"] in ("passed", "proceeded")

@@ -30,7 +30,9 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
     d["search"]["num_samples"] = 8
     d["search"]["replicates"] = 2        # two seeds per trial, averaged
     d["transfer"]["n_boot"] = 200
-    d["transfer"]["confirm_replicates"] = 2   # the 3 × 3 design, two seeds per point
+    # the 3 × 3 design: one seed per point, three at the centre (the defaults)
+    d["transfer"]["confirm_replicates"] = 1
+    d["transfer"]["confirm_center_replicates"] = 3
     d["transfer"]["gate"] = "proceed"         # a gate round may run; the target trains anyway
     from mutune.config import parse_config
     result = mutune.run(parse_config(d), db=store_url, out_dir=tmp_path / "out",
@@ -44,13 +46,13 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
     assert gate["setting"] == "proceed" and len(gate["rounds"]) <= 1
     for p in rep["proxies"]:
         assert REQUIRED["proxy"] <= p.keys() and p["trials"] == 8
-        # the optimum rests on the full horizon: the 3 × 3 design × 2 seeds (× 2 after a
+        # the optimum rests on the full horizon: the 3 × 3 design, 11 trials (× 2 after a
         # gate round of replicates, or two designs after a widening) at max_t = 27
-        assert p["confirm_trials"] in (18, 36)
+        assert p["confirm_trials"] in (11, 22)
         opt = p["optimum"]
         assert opt["method"] in {"quadratic", "diagonal-quadratic", "weighted-mean"}
         assert opt["milestone"] == 27 and opt["optimum_horizon"] == "max_t"
-        assert opt["n_trials"] >= 18 and opt["n_seeds"] >= 2 and opt["n_points"] >= 9
+        assert opt["n_trials"] >= 11 and opt["n_seeds"] >= 2 and opt["n_points"] >= 9
         if opt["intervals"]["lr"] is not None:
             lo, hi = opt["intervals"]["lr"]
             assert lo <= opt["values"]["lr"] <= hi

@@ -139,14 +139,15 @@ class TransferConfig(StrictModel):
     ``timescale`` keeps the AdamW timescale τ = B/(η·λ·D) (Wang & Aitchison 2024).
 
     Full horizon (docs/transfer.md): after each width's sweep, a design of configurations
-    around its best one is retrained to max_t with ``confirm_replicates`` seeds each
-    (``confirm_step`` octaves between levels) and the optimum is fitted to those values;
+    around its best one is retrained to max_t with ``confirm_replicates`` seeds per point
+    and ``confirm_center_replicates`` at its centre (``confirm_step`` octaves between levels)
+    and the optimum is fitted to those values;
     ``confirm_replicates`` 0 fits at the highest rung instead (the report says which).
 
     The gate before the target run: ``widen`` (default) acts for up to ``gate_rounds``
     rounds — an optimum at the edge of what was searched re-centres that width's design
-    ``widen_octaves`` further out; a ``noisy`` rule adds ``confirm_replicates`` more seeds to
-    every design — and stops before the target run if a rule is still ``edge`` or ``noisy``;
+    ``widen_octaves`` further out; a ``noisy`` rule trains every design again with fresh
+    seeds — and stops before the target run if a rule is still ``edge`` or ``noisy``;
     ``proceed`` acts the same way but then trains the target with a warning; ``stop`` does not
     act and stops at once."""
     tolerance: float = Field(default=0.1, gt=0)
@@ -157,7 +158,8 @@ class TransferConfig(StrictModel):
     lr_batch_rule: Literal["auto", "sqrt", "linear", "none"] = "auto"
     token_beta: float | None = Field(default=None, gt=0)
     weight_decay_rule: Literal["timescale", "none"] = "timescale"
-    confirm_replicates: int = Field(default=2, ge=0, le=32)
+    confirm_replicates: int = Field(default=1, ge=0, le=32)
+    confirm_center_replicates: int = Field(default=3, ge=1, le=32)
     confirm_step: float = Field(default=1.0, gt=0, le=4)
     gate: Literal["widen", "stop", "proceed"] = "widen"
     gate_rounds: int = Field(default=1, ge=0, le=8)

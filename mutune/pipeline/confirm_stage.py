@@ -3,8 +3,8 @@
 An ASHA sweep judges most trials at its first rungs, where short horizons favour large
 learning rates (Wu et al. 2018, ICLR, §3–4; mup issue 64), and its top rung holds only a few
 trials, partly chosen by arrival order. So after a width's sweep this stage retrains a small
-designed set of configurations around the sweep's best one to ``max_t`` steps with
-``transfer.confirm_replicates`` seeds each — a face-centred central composite design in the
+designed set of configurations around the sweep's best one to ``max_t`` steps — a
+face-centred central composite design in the
 log of every continuous hyperparameter (Box & Wilson 1951, JRSS B 13, "On the Experimental
 Attainment of Optimum Conditions"; Myers, Montgomery & Anderson-Cook, "Response Surface
 Methodology", ch. 7), ``transfer.confirm_step`` octaves between levels:
@@ -13,6 +13,12 @@ Methodology", ch. 7), ``transfer.confirm_step`` octaves between levels:
 * 2 hyperparameters: the 3 × 3 grid (centre, 4 axial, 4 corner points), which identifies the
   full quadratic with its cross term;
 * d ≥ 3: centre, 2d axial and 2^d corner points.
+
+Seeds: ``transfer.confirm_replicates`` per design point (default 1) and
+``transfer.confirm_center_replicates`` at the centre (default 3): replicated centre runs
+estimate the pure error at little cost, the textbook allocation for a central composite
+design (Myers, Montgomery & Anderson-Cook, §7.4), so the 3 × 3 design costs 11 full-horizon
+runs instead of 18 with two seeds everywhere.
 
 Every design trial is a ``confirm`` trial of the width's proxy sweep, billed to the proxies.
 :func:`mutune.pipeline.transfer_stage.width_optimum` then fits the local quadratic to these
@@ -28,7 +34,8 @@ from typing import Any
 from mutune.config import Choice, SweepConfig
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
-__all__ = ["design_names", "design_points", "confirm_width", "CONFIRM_SEED_BASE"]
+__all__ = ["design_names", "design_points", "design_allocation", "trials_per_design",
+           "confirm_width", "CONFIRM_SEED_BASE"]
 
 #: the confirmation trials' seed streams start here (width index + round × 100 added), far
 #: from the proxy sweeps' (0 … k−1) and the target's (k)
@@ -77,17 +84,42 @@ def design_points(center: dict[str, float], names: list[str],
             for offs in _offsets(len(names))]
 
 
+def design_allocation(n_dims: int, replicates: int, center_replicates: int) -> list[int]:
+    """Seeds per point of the design over ``n_dims`` hyperparameters, in
+    :func:`design_points` order: ``replicates`` everywhere, ``max(replicates,
+    center_replicates)`` at the centre (the point with every level 0).
+
+    Raises:
+        ValueError: ``n_dims`` < 1 or ``replicates`` < 1.
+    """
+    if n_dims < 1 or replicates < 1:
+        raise ValueError(f"a design needs n_dims ≥ 1 and replicates ≥ 1 "
+                         f"(got {n_dims}, {replicates})")
+    return [max(replicates, center_replicates) if not any(o) else replicates
+            for o in _offsets(n_dims)]
+
+
+def trials_per_design(config: SweepConfig) -> int:
+    """Full-horizon trials one design of ``config`` trains (0 when confirmation is off or
+    nothing continuous is searched)."""
+    tr, d = config.transfer, len(design_names(config))
+    if tr.confirm_replicates == 0 or d == 0:
+        return 0
+    return sum(design_allocation(d, tr.confirm_replicates, tr.confirm_center_replicates))
+
+
 def confirm_width(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str, float], *,
-                  replicates: int, round_: int = 0) -> Any:
-    """Train the design around ``center`` at ``proxy.width`` to ``max_t`` steps, each point
-    with ``replicates`` seeds, as ``confirm`` trials of the width's proxy sweep.
+                  round_: int = 0) -> Any:
+    """Train the design around ``center`` at ``proxy.width`` to ``max_t`` steps as
+    ``confirm`` trials of the width's proxy sweep, seeds per point from
+    :func:`design_allocation` (``transfer.confirm_replicates``, and
+    ``transfer.confirm_center_replicates`` at the centre; separate trials, so the fit's
+    bootstrap can resample them).
 
     Args:
         proxy: the width's sweep result (its proxy sweep id).
         index: the width's position among the proxies (seeds its trials).
         center: the design's centre (every searched and fixed hyperparameter).
-        replicates: seeds per design point (separate trials, so the fit's bootstrap can
-            resample them).
         round_: 0 for the first design, 1, 2, … for the gate's rounds (fresh seeds each).
     Returns:
         The run's RunOutcome (its trials in a terminal state).
@@ -100,11 +132,12 @@ def confirm_width(run: SweepRun, proxy: ProxyResult, index: int, center: dict[st
 
     config = run.config
     names = design_names(config)
-    pts = design_points(center, names, config.transfer.confirm_step)
-    seeds = trial_seeds(config.seed, CONFIRM_SEED_BASE + 100 * round_ + index,
-                        len(pts) * replicates)
-    points = [{"hparams": p, "seed": seeds[i * replicates + r], "index": i * replicates + r}
-              for i, p in enumerate(pts) for r in range(replicates)]
+    tr = config.transfer
+    pts = design_points(center, names, tr.confirm_step)
+    alloc = design_allocation(len(names), tr.confirm_replicates, tr.confirm_center_replicates)
+    seeds = trial_seeds(config.seed, CONFIRM_SEED_BASE + 100 * round_ + index, sum(alloc))
+    hps = [p for p, n in zip(pts, alloc) for _ in range(n)]
+    points = [{"hparams": p, "seed": seeds[k], "index": k} for k, p in enumerate(hps)]
     max_t = config.search.scheduler.max_t
     outcome = run_trials(points, task=run.task, width=proxy.width, max_t=max_t,
                          recorder=run.recorder, control=run.control, sweep_id=run.sweep_id,

@@ -14,8 +14,9 @@ them into device-hours:
 Ray cannot see: an assumption, stated in the plan. The naive alternatives price the same
 planned steps (and every sample to max_t) at the target's measured speed, one seed per trial.
 
-Each width's confirmation design (its points × ``transfer.confirm_replicates`` trials to
-max_t, :mod:`mutune.pipeline.confirm_stage`) is part of the proxy line; the gate's rounds
+Each width's confirmation design (its points with ``transfer.confirm_replicates`` seeds,
+``confirm_center_replicates`` at the centre, trained to max_t,
+:mod:`mutune.pipeline.confirm_stage`) is part of the proxy line; the gate's rounds
 (at most ``transfer.gate_rounds``, each one more design at every width) are priced as a
 maximum beside it (``gate_gpu_hours_max``, ``total_gpu_hours_max``).
 """
@@ -146,12 +147,12 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     target = {"width": config.target.width, "trials": 1, "steps": t_steps,
               "evals": _evals(t_steps, every), **tm,
               "gpu_hours": price(tm, [t_steps], [_evals(t_steps, every)])}
-    from mutune.pipeline.confirm_stage import design_names, design_points
+    from mutune.pipeline.confirm_stage import design_names, design_points, trials_per_design
 
     tr = config.transfer
     names = design_names(config)
     n_points = len(design_points(hp, names, tr.confirm_step)) if names else 0
-    n_confirm = n_points * tr.confirm_replicates
+    n_confirm = trials_per_design(config)
     full = [sched.max_t] * n_confirm
     full_evals = [_evals(sched.max_t, every)] * n_confirm
     for x in widths:
@@ -177,6 +178,8 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     limit = b.limit_gpu_hours
     return {"name": config.name, "widths": widths, "target": target, **figures,
             "confirm": {"points_per_design": n_points, "replicates": tr.confirm_replicates,
+                        "center_replicates": max(tr.confirm_replicates,
+                                                 tr.confirm_center_replicates),
                         "trials_per_width": n_confirm},
             "gate": {"setting": tr.gate, "max_rounds": rounds,
                      "trials_max": rounds * n_confirm * len(widths)},

@@ -9,8 +9,9 @@ the one expensive run (``transfer.gate``, ``transfer.gate_rounds``; docs/transfe
   ``transfer.widen_octaves`` beyond the clipped optimum on the side it touched (Box & Wilson
   1951's sequential move of the design towards the optimum; the new design's values are pooled
   with the old ones), at every width whose optimum is at the edge, the widest included;
-* ``noisy`` or ``fallback`` — every width's first design is trained again with
-  ``transfer.confirm_replicates`` fresh seeds (pooled), within the sweep's budget.
+* ``noisy`` or ``fallback`` — every width's first design is trained again with fresh seeds
+  (``transfer.confirm_replicates`` per point, ``confirm_center_replicates`` at the centre;
+  pooled), within the sweep's budget.
 
 After the rounds a rule still ``edge``, ``noisy`` or ``fallback`` stops the sweep before the
 target run (``widen``, ``stop``) or lets it go on with a warning (``proceed``). What the gate
@@ -82,13 +83,12 @@ def confirm_proxies(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
     """
     from mutune.pipeline.confirm_stage import confirm_width
 
-    reps = run.config.transfer.confirm_replicates
-    if reps == 0:
+    if run.config.transfer.confirm_replicates == 0:
         return swept, {}
     out, states = [], {}
     for i, (p, o) in enumerate(swept):
         center = {**run.config.search.fixed, **p.best_config}
-        state = ConfirmState(o, [confirm_width(run, p, i, center, replicates=reps)], center)
+        state = ConfirmState(o, [confirm_width(run, p, i, center)], center)
         states[p.width] = state
         out.append((_refit(run, p, state), o))
     return out, states
@@ -191,10 +191,10 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
             else:
                 center = state.center
                 actions.append({"width": p.width, "action": "replicates",
-                                "added_seeds_per_point": tr.confirm_replicates})
-            state.designs.append(confirm_width(run, p, i, center,
-                                               replicates=tr.confirm_replicates,
-                                               round_=rnd))
+                                "added_seeds_per_point": tr.confirm_replicates,
+                                "added_seeds_at_center": max(tr.confirm_replicates,
+                                                             tr.confirm_center_replicates)})
+            state.designs.append(confirm_width(run, p, i, center, round_=rnd))
             new.append((_refit(run, p, state), o))
         swept = new
         rules, hp, settings = fit()

@@ -50,8 +50,10 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
     console.print(unclipped(c))
     cf, g = plan.get("confirm") or {}, plan.get("gate") or {}
     if cf:
+        n_centre = cf.get("center_replicates", cf["replicates"])
         console.print(f"confirmation: {cf['points_per_design']} design points × "
-                      f"{cf['replicates']} seeds = {cf['trials_per_width']} trials to max_t per "
+                      f"{cf['replicates']} seed(s), {n_centre} at the centre = "
+                      f"{cf['trials_per_width']} trials to max_t per "
                       f"width; gate {g.get('setting')}: at most {g.get('max_rounds')} round(s), "
                       f"{g.get('trials_max')} trials", highlight=False)
     console.print(f"wall time ≈ {plan['wall_s_estimate'] / 60:.1f} min; per-trial Ray "

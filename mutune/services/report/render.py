@@ -189,7 +189,9 @@ def _gate(console: Any, report: dict[str, Any]) -> None:
                     "widen " + ", ".join(f"{n} ({v['side']}) → centre {v['new_center']:.4g}"
                                          for n, v in a["hyperparameters"].items())
                     if a["action"] == "widen" else
-                    f"+{a['added_seeds_per_point']} seeds per design point")
+                    f"+{a['added_seeds_per_point']} seed(s) per design point"
+                    + (f", {a['added_seeds_at_center']} at the centre"
+                       if a.get("added_seeds_at_center") else ""))
                 for a in r["actions"])
             console.print(f"  round {r['round']}: {r['problems']} → {acts}; "
                           f"{r['trials']} trials, {fmt_num(r['gpu_hours'], '.6f')} GPU-h; "
