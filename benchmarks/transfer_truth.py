@@ -17,7 +17,8 @@ configuration and the grid's best are each trained with ``--eval-seeds`` evaluat
                         curve along lr (best grid point and its two neighbours)
 
 The grid is cached in ``--cache`` keyed by the model and train sections, the searched ranges,
-the width, steps and seeds, the data fingerprint and the package versions, so repeated runs
+the width, steps and seeds, the data fingerprint, the package versions and a hash of the
+model and training sources, so repeated runs
 vary only the pipeline seed (the hyperparameters off the grid keep the values of the run
 that trained it, ``grid_center``). Every run
 goes through the pipeline's own stages on Ray (``run_pipeline``; the grid through
@@ -85,6 +86,20 @@ def _parabola(xs, ys):
     return (float(-b / (2 * a)), "ok") if a > 0 else (float(xs[i]), "flat")
 
 
+def _code_fingerprint() -> str:
+    """sha256 of the sources that decide what a grid point trains (models, μP, task, data,
+    trainable), so a cached grid is never reused across a change to them."""
+    import mutune
+
+    root = Path(mutune.__file__).parent
+    files = sorted([*(root / "proxies").glob("*.py"),
+                    *(root / "search" / "trial").glob("*.py")])
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _grid(run, model, width, steps, center, seeds, cache: Path):
     """The cached (or freshly trained) coarse + refined grid: points with seed-mean val/test."""
     from importlib.metadata import version
@@ -100,6 +115,7 @@ def _grid(run, model, width, steps, center, seeds, cache: Path):
                                  if "output_mult" in cfg.search.space else None),
                           "width": width, "steps": steps, "seeds": seeds,
                           "data": run.task.data.fingerprint,
+                          "code": _code_fingerprint(),
                           "versions": [version("mutune"), torch.__version__, ray.__version__]},
                          sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]

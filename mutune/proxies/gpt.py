@@ -7,8 +7,8 @@ References:
     Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2 (zero readout and query,
     attention logits scaled by attn_mult/d_head, attn_mult 8 by default so that the logits
     match SP's 1/√d_head at d_head 64); Radford et al. 2019 (GPT-2, pre-LN blocks);
-    mup 1.0.0 ``examples/Transformer``. The defaults (PyTorch's init, attn_mult 8) reach
-    2.40 nats/byte at width 256 on the stdlib corpus in 150 steps (docs/transfer.md).
+    mup 1.0.0 ``examples/Transformer``. Measured with the defaults (PyTorch's init,
+    attn_mult 8, a readout bias) on the stdlib corpus in 150 steps: benchmarks/results/README.md.
 """
 from __future__ import annotations
 
@@ -83,8 +83,9 @@ class MuGPT(nn.Module):
     ``forward(idx)``: idx LongTensor (B, T), 0 <= idx < vocab, T <= seq_len → logits
     (B, T, vocab), unnormalized log-probabilities (nats). Embeddings (token + position) are
     summed and multiplied by ``input_mult``; ``depth`` pre-LN blocks; final LayerNorm;
-    ``mup.MuReadout(width, vocab, bias=False, output_mult=output_mult)``, or with
-    ``tied=True`` a ``mup.MuSharedReadout`` sharing the token embedding (mup issue 55: the
+    ``mup.MuReadout(width, vocab, output_mult=output_mult)`` with a bias (zero at init; it
+    learns the byte frequencies within the first steps), or with ``tied=True`` a
+    ``mup.MuSharedReadout`` without bias sharing the token embedding (mup issue 55: the
     shared weight's init is kept width-independent by ``build_parametrized``). With
     ``positions="rotary"`` there is no position embedding; q and k are rotated per head
     (Su et al. 2021).
@@ -149,7 +150,7 @@ class MuGPT(nn.Module):
         self.ln_f = nn.LayerNorm(width)
         self.readout = (mup.MuSharedReadout(self.tok_emb.weight, bias=False,
                                             output_mult=output_mult) if tied else
-                        mup.MuReadout(width, vocab, bias=False, output_mult=output_mult))
+                        mup.MuReadout(width, vocab, bias=True, output_mult=output_mult))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -157,7 +158,8 @@ class MuGPT(nn.Module):
         linear layers U(±1/√fan_in)); else embeddings N(0, init_std²), matrix weights
         ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP) and zero biases.
         μP style also zeroes the query rows of qkv and the (untied) readout (TP V
-        Appendix D.2); LayerNorms 1/0."""
+        Appendix D.2); the untied readout's bias starts at zero in both styles; LayerNorms
+        1/0."""
         layers = [m for b in self.blocks for m in (b.qkv, b.proj, b.fc, b.fc_out)]
         if self.init_std is None:
             for m in (self.tok_emb, self.pos_emb, *layers):
@@ -181,6 +183,8 @@ class MuGPT(nn.Module):
                 nn.init.zeros_(ln.bias)
         nn.init.ones_(self.ln_f.weight)
         nn.init.zeros_(self.ln_f.bias)
+        if self.readout.bias is not None:
+            nn.init.zeros_(self.readout.bias)
         if not self.tied and not self.sp_style:  # a tied readout keeps the embedding's init
             nn.init.zeros_(self.readout.weight)
 
