@@ -110,7 +110,6 @@ def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
     Returns:
         The recorded law row (with ``predicted_val_loss`` and its interval when it fitted).
     """
-    from mutune.proxies.parametrization import count_parameters
     from mutune.pipeline.transfer_stage import loss_law
 
     widths, n_params, losses, rungs = [], [], [], []
@@ -122,8 +121,8 @@ def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
         n_params.append(float(sized[0].reports[-1]["n_params"]))
         losses.append(p.best_val_loss)       # best value at the width's chosen rung
         rungs.append(p.milestone)
-    target_params = float(count_parameters(run.task.build(run.config.target.width,
-                                                          target_hp)))
+    # counted on the meta device: the driver never materialises the target's weights
+    target_params = float(run.task.n_params(run.config.target.width, target_hp))
     law = loss_law(run.config, widths, n_params, losses, target_params)
     law["rungs"] = rungs
     run.recorder.law_fitted(run.sweep_id, law)

@@ -21,7 +21,8 @@ from mutune.config import ModelSpec, SweepConfig, TrainConfig
 from mutune.proxies.plugins import ModelFamily, load_family
 from mutune.proxies.data import (ClassificationData, TextData, classification_batch,
                                  lm_batch, lm_eval_windows, load_digits_data, load_text_data)
-from mutune.proxies.parametrization import build_parametrized, make_optimizer
+from mutune.errors import ProxyError
+from mutune.proxies.parametrization import build_parametrized, count_parameters, make_optimizer
 from mutune.proxies.tokens import TokenData, load_token_data
 
 __all__ = ["ProxyTask", "load_task_data", "TaskData"]
@@ -116,6 +117,29 @@ class ProxyTask:
         """
         return build_parametrized(self.factory(hparams), width, self.model.base_width,
                                   self.model.parametrization, self.base_shapes)
+
+    def n_params(self, width: int, hparams: Mapping[str, float]) -> int:
+        """Parameter count of the model at ``width``, built on PyTorch's meta device: shapes
+        only, no weights materialised — a billion-parameter target costs the caller no memory
+        (base shapes do not change the count, so none are set).
+
+        Raises:
+            ProxyError: the family's factory cannot build on the meta device (it creates or
+                copies tensors on a concrete device); the message names the family.
+        """
+        try:
+            with torch.device("meta"):
+                model = self.factory(hparams)(width)
+        except (RuntimeError, NotImplementedError, TypeError) as exc:
+            raise ProxyError(
+                f"model family {self.model.family!r} cannot be built on the meta device at "
+                f"width {width} ({type(exc).__name__}: {exc}); mutune counts parameters there "
+                "so that the driver never materialises the target — create tensors without an "
+                "explicit device in the factory") from exc
+        if not isinstance(model, torch.nn.Module):
+            raise ProxyError(f"model family {self.model.family!r}: factory returned "
+                             f"{type(model).__name__}, not a torch.nn.Module")
+        return count_parameters(model)
 
     def optimizer(self, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
         """The μP optimizer (MuAdamW by default) at learning rate ``lr`` (per step)."""

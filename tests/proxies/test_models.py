@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 
 import mup
@@ -306,3 +307,44 @@ def test_saved_base_shapes_build_the_same_model():
     with pytest.raises(ProxyError, match="not a mup .bsh"):
         build_gpt(32, vocab=16, seq_len=4, depth=1, d_head=16, ffn_ratio=1, base_width=16,
                   parametrization="mup", base_shapes="- just a list")
+
+
+def test_parameter_count_on_the_meta_device_builds_nothing():
+    """ProxyTask.n_params counts on the meta device: the same count as the real model at a
+    small width, and a 2-billion-parameter MLP (8.6 GB of float32) is counted without a
+    weight being allocated — every parameter the factory built is a meta tensor."""
+    from mutune.config import ModelSpec, TrainConfig, load_config
+    from mutune.proxies.data import load_digits_data
+    from mutune.proxies.plugins import ModelFamily
+    from mutune.proxies.task import ProxyTask, load_task_data
+
+    cfg = load_config()
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg))
+    hp = {"output_mult": 2.0}
+    assert task.n_params(64, hp) == sum(p.numel() for p in task.build(64, hp).parameters())
+    devices = []
+    real_build = task.family.build
+
+    def spy(width, **kw):
+        model = real_build(width, **kw)
+        devices.extend({p.device.type for p in model.parameters()})
+        return model
+
+    spied = ProxyTask(cfg.model, cfg.train, task.data,
+                      family=dataclasses.replace(task.family, build=spy))
+    w, d_in, k, depth = 32768, 64, 10, cfg.model.depth
+    expected = d_in * w + (depth - 1) * w * w + w * k      # MuMLP: no biases
+    assert spied.n_params(w, hp) == expected and expected > 2e9
+    assert set(devices) == {"meta"}
+
+    class Spec(ModelSpec):
+        family: str = "copies"
+
+    def copies(width, *, depth, d_in, n_classes):   # copies its weights to a concrete device
+        return nn.Sequential(nn.Linear(d_in, width), nn.Linear(width, n_classes)).to("cpu")
+
+    fam = ModelFamily(name="copies", spec=Spec, build=copies, readout=None)
+    bad = ProxyTask(Spec(), TrainConfig(), load_digits_data(val_fraction=0.2, seed=0),
+                    family=fam)
+    with pytest.raises(ProxyError, match="'copies' cannot be built on the meta device"):
+        bad.n_params(64, {})
