@@ -116,6 +116,29 @@ def test_dry_run_figures_match_a_real_run_in_order_of_magnitude(tiny_run, tmp_pa
                                                         + plan["gate_gpu_hours_max"])
 
 
+def test_dry_run_prices_replicate_seeds_of_the_proxy_trials(tiny_config, monkeypatch):
+    """search.replicates R: each proxy trial trains R models in lockstep, so its steps,
+    evaluations and build cost R times (the confirmation and target runs are one seed)."""
+    import mutune.pipeline.dry_run as dry
+    from mutune.config import parse_config
+
+    timing = {"setup_s": 0.5, "s_per_step": 0.01, "s_per_eval": 0.2, "warmup_s": 1.0}
+    monkeypatch.setattr(dry, "_warmup", lambda *a, **k: dict(timing))
+    plans = {}
+    for r in (1, 3):
+        d = tiny_config.model_dump(mode="json")
+        d["search"]["replicates"] = r
+        plans[r] = dry.plan_sweep(parse_config(d), overhead_s=1.0)
+    for w1, w3 in zip(plans[1]["widths"], plans[3]["widths"]):
+        assert w3["replicates"] == 3 and w1["trials"] == w3["trials"]
+        work = w1["steps"] * 0.01 + w1["evals"] * 0.2 + w1["trials"] * 0.5
+        sweep1 = w1["gpu_hours"] - w1["confirm_gpu_hours"]
+        sweep3 = w3["gpu_hours"] - w3["confirm_gpu_hours"]
+        assert sweep3 - sweep1 == pytest.approx(2 * work / 3600)
+        assert w3["confirm_gpu_hours"] == pytest.approx(w1["confirm_gpu_hours"])
+    assert plans[3]["target_gpu_hours"] == pytest.approx(plans[1]["target_gpu_hours"])
+
+
 def test_budget_cuts_a_sweep_short_and_loses_no_trial(ray_local, tmp_path):
     from mutune.services.api import run
     from mutune.config import parse_config

@@ -90,7 +90,9 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         overhead_s: assumed Ray per-trial start-up + teardown, seconds.
     Returns:
         {"widths": [{"width", "trials", "steps", "evals", "trial_steps", "s_per_step",
-        "s_per_eval", "setup_s", "confirm_trials", "confirm_gpu_hours", "gpu_hours" (sweep
+        "s_per_eval", "setup_s", "replicates" (``search.replicates``: seeds trained in
+        lockstep per sweep trial, which multiply its step, evaluation and build time),
+        "confirm_trials", "confirm_gpu_hours", "gpu_hours" (sweep
         and confirmation design)}], "target": {same for one run}, "confirm", "gate",
         "gate_gpu_hours_max", "total_gpu_hours_max",
         "proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
@@ -125,9 +127,11 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                                       max_t=sched.max_t)
     evals = [_evals(s, every) for s in trial_steps]
 
-    def price(m: dict[str, float], steps: list[int], n_evals: list[int]) -> float:
-        seconds = (sum(steps) * m["s_per_step"] + sum(n_evals) * m["s_per_eval"]
-                   + len(steps) * (m["setup_s"] + overhead_s))
+    def price(m: dict[str, float], steps: list[int], n_evals: list[int],
+              replicates: int = 1) -> float:
+        # a proxy trial with R replicate seeds trains and evaluates R models in lockstep
+        seconds = (replicates * (sum(steps) * m["s_per_step"] + sum(n_evals) * m["s_per_eval"])
+                   + len(steps) * (replicates * m["setup_s"] + overhead_s))
         return seconds * devices / 3600.0
 
     # untimed: first-call costs (lazy imports of the optimizer's compiler, allocator), which a
@@ -138,7 +142,8 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         m = _warmup(task, w, hp, warmup_steps, threads)
         widths.append({"width": w, "trials": len(trial_steps), "steps": sum(trial_steps),
                        "evals": sum(evals), "trial_steps": trial_steps, **m,
-                       "gpu_hours": price(m, trial_steps, evals)})
+                       "replicates": search.replicates,
+                       "gpu_hours": price(m, trial_steps, evals, search.replicates)})
     tb = config.target.batch_size or config.train.batch_size
     ttask = task if tb == config.train.batch_size else dataclasses.replace(
         task, train=task.train.model_copy(update={"batch_size": tb}))
