@@ -207,3 +207,90 @@ def test_mutune_resume_finishes_an_interrupted_main_job(ray_local, tiny_config, 
     assert stale[0]["repeated_steps"] == 3           # from its step-6 checkpoint
     out = CliRunner().invoke(app, ["resume", "1", "--db", url, "--out", str(tmp_path / "d")])
     assert out.exit_code == 2 and "already completed" in out.output
+
+
+def test_resume_during_the_confirmation_design_keeps_what_it_had_trained(ray_local, tiny_config,
+                                                                         tmp_path):
+    """The driver dies as width 32's 4th design trial starts (its first three completed, and
+    every trial of width 16's design): the resume keeps those rows as they are, continues the
+    4th under its own row and trains only the 5 missing points — no design trial twice."""
+    from mutune.pipeline import run_pipeline
+    from mutune.services.api import resume
+
+    cfg = _config(tiny_config)
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    with Store.open(url) as e:
+        dying = DyingRecorder(e, lambda name, args, kw: name == "trial_started"
+                              and args[2] == "confirm" and args[3] == "c0w32-t3")
+        with pytest.raises(Exception):
+            run_pipeline(cfg, dying, out_dir=tmp_path / "e")
+        before = {t["key"]: t for t in e.sweep_rows(1)["trials"] if t["kind"] == "confirm"}
+    assert len(before) == 9 + 4 and before["c0w32-t3"]["status"] == "running"
+    assert all(t["status"] == "completed" for k, t in before.items() if k != "c0w32-t3")
+    time.sleep(cfg.ray.lease_s + 0.2)
+    result = resume(1, db=url, out_dir=tmp_path / "e")
+    assert result.report["status"] == "completed"
+    with Store.open(url) as e:
+        rows = e.sweep_rows(1)
+    confirm = [t for t in rows["trials"] if t["kind"] == "confirm"]
+    keys = [t["key"] for t in confirm]
+    assert len(keys) == len(set(keys)) == 2 * 9               # one row per design trial
+    assert len(rows["trials"]) == (4 + 9) * 2 + 1
+    after = {t["key"]: t for t in confirm}
+    for k, t in before.items():                  # the same rows; the ended ones untouched
+        assert after[k]["id"] == t["id"]
+        if k != "c0w32-t3":
+            assert after[k]["reports"] == t["reports"] and not after[k]["restarts"]
+    assert after["c0w32-t3"]["status"] == "completed" and after["c0w32-t3"]["restarts"] == 1
+    assert all(t["status"] == "completed" for t in confirm)
+    # each optimum rests on its 9 design trials and the sweep's trials that reached max_t
+    max_t = cfg.search.scheduler.max_t
+    at_max_t = {w: sum(t["kind"] == "proxy" and t["width"] == w and t["reports"]
+                       and t["reports"][-1]["step"] == max_t for t in rows["trials"])
+                for w in cfg.widths}
+    assert [p["optimum"]["n_trials"] for p in result.report["proxies"]] == [
+        9 + at_max_t[w] for w in cfg.widths]
+
+
+def test_resume_during_the_target_run_continues_it_from_its_checkpoint(ray_local, tiny_config,
+                                                                      tmp_path):
+    """The driver dies after the target's report at step 9 (its checkpoint is at step 6):
+    the resume redoes no proxy or design trial and continues the target under its own trial
+    and target rows from step 6 — steps 7–9 trained twice, nothing else."""
+    from mutune.pipeline import run_pipeline
+    from mutune.services.api import resume
+
+    cfg = _config(tiny_config)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    with Store.open(url) as g:
+        ids = {}
+
+        def dies(name, args, kw):
+            if name == "target_started":
+                ids["target_trial"] = args[1]
+            return name == "trial_reported" and args[0] == ids.get("target_trial") \
+                and args[1] == 9
+
+        with pytest.raises(Exception):
+            run_pipeline(cfg, DyingRecorder(g, dies), out_dir=tmp_path / "g")
+        before = g.sweep_rows(1)
+    assert before["target"]["status"] == "running"
+    done = {t["id"]: t for t in before["trials"] if t["kind"] != "target"}
+    assert all(t["status"] != "running" for t in done.values())     # all had ended
+    time.sleep(cfg.ray.lease_s + 0.2)
+    result = resume(1, db=url, out_dir=tmp_path / "g")
+    assert result.report["status"] == "completed"
+    with Store.open(url) as g:
+        rows = g.sweep_rows(1)
+    assert len(rows["trials"]) == len(before["trials"])            # no trial row added
+    for t in rows["trials"]:
+        if t["id"] in done:                                        # proxies untouched
+            assert t["reports"] == done[t["id"]]["reports"] and not t["restarts"]
+    (target,) = [t for t in rows["trials"] if t["kind"] == "target"]
+    assert target["status"] == "completed" and target["restarts"] == 1
+    assert target["repeated_steps"] == 3                           # steps 7–9, from step 6
+    steps = [r["step"] for r in target["reports"]]
+    assert steps == sorted(set(steps)) and steps[-1] == cfg.target_steps
+    assert rows["target"]["id"] == before["target"]["id"]          # the same target row
+    assert rows["target"]["status"] == "completed"
+    assert result.report["target"]["val_loss"] == target["reports"][-1]["metrics"]["val_loss"]

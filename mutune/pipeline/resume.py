@@ -13,9 +13,13 @@ What continues how (docs/architecture.md §4):
   trials resume from their latest checkpoints under their own rows and keys, and only the
   missing trials start, so the width ends with exactly ``num_samples`` trials;
 * widths never started are swept;
+* each width's confirmation design keeps the trials that had ended, continues the ones left
+  running from their latest checkpoints under their own rows, and trains only the rest
+  (:func:`mutune.pipeline.confirm_stage.recorded_trials`; keys ``c{round}w{width}-t{k}``);
 * the stages after the proxy sweeps run again: rules, the loss law and the ledger already
-  recorded are not recorded twice (the same widths give the same fit), and a target run that
-  was interrupted trains again from its start (its first attempt stays, ``interrupted``).
+  recorded are not recorded twice (the same widths give the same fit);
+* a target run that was interrupted continues from its latest checkpoint under its own trial
+  and target rows (no checkpoint: from its start); one that had ended is kept.
 """
 from __future__ import annotations
 
@@ -95,6 +99,11 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
     once = RecordedOnce(recorder, rows)
     with open_sweep(config, once, out_dir=out_dir, on_progress=on_progress,  # type: ignore
                     resume=(sweep["id"], last_seq), control=control or recorder) as run:
+        # the confirmation designs and the target continue what they had trained (their keys
+        # name them)
+        run.recorded = {t["key"]: t for t in rows["trials"]
+                        if t["kind"] in ("confirm", "target")}
+        run.recorded_target = rows.get("target")
         swept = []
         for i, width in enumerate(config.widths):
             ps = next((p for p in rows["proxy_sweeps"] if p["width"] == width
@@ -143,6 +152,18 @@ def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
     return out
 
 
+def continue_points(records: list[Any], trial_rows: list[dict[str, Any]]
+                    ) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
+    """(unfinished records, ended records, the unfinished trials' points with their
+    ``key`` and ``restore_from``: the latest checkpoint in the row's folder, or None)."""
+    trial_dir = {t["id"]: t.get("checkpoint_dir") for t in trial_rows}
+    unfinished = [r for r in records if _unfinished(r)]
+    finished = [r for r in records if not _unfinished(r)]
+    return unfinished, finished, [
+        {**r.point, "key": r.key, "restore_from": _latest_checkpoint(trial_dir[r.trial_id])}
+        for r in unfinished]
+
+
 def _unfinished(rec: Any) -> bool:
     """Running when the driver died, or reaped as stale: to continue from its checkpoint."""
     return rec.status == "running" or (rec.status == "failed"
@@ -183,7 +204,9 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
     config, recorder = run.config, run.recorder
     search, sched = config.search, config.search.scheduler
     seeds = width_seeds(run, index)
-    trial_rows = [t for t in rows["trials"] if t["proxy_sweep_id"] == ps["id"]]
+    # the width's sweep trials (its confirmation design shares the proxy sweep id)
+    trial_rows = [t for t in rows["trials"] if t["proxy_sweep_id"] == ps["id"]
+                  and t["kind"] == "proxy"]
     records = trial_records(trial_rows, seeds, search.replicates)
     core = (scheduler_from_state(ps["scheduler_state"]) if ps.get("scheduler_state")
             else make_core(sched, mode=search.mode, seed=config.seed))
@@ -221,14 +244,11 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
         close_record(r, status, reason, devices=ray_cfg.gpus_per_trial
                      or ray_cfg.cpus_per_trial, device_kind=ray_cfg.device_kind)
         recorder.trial_finished(r.trial_id, status, reason, r.timing)
-    finished = [r for r in records if not _unfinished(r)]
-    unfinished = [r for r in records if _unfinished(r)]
+    unfinished, finished, cont = continue_points(records, trial_rows)
     for r in finished:
         searcher.complete(r.key, r.status)
-    trial_dir = {t["id"]: t.get("checkpoint_dir") for t in trial_rows}
     paused = core.paused()   # promotion: they wait at their rung until promoted
-    points = {r.key: {**r.point, "restore_from": _latest_checkpoint(trial_dir[r.trial_id])}
-              for r in unfinished}
+    points = {p["key"]: p for p in cont}
     resume = ResumeState([p for k, p in points.items() if k not in paused],
                          {r.key: r for r in unfinished}, finished,
                          dormant={k: p for k, p in points.items() if k in paused})

@@ -70,6 +70,11 @@ class SweepRun:
     budget: Any = None
     #: heartbeats and stop requests (usually the recorder itself, the results store)
     control: SweepControl | None = None
+    #: a resumed sweep's recorded trial rows by key (``Store.sweep_rows``), for the stages
+    #: after the proxy sweeps to continue what they had started instead of redoing it
+    recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: a resumed sweep's latest target-run row (``Store.sweep_rows()["target"]``), or None
+    recorded_target: dict[str, Any] | None = None
 
 
 @contextlib.contextmanager

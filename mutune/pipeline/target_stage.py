@@ -160,6 +160,9 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
     stops it); its device time is then billed as ``diverged`` waste. The summary's
     ``watch`` says where it fell behind the proxy (:func:`watch_target`).
 
+    In a resumed sweep (``run.recorded``) the recorded target trial continues from its
+    latest checkpoint under its own trial and target rows, or is kept if it had ended.
+
     Returns:
         (target summary: width, config, val_loss, status (``completed`` or ``diverged``),
         reason, val_loss_se, test_loss, test_loss_se, steps, trial_id, watch; its
@@ -168,8 +171,9 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
         SearchError: the target run failed (a diverged one is returned, so the ledger can
             bill it).
     """
+    from mutune.pipeline.confirm_stage import recorded_trials
     from mutune.search.searchers.space import trial_seeds
-    from mutune.search.backends.ray_tune.run import run_trials
+    from mutune.search.backends.ray_tune.run import RunOutcome, run_trials
 
     config, recorder = run.config, run.recorder
     search = config.search
@@ -177,29 +181,38 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
     started: dict[str, int] = {}
 
     def open_target(trial_id: int) -> None:
-        started["target"] = recorder.target_started(run.sweep_id, trial_id,
-                                                    config.target.width, target_hp)
+        if "target" not in started:
+            started["target"] = recorder.target_started(run.sweep_id, trial_id,
+                                                        config.target.width, target_hp)
+
+    # a resumed sweep continues its recorded target trial (or keeps it, if it had ended)
+    point = {"hparams": target_hp, "seed": tseed, "index": 0, "key": "target-t0"}
+    new, resume = recorded_trials(run, [point], [tseed])
+    old = [*resume.finished, *resume.records.values()]
+    row = run.recorded_target
+    if old and row is not None and row.get("trial_id") == old[0].trial_id:
+        started["target"] = int(row["id"])
 
     task = run.task
     if settings and (settings["batch_size"] != config.train.batch_size
                      or settings["weight_decay"] != config.train.weight_decay):
         task = dataclasses.replace(task, train=task.train.model_copy(update={
             "batch_size": settings["batch_size"], "weight_decay": settings["weight_decay"]}))
-    outcome = run_trials([{"hparams": target_hp, "seed": tseed, "index": 0}], task=task,
-                         width=config.target.width, max_t=config.target_steps,
-                         recorder=recorder, control=run.control, sweep_id=run.sweep_id,
-                         proxy_sweep_id=None,
-                         kind="target", scheduler=None, metric=search.metric,
-                         mode=search.mode, ray_cfg=config.ray, storage=run.out_dir / "ray",
-                         name=f"sweep{run.sweep_id}-target", seq=run.seq,
-                         on_progress=bind_progress(run.on_progress,
-                                                   f"target {config.target.width}", 1),
-                         on_started=open_target, tracking=config.tracking, group="target",
-                         checkpoint_every=config.train.checkpoint_every,
-                         checkpoint_keep=config.train.checkpoint_keep,
-                         diverge_above=({s: 2 * v for s, v in zip(watch["steps"],
-                                                                  watch["val_loss"])}
-                                        if watch else None))
+    if not new and not resume.points:      # the recorded target had ended: kept as it was
+        outcome = RunOutcome(list(resume.finished), None)
+    else:
+        outcome = run_trials(
+            new, task=task, resume=resume, width=config.target.width,
+            max_t=config.target_steps, recorder=recorder, control=run.control,
+            sweep_id=run.sweep_id, proxy_sweep_id=None, kind="target", scheduler=None,
+            metric=search.metric, mode=search.mode, ray_cfg=config.ray,
+            storage=run.out_dir / "ray", name=f"sweep{run.sweep_id}-target", seq=run.seq,
+            on_progress=bind_progress(run.on_progress, f"target {config.target.width}", 1),
+            on_started=open_target, tracking=config.tracking, group="target",
+            checkpoint_every=config.train.checkpoint_every,
+            checkpoint_keep=config.train.checkpoint_keep,
+            diverge_above=({s: 2 * v for s, v in zip(watch["steps"], watch["val_loss"])}
+                           if watch else None))
     trec = outcome.trials[0] if outcome.trials else None
     if outcome.stopped is not None:
         if trec is not None and "target" in started:

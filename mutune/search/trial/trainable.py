@@ -92,7 +92,8 @@ def run_training(config: dict[str, Any], task: Any, *,
     Args:
         config: ``width`` (int), ``max_t`` (steps), ``threads`` (torch intra-op threads),
             ``gpus`` (> 0: CUDA with bf16 autocast), ``checkpoint_every`` (steps, 0: off),
-            ``checkpoint_at`` (steps, e.g. the rung milestones), and ``point`` =
+            ``checkpoint_at`` (steps, e.g. the rung milestones), ``keep_final`` (also
+            checkpoint the trained model at ``max_t``: the target run), and ``point`` =
             {"hparams": {name: value}, "seed": int, "index": int, optional
             "replicate_seeds": [int, …]} (replicates train in lockstep, the mean is reported).
         task: a :class:`mutune.proxies.task.ProxyTask`.
@@ -118,6 +119,7 @@ def run_training(config: dict[str, Any], task: Any, *,
     seeds = [int(s) for s in point.get("replicate_seeds") or [point["seed"]]]
     width, max_t = int(config["width"]), int(config["max_t"])
     every = int(config.get("checkpoint_every") or 0)
+    keep_final = bool(config.get("keep_final"))     # the target: its trained model is kept
     marks = sorted(int(m) for m in config.get("checkpoint_at") or ())
     eval_every = task.train.eval_every
     models, opts = [], []
@@ -215,9 +217,9 @@ def run_training(config: dict[str, Any], task: Any, *,
             if at_eval:   # a preemption report between evaluations keeps the running mean
                 loss_sum, loss_n = 0.0, 0
             folder = None
-            if not diverged and step < max_t and (
+            if not diverged and ((final and keep_final) or step < max_t and (
                     stop_now or (every and step - last_ckpt >= every)
-                    or any(last_ckpt < m <= step for m in marks)):
+                    or any(last_ckpt < m <= step for m in marks))):
                 folder = save(step)
                 last_ckpt = step
             metrics["checkpoint_s"] = checkpoint_s

@@ -69,6 +69,14 @@ class ResumeState:
     dormant: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+def _key_of(points: list[dict[str, Any]] | None, group: str, i: int) -> str:
+    """Trial i's key: the point's own ``key`` when the caller gave one (a resumed design
+    keeps the keys of its recorded trials), else ``{group}-t{i}``."""
+    if points is not None and i < len(points) and points[i].get("key"):
+        return str(points[i]["key"])
+    return f"{group}-t{i}"
+
+
 def _make_point(points: list[dict[str, Any]] | None, seeds: list[int] | None,
                 replicates: int) -> Callable[[int, dict], dict]:
     if points is not None:
@@ -101,11 +109,13 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                tracking: Any = None, replicates: int = 1,
                checkpoint_keep: int = 1, group: str | None = None,
                trainable: Callable[..., Any] | None = None,
-               diverge_above: dict[int, float] | None = None) -> RunOutcome:
+               diverge_above: dict[int, float] | None = None,
+               keep_final: bool = False) -> RunOutcome:
     """Run trials at ``width`` for up to ``max_t`` steps each on Ray Tune.
 
     Args:
-        points: per trial {"hparams": {...}, "seed": int, "index": int} (run as given), or
+        points: per trial {"hparams": {...}, "seed": int, "index": int} (run as given; an
+            optional ``key`` replaces the default ``{group}-t{i}``), or
             None with ``searcher`` and ``seeds``: the searcher proposes hyperparameters and
             trial i trains with ``seeds[i]`` (with ``replicates`` r > 1: seeds[i·r : (i+1)·r],
             averaged in lockstep).
@@ -131,6 +141,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
         trainable: the Ray function trainable (default: :func:`train_trial` on ``task``).
         diverge_above: step → metric value above which a report ends the trial as
             ``diverged`` (:class:`~mutune.search.driver.Group`).
+        keep_final: also checkpoint each trial's trained model at ``max_t`` (the target run:
+            its model is kept and exported).
     Returns:
         RunOutcome with every trial in a terminal state; ``stopped`` holds the reason when
         ``control.stop_requested`` ended the run early (its unfinished trials ``cancelled``).
@@ -146,7 +158,12 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
     from mutune.search.searchers.simple import FixedSearcher
     from mutune.search.trial.trainable import train_trial
 
-    if points is not None:
+    if points is not None and not points and resume is not None and resume.points:
+        # only continued trials (a resumed target): a searcher with nothing left to propose
+        searcher = FixedSearcher([p["hparams"] for p in resume.points])
+        for p in resume.points:
+            searcher.suggest(str(p["key"]))
+    elif points is not None:
         searcher = FixedSearcher([p["hparams"] for p in points])
     elif searcher is None or seeds is None:
         raise SearchError("run_trials needs points, or a searcher and seeds")
@@ -169,7 +186,7 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                  if budget is not None and core is not None else None)
     driver = SweepDriver(
         [Group(gname, searcher, core, max_t, make_point=make_point,
-               key_of=lambda i: f"{gname}-t{i}", diverge_above=diverge_above)],
+               key_of=lambda i: _key_of(points, gname, i), diverge_above=diverge_above)],
         concurrency=slots(ray_cfg), metric=metric, admission=admission,
         resume={gname: [(str(p["key"]), p) for p in resume.points]} if resume else None,
         dormant={gname: dict(resume.dormant)} if resume and resume.dormant else None)
@@ -193,7 +210,7 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
     tuner = tune.Tuner(
         tune.with_resources(fn, resources),
         param_space={"width": width, "max_t": max_t, "threads": threads, "gpus": gpus,
-                     "checkpoint_every": int(checkpoint_every),
+                     "checkpoint_every": int(checkpoint_every), "keep_final": keep_final,
                      "checkpoint_at": list(milestones), "log_dir": log_dir},
         tune_config=tune.TuneConfig(scheduler=ray_scheduler, search_alg=ray_searcher,
                                     num_samples=-1, reuse_actors=True,
