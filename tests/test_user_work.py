@@ -4,6 +4,7 @@ SQLite)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -75,6 +76,52 @@ def test_export_hparams_at_the_target_width_gives_the_target_run_config(tiny_run
     out = CliRunner().invoke(app, ["export", str(result.sweep_id), "--db", url, "--hparams"],
                              env=ENV)
     assert out.exit_code == 2 and "--width" in out.output
+
+
+def test_the_trained_target_is_kept_exported_and_reloads_bit_for_bit(tiny_run, tmp_path):
+    """The target's trained model stays in the sweep's storage (report.json and the DB name
+    its folder); ``mutune export --model`` copies it with load_model.py; reloaded, it gives
+    the recorded validation loss exactly (CPU, one thread, the same evaluation windows), and
+    its μP optimizer comes back with its state to train further."""
+    import subprocess
+    import sys
+
+    import torch
+
+    from mutune.pipeline.target_model import load_target_model
+
+    cfg, result, url = tiny_run
+    report = json.loads(result.report_path.read_text())
+    kept = Path(report["target"]["model_dir"])
+    assert kept.is_dir() and kept.parent == result.report_path.parent
+    with Store.open(url) as store:
+        rows = store.sweep_rows(result.sweep_id)
+    assert rows["target"]["model_dir"] == str(kept)
+    dest = tmp_path / "exported"
+    out = CliRunner().invoke(app, ["export", str(result.sweep_id), "--db", url, "--model",
+                                   str(dest)], env=ENV)
+    assert out.exit_code == 0, out.output
+    assert {"model.pt", "model.json", "base_shapes.bsh", "load_model.py"} <= {
+        p.name for p in dest.iterdir()}
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, opt, info = load_target_model(dest, optimizer=True)
+        val, _ = info["task"].evaluate(model, "val")
+    finally:
+        torch.set_num_threads(old)
+    assert val == report["target"]["val_loss"] == rows["target"]["val_loss"]     # bit for bit
+    assert info["meta"]["step"] == cfg.target_steps
+    assert info["meta"]["hyperparameters"] == result.target["config"]
+    assert opt.state_dict()["state"]                # Adam moments restored
+    assert model.readout.weight.infshape.width_mult() == cfg.target.width / cfg.model.base_width
+    run_snippet = subprocess.run([sys.executable, str(dest / "load_model.py")],
+                                 capture_output=True, text=True, timeout=300)
+    assert run_snippet.returncode == 0, run_snippet.stderr
+    assert f"validation loss {val!r}" in run_snippet.stdout
+    again = CliRunner().invoke(app, ["export", str(result.sweep_id), "--db", url, "--model",
+                                     str(dest)], env=ENV)
+    assert again.exit_code == 2 and "not empty" in again.output
 
 
 def test_dry_run_figures_match_a_real_run_in_order_of_magnitude(tiny_run, tmp_path):

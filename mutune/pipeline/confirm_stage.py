@@ -187,6 +187,8 @@ def recorded_trials(run: SweepRun, points: list[dict[str, Any]],
             rows.append(row)
     known = {r["key"] for r in rows}
     records = trial_records(rows, seeds)
+    for rec, row in zip(records, rows):      # where their checkpoints (the kept model) are
+        rec.trial_dir = row.get("checkpoint_dir")
     unfinished, finished, cont = continue_points(records, rows)
     return ([p for p in points if p["key"] not in known],
             ResumeState(cont, {r.key: r for r in unfinished}, finished))

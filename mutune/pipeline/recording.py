@@ -50,8 +50,10 @@ class StageRecorder(Protocol):
                        config: Mapping[str, Any]) -> int:
         """The target run (already started as trial ``trial_id``) begins. Returns its id."""
 
-    def target_finished(self, target_id: int, val_loss: float | None, status: str) -> None:
-        """The target run ended with its final validation loss (nats)."""
+    def target_finished(self, target_id: int, val_loss: float | None, status: str,
+                        model_dir: str | None = None) -> None:
+        """The target run ended with its final validation loss (nats) and the folder of
+        its kept model (None: none kept)."""
 
     def ledger_recorded(self, sweep_id: int, entries: Sequence[Mapping[str, Any]]) -> None:
         """Cost figures: each entry has scope, name, value, unit, and optional trial_id,
@@ -115,8 +117,9 @@ class MemoryRecorder:
         return self._new_id("target_started", sweep_id=sweep_id, trial_id=trial_id,
                             width=width, config=dict(config))
 
-    def target_finished(self, target_id, val_loss, status):
-        self._log("target_finished", target_id=target_id, val_loss=val_loss, status=status)
+    def target_finished(self, target_id, val_loss, status, model_dir=None):
+        self._log("target_finished", target_id=target_id, val_loss=val_loss, status=status,
+                  model_dir=model_dir)
 
     def ledger_recorded(self, sweep_id, entries):
         self._log("ledger_recorded", sweep_id=sweep_id, entries=[dict(e) for e in entries])

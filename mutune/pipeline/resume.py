@@ -156,11 +156,13 @@ def continue_points(records: list[Any], trial_rows: list[dict[str, Any]]
                     ) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
     """(unfinished records, ended records, the unfinished trials' points with their
     ``key`` and ``restore_from``: the latest checkpoint in the row's folder, or None)."""
+    from mutune.search.trial.checkpoint import latest_checkpoint
+
     trial_dir = {t["id"]: t.get("checkpoint_dir") for t in trial_rows}
     unfinished = [r for r in records if _unfinished(r)]
     finished = [r for r in records if not _unfinished(r)]
     return unfinished, finished, [
-        {**r.point, "key": r.key, "restore_from": _latest_checkpoint(trial_dir[r.trial_id])}
+        {**r.point, "key": r.key, "restore_from": latest_checkpoint(trial_dir[r.trial_id])}
         for r in unfinished]
 
 
@@ -168,16 +170,6 @@ def _unfinished(rec: Any) -> bool:
     """Running when the driver died, or reaped as stale: to continue from its checkpoint."""
     return rec.status == "running" or (rec.status == "failed"
                                        and (rec.reason or "").startswith("stale:"))
-
-
-def _latest_checkpoint(trial_dir: str | None) -> str | None:
-    """The newest complete checkpoint folder of a trial (Ray numbers them in order)."""
-    from mutune.search.trial.checkpoint import STATE_FILE
-
-    if not trial_dir or not Path(trial_dir).is_dir():
-        return None
-    found = sorted(p.parent for p in Path(trial_dir).glob(f"checkpoint_*/{STATE_FILE}"))
-    return str(found[-1]) if found else None
 
 
 def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],

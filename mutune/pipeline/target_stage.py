@@ -165,8 +165,9 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
 
     Returns:
         (target summary: width, config, val_loss, status (``completed`` or ``diverged``),
-        reason, val_loss_se, test_loss, test_loss_se, steps, trial_id, watch; its
-        TrialRecord).
+        reason, val_loss_se, test_loss, test_loss_se, steps, trial_id, watch, model_dir
+        (the kept model's folder, :mod:`mutune.pipeline.target_model`; None if diverged);
+        its TrialRecord).
     Raises:
         SearchError: the target run failed (a diverged one is returned, so the ledger can
             bill it).
@@ -210,7 +211,7 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
             on_progress=bind_progress(run.on_progress, f"target {config.target.width}", 1),
             on_started=open_target, tracking=config.tracking, group="target",
             checkpoint_every=config.train.checkpoint_every,
-            checkpoint_keep=config.train.checkpoint_keep,
+            checkpoint_keep=config.train.checkpoint_keep, keep_final=True,
             diverge_above=({s: 2 * v for s, v in zip(watch["steps"], watch["val_loss"])}
                            if watch else None))
     trec = outcome.trials[0] if outcome.trials else None
@@ -222,7 +223,11 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
         raise SearchError("the target run never started")
     last = trec.reports[-1] if trec.reports else {}
     val = last.get("val_loss")
-    recorder.target_finished(started["target"], val, trec.status)
+    model_dir = None
+    if trec.status == "completed":    # the trained model stays in the sweep's storage
+        from mutune.pipeline.target_model import keep_target_model
+        model_dir = str(keep_target_model(run, trec, target_hp, seed=tseed))
+    recorder.target_finished(started["target"], val, trec.status, model_dir)
     watched = watch_target(watch, trec.reports, config.target.width)
     if trec.status not in ("completed", "diverged"):
         raise SearchError(f"target run {trec.status}: {trec.reason}")
@@ -230,4 +235,4 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
              "status": trec.status, "reason": trec.reason,
              "val_loss_se": last.get("val_loss_se"), "test_loss": last.get("test_loss"),
              "test_loss_se": last.get("test_loss_se"), "steps": trec.last_step,
-             "trial_id": trec.trial_id, "watch": watched}, trec)
+             "trial_id": trec.trial_id, "watch": watched, "model_dir": model_dir}, trec)

@@ -23,7 +23,7 @@ from typing import Any
 
 from mutune.errors import SearchError
 
-__all__ = ["STATE_FILE", "save_trial_state", "load_trial_state"]
+__all__ = ["STATE_FILE", "save_trial_state", "load_trial_state", "latest_checkpoint"]
 
 #: The file inside a checkpoint folder.
 STATE_FILE = "trial_state.pt"
@@ -70,3 +70,12 @@ def load_trial_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same error
         raise SearchError(f"cannot read checkpoint {path}: {exc}") from exc
+
+
+def latest_checkpoint(trial_dir: str | os.PathLike[str] | None) -> str | None:
+    """The newest complete checkpoint folder of a Ray trial folder (Ray numbers them
+    ``checkpoint_000000``, … in order; complete = holds :data:`STATE_FILE`), or None."""
+    if not trial_dir or not Path(trial_dir).is_dir():
+        return None
+    found = sorted(p.parent for p in Path(trial_dir).glob(f"checkpoint_*/{STATE_FILE}"))
+    return str(found[-1]) if found else None

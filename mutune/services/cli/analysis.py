@@ -71,15 +71,29 @@ def export(sweep_id: int = typer.Argument(..., help="Sweep id in the results dat
            optuna_storage: Optional[str] = typer.Option(
                None, help="Optuna RDB storage URL, e.g. sqlite:///optuna.db."),
            study_prefix: str = typer.Option("mutune", help="Study names: PREFIX-ID-wWIDTH."),
-           overwrite: bool = typer.Option(False, help="Replace studies of the same name.")
+           overwrite: bool = typer.Option(False, help="Replace studies of the same name."),
+           model: Optional[Path] = typer.Option(
+               None, "--model", help="Copy the trained target model (weights, optimizer "
+                                     "state, base shapes, config) here, with load_model.py.")
            ) -> None:
     """Use a sweep elsewhere: ``--hparams --width N`` writes the transferred hyperparameters
     for that shape (rule, interval, verdict, μP optimizer snippet); ``--optuna-storage URL``
-    writes the sweep into an Optuna storage (one study per proxy width) for optuna-dashboard."""
+    writes the sweep into an Optuna storage (one study per proxy width) for optuna-dashboard;
+    ``--model DIR`` copies the trained target model with a snippet that loads it."""
     from mutune.errors import MutuneError
 
-    if hparams == (optuna_storage is not None):
-        fail(ValueError("give exactly one of --hparams (with --width) or --optuna-storage"))
+    if sum((hparams, optuna_storage is not None, model is not None)) != 1:
+        fail(ValueError("give exactly one of --hparams (with --width), --optuna-storage or "
+                        "--model DIR"))
+    if model is not None:
+        from mutune.services.export.model import export_model
+        try:
+            with open_store(db) as store:
+                dest = export_model(store.sweep_rows(sweep_id), model)
+        except MutuneError as err:
+            fail(err)
+        typer.echo(f"wrote {dest} (load it: python {dest / 'load_model.py'})")
+        return
     if hparams and width is None:
         fail(ValueError("--hparams needs --width N (the target width)"))
     if fmt not in ("json", "yaml"):

@@ -114,7 +114,7 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     if rows.get("target"):
         t = rows["target"]
         target = {"width": t["width"], "config": t["config"], "val_loss": _f(t["val_loss"]),
-                  "status": t["status"]}
+                  "status": t["status"], "model_dir": t.get("model_dir")}
         trow = trials.get(t.get("trial_id"))
         last = ((trow or {}).get("reports") or [{}])[-1].get("metrics", {})
         for key in ("val_loss_se", "test_loss", "test_loss_se"):

@@ -177,6 +177,8 @@ class TargetRun(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(32))
     val_loss: Mapped[float | None] = mapped_column(Float)
+    #: the kept trained model's folder (migration 0006); NULL when none was kept
+    model_dir: Mapped[str | None] = mapped_column(Text)
 
 
 class LedgerEntry(Base):

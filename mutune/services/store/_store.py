@@ -379,12 +379,15 @@ class Store(ControlMixin, QueueMixin, ReadsMixin):
             return row.id
         return self._write(work)
 
-    def target_finished(self, target_id: int, val_loss: float | None, status: str) -> None:
-        """Record the target run's final validation loss (nats; NULL when not finite)."""
+    def target_finished(self, target_id: int, val_loss: float | None, status: str,
+                        model_dir: str | None = None) -> None:
+        """Record the target run's final validation loss (nats; NULL when not finite) and
+        the folder of its kept model (None: none kept)."""
         def work(s: Session) -> None:
             row = self._get(s, TargetRun, target_id, "target run")
             row.val_loss = finite_float(val_loss, "val_loss")
             row.status = str(status)
+            row.model_dir = None if model_dir is None else str(model_dir)
         self._write(work)
 
     def ledger_recorded(self, sweep_id: int, entries: Sequence[Mapping[str, Any]]) -> None:

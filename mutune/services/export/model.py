@@ -1,0 +1,66 @@
+"""``mutune export SWEEP_ID --model DIR``: the trained target model, ready to load.
+
+Copies the sweep's kept target model (``target_runs.model_dir``, written by
+:func:`mutune.pipeline.target_model.keep_target_model`: weights, optimizer state, base shapes,
+config and provenance) into DIR, and writes ``DIR/load_model.py``, a short script that
+rebuilds the model with :func:`mutune.pipeline.target_model.load_target_model` and evaluates
+it on the sweep's validation split (or continues training it with its μP optimizer).
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from mutune.errors import StoreError
+
+__all__ = ["export_model", "SNIPPET"]
+
+SNIPPET = '''\
+"""Load the target model mutune trained in sweep {sweep_id} (width {width}, {steps} steps)."""
+from pathlib import Path
+
+import torch
+
+from mutune.pipeline.target_model import load_target_model
+
+torch.set_num_threads(1)         # the thread count the run evaluated with: the same bits
+here = Path(__file__).resolve().parent
+model, optimizer, info = load_target_model(here, optimizer=True)
+val, se = info["task"].evaluate(model, "val")
+print(f"validation loss {{val!r}} ± {{se:.4f}} nats (recorded: {val_loss!r})")
+# further training: model.train(); the μP optimizer's state is restored in `optimizer`
+'''
+
+
+def export_model(rows: dict[str, Any], dest: str | Path) -> Path:
+    """Copy the kept target model of the sweep ``rows`` (:meth:`Store.sweep_rows`) to
+    ``dest`` with ``load_model.py``.
+
+    Returns:
+        ``dest`` (absolute).
+    Raises:
+        StoreError: the sweep has no target run with a kept model, its folder is gone, or
+            ``dest`` exists and is not empty.
+    """
+    from mutune.pipeline.target_model import META_FILE, MODEL_FILE
+
+    sweep_id = rows["sweep"]["id"]
+    target = rows.get("target")
+    if not target or not target.get("model_dir"):
+        raise StoreError(f"sweep {sweep_id} has no kept target model (its target run "
+                         f"{'status: ' + target['status'] if target else 'never ran'})")
+    src = Path(target["model_dir"])
+    if not (src / MODEL_FILE).is_file() or not (src / META_FILE).is_file():
+        raise StoreError(f"sweep {sweep_id}: the kept model folder {str(src)!r} is missing "
+                         f"or incomplete (needs {MODEL_FILE} and {META_FILE})")
+    out = Path(dest).resolve()
+    if out.exists() and any(out.iterdir()):
+        raise StoreError(f"--model {str(out)!r} exists and is not empty")
+    shutil.copytree(src, out, dirs_exist_ok=True)
+    trial = next((t for t in rows["trials"] if t["id"] == target["trial_id"]), None)
+    steps = trial["reports"][-1]["step"] if trial and trial["reports"] else "?"
+    (out / "load_model.py").write_text(SNIPPET.format(
+        sweep_id=sweep_id, width=target["width"], steps=steps,
+        val_loss=target["val_loss"]), encoding="utf-8")
+    return out
