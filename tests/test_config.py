@@ -173,3 +173,17 @@ def test_a_missing_required_field_is_named_without_a_meaningless_value(tiny_conf
     assert "widths = (missing): required: the config must give it" in str(err.value)
     assert {"field": "widths", "value": "(missing)",
             "rule": "required: the config must give it"} in err.value.errors
+
+
+def test_target_checkpoint_interval_defaults_to_a_tenth_of_its_steps_at_evaluations():
+    from mutune.config import load_config, parse_config
+
+    d = load_config().model_dump(mode="json")       # 200 target steps, eval every 10
+    assert parse_config(d).target_checkpoint_every == 20
+    d["target"]["steps"] = 95                        # a tenth is 9.5 → the next evaluation
+    assert parse_config(d).target_checkpoint_every == 10
+    d["target"]["checkpoint_every"] = 0              # only the final model
+    assert parse_config(d).target_checkpoint_every == 0
+    d["target"]["checkpoint_every"] = -1
+    with pytest.raises(ConfigError, match="target.checkpoint_every"):
+        parse_config(d)

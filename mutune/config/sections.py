@@ -117,10 +117,14 @@ class TrainConfig(StrictModel):
 
 class TargetConfig(StrictModel):
     """The one full-size run trained with the transferred hyperparameters; ``steps`` and
-    ``batch_size`` default to the proxies' max_t and batch size."""
+    ``batch_size`` default to the proxies' max_t and batch size. ``checkpoint_every``: the
+    target checkpoints every this many steps (rounded up to the next evaluation) so an
+    interrupted sweep resumes it from there; None (default) = about ten checkpoints over the
+    run (``SweepConfig.target_checkpoint_every``), 0 = only its final model (always kept)."""
     width: int = Field(ge=1)
     steps: int | None = Field(default=None, ge=1)
     batch_size: int | None = Field(default=None, ge=1)
+    checkpoint_every: int | None = Field(default=None, ge=0)
 
 
 class TransferConfig(StrictModel):

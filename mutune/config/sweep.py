@@ -97,3 +97,14 @@ class SweepConfig(StrictModel):
     def target_steps(self) -> int:
         """Training steps of the target run: ``target.steps`` or the proxies' max_t."""
         return self.target.steps or self.search.scheduler.max_t
+
+    @property
+    def target_checkpoint_every(self) -> int:
+        """The target run's checkpoint interval in steps: ``target.checkpoint_every``, or by
+        default a tenth of its steps rounded up to a multiple of ``train.eval_every`` (the
+        checkpoints are written at evaluations): at most about ten checkpoints, and a resume
+        repeats at most one interval."""
+        if self.target.checkpoint_every is not None:
+            return self.target.checkpoint_every
+        every = self.train.eval_every
+        return max(every, -(-self.target_steps // 10 // every) * every)

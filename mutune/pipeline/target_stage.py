@@ -210,7 +210,7 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
             storage=run.out_dir / "ray", name=f"sweep{run.sweep_id}-target", seq=run.seq,
             on_progress=bind_progress(run.on_progress, f"target {config.target.width}", 1),
             on_started=open_target, tracking=config.tracking, group="target",
-            checkpoint_every=config.train.checkpoint_every,
+            checkpoint_every=config.target_checkpoint_every,
             checkpoint_keep=config.train.checkpoint_keep, keep_final=True,
             diverge_above=({s: 2 * v for s, v in zip(watch["steps"], watch["val_loss"])}
                            if watch else None))
