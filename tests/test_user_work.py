@@ -262,3 +262,32 @@ def test_tensorboard_tracking_writes_every_trials_events(ray_local, tmp_path):
     if importlib.util.find_spec("mlflow") is None:
         with pytest.raises(SearchError, match="needs mlflow"):
             tracking_callbacks(TrackingConfig(mlflow_uri="file:///tmp/x"), "n")
+
+
+def test_dry_run_extrapolates_a_large_target_from_its_flops(tiny_config, monkeypatch):
+    """Above the size limit the target is never built: its step time is its FLOPs per step
+    at the FLOP/s the widest proxy achieved, the formula says so; below it, it is timed."""
+    import mutune.pipeline.dry_run as dry
+    from mutune.config import parse_config
+    from mutune.pipeline.ledger_stage import flops_per_sample
+    from mutune.proxies.task import ProxyTask, load_task_data
+
+    timing = {"setup_s": 0.5, "s_per_step": 0.01, "s_per_eval": 0.2, "warmup_s": 1.0}
+    built = []
+    monkeypatch.setattr(dry, "_warmup", lambda task, width, *a, **k:
+                        built.append(width) or dict(timing))
+    d = tiny_config.model_dump(mode="json")
+    d["target"]["width"] = 32768                        # a 2-billion-parameter MLP
+    cfg = parse_config(d)
+    plan = dry.plan_sweep(cfg, overhead_s=1.0)
+    assert cfg.target.width not in built                 # the target was not timed (built)
+    tgt = plan["target"]
+    assert tgt["timing"] == "extrapolated" and tgt["n_params"] > 2e9
+    assert "FLOPs/step" in tgt["formula"]
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg))
+    w = cfg.widths[-1]
+    ratio = (flops_per_sample(cfg, cfg.target.width, task.n_params(cfg.target.width, {}))
+             / flops_per_sample(cfg, w, task.n_params(w, {})))
+    assert tgt["s_per_step"] == pytest.approx(0.01 * ratio)      # same batch size
+    small = dry.plan_sweep(tiny_config, overhead_s=1.0)
+    assert small["target"]["timing"] == "timed" and tiny_config.target.width in built

@@ -29,7 +29,7 @@ from typing import Any
 from mutune.config import SweepConfig
 from mutune.search.schedulers.planned_steps import DEFAULT_TRIAL_OVERHEAD_S
 
-__all__ = ["plan_sweep", "DEFAULT_TRIAL_OVERHEAD_S"]
+__all__ = ["plan_sweep", "DEFAULT_TRIAL_OVERHEAD_S", "TIMED_TARGET_MAX_PARAMS"]
 
 
 def _middle(dist: Any) -> float:
@@ -80,14 +80,55 @@ def _warmup(task: Any, width: int, hparams: dict[str, float], steps: int,
             "warmup_s": setup + sum(times) + s_eval}
 
 
+def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str, Any],
+                   hp: dict[str, float], warmup_steps: int, threads: int,
+                   timed_max_params: float) -> dict[str, Any]:
+    """The target's seconds per step, per evaluation and to build: timed like a proxy when
+    its parameter count (from the meta device) is at most ``timed_max_params``; above it,
+    extrapolated from its training FLOPs per step (Kaplan et al. 2020 §2.1) at the FLOP/s
+    the widest proxy achieved in its timed steps — so no process materialises the target's
+    weights before the target run. Small models reach a lower fraction of a device's peak
+    than large ones, so the extrapolation is an upper estimate of the target's time."""
+    from mutune.pipeline.ledger_stage import flops_per_sample
+
+    t_params = ttask.n_params(config.target.width, hp)
+    if t_params <= timed_max_params:
+        return {**_warmup(ttask, config.target.width, hp, warmup_steps, threads),
+                "n_params": t_params, "timing": "timed"}
+    w = widest["width"]
+    w_params = task.n_params(w, hp)
+    f_w = flops_per_sample(config, w, w_params)
+    f_t = flops_per_sample(config, config.target.width, t_params)
+    step_w, step_t = f_w * task.samples_per_step, f_t * ttask.samples_per_step
+    achieved = step_w / widest["s_per_step"]                 # FLOP/s in the timed steps
+    return {"setup_s": widest["setup_s"] * t_params / w_params,
+            "s_per_step": step_t / achieved,
+            "s_per_eval": widest["s_per_eval"] * f_t / f_w,   # the same evaluation set
+            "warmup_s": 0.0, "n_params": t_params, "timing": "extrapolated",
+            "achieved_flops_per_s": achieved,
+            "formula": (f"s_step = FLOPs/step ÷ FLOP/s of width {w} = {step_t:.4g} ÷ "
+                        f"{achieved:.4g}; s_eval = {widest['s_per_eval']:.4g} s × "
+                        f"{f_t:.4g}/{f_w:.4g}; build = {widest['setup_s']:.4g} s × "
+                        f"{t_params:,}/{w_params:,} parameters")}
+
+
+#: above this many parameters the dry run extrapolates the target's time from its FLOPs
+#: instead of timing it (which would build the target in the planning process)
+TIMED_TARGET_MAX_PARAMS = 100_000_000
+
+
 def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
-               overhead_s: float = DEFAULT_TRIAL_OVERHEAD_S) -> dict[str, Any]:
+               overhead_s: float = DEFAULT_TRIAL_OVERHEAD_S,
+               timed_max_params: float = TIMED_TARGET_MAX_PARAMS) -> dict[str, Any]:
     """The planned trials, steps and device-hours of ``config``'s sweep, from a warm-up.
 
     Args:
         config: the sweep config (its data are loaded; nothing is recorded).
         warmup_steps: training steps timed per width (>= 2; the first is not counted).
         overhead_s: assumed Ray per-trial start-up + teardown, seconds.
+        timed_max_params: a target with more parameters is not built: its time comes from
+            its FLOPs at the widest proxy's achieved FLOP/s (``target["timing"]`` says
+            ``timed`` or ``extrapolated``, with the formula).
     Returns:
         {"widths": [{"width", "trials", "steps", "evals", "trial_steps", "s_per_step",
         "s_per_eval", "setup_s", "replicates" (``search.replicates``: seeds trained in
@@ -147,7 +188,8 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     tb = config.target.batch_size or config.train.batch_size
     ttask = task if tb == config.train.batch_size else dataclasses.replace(
         task, train=task.train.model_copy(update={"batch_size": tb}))
-    tm = _warmup(ttask, config.target.width, hp, warmup_steps, threads)
+    tm = _target_timing(config, task, ttask, widths[-1], hp, warmup_steps, threads,
+                        timed_max_params)
     t_steps = config.target_steps
     target = {"width": config.target.width, "trials": 1, "steps": t_steps,
               "evals": _evals(t_steps, every), **tm,

@@ -27,6 +27,12 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
                   f"{w['s_per_step']:.4g}", f"{w['s_per_eval']:.4g}", f"{w['setup_s']:.3g}",
                   str(w.get("confirm_trials", "—")), f"{w['gpu_hours']:.6f}")
     console.print(unclipped(t))
+    tg = plan["target"]
+    if tg.get("timing") == "extrapolated":
+        console.print(f"target ({tg['n_params']:,} parameters) not built: its times are "
+                      f"extrapolated from its FLOPs at the widest proxy's achieved FLOP/s "
+                      f"({tg['formula']}); small models use a device less well, so this "
+                      "is an upper estimate", highlight=False)
     c = Table(title="Estimated cost" + (f" at {plan['price_per_hour']:g} per device-hour"
                                         if plan["price_per_hour"] else ""))
     c.add_column("line")
