@@ -2,7 +2,7 @@
 
 The quickstart config with its target at width 32768 (an MLP of 2.1 billion parameters, 8.6 GB
 of float32 weights). Two runs of ``mutune``, each a subprocess whose own RSS and that of every
-process it starts (Ray's GCS, raylet and workers) is sampled every 0.1 s with psutil:
+process it starts (Ray's GCS, raylet and workers) is sampled every 0.1 s from /proc:
 
 * ``mutune run CONFIG --dry-run``: the plan (the target's time is extrapolated from its FLOPs,
   not timed: :func:`mutune.pipeline.dry_run.plan_sweep`);
@@ -33,28 +33,49 @@ import time
 from pathlib import Path
 
 
+def _tree(root: int) -> list[int]:
+    """``root`` and every live descendant, from /proc/*/stat (Linux)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])     # field 4, after "(comm)"
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _memory(pid: int) -> tuple[float, float]:
+    """(RSS, PSS) bytes of ``pid`` from /proc/PID/status and smaps_rollup (0 when gone)."""
+    rss = pss = 0.0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                rss = float(line.split()[1]) * 1024
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                pss = float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return rss, pss
+
+
 def _sample(proc: "subprocess.Popen[bytes]", every_s: float = 0.1) -> dict[str, float]:
     """Peak sums of RSS and PSS over ``proc`` and its descendants until it exits."""
-    import psutil
-
-    root = psutil.Process(proc.pid)
     peak = {"rss": 0.0, "pss": 0.0, "largest": 0.0}
     while proc.poll() is None:
-        rss = pss = largest = 0.0
-        try:
-            procs = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            break
-        for p in procs:
-            try:
-                info = p.memory_full_info()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-            rss += info.rss
-            pss += getattr(info, "pss", info.rss)
-            largest = max(largest, info.rss)
-        peak = {"rss": max(peak["rss"], rss), "pss": max(peak["pss"], pss),
-                "largest": max(peak["largest"], largest)}
+        mem = [_memory(p) for p in _tree(proc.pid)]
+        peak = {"rss": max(peak["rss"], sum(m[0] for m in mem)),
+                "pss": max(peak["pss"], sum(m[1] for m in mem)),
+                "largest": max([peak["largest"], *(m[0] for m in mem)])}
         time.sleep(every_s)
     return peak
 
