@@ -260,7 +260,9 @@ def test_resume_during_the_target_run_continues_it_from_its_checkpoint(ray_local
     from mutune.pipeline import run_pipeline
     from mutune.services.api import resume
 
-    cfg = _config(tiny_config)
+    d = _config(tiny_config).model_dump(mode="json")
+    d["target"]["checkpoint_every"] = 6              # the target's checkpoints: 6, 12, …
+    cfg = type(tiny_config).model_validate(d)
     url = f"sqlite:///{tmp_path / 'g.db'}"
     with Store.open(url) as g:
         ids = {}

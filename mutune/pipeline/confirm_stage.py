@@ -35,7 +35,7 @@ from mutune.config import Choice, SweepConfig
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["design_names", "design_points", "design_allocation", "trials_per_design",
-           "confirm_width", "recorded_trials", "CONFIRM_SEED_BASE"]
+           "confirm_width", "CONFIRM_SEED_BASE"]
 
 #: the confirmation trials' seed streams start here (width index + round × 100 added), far
 #: from the proxy sweeps' (0 … k−1) and the target's (k)
@@ -140,6 +140,8 @@ def confirm_width(run: SweepRun, proxy: ProxyResult, index: int, center: dict[st
     group = f"c{round_}w{proxy.width}"
     points = [{"hparams": p, "seed": seeds[k], "index": k, "key": f"{group}-t{k}"}
               for k, p in enumerate(hps)]
+    from mutune.pipeline.recorded import recorded_trials
+
     new, resume = recorded_trials(run, points, seeds)
     if not new and not resume.points:        # every design trial had ended before
         from mutune.search.backends.ray_tune.run import RunOutcome
@@ -161,34 +163,3 @@ def confirm_width(run: SweepRun, proxy: ProxyResult, index: int, center: dict[st
         raise SweepStopped("cancelled", outcome.stopped)
     return outcome
 
-
-def recorded_trials(run: SweepRun, points: list[dict[str, Any]],
-                    seeds: list[int]) -> tuple[list[dict[str, Any]], Any]:
-    """Split a design's (or the target's) points by what a resumed sweep had recorded under
-    their keys
-    (``run.recorded``): trials that ended are kept as they are, trials the dead driver left
-    running continue from their latest checkpoint under their own rows, the rest are new.
-
-    A recorded trial counts only when its configuration and seed are the point's (the same
-    seed and settings give the same design; anything else is trained afresh under the key).
-
-    Returns:
-        (the points to start, a :class:`~mutune.search.backends.ray_tune.run.ResumeState`
-        with the continued and the ended trials).
-    """
-    from mutune.pipeline.resume import continue_points, trial_records
-    from mutune.search.backends.ray_tune.run import ResumeState
-
-    rows = []
-    for p in points:
-        row = run.recorded.get(p["key"])
-        if (row is not None and int(row["seed"]) == p["seed"]
-                and dict(row["config"]) == p["hparams"]):
-            rows.append(row)
-    known = {r["key"] for r in rows}
-    records = trial_records(rows, seeds)
-    for rec, row in zip(records, rows):      # where their checkpoints (the kept model) are
-        rec.trial_dir = row.get("checkpoint_dir")
-    unfinished, finished, cont = continue_points(records, rows)
-    return ([p for p in points if p["key"] not in known],
-            ResumeState(cont, {r.key: r for r in unfinished}, finished))

@@ -15,7 +15,7 @@ What continues how (docs/architecture.md §4):
 * widths never started are swept;
 * each width's confirmation design keeps the trials that had ended, continues the ones left
   running from their latest checkpoints under their own rows, and trains only the rest
-  (:func:`mutune.pipeline.confirm_stage.recorded_trials`; keys ``c{round}w{width}-t{k}``);
+  (:func:`mutune.pipeline.recorded.recorded_trials`; keys ``c{round}w{width}-t{k}``);
 * the stages after the proxy sweeps run again: rules, the loss law and the ledger already
   recorded are not recorded twice (the same widths give the same fit);
 * a target run that was interrupted continues from its latest checkpoint under its own trial
@@ -30,6 +30,8 @@ from typing import Any
 from mutune.errors import SearchError
 from mutune.pipeline.main_job import finish_sweep
 from mutune.pipeline.proxy_stage import run_width, sweep_width, width_result, width_seeds
+from mutune.pipeline.recorded import continue_points, trial_records
+from mutune.pipeline.recorded import unfinished as _unfinished
 from mutune.pipeline.recording import Recorder
 from mutune.pipeline.sweep import PipelineResult, Progress, ProxyResult, SweepRun, open_sweep
 
@@ -111,65 +113,6 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
             swept.append(sweep_width(run, width, i) if ps is None
                          else resume_width(run, width, i, ps, rows))
         return finish_sweep(run, swept)
-
-
-def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
-                  replicates: int = 1) -> list[Any]:
-    """Rebuild the driver's :class:`~mutune.search.backends.ray_tune.records.TrialRecord` of
-    recorded trials (database rows with their reports); ``index`` is the trial's position in
-    ``seeds`` (``replicates`` seeds per trial: its first seed's position // replicates)."""
-    from mutune.search.backends.ray_tune.records import TrialRecord
-
-    out = []
-    for t in trial_rows:
-        reports = [{"step": int(r["step"]), **{k: float(v) for k, v in r["metrics"].items()}}
-                   for r in t["reports"]]
-        seed = int(t["seed"])
-        pos = seeds.index(seed) if seed in seeds else -1
-        point = {"hparams": dict(t["config"]), "seed": seed,
-                 "index": pos // replicates if pos >= 0 else -1, "key": t["key"]}
-        if replicates > 1 and pos >= 0:
-            point["replicate_seeds"] = [int(x) for x in seeds[pos:pos + replicates]]
-        rec = TrialRecord(t["key"], int(t["id"]), point, 0.0, reports=reports,
-                          status=t["status"], reason=t["reason"])
-        last = reports[-1] if reports else {}
-        rec.restarts = int(t.get("restarts") or 0)
-        rec.restarts_booked = rec.restarts
-        rec.repeated_steps = int(t.get("repeated_steps") or 0)
-        rec.recovery_s = float(t.get("recovery_s") or 0.0)
-        if t["status"] == "running" or t["allocated_s"] is None:
-            # never released: the seconds it is known to have held are its reported ones
-            rec.held_s = sum(float(last.get(k, 0.0)) for k in ("productive_s", "eval_s",
-                                                               "setup_s"))
-        else:
-            rec.timing = {k: t[k] for k in ("allocated_s", "productive_s", "eval_s",
-                                            "overhead_s", "steps", "samples", "devices",
-                                            "device_kind", "restarts", "repeated_steps",
-                                            "recovery_s", "checkpoint_s")}
-            rec.timing["setup_s"] = float(last.get("setup_s", 0.0))
-            rec.timing.update(evals=len(reports), n_params=float(last.get("n_params", 0.0)))
-        out.append(rec)
-    return out
-
-
-def continue_points(records: list[Any], trial_rows: list[dict[str, Any]]
-                    ) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
-    """(unfinished records, ended records, the unfinished trials' points with their
-    ``key`` and ``restore_from``: the latest checkpoint in the row's folder, or None)."""
-    from mutune.search.trial.checkpoint import latest_checkpoint
-
-    trial_dir = {t["id"]: t.get("checkpoint_dir") for t in trial_rows}
-    unfinished = [r for r in records if _unfinished(r)]
-    finished = [r for r in records if not _unfinished(r)]
-    return unfinished, finished, [
-        {**r.point, "key": r.key, "restore_from": latest_checkpoint(trial_dir[r.trial_id])}
-        for r in unfinished]
-
-
-def _unfinished(rec: Any) -> bool:
-    """Running when the driver died, or reaped as stale: to continue from its checkpoint."""
-    return rec.status == "running" or (rec.status == "failed"
-                                       and (rec.reason or "").startswith("stale:"))
 
 
 def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],

@@ -172,7 +172,7 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
         SearchError: the target run failed (a diverged one is returned, so the ledger can
             bill it).
     """
-    from mutune.pipeline.confirm_stage import recorded_trials
+    from mutune.pipeline.recorded import recorded_trials
     from mutune.search.searchers.space import trial_seeds
     from mutune.search.backends.ray_tune.run import RunOutcome, run_trials
 

@@ -1,0 +1,105 @@
+"""Trials rebuilt from the rows a results database holds, for a resumed sweep to continue.
+
+:func:`trial_records` turns trial rows into the driver's
+:class:`~mutune.search.backends.ray_tune.records.TrialRecord`; :func:`continue_points` splits
+them into the trials that had ended and the ones a dead driver left running (with their
+latest checkpoints); :func:`recorded_trials` does both for the stages after the proxy
+sweeps — a width's confirmation design and the target run — whose trials a resumed sweep
+finds by key (``SweepRun.recorded``). :mod:`mutune.pipeline.resume` uses the first two for the
+proxy sweeps.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["trial_records", "continue_points", "recorded_trials", "unfinished"]
+
+
+def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
+                  replicates: int = 1) -> list[Any]:
+    """Rebuild the driver's :class:`~mutune.search.backends.ray_tune.records.TrialRecord` of
+    recorded trials (database rows with their reports); ``index`` is the trial's position in
+    ``seeds`` (``replicates`` seeds per trial: its first seed's position // replicates)."""
+    from mutune.search.backends.ray_tune.records import TrialRecord
+
+    out = []
+    for t in trial_rows:
+        reports = [{"step": int(r["step"]), **{k: float(v) for k, v in r["metrics"].items()}}
+                   for r in t["reports"]]
+        seed = int(t["seed"])
+        pos = seeds.index(seed) if seed in seeds else -1
+        point = {"hparams": dict(t["config"]), "seed": seed,
+                 "index": pos // replicates if pos >= 0 else -1, "key": t["key"]}
+        if replicates > 1 and pos >= 0:
+            point["replicate_seeds"] = [int(x) for x in seeds[pos:pos + replicates]]
+        rec = TrialRecord(t["key"], int(t["id"]), point, 0.0, reports=reports,
+                          status=t["status"], reason=t["reason"])
+        last = reports[-1] if reports else {}
+        rec.restarts = int(t.get("restarts") or 0)
+        rec.restarts_booked = rec.restarts
+        rec.repeated_steps = int(t.get("repeated_steps") or 0)
+        rec.recovery_s = float(t.get("recovery_s") or 0.0)
+        if t["status"] == "running" or t["allocated_s"] is None:
+            # never released: the seconds it is known to have held are its reported ones
+            rec.held_s = sum(float(last.get(k, 0.0)) for k in ("productive_s", "eval_s",
+                                                               "setup_s"))
+        else:
+            rec.timing = {k: t[k] for k in ("allocated_s", "productive_s", "eval_s",
+                                            "overhead_s", "steps", "samples", "devices",
+                                            "device_kind", "restarts", "repeated_steps",
+                                            "recovery_s", "checkpoint_s")}
+            rec.timing["setup_s"] = float(last.get("setup_s", 0.0))
+            rec.timing.update(evals=len(reports), n_params=float(last.get("n_params", 0.0)))
+        out.append(rec)
+    return out
+
+
+def unfinished(rec: Any) -> bool:
+    """Running when the driver died, or reaped as stale: to continue from its checkpoint."""
+    return rec.status == "running" or (rec.status == "failed"
+                                       and (rec.reason or "").startswith("stale:"))
+
+
+def continue_points(records: list[Any], trial_rows: list[dict[str, Any]]
+                    ) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
+    """(unfinished records, ended records, the unfinished trials' points with their
+    ``key`` and ``restore_from``: the latest checkpoint in the row's folder, or None)."""
+    from mutune.search.trial.checkpoint import latest_checkpoint
+
+    trial_dir = {t["id"]: t.get("checkpoint_dir") for t in trial_rows}
+    left = [r for r in records if unfinished(r)]
+    ended = [r for r in records if not unfinished(r)]
+    return left, ended, [
+        {**r.point, "key": r.key, "restore_from": latest_checkpoint(trial_dir[r.trial_id])}
+        for r in left]
+
+
+def recorded_trials(run: Any, points: list[dict[str, Any]],
+                    seeds: list[int]) -> tuple[list[dict[str, Any]], Any]:
+    """Split a design's (or the target's) points by what a resumed sweep had recorded under
+    their keys (``run.recorded``): trials that ended are kept as they are, trials the dead
+    driver left running continue from their latest checkpoint under their own rows, the rest
+    are new.
+
+    A recorded trial counts only when its configuration and seed are the point's (the same
+    seed and settings give the same design; anything else is trained afresh under the key).
+
+    Returns:
+        (the points to start, a :class:`~mutune.search.backends.ray_tune.run.ResumeState`
+        with the continued and the ended trials).
+    """
+    from mutune.search.backends.ray_tune.run import ResumeState
+
+    rows = []
+    for p in points:
+        row = run.recorded.get(p["key"])
+        if (row is not None and int(row["seed"]) == p["seed"]
+                and dict(row["config"]) == p["hparams"]):
+            rows.append(row)
+    known = {r["key"] for r in rows}
+    records = trial_records(rows, seeds)
+    for rec, row in zip(records, rows):      # where their checkpoints (the kept model) are
+        rec.trial_dir = row.get("checkpoint_dir")
+    left, ended, cont = continue_points(records, rows)
+    return ([p for p in points if p["key"] not in known],
+            ResumeState(cont, {r.key: r for r in left}, ended))
