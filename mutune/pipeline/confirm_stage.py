@@ -114,7 +114,9 @@ def confirm_width(run: SweepRun, proxy: ProxyResult, index: int, center: dict[st
     ``confirm`` trials of the width's proxy sweep, seeds per point from
     :func:`design_allocation` (``transfer.confirm_replicates``, and
     ``transfer.confirm_center_replicates`` at the centre; separate trials, so the fit's
-    bootstrap can resample them).
+    bootstrap can resample them). In a resumed sweep the design's recorded trials (keys
+    ``c{round}w{width}-t{k}``) are kept or continued, and only the rest are trained
+    (:func:`mutune.pipeline.recorded.recorded_trials`).
 
     Args:
         proxy: the width's sweep result (its proxy sweep id).
