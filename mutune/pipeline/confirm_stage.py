@@ -145,9 +145,6 @@ def confirm_width(run: SweepRun, proxy: ProxyResult, index: int, center: dict[st
     from mutune.pipeline.recorded import recorded_trials
 
     new, resume = recorded_trials(run, points, seeds)
-    if not new and not resume.points:        # every design trial had ended before
-        from mutune.search.backends.ray_tune.run import RunOutcome
-        return RunOutcome(list(resume.finished), None)
     max_t = config.search.scheduler.max_t
     outcome = run_trials(new, task=run.task, width=proxy.width, max_t=max_t,
                          recorder=run.recorder, control=run.control, sweep_id=run.sweep_id,

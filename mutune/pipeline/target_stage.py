@@ -174,7 +174,7 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
     """
     from mutune.pipeline.recorded import recorded_trials
     from mutune.search.searchers.space import trial_seeds
-    from mutune.search.backends.ray_tune.run import RunOutcome, run_trials
+    from mutune.search.backends.ray_tune.run import run_trials
 
     config, recorder = run.config, run.recorder
     search = config.search
@@ -199,21 +199,18 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
                      or settings["weight_decay"] != config.train.weight_decay):
         task = dataclasses.replace(task, train=task.train.model_copy(update={
             "batch_size": settings["batch_size"], "weight_decay": settings["weight_decay"]}))
-    if not new and not resume.points:      # the recorded target had ended: kept as it was
-        outcome = RunOutcome(list(resume.finished), None)
-    else:
-        outcome = run_trials(
-            new, task=task, resume=resume, width=config.target.width,
-            max_t=config.target_steps, recorder=recorder, control=run.control,
-            sweep_id=run.sweep_id, proxy_sweep_id=None, kind="target", scheduler=None,
-            metric=search.metric, mode=search.mode, ray_cfg=config.ray,
-            storage=run.out_dir / "ray", name=f"sweep{run.sweep_id}-target", seq=run.seq,
-            on_progress=bind_progress(run.on_progress, f"target {config.target.width}", 1),
-            on_started=open_target, tracking=config.tracking, group="target",
-            checkpoint_every=config.target_checkpoint_every,
-            checkpoint_keep=config.train.checkpoint_keep, keep_final=True,
-            diverge_above=({s: 2 * v for s, v in zip(watch["steps"], watch["val_loss"])}
-                           if watch else None))
+    outcome = run_trials(
+        new, task=task, resume=resume, width=config.target.width,
+        max_t=config.target_steps, recorder=recorder, control=run.control,
+        sweep_id=run.sweep_id, proxy_sweep_id=None, kind="target", scheduler=None,
+        metric=search.metric, mode=search.mode, ray_cfg=config.ray,
+        storage=run.out_dir / "ray", name=f"sweep{run.sweep_id}-target", seq=run.seq,
+        on_progress=bind_progress(run.on_progress, f"target {config.target.width}", 1),
+        on_started=open_target, tracking=config.tracking, group="target",
+        checkpoint_every=config.target_checkpoint_every,
+        checkpoint_keep=config.train.checkpoint_keep, keep_final=True,
+        diverge_above=({s: 2 * v for s, v in zip(watch["steps"], watch["val_loss"])}
+                       if watch else None))
     trec = outcome.trials[0] if outcome.trials else None
     if outcome.stopped is not None:
         if trec is not None and "target" in started:

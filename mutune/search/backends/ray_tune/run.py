@@ -158,7 +158,10 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
     from mutune.search.searchers.simple import FixedSearcher
     from mutune.search.trial.trainable import train_trial
 
-    if points is not None and not points and resume is not None and resume.points:
+    if points is not None and not points and (resume is None or not resume.points):
+        # nothing to start or continue (a resumed design or target that had ended)
+        return RunOutcome(list(resume.finished) if resume else [], None)
+    if points is not None and not points:
         # only continued trials (a resumed target): a searcher with nothing left to propose
         searcher = FixedSearcher([p["hparams"] for p in resume.points])
         for p in resume.points:
