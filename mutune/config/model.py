@@ -38,7 +38,8 @@ class MLPModel(ModelSpec):
 class GPTModel(ModelSpec):
     """μP byte-level GPT-style pre-LN decoder (``mutune.proxies.gpt``, plugin ``gpt``).
     ``d_head``: features per attention head (widths must be multiples of it); ``seq_len``:
-    tokens per sample; ``vocab``: token ids (256 for byte-level text)."""
+    tokens per sample; ``vocab``: token ids (256 for byte-level text); ``readout_zero_init``:
+    an untied readout starts at zero instead of mup's μP init (docs/transfer.md §7)."""
     family: Literal["gpt"]
     base_width: int = Field(default=32, ge=1)
     d_head: int = Field(default=16, ge=1)
@@ -47,10 +48,11 @@ class GPTModel(ModelSpec):
     vocab: int = Field(default=256, ge=2, le=65536)
     positions: Literal["learned", "rotary"] = "learned"
     tied: bool = False
+    readout_zero_init: bool = False
 
     def build_options(self) -> dict[str, Any]:
         """The section's options plus ``sp_style`` (SP conventions for an SP model: logits
-        scaled 1/√d_head, no zero init of query and readout; :class:`mutune.proxies.gpt.MuGPT`)."""
+        scaled 1/√d_head, no zero init of the query; :class:`mutune.proxies.gpt.MuGPT`)."""
         return {**super().build_options(), "sp_style": self.parametrization == "sp"}
 
 

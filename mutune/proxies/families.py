@@ -21,11 +21,11 @@ def _build_mlp(width: int, *, depth: int, d_in: int, n_classes: int,
 
 def _build_gpt(width: int, *, depth: int, vocab: int, seq_len: int, d_head: int,
                ffn_ratio: int, positions: str, tied: bool, sp_style: bool = False,
-               **hparams: float) -> nn.Module:
+               readout_zero_init: bool = False, **hparams: float) -> nn.Module:
     """:class:`MuGPT` of d_model ``width`` (no base shapes yet)."""
     return MuGPT(width, vocab=vocab, seq_len=seq_len, depth=depth, d_head=d_head,
                  ffn_ratio=ffn_ratio, positions=positions, tied=tied, sp_style=sp_style,
-                 **hparams)
+                 readout_zero_init=readout_zero_init, **hparams)
 
 
 #: μP MLP classifier on scikit-learn's digits.

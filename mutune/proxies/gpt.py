@@ -4,11 +4,13 @@ Width is ``d_model``; heads grow with width (``n_heads = width // d_head``, ``d_
 the FFN is ``ffn_ratio * width``, so every width dimension grows between base and delta shapes.
 
 References:
-    Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2 (zero readout and query,
-    attention logits scaled by attn_mult/d_head, attn_mult 8 by default so that the logits
-    match SP's 1/√d_head at d_head 64); Radford et al. 2019 (GPT-2, pre-LN blocks);
-    mup 1.0.0 ``examples/Transformer``. Measured with the defaults (PyTorch's init,
-    attn_mult 8, a readout bias) on the stdlib corpus in 150 steps: benchmarks/results/README.md.
+    Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2 (zero query, attention
+    logits scaled by attn_mult/d_head, attn_mult 8 by default so that the logits match SP's
+    1/√d_head at d_head 64; the readout's μP init, zero init as an option); Radford et al.
+    2019 (GPT-2, pre-LN blocks); mup 1.0.0 ``examples/Transformer`` and ``MuReadout``.
+    Measured with the defaults (PyTorch's init, attn_mult 8, mup's readout init, a readout
+    bias) on the stdlib corpus in 150 steps: benchmarks/results/README.md and
+    docs/transfer.md §7.
 """
 from __future__ import annotations
 
@@ -99,12 +101,22 @@ class MuGPT(nn.Module):
             1/√d_head at d_head 64, TP V Appendix D.2), 1 in SP style.
         init_std: None (the default): PyTorch's default init — embeddings N(0, 1), linear
             weights and biases U(±1/√fan_in), which is already μP's 1/fan_in variance for
-            hidden matrices; a number: embeddings N(0, init_std²) and matrix weights
-            ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP).
+            hidden matrices; a number: embeddings N(0, init_std²), matrix weights
+            ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP) and the
+            untied readout N(0, init_std²) (its 1/width_mult multiplier makes the effective
+            std ∝ 1/fan_in).
         positions: ``"learned"`` or ``"rotary"``. tied: share embedding and readout weights.
         sp_style: standard-parametrization conventions: logits scaled attn_mult/√d_head and
-            no zero init of the query and readout (the SP twin of a μP model); False: μP
-            style (attn_mult/d_head, zero query and readout).
+            no zero init of the query (the SP twin of a μP model); False: μP style
+            (attn_mult/d_head, zero query).
+        readout_zero_init: an untied readout's weight starts at zero (TP V Appendix D.2's
+            option) instead of mup's μP init — PyTorch's U(±1/√fan_in) multiplied by
+            √width_mult, which the readout's 1/width_mult output multiplier turns into an
+            effective standard deviation ∝ 1/fan_in (TP V Table 3), the init
+            ``mup.set_base_shapes`` leaves on a ``MuReadout``. False by default: on the
+            stdlib corpus in 150 steps an exactly zero readout, which blocks the first step's
+            gradient to every layer below it, costs 0.1–0.16 nats/byte at the optimum and
+            triples the seed-to-seed spread (docs/transfer.md §7). Ignored when tied.
     Raises:
         ProxyError: width % d_head != 0, a count < 1, a multiplier not finite > 0, unknown
             positions, rotary with an odd d_head; in
@@ -117,7 +129,8 @@ class MuGPT(nn.Module):
                  d_head: int = 16, ffn_ratio: int = 4, input_mult: float = 1.0,
                  output_mult: float = 1.0, attn_mult: float | None = None,
                  init_std: float | None = None, positions: str = "learned",
-                 tied: bool = False, sp_style: bool = False):
+                 tied: bool = False, sp_style: bool = False,
+                 readout_zero_init: bool = False):
         super().__init__()
         if attn_mult is None:
             attn_mult = 1.0 if sp_style else 8.0
@@ -141,6 +154,7 @@ class MuGPT(nn.Module):
         self.input_mult, self.output_mult = input_mult, output_mult
         self.attn_mult, self.init_std = attn_mult, init_std
         self.positions, self.tied, self.sp_style = positions, tied, sp_style
+        self.readout_zero_init = readout_zero_init
         scale = attn_mult / (d_head ** 0.5 if sp_style else d_head)
         self.tok_emb = nn.Embedding(vocab, width)
         self.pos_emb = nn.Embedding(seq_len, width) if positions == "learned" else None
@@ -156,10 +170,13 @@ class MuGPT(nn.Module):
     def reset_parameters(self) -> None:
         """``init_std`` None: PyTorch's default init of every module (embeddings N(0, 1),
         linear layers U(±1/√fan_in)); else embeddings N(0, init_std²), matrix weights
-        ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP) and zero biases.
-        μP style also zeroes the query rows of qkv and the (untied) readout (TP V
-        Appendix D.2); the untied readout's bias starts at zero in both styles; LayerNorms
-        1/0."""
+        ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP), the readout
+        N(0, init_std²) and zero biases.
+        μP style also zeroes the query rows of qkv (TP V Appendix D.2). An untied readout's
+        weight gets mup's μP init (PyTorch's, times √width_mult once base shapes are set;
+        the same in SP, where width_mult is 1; N(0, init_std²) with ``init_std``), or zero
+        with ``readout_zero_init``; its bias
+        starts at zero in both styles; LayerNorms 1/0."""
         layers = [m for b in self.blocks for m in (b.qkv, b.proj, b.fc, b.fc_out)]
         if self.init_std is None:
             for m in (self.tok_emb, self.pos_emb, *layers):
@@ -185,8 +202,16 @@ class MuGPT(nn.Module):
         nn.init.zeros_(self.ln_f.bias)
         if self.readout.bias is not None:
             nn.init.zeros_(self.readout.bias)
-        if not self.tied and not self.sp_style:  # a tied readout keeps the embedding's init
-            nn.init.zeros_(self.readout.weight)
+        if not self.tied:                        # a tied readout keeps the embedding's init
+            if self.readout_zero_init:
+                nn.init.zeros_(self.readout.weight)
+            elif self.init_std is not None:     # constant stored std: effective ∝ 1/fan_in
+                nn.init.normal_(self.readout.weight, mean=0.0, std=self.init_std)
+            elif hasattr(self.readout.weight, "infshape"):
+                # PyTorch's U(±1/√fan_in) times √width_mult: what mup's
+                # MuReadout._rescale_parameters does in set_base_shapes
+                with torch.no_grad():
+                    self.readout.weight.mul_(self.readout.width_mult() ** 0.5)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, vocab) for token ids idx (B, T), T <= seq_len."""
@@ -208,7 +233,8 @@ def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, 
               base_width: int, parametrization: str, input_mult: float = 1.0,
               output_mult: float = 1.0, attn_mult: float | None = None,
               init_std: float | None = None, positions: str = "learned", tied: bool = False,
-              base_shapes: str | None = None, sp_style: bool | None = None) -> nn.Module:
+              base_shapes: str | None = None, sp_style: bool | None = None,
+              readout_zero_init: bool = False) -> nn.Module:
     """A :class:`MuGPT` of d_model ``width`` in μP (base ``base_width``) or SP;
     ``base_shapes`` (saved .bsh text) replaces building the base and delta models.
 
@@ -224,6 +250,7 @@ def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, 
         return MuGPT(w, vocab=vocab, seq_len=seq_len, depth=depth, d_head=d_head,
                      ffn_ratio=ffn_ratio, input_mult=input_mult, output_mult=output_mult,
                      attn_mult=attn_mult, init_std=init_std, positions=positions, tied=tied,
-                     sp_style=(parametrization == "sp") if sp_style is None else sp_style)
+                     sp_style=(parametrization == "sp") if sp_style is None else sp_style,
+                     readout_zero_init=readout_zero_init)
 
     return build_parametrized(factory, width, base_width, parametrization, base_shapes)

@@ -62,8 +62,10 @@ def test_gpt_mup_flat_and_sp_readout_grows(tied):
         # a vector-like embedding to the readout (mup issue 55).
         bad = {n: s for n, s in checks["mup"].slopes.items() if s >= 0.1}
     else:
-        # PyTorch's default init (N(0, 1) embeddings): on random tokens the μP logits shrink a
-        # little with width at these tiny widths (slope about -0.14 at lr 2^-7); nothing grows.
-        bad = {n: s for n, s in checks["mup"].slopes.items() if not -0.3 < s < 0.1}
+        # PyTorch's default init (N(0, 1) embeddings) and mup's readout init: on random tokens
+        # the μP logits shrink with width at these tiny widths (slope about -0.34 at lr 2^-7
+        # after 3 steps), no faster than their init part, Θ(1/√width) under μP (TP V
+        # Table 3), while the Θ(1) update has not yet outgrown it; nothing grows.
+        bad = {n: s for n, s in checks["mup"].slopes.items() if not -0.55 < s < 0.1}
     assert not bad, bad
     assert checks["sp"].slopes["readout"] > 0.5, checks["sp"].slopes

@@ -82,13 +82,14 @@ def test_mup_gpt_equals_sp_twin_at_base_width():
 
 
 def test_gpt_defaults_follow_the_parametrization():
-    """μP: logits scaled 8/d_head, zero query and readout, PyTorch's default init elsewhere;
-    an SP model (the transfer check's twin): 1/√d_head and no zero init."""
+    """μP: logits scaled 8/d_head, zero query, mup's readout init, PyTorch's default init
+    elsewhere; an SP model (the transfer check's twin): 1/√d_head and no zero init."""
     mu, sp = _gpt(32, "mup"), _gpt(32, "sp")
     d_head = mu.d_head
     assert mu.blocks[0].attn_scale == 8 / d_head
     assert sp.blocks[0].attn_scale == 1 / d_head ** 0.5
-    assert torch.count_nonzero(mu.readout.weight) == 0
+    assert torch.count_nonzero(mu.readout.weight) == mu.readout.weight.numel()
+    assert torch.count_nonzero(mu.readout.bias) == 0
     assert torch.count_nonzero(mu.blocks[0].qkv.weight[:32]) == 0
     assert torch.count_nonzero(sp.readout.weight) > 0
     assert torch.count_nonzero(sp.blocks[0].qkv.weight[:32]) > 0
@@ -127,13 +128,34 @@ def test_gpt_forward_shapes_and_causality(width):
 
 
 def test_readout_is_zero_at_init():
+    """The MLP's readout, and the GPT's with readout_zero_init, start at zero: uniform
+    logits; the GPT's query rows are zero either way."""
     x = torch.rand(4, 64, generator=torch.Generator().manual_seed(0))
     assert torch.count_nonzero(_mlp(32, "mup")(x)) == 0
     idx = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
-    assert torch.count_nonzero(_gpt(32, "mup")(idx)) == 0
+    assert torch.count_nonzero(_gpt(32, "mup", readout_zero_init=True)(idx)) == 0
+    assert torch.count_nonzero(_gpt(32, "mup")(idx)) > 0
     block = _gpt(32, "mup").blocks[0]
     assert torch.count_nonzero(block.qkv.weight[:32]) == 0  # zero query
     assert torch.count_nonzero(block.qkv.weight[32:]) > 0
+
+
+@pytest.mark.parametrize("kw", [{}, {"init_std": 0.02}])
+def test_gpt_readout_init_is_mups_and_scales_like_one_over_fan_in(kw):
+    """mup's MuReadout init: the stored weight is PyTorch's times √width_mult (what
+    set_base_shapes leaves on a MuReadout) or N(0, init_std²), so the effective weight
+    (stored / width_mult) has std ∝ 1/fan_in (TP V Table 3); SP keeps the unscaled init."""
+    def eff(model):
+        ro = model.readout
+        return float(ro.weight.detach().std()) / ro.width_mult()
+    small, big = eff(_gpt(16, "mup", **kw)), eff(_gpt(128, "mup", **kw))
+    assert big / small == pytest.approx(16 / 128, rel=0.1)
+    stored = float(_gpt(128, "mup", **kw).readout.weight.detach().std())
+    # PyTorch's U(±1/√fan_in): std 1/√(3·128), times √8; or N(0, 0.02²) as it is
+    expected = 1 / math.sqrt(3 * 128) * math.sqrt(128 / 16) if not kw else 0.02
+    assert stored == pytest.approx(expected, rel=0.1)
+    sp = float(_gpt(128, "sp").readout.weight.detach().std())
+    assert sp == pytest.approx(1 / math.sqrt(3 * 128), rel=0.1)
 
 
 def test_gpt_init_variance_scales_like_one_over_fan_in():
