@@ -291,3 +291,26 @@ def test_dry_run_extrapolates_a_large_target_from_its_flops(tiny_config, monkeyp
     assert tgt["s_per_step"] == pytest.approx(0.01 * ratio)      # same batch size
     small = dry.plan_sweep(tiny_config, overhead_s=1.0)
     assert small["target"]["timing"] == "timed" and tiny_config.target.width in built
+
+
+@pytest.mark.slow
+def test_dry_run_times_on_the_trial_device_in_a_ray_task(tiny_config):
+    """Where trials get GPUs or a cluster, the warm-up runs as one Ray task holding a
+    trial's resources (forced here on CPU); the plan says where and on what, and a trial's
+    resources the cluster lacks are a config error, not a task that never starts."""
+    import mutune.pipeline.dry_run as dry
+    from mutune.config import parse_config
+    from mutune.errors import ConfigError
+
+    local = dry.plan_sweep(tiny_config, overhead_s=1.0)
+    assert local["timed_on"]["where"] == "driver" and local["timed_on"]["device"] == "cpu"
+    plan = dry.plan_sweep(tiny_config, overhead_s=1.0, on_ray=True)
+    assert plan["timed_on"]["where"] == "ray task"
+    assert plan["timed_on"]["device"] == "cpu"
+    assert all(w["s_per_step"] > 0 and w["s_per_eval"] > 0 for w in plan["widths"])
+    assert plan["target"]["timing"] == "timed" and plan["target"]["s_per_step"] > 0
+    assert set(plan["widths"][0]) == set(local["widths"][0])
+    d = tiny_config.model_dump(mode="json")
+    d["ray"]["gpus_per_trial"] = 1
+    with pytest.raises(ConfigError, match="gpus_per_trial = 1.*0 GPUs"):
+        dry.plan_sweep(parse_config(d), overhead_s=1.0)

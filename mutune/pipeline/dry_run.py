@@ -1,9 +1,13 @@
 """``mutune run --dry-run``: what a sweep will cost, before anything trains.
 
-For every proxy width and the target, a short warm-up in this process (``warmup_steps``
-training steps and one evaluation of the real model on the real data, one torch thread per
-granted CPU, as a trial would) measures seconds per step, per evaluation and to build the
-model. The scheduler's planned steps
+For every proxy width and the target, a short warm-up (``warmup_steps`` training steps and
+one evaluation of the real model on the real data, one torch thread per granted CPU, on the
+device a trial gets and with its numerics — bf16 autocast on CUDA — as a trial would) measures
+seconds per step, per evaluation and to build the model. Where trials run on this machine's
+CPUs the warm-up runs in this process; where they get GPUs (``ray.gpus_per_trial``) or run
+on a cluster (``ray.address``) it runs as one Ray task holding a trial's resources, so each
+width is priced on the device it will use (the plan's ``timed_on`` says where, and on which
+device). The scheduler's planned steps
 (:func:`mutune.search.schedulers.planned_steps.planned_trial_steps`) turn
 them into device-hours:
 
@@ -45,12 +49,22 @@ def _evals(steps: int, every: int) -> int:
 
 
 def _warmup(task: Any, width: int, hparams: dict[str, float], steps: int,
-            threads: int) -> dict[str, float]:
+            threads: int, dev: Any = None) -> dict[str, float]:
     """Seconds to build the model and optimizer, per training step (median of steps 2…) and
-    per evaluation, measured on ``task`` at ``width``."""
+    per evaluation, measured on ``task`` at ``width`` on ``dev``
+    (:class:`~mutune.proxies.device.TrainDevice`; None: the CPU) under its numerics."""
     import statistics
 
     import torch
+
+    from mutune.proxies.device import select_device
+
+    dev = dev if dev is not None else select_device(prefer_cuda=False)
+    cuda = dev.kind == "cuda"
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
 
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -58,21 +72,30 @@ def _warmup(task: Any, width: int, hparams: dict[str, float], steps: int,
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             t0 = time.perf_counter()
-            model = task.build(width, hparams)
+            model = task.build(width, hparams).to(dev.device)
             opt = task.optimizer(model, float(hparams["lr"]))
+            sync()
             setup = time.perf_counter() - t0
             times = []
             for step in range(1, steps + 1):
                 x, y = task.batch(0, step)
                 ts = time.perf_counter()
-                loss = task.step_loss(model, x, y)
+                x, y = x.to(dev.device), y.to(dev.device)
+                with dev.compute():
+                    loss = task.step_loss(model, x, y)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+                sync()
                 times.append(time.perf_counter() - ts)
             te = time.perf_counter()
-            task.val_loss(model)
+            with dev.compute():
+                task.val_loss(model)
+            sync()
             s_eval = time.perf_counter() - te
+        del model, opt
+        if cuda:
+            torch.cuda.empty_cache()
     finally:
         torch.set_num_threads(old)
     s_step = statistics.median(times[1:] if len(times) > 1 else times)
@@ -80,9 +103,73 @@ def _warmup(task: Any, width: int, hparams: dict[str, float], steps: int,
             "warmup_s": setup + sum(times) + s_eval}
 
 
+def _time_all(task: Any, ttask: Any, config: SweepConfig, hp: dict[str, float],
+              warmup_steps: int, threads: int, timed_max_params: float,
+              prefer_cuda: bool) -> dict[str, Any]:
+    """Every width's warm-up and the target's timing (:func:`_target_timing`), in the
+    process this runs in (the driver, or a Ray task holding one trial's resources), on the
+    device a trial there would get. Returns {"widths": [...], "target": {...},
+    "timed_on": {"device", "device_name", "host"}}."""
+    import socket
+
+    import torch
+
+    from mutune.proxies.device import select_device
+
+    dev = select_device(prefer_cuda=prefer_cuda)
+    # untimed: first-call costs (lazy imports of the optimizer's compiler, allocator), which a
+    # Ray worker pays once, inside its start-up overhead
+    _warmup(task, config.widths[0], hp, 2, threads, dev)
+    widths = [{"width": w, **_warmup(task, w, hp, warmup_steps, threads, dev)}
+              for w in config.widths]
+    target = _target_timing(config, task, ttask, widths[-1], hp, warmup_steps, threads,
+                            timed_max_params, dev)
+    name = torch.cuda.get_device_name(dev.device) if dev.kind == "cuda" else "cpu"
+    return {"widths": widths, "target": target,
+            "timed_on": {"device": dev.kind, "device_name": name,
+                         "host": socket.gethostname()}}
+
+
+def _time_on_trial_device(config: SweepConfig, task: Any, ttask: Any, hp: dict[str, float],
+                          warmup_steps: int, threads: int, timed_max_params: float,
+                          on_ray: bool | None) -> dict[str, Any]:
+    """:func:`_time_all` where a trial would run: in this process when trials get this
+    machine's CPUs (``on_ray`` None and neither ``ray.gpus_per_trial`` nor ``ray.address``),
+    else as one Ray task with a trial's ``num_cpus``/``num_gpus``.
+
+    Raises:
+        ConfigError: the cluster has fewer CPUs or GPUs than one trial asks for (the task
+            could never be scheduled).
+    """
+    rc = config.ray
+    if on_ray is None:
+        on_ray = bool(rc.gpus_per_trial) or bool(rc.address)
+    args = (task, ttask, config, hp, warmup_steps, threads, timed_max_params,
+            bool(rc.gpus_per_trial))
+    if not on_ray:
+        return {**_time_all(*args), "timed_in": "driver"}
+    import ray
+
+    from mutune.search.backends.ray_tune.cluster import ray_cluster
+
+    with ray_cluster(rc):
+        res = ray.cluster_resources()
+        for kind, need in (("CPU", rc.cpus_per_trial), ("GPU", rc.gpus_per_trial)):
+            if need and res.get(kind, 0) < need:
+                from mutune.errors import ConfigError
+                raise ConfigError(
+                    f"ray.{kind.lower()}s_per_trial = {need}: the Ray cluster "
+                    f"({rc.address or 'local'}) has {res.get(kind, 0):g} {kind}s, so no "
+                    "trial could start; lower it or connect to a cluster that has them "
+                    "(ray.address)")
+        remote = ray.remote(num_cpus=rc.cpus_per_trial, num_gpus=rc.gpus_per_trial,
+                            max_retries=0)(_time_all)
+        return {**ray.get(remote.remote(*args)), "timed_in": "ray task"}
+
+
 def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str, Any],
                    hp: dict[str, float], warmup_steps: int, threads: int,
-                   timed_max_params: float) -> dict[str, Any]:
+                   timed_max_params: float, dev: Any = None) -> dict[str, Any]:
     """The target's seconds per step, per evaluation and to build: timed like a proxy when
     its parameter count (from the meta device) is at most ``timed_max_params``; above it,
     extrapolated from its training FLOPs per step (Kaplan et al. 2020 §2.1) at the FLOP/s
@@ -93,7 +180,7 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
 
     t_params = ttask.n_params(config.target.width, hp)
     if t_params <= timed_max_params:
-        return {**_warmup(ttask, config.target.width, hp, warmup_steps, threads),
+        return {**_warmup(ttask, config.target.width, hp, warmup_steps, threads, dev),
                 "n_params": t_params, "timing": "timed"}
     w = widest["width"]
     w_params = task.n_params(w, hp)
@@ -119,7 +206,8 @@ TIMED_TARGET_MAX_PARAMS = 100_000_000
 
 def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                overhead_s: float = DEFAULT_TRIAL_OVERHEAD_S,
-               timed_max_params: float = TIMED_TARGET_MAX_PARAMS) -> dict[str, Any]:
+               timed_max_params: float = TIMED_TARGET_MAX_PARAMS,
+               on_ray: bool | None = None) -> dict[str, Any]:
     """The planned trials, steps and device-hours of ``config``'s sweep, from a warm-up.
 
     Args:
@@ -129,6 +217,9 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         timed_max_params: a target with more parameters is not built: its time comes from
             its FLOPs at the widest proxy's achieved FLOP/s (``target["timing"]`` says
             ``timed`` or ``extrapolated``, with the formula).
+        on_ray: time in a Ray task holding one trial's resources (True), in this process
+            (False), or — None — in a Ray task exactly when trials get GPUs or run on a
+            cluster at ``ray.address``.
     Returns:
         {"widths": [{"width", "trials", "steps", "evals", "trial_steps", "s_per_step",
         "s_per_eval", "setup_s", "replicates" (``search.replicates``: seeds trained in
@@ -139,7 +230,8 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         "proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
         "naive_grid_gpu_hours", "price_per_hour", "money": {name: amount} or None,
         "wall_s_estimate", "warmup": {"steps", "seconds"}, "overhead_s_per_trial",
-        "devices_per_trial", "device_kind", "budget_gpu_hours", "fits_budget"}.
+        "devices_per_trial", "device_kind", "budget_gpu_hours", "fits_budget", "timed_on":
+        {"device", "device_name", "host", "where": ``driver`` or ``ray task``}}.
         Hours are device-hours; seconds are wall seconds.
     Raises:
         ValueError: warmup_steps < 2 or overhead_s < 0.
@@ -175,21 +267,18 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                    + len(steps) * (replicates * m["setup_s"] + overhead_s))
         return seconds * devices / 3600.0
 
-    # untimed: first-call costs (lazy imports of the optimizer's compiler, allocator), which a
-    # Ray worker pays once, inside its start-up overhead
-    _warmup(task, config.widths[0], hp, 2, threads)
-    widths = []
-    for w in config.widths:
-        m = _warmup(task, w, hp, warmup_steps, threads)
-        widths.append({"width": w, "trials": len(trial_steps), "steps": sum(trial_steps),
-                       "evals": sum(evals), "trial_steps": trial_steps, **m,
-                       "replicates": search.replicates,
-                       "gpu_hours": price(m, trial_steps, evals, search.replicates)})
     tb = config.target.batch_size or config.train.batch_size
     ttask = task if tb == config.train.batch_size else dataclasses.replace(
         task, train=task.train.model_copy(update={"batch_size": tb}))
-    tm = _target_timing(config, task, ttask, widths[-1], hp, warmup_steps, threads,
-                        timed_max_params)
+    timed = _time_on_trial_device(config, task, ttask, hp, warmup_steps, threads,
+                                  timed_max_params, on_ray)
+    widths = []
+    for m in timed["widths"]:
+        widths.append({**m, "trials": len(trial_steps), "steps": sum(trial_steps),
+                       "evals": sum(evals), "trial_steps": trial_steps,
+                       "replicates": search.replicates,
+                       "gpu_hours": price(m, trial_steps, evals, search.replicates)})
+    tm = timed["target"]
     t_steps = config.target_steps
     target = {"width": config.target.width, "trials": 1, "steps": t_steps,
               "evals": _evals(t_steps, every), **tm,
@@ -240,4 +329,5 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
             "scheduler": sched.kind,
             "warmup": {"steps": warmup_steps, "seconds": time.perf_counter() - t_start},
             "budget_gpu_hours": limit,
-            "fits_budget": None if limit is None else total <= limit}
+            "fits_budget": None if limit is None else total <= limit,
+            "timed_on": {**timed["timed_on"], "where": timed["timed_in"]}}

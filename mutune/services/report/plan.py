@@ -15,7 +15,8 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
 
     console.print(f"[bold]dry run of {plan['name']}[/]: nothing was trained or recorded. "
                   f"Warm-up: {plan['warmup']['steps']} steps + 1 evaluation per width, "
-                  f"{plan['warmup']['seconds']:.1f} s in all.", highlight=False)
+                  f"{plan['warmup']['seconds']:.1f} s in all"
+                  + _timed_on(plan.get("timed_on")) + ".", highlight=False)
     t = Table(title=f"Plan ({plan['scheduler']}; device kind {plan['device_kind']}, "
                     f"{plan['devices_per_trial']:g} per trial)")
     for col in ("width", "trials", "steps", "evals", "s/step", "s/eval", "build s",
@@ -69,3 +70,14 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
     if plan["budget_gpu_hours"] is not None:
         verdict = "fits" if plan["fits_budget"] else "[red]does not fit[/]"
         console.print(f"budget {plan['budget_gpu_hours']:.6f} GPU-hours: the plan {verdict}")
+
+
+def _timed_on(where: dict | None) -> str:
+    """``, timed on cuda (NVIDIA H200) in a ray task`` — where the warm-up ran."""
+    if not where:
+        return ""
+    name = where.get("device_name")
+    dev = where.get("device", "?") + (f" ({name})" if name and name != "cpu" else "")
+    place = ("this process" if where.get("where") == "driver"
+             else "a Ray task holding one trial's resources")
+    return f", timed on {dev} in {place}"
