@@ -115,8 +115,9 @@ class MuGPT(nn.Module):
             effective standard deviation ∝ 1/fan_in (TP V Table 3), the init
             ``mup.set_base_shapes`` leaves on a ``MuReadout``. False by default: on the
             stdlib corpus in 150 steps an exactly zero readout, which blocks the first step's
-            gradient to every layer below it, costs 0.1–0.16 nats/byte at the optimum and
-            triples the seed-to-seed spread (docs/transfer.md §7). Ignored when tied.
+            gradient to every layer below it, costs 0.14–0.16 nats/byte at lr 2^-6
+            (widths 32 and 128) and widens the seed-to-seed spread 2–10× (docs/transfer.md
+            §7). Ignored when tied.
     Raises:
         ProxyError: width % d_head != 0, a count < 1, a multiplier not finite > 0, unknown
             positions, rotary with an odd d_head; in
