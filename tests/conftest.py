@@ -77,7 +77,8 @@ def ray_local() -> Iterator[None]:
 
 def make_tiny_config():
     """The quickstart config shrunk to seconds: widths 16/32, 4 samples, max_t 27, target 64;
-    each width's confirmation design (9 points) with one seed per point, and no gate round."""
+    each width's confirmation design (9 points) with one seed per point, no gate round, and
+    the target as one Ray Tune trial."""
     from mutune.config import load_config, parse_config
 
     d = load_config().model_dump(mode="json")
@@ -90,6 +91,9 @@ def make_tiny_config():
     d["transfer"]["confirm_replicates"] = 1
     d["transfer"]["confirm_center_replicates"] = 1   # test_pipeline/test_gate replicate it
     d["transfer"]["gate_rounds"] = 0      # tests/test_gate.py and test_pipeline.py run the gate
+    # one Ray Tune trial: a Ray Train worker group costs ~40 s per pipeline here;
+    # tests/search/test_ray_train_target.py and the target-resume test run it with 2
+    d["target"]["num_workers"] = 1
     return parse_config(d)
 
 

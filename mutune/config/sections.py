@@ -120,11 +120,16 @@ class TargetConfig(StrictModel):
     ``batch_size`` default to the proxies' max_t and batch size. ``checkpoint_every``: the
     target checkpoints every this many steps (rounded up to the next evaluation) so an
     interrupted sweep resumes it from there; None (default) = about ten checkpoints over the
-    run (``SweepConfig.target_checkpoint_every``), 0 = only its final model (always kept)."""
+    run (``SweepConfig.target_checkpoint_every``), 0 = only its final model (always kept).
+    ``num_workers``: data-parallel workers (devices, each with one trial's resources) the
+    target trains on; None (default) = every slot the sweep holds on its Ray cluster. Two or
+    more run one Ray Train ``TorchTrainer`` with DDP (:mod:`mutune.search.backends.ray_train`);
+    one trains as a single Ray Tune trial, without a worker group's start-up."""
     width: int = Field(ge=1)
     steps: int | None = Field(default=None, ge=1)
     batch_size: int | None = Field(default=None, ge=1)
     checkpoint_every: int | None = Field(default=None, ge=0)
+    num_workers: int | None = Field(default=None, ge=1)
 
 
 class TransferConfig(StrictModel):

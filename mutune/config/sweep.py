@@ -84,6 +84,11 @@ class SweepConfig(StrictModel):
         if self.ray.cpus_per_trial > self.ray.num_cpus:
             raise ValueError(f"ray.cpus_per_trial ({self.ray.cpus_per_trial}) must be <= "
                              f"ray.num_cpus ({self.ray.num_cpus})")
+        nw, tb = self.target.num_workers, self.target.batch_size or self.train.batch_size
+        if nw and tb % nw:
+            raise ValueError(f"target.num_workers ({nw}) must divide the target's batch size "
+                             f"({tb}, target.batch_size or train.batch_size): each worker "
+                             "trains an equal share of every batch")
         if self.budget.money is not None and self.budget.price_per_hour is None:
             price = self.cost.price_per_hour(self.ray.device_kind)
             if price is None or price <= 0:

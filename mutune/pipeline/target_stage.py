@@ -148,6 +148,22 @@ def admit_target(run: SweepRun, law: dict[str, Any]) -> None:
         raise SweepStopped("budget_exhausted", gate.exhausted)
 
 
+def target_workers(config: Any, batch: int | None = None) -> int:
+    """Data-parallel workers of the target run: ``target.num_workers``, or — by default —
+    every slot the sweep holds on its connected Ray cluster
+    (:func:`~mutune.search.backends.ray_tune.cluster.slots`), lowered to the largest count
+    that divides the target's batch (``batch``; default the config's)."""
+    if config.target.num_workers:
+        return int(config.target.num_workers)
+    from mutune.search.backends.ray_tune.cluster import slots
+
+    batch = batch or config.target.batch_size or config.train.batch_size
+    n = max(int(slots(config.ray)), 1)
+    while batch % n:
+        n -= 1
+    return n
+
+
 def train_target(run: SweepRun, target_hp: dict[str, float],
                  settings: dict[str, Any] | None = None,
                  watch: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
@@ -163,11 +179,14 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
     In a resumed sweep (``run.recorded``) the recorded target trial continues from its
     latest checkpoint under its own trial and target rows, or is kept if it had ended.
 
+    On :func:`target_workers` > 1 devices the run is one Ray Train ``TorchTrainer.fit()``
+    with DDP (:func:`mutune.search.backends.ray_train.run_target`); on one, a Ray Tune trial.
+
     Returns:
         (target summary: width, config, val_loss, status (``completed`` or ``diverged``),
         reason, val_loss_se, test_loss, test_loss_se, steps, trial_id, watch, model_dir
-        (the kept model's folder, :mod:`mutune.pipeline.target_model`; None if diverged);
-        its TrialRecord).
+        (the kept model's folder, :mod:`mutune.pipeline.target_model`; None if diverged),
+        num_workers (:func:`target_workers`); its TrialRecord).
     Raises:
         SearchError: the target run failed (a diverged one is returned, so the ledger can
             bill it).
@@ -199,18 +218,29 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
                      or settings["weight_decay"] != config.train.weight_decay):
         task = dataclasses.replace(task, train=task.train.model_copy(update={
             "batch_size": settings["batch_size"], "weight_decay": settings["weight_decay"]}))
-    outcome = run_trials(
-        new, task=task, resume=resume, width=config.target.width,
-        max_t=config.target_steps, recorder=recorder, control=run.control,
-        sweep_id=run.sweep_id, proxy_sweep_id=None, kind="target", scheduler=None,
-        metric=search.metric, mode=search.mode, ray_cfg=config.ray,
-        storage=run.out_dir / "ray", name=f"sweep{run.sweep_id}-target", seq=run.seq,
-        on_progress=bind_progress(run.on_progress, f"target {config.target.width}", 1),
-        on_started=open_target, tracking=config.tracking, group="target",
-        checkpoint_every=config.target_checkpoint_every,
-        checkpoint_keep=config.train.checkpoint_keep, keep_final=True,
-        diverge_above=({s: 2 * v for s, v in zip(watch["steps"], watch["val_loss"])}
-                       if watch else None))
+    workers = target_workers(config, task.train.batch_size)
+    diverge = ({s: 2 * v for s, v in zip(watch["steps"], watch["val_loss"])}
+               if watch else None)
+    common = dict(task=task, width=config.target.width, max_t=config.target_steps,
+                  recorder=recorder, control=run.control, sweep_id=run.sweep_id,
+                  metric=search.metric, ray_cfg=config.ray, storage=run.out_dir / "ray",
+                  name=f"sweep{run.sweep_id}-target", seq=run.seq,
+                  on_progress=bind_progress(run.on_progress, f"target {config.target.width}",
+                                            1),
+                  on_started=open_target, checkpoint_every=config.target_checkpoint_every,
+                  checkpoint_keep=config.train.checkpoint_keep, keep_final=True,
+                  diverge_above=diverge)
+    if workers > 1:             # one Ray Train run, DDP across the devices
+        from mutune.search.backends.ray_train import run_target
+        from mutune.search.backends.ray_tune.run import RunOutcome
+
+        todo = new[0] if new else (resume.points[0] if resume.points else None)
+        outcome = (run_target(todo, num_workers=workers, resume=resume, **common)
+                   if todo is not None else RunOutcome(list(resume.finished), None))
+    else:
+        outcome = run_trials(new, resume=resume, proxy_sweep_id=None, kind="target",
+                             scheduler=None, mode=search.mode, tracking=config.tracking,
+                             group="target", **common)
     trec = outcome.trials[0] if outcome.trials else None
     if outcome.stopped is not None:
         if trec is not None and "target" in started:
@@ -232,4 +262,5 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
              "status": trec.status, "reason": trec.reason,
              "val_loss_se": last.get("val_loss_se"), "test_loss": last.get("test_loss"),
              "test_loss_se": last.get("test_loss_se"), "steps": trec.last_step,
-             "trial_id": trec.trial_id, "watch": watched, "model_dir": model_dir}, trec)
+             "trial_id": trec.trial_id, "watch": watched, "model_dir": model_dir,
+             "num_workers": workers}, trec)

@@ -86,7 +86,8 @@ class _Preemption:
 def run_training(config: dict[str, Any], task: Any, *,
                  report: Callable[[dict[str, Any], Path | None], None],
                  restore_dir: str | Path | None = None,
-                 checkpoint_root: str | Path | None = None) -> str:
+                 checkpoint_root: str | Path | None = None,
+                 parallel: Any = None) -> str:
     """Train one trial, reporting after every ``task.train.eval_every`` steps and at the end.
 
     Args:
@@ -100,9 +101,17 @@ def run_training(config: dict[str, Any], task: Any, *,
         report: called with (metrics, checkpoint folder or None) after each evaluation.
         restore_dir: a checkpoint folder to resume from (None: a fresh start).
         checkpoint_root: where checkpoint folders are made (default: a temporary folder).
+        parallel: data parallelism across the workers of one run
+            (:class:`mutune.search.backends.ray_train.DataParallel`: one model replica per
+            worker, each step's batch split between them, gradients averaged; the leading
+            worker evaluates and checkpoints and every worker reports the same metrics), or
+            None for one process. With it, ``config["diverge_above"]`` ({step: value}) ends
+            the run as diverged after an evaluation above that value, and the run ends as
+            ``"cancelled"`` when ``parallel.stop_requested()`` says so.
     Returns:
-        ``"completed"`` (max_t reached), ``"diverged"`` or ``"preempted"`` (SIGTERM: the last
-        report carried a checkpoint at the step reached).
+        ``"completed"`` (max_t reached), ``"diverged"``, ``"preempted"`` (SIGTERM: the last
+        report carried a checkpoint at the step reached) or, with ``parallel``,
+        ``"cancelled"``.
     Raises:
         ProxyError: the model cannot be built. SearchError: an unreadable checkpoint.
     """
@@ -129,6 +138,11 @@ def run_training(config: dict[str, Any], task: Any, *,
             torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
             models.append(task.build(width, hparams).to(dev.device))
         opts.append(task.optimizer(models[-1], float(hparams["lr"])))
+    # what the steps run: each model, or its data-parallel wrapper (the optimizer, the
+    # evaluation and the checkpoints use the model itself: the same parameter tensors)
+    nets = [parallel.wrap(m) for m in models] if parallel is not None else models
+    lead = parallel is None or parallel.lead
+    limits = {int(k): float(v) for k, v in (config.get("diverge_above") or {}).items()}
     n_params = sum(p.numel() for p in models[0].parameters())
     setup_s = time.perf_counter() - t0
     start = 0
@@ -178,12 +192,14 @@ def run_training(config: dict[str, Any], task: Any, *,
             stack.callback(monitor.stop)
         for step in range(start + 1, max_t + 1):
             diverged = False
-            for seed, model, opt in zip(seeds, models, opts):
+            for seed, net, opt in zip(seeds, nets, opts):
                 x, y = task.batch(seed, step)
+                if parallel is not None:        # this worker's share of the step's batch
+                    x, y = parallel.shard(x, y)
                 ts = time.perf_counter()
                 x, y = x.to(dev.device, non_blocking=True), y.to(dev.device, non_blocking=True)
                 with dev.compute():
-                    loss = task.step_loss(model, x, y)
+                    loss = task.step_loss(net, x, y)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
@@ -194,16 +210,21 @@ def run_training(config: dict[str, Any], task: Any, *,
                 loss_sum, loss_n = loss_sum + lv, loss_n + 1
                 diverged = diverged or not math.isfinite(lv)
             stop_now = preempt.requested
+            if parallel is not None:     # every worker takes the same branch
+                diverged, stop_now = parallel.any(diverged, stop_now)
             at_eval = step % eval_every == 0 or step == max_t or diverged
             if not (at_eval or stop_now):
                 continue
             te = time.perf_counter()
             final = step == max_t and not diverged
-            with dev.compute():
-                vals = ([(float("nan"), float("nan"))] if diverged else
-                        [task.evaluate(model, "val") for model in models])
-                tests = ([task.evaluate(model, "test") for model in models]
-                         if final and task.has_split("test") else [])
+            vals, tests = [(float("nan"), float("nan"))], []
+            if lead and not diverged:
+                with dev.compute():
+                    vals = [task.evaluate(model, "val") for model in models]
+                    tests = ([task.evaluate(model, "test") for model in models]
+                             if final and task.has_split("test") else [])
+            if parallel is not None:     # the leading worker's figures, on every worker
+                vals, tests = parallel.share((vals, tests))
             eval_s += time.perf_counter() - te
             metrics = {"step": step, "val_loss": _mean(vals), "val_loss_se": _se(vals),
                        "train_loss": loss_sum / loss_n, "productive_s": productive_s,
@@ -216,11 +237,13 @@ def run_training(config: dict[str, Any], task: Any, *,
                 metrics["test_loss"], metrics["test_loss_se"] = _mean(tests), _se(tests)
             if at_eval:   # a preemption report between evaluations keeps the running mean
                 loss_sum, loss_n = 0.0, 0
+            if step in limits and not metrics["val_loss"] <= limits[step]:
+                diverged = True      # worse than the run's divergence limit at this step
             folder = None
             if not diverged and ((final and keep_final) or step < max_t and (
                     stop_now or (every and step - last_ckpt >= every)
                     or any(last_ckpt < m <= step for m in marks))):
-                folder = save(step)
+                folder = save(step) if lead else None
                 last_ckpt = step
             metrics["checkpoint_s"] = checkpoint_s
             metrics["checkpoint_bytes"] = float(checkpoint_bytes)
@@ -231,6 +254,8 @@ def run_training(config: dict[str, Any], task: Any, *,
                 return "diverged"
             if stop_now:
                 return "preempted"
+            if parallel is not None and step < max_t and parallel.stop_requested():
+                return "cancelled"
     return "completed"
 
 

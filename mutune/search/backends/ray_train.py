@@ -1,0 +1,355 @@
+"""The target run on Ray Train: one ``TorchTrainer.fit()`` with a worker per device, DDP.
+
+The full-size run is not a Ray Tune trial. :func:`run_target` starts its own Ray Train run
+(``ray.train.torch.TorchTrainer``, Ray Train V2: its own controller, worker group and
+checkpoint manager) with ``num_workers`` workers, each holding one trial's resources
+(``ray.cpus_per_trial`` CPUs, ``ray.gpus_per_trial`` GPUs), PyTorch's process group on gloo
+(CPU) or NCCL (GPU). Every worker runs the same loop as a proxy trial
+(:func:`mutune.search.trial.trainable.run_training`) with :class:`DataParallel`:
+
+- the model is built on every worker from the same seed and wrapped in
+  ``DistributedDataParallel``; the μP optimizer is built on the model itself, whose
+  parameters (and their ``infshape``) DDP shares, so every parameter group keeps the learning
+  rate of the unwrapped μP model (:func:`mup_lr_groups` checks it);
+- each step's batch (the same pure function of (seed, step) as a 1-worker run) is split into
+  ``num_workers`` equal shares; DDP averages the gradients, so a step equals the 1-worker
+  step on the whole batch up to float summation order (Li et al. 2020, "PyTorch Distributed",
+  §3.2);
+- the leading worker (rank 0) evaluates and writes the checkpoint; every worker reports the
+  same metrics through ``ray.train.report``, which persists the checkpoint under the sweep's
+  storage (``<storage>/<name>/checkpoint_*``).
+
+The driver records the run like a trial (:class:`~.ray_tune.callback.SweepBook`: the trial
+row, each report, the checkpoint folder, the timing): a :class:`_Relay` callback on the
+controller puts every report into a Ray queue the driver drains while ``fit()`` runs in a
+thread. A worker failure is retried from the latest checkpoint by Ray Train itself
+(``FailureConfig(max_failures=ray.max_failures)``); a rerun with the same name and storage
+(``mutune resume``) continues from it too.
+
+FSDP is not used: mup's width metadata (``infshape``) lives on the parameter tensors, and
+FSDP's flat parameters drop it (microsoft/mup#59); :func:`refuse_sharded` says so.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from mutune.errors import SearchError
+
+__all__ = ["DataParallel", "run_target", "mup_lr_groups", "refuse_sharded", "train_worker"]
+
+
+class DataParallel:
+    """Data parallelism for :func:`~mutune.search.trial.trainable.run_training` over the
+    initialised ``torch.distributed`` process group (rank ``rank`` of ``world``).
+
+    Raises (in :meth:`shard`):
+        SearchError: the batch does not split into ``world`` equal shares.
+    """
+
+    def __init__(self, rank: int, world: int, *, device: Any = None,
+                 stop: Callable[[], bool] | None = None):
+        self.rank, self.world, self.device = int(rank), int(world), device
+        self._stop = stop
+
+    @property
+    def lead(self) -> bool:
+        """Whether this worker evaluates and checkpoints (rank 0)."""
+        return self.rank == 0
+
+    def wrap(self, model: Any) -> Any:
+        """``DistributedDataParallel(model)`` (its parameters are the model's own tensors)."""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        if self.device is not None and getattr(self.device, "type", "cpu") == "cuda":
+            return DDP(model, device_ids=[self.device])
+        return DDP(model)
+
+    def shard(self, x: Any, y: Any) -> tuple[Any, Any]:
+        """Rows ``[rank·B/world, (rank+1)·B/world)`` of a batch of B rows."""
+        n = int(x.shape[0])
+        if n % self.world:
+            raise SearchError(f"the target's batch of {n} rows does not split into "
+                              f"{self.world} equal shares: make target.batch_size (or "
+                              f"train.batch_size) a multiple of target.num_workers")
+        k = n // self.world
+        return x[self.rank * k:(self.rank + 1) * k], y[self.rank * k:(self.rank + 1) * k]
+
+    def any(self, *flags: bool) -> tuple[bool, ...]:
+        """Each flag OR-ed over the workers (one all-reduce)."""
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([1.0 if f else 0.0 for f in flags],
+                         device=self.device if self._on_cuda() else "cpu")
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return tuple(bool(v > 0) for v in t.tolist())
+
+    def share(self, obj: Any) -> Any:
+        """The leading worker's ``obj`` on every worker (a broadcast of one object)."""
+        import torch.distributed as dist
+
+        box = [obj if self.lead else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def stop_requested(self) -> bool:
+        """Whether the driver asked the run to stop (the leading worker asks, all agree)."""
+        ask = bool(self._stop()) if (self.lead and self._stop is not None) else False
+        return bool(self.share(ask))
+
+    def _on_cuda(self) -> bool:
+        return self.device is not None and getattr(self.device, "type", "cpu") == "cuda"
+
+
+def mup_lr_groups(optimizer: Any) -> list[tuple[float, list[tuple[int, ...]]]]:
+    """Each parameter group's (learning rate, parameter shapes), in group order: what a μP
+    optimizer built on a DDP-wrapped model must share with the unwrapped model's."""
+    return [(float(g["lr"]), [tuple(p.shape) for p in g["params"]])
+            for g in optimizer.param_groups]
+
+
+def refuse_sharded(model: Any) -> None:
+    """Refuse a sharded (FSDP) μP model: FSDP's flat parameters drop mup's ``infshape``
+    (microsoft/mup#59), so μP's per-parameter learning rates would silently become SP's.
+
+    Raises:
+        SearchError: always, naming the parameters that would lose their width metadata.
+    """
+    names = [n for n, p in model.named_parameters() if hasattr(p, "infshape")]
+    shown = ", ".join(names[:6]) + (f", … ({len(names)} in all)" if len(names) > 6 else "")
+    raise SearchError(
+        "FSDP cannot shard a μP model: its flat parameters drop mup's width metadata "
+        f"(infshape) of {shown} (microsoft/mup#59), so the μP learning rates would be lost. "
+        "Train the target with DDP (every worker holds the whole model) on devices it fits.")
+
+
+def train_worker(config: dict[str, Any]) -> None:
+    """Ray Train's ``train_loop_per_worker``: :func:`run_training` with :class:`DataParallel`
+    on this worker, reports through ``ray.train.report`` (the leading worker's checkpoint
+    folder, when it wrote one), resuming from ``ray.train.get_checkpoint()`` (a retry, or a
+    resumed sweep) or else from ``point["restore_from"]``; the run's end state goes in a last
+    ``{"ended": status}`` report."""
+    import tempfile
+
+    import ray.train
+
+    from mutune.search.trial.trainable import run_training
+
+    ctx = ray.train.get_context()
+    task, stop = config.pop("task"), config.pop("stop_flag")
+    import torch
+
+    from mutune.proxies.device import select_device
+
+    dev = select_device(prefer_cuda=bool(config.get("gpus", 0)))
+    parallel = DataParallel(ctx.get_world_rank(), ctx.get_world_size(),
+                            device=dev.device if dev.kind == "cuda" else None,
+                            stop=lambda: bool(ray.get(stop.get.remote())))
+    if dev.kind == "cuda":
+        torch.cuda.set_device(dev.device)
+
+    def report(metrics: dict[str, Any], folder: Path | None) -> None:
+        metrics["node_id"] = ray.get_runtime_context().get_node_id()
+        ckpt = ray.train.Checkpoint.from_directory(str(folder)) if folder else None
+        ray.train.report(metrics, checkpoint=ckpt)
+
+    ckpt = ray.train.get_checkpoint()
+    with tempfile.TemporaryDirectory(prefix="mutune-ckpt-") as root:
+        if ckpt is None:
+            status = run_training(config, task, report=report, parallel=parallel,
+                                  restore_dir=config["point"].get("restore_from"),
+                                  checkpoint_root=root)
+        else:
+            with ckpt.as_directory() as restore_dir:
+                status = run_training(config, task, report=report, parallel=parallel,
+                                      restore_dir=restore_dir, checkpoint_root=root)
+    ray.train.report({"ended": status})
+
+
+def _stop_flag() -> Any:
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class StopFlag:
+        """Set by the driver (``mutune cancel``); read by the leading worker."""
+
+        def __init__(self) -> None:
+            self.value = False
+
+        def set(self) -> None:
+            self.value = True
+
+        def get(self) -> bool:
+            return self.value
+
+    return StopFlag.remote()
+
+
+def _relay(queue: Any) -> Any:
+    from ray.train.v2.api.callback import UserCallback
+
+    class Relay(UserCallback):
+        """On Ray Train's controller: every report (the leading worker's metrics and the
+        persisted checkpoint's path) and every worker failure, into the driver's queue."""
+
+        def after_report(self, run_context: Any, metrics: list, checkpoint: Any) -> None:
+            queue.put({"metrics": dict(metrics[0]),
+                       "checkpoint": checkpoint.path if checkpoint is not None else None})
+
+        def after_exception(self, run_context: Any, worker_exceptions: dict) -> None:
+            queue.put({"failure": {int(k): repr(v)[:500]
+                                   for k, v in worker_exceptions.items()}})
+
+    return Relay()
+
+
+@dataclass
+class _RunHandle:
+    """What :class:`~.ray_tune.callback.SweepBook` reads of a Ray trial, for the Ray Train
+    run: its id, config (the point) and folder."""
+    trial_id: str
+    config: dict[str, Any]
+    path: str
+    error: str | None = field(default=None)
+
+    def get_error(self) -> str | None:
+        return self.error
+
+
+def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, recorder: Any,
+               sweep_id: int, ray_cfg: Any, storage: Path, name: str, seq: Any,
+               num_workers: int, metric: str = "val_loss", control: Any = None,
+               on_progress: Callable[[int, int], None] | None = None,
+               on_started: Callable[[int], None] | None = None, checkpoint_every: int = 0,
+               checkpoint_keep: int = 1, keep_final: bool = True,
+               diverge_above: dict[int, float] | None = None, resume: Any = None) -> Any:
+    """Train the target on ``num_workers`` Ray Train workers and record it like a trial.
+
+    Args:
+        point: {"hparams", "seed", "index", "key", optional "restore_from"}.
+        task: the :class:`~mutune.proxies.task.ProxyTask` (every worker receives it).
+        num_workers: workers (devices), each with one trial's resources; >= 1.
+        storage: the sweep's Ray storage; the run keeps its checkpoints in
+            ``storage/name``.
+        diverge_above: step → validation loss above which the run ends as ``diverged``.
+        resume: a :class:`~.ray_tune.run.ResumeState` whose record continues (same rows).
+        Others: as :func:`~.ray_tune.run.run_trials`.
+    Returns:
+        A :class:`~.ray_tune.run.RunOutcome` with the one trial (status ``completed``,
+        ``diverged``, ``failed`` or ``cancelled``; ``stopped`` says why when cancelled).
+    Raises:
+        SearchError: num_workers < 1, or the cluster cannot hold that many workers.
+    """
+    import ray
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.util.queue import Empty, Queue
+
+    from mutune.search.backends.ray_tune.callback import SweepBook
+    from mutune.search.backends.ray_tune.run import RunOutcome
+
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+        raise SearchError(f"target.num_workers = {num_workers!r}: must be an int >= 1")
+    gpus, cpus = ray_cfg.gpus_per_trial, ray_cfg.cpus_per_trial
+    res = ray.cluster_resources()
+    for kind, need in (("CPU", cpus * num_workers), ("GPU", gpus * num_workers)):
+        if need and res.get(kind, 0) < need:
+            raise SearchError(f"the target's {num_workers} workers need {need:g} {kind}s; the "
+                              f"Ray cluster has {res.get(kind, 0):g}: lower target.num_workers")
+    if control is None and hasattr(recorder, "stop_requested"):
+        control = recorder
+    run_dir = Path(storage).resolve() / name
+    book = SweepBook(recorder, control=control, sweep_id=sweep_id, proxy_sweep_id=None,
+                     kind="target", width=width, max_t=max_t,
+                     devices=(gpus or cpus) * num_workers, device_kind=ray_cfg.device_kind,
+                     seq=seq, metric=metric, on_progress=on_progress, on_started=on_started,
+                     heartbeat_s=ray_cfg.heartbeat_s,
+                     resumed=resume.records if resume else None,
+                     log_dir=str(Path(storage).resolve() / "trial_logs" / name),
+                     zombie_timeout_s=None)
+    handle = _RunHandle(trial_id=name, config={"point": point}, path=str(run_dir))
+    queue, stop = Queue(), _stop_flag()
+    loop_config = {"task": task, "stop_flag": stop, "point": point, "width": width,
+                   "max_t": max_t, "threads": max(int(cpus), 1), "gpus": gpus,
+                   "checkpoint_every": int(checkpoint_every), "keep_final": keep_final,
+                   "diverge_above": {int(k): float(v) for k, v in (diverge_above or {}).items()}}
+    trainer = TorchTrainer(
+        train_worker, train_loop_config=loop_config,
+        torch_config=TorchConfig(backend="nccl" if gpus else "gloo"),
+        scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=bool(gpus),
+                                     resources_per_worker={"CPU": cpus,
+                                                           **({"GPU": gpus} if gpus else {})}),
+        run_config=RunConfig(name=name, storage_path=str(Path(storage).resolve()),
+                             failure_config=FailureConfig(max_failures=ray_cfg.max_failures),
+                             checkpoint_config=CheckpointConfig(num_to_keep=max(checkpoint_keep,
+                                                                                1)),
+                             callbacks=[_relay(queue)]))
+    outcome: dict[str, Any] = {}
+
+    def fit() -> None:
+        try:
+            outcome["result"] = trainer.fit()
+        except Exception as exc:  # noqa: BLE001 - any failure of the run is recorded
+            outcome["error"] = exc
+
+    book.on_trial_start(0, [], handle)
+    rec = book.trials[handle.trial_id]
+    thread = threading.Thread(target=fit, name=f"mutune-{name}", daemon=True)
+    thread.start()
+    ended, stopped, last_beat = None, None, time.monotonic()
+
+    def drain(timeout: float) -> None:
+        nonlocal ended
+        try:
+            item = queue.get(timeout=timeout)
+        except Empty:
+            return
+        if "failure" in item:                 # Ray Train restarts the group from a checkpoint
+            rec.restarts += 1
+            rec.restarting = True
+            return
+        m = item["metrics"]
+        if "ended" in m:
+            ended = str(m["ended"])
+        elif "step" in m:
+            book.record_report(handle, m)
+
+    try:
+        while thread.is_alive():
+            drain(0.5)
+            if stopped is None and control is not None and control.stop_requested(sweep_id):
+                stopped = "cancel requested"
+                stop.set.remote()
+            if control is not None and time.monotonic() - last_beat >= ray_cfg.heartbeat_s:
+                control.heartbeat(rec.trial_id)
+                last_beat = time.monotonic()
+    except BaseException:
+        # the driver cannot record any more (its database, an interrupt): the workers stop
+        # at their next evaluation instead of training on unrecorded; what they checkpointed
+        # stays for `mutune resume`
+        stop.set.remote()
+        thread.join(timeout=120)
+        raise
+    thread.join()
+    while not queue.empty():
+        drain(0.1)
+    err = outcome.get("error") or getattr(outcome.get("result"), "error", None)
+    if err is not None:
+        handle.error = str(err)
+        status, reason = "failed", (str(err).strip().splitlines() or ["failed"])[-1][:2000]
+    elif ended == "diverged":
+        status, reason = "diverged", f"diverged at step {rec.last_step}"
+    elif ended == "cancelled" or stopped is not None:
+        status, reason = "cancelled", stopped or "cancelled"
+    elif ended == "completed" and rec.last_step == max_t:
+        status, reason = "completed", None
+    else:
+        status, reason = "failed", f"ended ({ended}) at step {rec.last_step} < max_t {max_t}"
+    book.close(status, reason)
+    ray.kill(stop)
+    done = list(resume.finished) if resume else []
+    return RunOutcome(done + [rec], None, None, stopped if status == "cancelled" else None)

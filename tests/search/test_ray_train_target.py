@@ -1,0 +1,96 @@
+"""The target run on Ray Train (real TorchTrainer workers, gloo DDP on a real local Ray).
+
+μP under DDP: the optimizer's parameter groups and learning rates are the unwrapped model's;
+FSDP is refused with the parameters named; two workers on the same global batch end where one
+worker does; the run is recorded like a trial and keeps its final checkpoint.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from mutune.errors import SearchError
+from mutune.pipeline.recording import MemoryRecorder
+from mutune.proxies.task import ProxyTask, load_task_data
+from mutune.search.backends.ray_train import (DataParallel, mup_lr_groups, refuse_sharded,
+                                              run_target)
+from mutune.search.trial.checkpoint import latest_checkpoint, load_trial_state
+
+
+@pytest.fixture
+def gloo_group(tmp_path):
+    """A real one-process gloo group (DDP needs an initialised process group)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0,
+                            world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ddp_keeps_every_mup_learning_rate(tiny_config, gloo_group):
+    """DDP wraps the model's own parameter tensors (their ``infshape`` included), so a μP
+    optimizer built on the wrapped model has the unwrapped model's groups and rates."""
+    task = ProxyTask(tiny_config.model, tiny_config.train, load_task_data(tiny_config))
+    hp = {"lr": 0.01, "output_mult": 1.0}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = task.build(64, hp)
+    wrapped = DataParallel(0, 1).wrap(model)
+    plain = task.optimizer(model, 0.01)
+    through = task.optimizer(wrapped.module, 0.01)
+    assert mup_lr_groups(plain) == mup_lr_groups(through)
+    rates = sorted({lr for lr, _ in mup_lr_groups(plain)})
+    assert rates == [0.01 / 4, 0.01]     # hidden matrices at width 64 / base 16: lr / 4
+    assert all(hasattr(p, "infshape") for p in wrapped.parameters())
+
+
+def test_fsdp_is_refused_naming_the_parameters(tiny_config):
+    task = ProxyTask(tiny_config.model, tiny_config.train, load_task_data(tiny_config))
+    model = task.build(32, {"lr": 0.01})
+    with pytest.raises(SearchError, match=r"FSDP cannot shard a μP model.*infshape.*mup#59"):
+        refuse_sharded(model)
+
+
+def test_a_batch_that_does_not_split_evenly_is_refused():
+    x = torch.zeros(6, 3)
+    assert DataParallel(1, 3).shard(x, x)[0].shape == (2, 3)
+    with pytest.raises(SearchError, match="multiple of target.num_workers"):
+        DataParallel(0, 4).shard(x, x)
+
+
+def _run(task, cfg, tmp_path, name, workers):
+    rec = MemoryRecorder()
+    point = {"hparams": {"lr": 0.02, "output_mult": 1.0}, "seed": 5, "index": 0,
+             "key": "target-t0"}
+    out = run_target(point, task=task, width=64, max_t=12, recorder=rec, sweep_id=1,
+                     ray_cfg=cfg.ray, storage=tmp_path, name=name, seq=itertools.count(1),
+                     num_workers=workers, checkpoint_every=6)
+    return out, rec
+
+
+@pytest.mark.slow
+def test_two_ddp_workers_end_where_one_does_and_are_recorded_like_a_trial(
+        ray_local, tiny_config, tmp_path):
+    cfg = tiny_config
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
+    one, rec1 = _run(task, cfg, tmp_path, "one", 1)
+    two, rec2 = _run(task, cfg, tmp_path, "two", 2)
+    for out, rec, workers in ((one, rec1, 1), (two, rec2, 2)):
+        (t,) = out.trials
+        assert t.status == "completed" and t.last_step == 12
+        assert [r["step"] for r in t.reports] == [3, 6, 9, 12]
+        assert len(rec.of("trial_reported")) == 4
+        (started,) = rec.of("trial_started")
+        assert started["kind"] == "target"
+        assert t.timing["devices"] == workers * cfg.ray.cpus_per_trial
+        assert math.isfinite(t.reports[-1]["test_loss"])
+        state = load_trial_state(latest_checkpoint(t.trial_dir))   # the final model, kept
+        assert state["step"] == 12
+    a, b = one.trials[0].reports[-1]["val_loss"], two.trials[0].reports[-1]["val_loss"]
+    assert abs(a - b) / a < 1e-3, (a, b)
