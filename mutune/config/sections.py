@@ -124,12 +124,16 @@ class TargetConfig(StrictModel):
     ``num_workers``: data-parallel workers (devices, each with one trial's resources) the
     target trains on; None (default) = every slot the sweep holds on its Ray cluster. Two or
     more run one Ray Train ``TorchTrainer`` with DDP (:mod:`mutune.search.backends.ray_train`);
-    one trains as a single Ray Tune trial, without a worker group's start-up."""
+    one trains as a single Ray Tune trial, without a worker group's start-up.
+    ``parallelism``: ``ddp`` (every worker holds the whole model); ``fsdp`` is refused before
+    anything trains, naming the parameters whose μP width metadata FSDP would drop
+    (microsoft/mup#59)."""
     width: int = Field(ge=1)
     steps: int | None = Field(default=None, ge=1)
     batch_size: int | None = Field(default=None, ge=1)
     checkpoint_every: int | None = Field(default=None, ge=0)
     num_workers: int | None = Field(default=None, ge=1)
+    parallelism: Literal["ddp", "fsdp"] = "ddp"
 
 
 class TransferConfig(StrictModel):

@@ -104,6 +104,9 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     dataset = {"kind": config.data.kind, "fingerprint": data.fingerprint,
                "size_bytes": data.size_bytes}
     task = ProxyTask(config.model, config.train, data).with_base_shapes()
+    if config.target.parallelism == "fsdp":      # before any device time is spent
+        from mutune.search.backends.ray_train import refuse_sharded
+        refuse_sharded(task.build(config.model.base_width, {}))
     provenance = collect_provenance(dataset)
     if task.base_shapes is not None:
         provenance["base_shapes"] = task.base_shapes

@@ -50,11 +50,23 @@ def test_ddp_keeps_every_mup_learning_rate(tiny_config, gloo_group):
     assert all(hasattr(p, "infshape") for p in wrapped.parameters())
 
 
-def test_fsdp_is_refused_naming_the_parameters(tiny_config):
+def test_fsdp_is_refused_naming_the_parameters_before_anything_trains(tiny_config, tmp_path):
+    """The refusal path (mutune never wraps a μP model in FSDP): the error names the field,
+    the parameters that would lose mup's width metadata, and the issue; nothing is recorded."""
+    from mutune.config import parse_config
+    from mutune.errors import ConfigError
+    from mutune.pipeline.sweep import open_sweep
+
     task = ProxyTask(tiny_config.model, tiny_config.train, load_task_data(tiny_config))
-    model = task.build(32, {"lr": 0.01})
-    with pytest.raises(SearchError, match=r"FSDP cannot shard a μP model.*infshape.*mup#59"):
-        refuse_sharded(model)
+    with pytest.raises(ConfigError, match=r"parallelism = 'fsdp'.*hidden\.0\.weight.*mup#59"):
+        refuse_sharded(task.build(32, {"lr": 0.01}))
+    d = tiny_config.model_dump(mode="json")
+    d["target"]["parallelism"] = "fsdp"
+    rec = MemoryRecorder()
+    with pytest.raises(ConfigError, match="FSDP cannot shard"):
+        with open_sweep(parse_config(d), rec, out_dir=tmp_path):
+            pass
+    assert not rec.of("sweep_started")
 
 
 def test_a_batch_that_does_not_split_evenly_is_refused():
@@ -94,3 +106,20 @@ def test_two_ddp_workers_end_where_one_does_and_are_recorded_like_a_trial(
         assert state["step"] == 12
     a, b = one.trials[0].reports[-1]["val_loss"], two.trials[0].reports[-1]["val_loss"]
     assert abs(a - b) / a < 1e-3, (a, b)
+
+
+def test_num_workers_that_does_not_divide_the_batch_is_a_config_error(tiny_config):
+    from mutune.config import parse_config
+    from mutune.errors import ConfigError
+    from mutune.pipeline.target_stage import target_workers
+
+    d = tiny_config.model_dump(mode="json")
+    d["target"]["num_workers"] = 3                  # batch 64
+    with pytest.raises((ConfigError, ValueError), match=r"num_workers \(3\) must divide"):
+        parse_config(d)
+    d["target"]["num_workers"] = None               # default: the slots, made to divide
+    d["train"]["batch_size"] = 63
+    d["ray"]["max_concurrent_trials"] = 2
+    assert target_workers(parse_config(d)) == 1
+    d["train"]["batch_size"] = 64
+    assert target_workers(parse_config(d)) == 2

@@ -26,8 +26,9 @@ thread. A worker failure is retried from the latest checkpoint by Ray Train itse
 (``FailureConfig(max_failures=ray.max_failures)``); a rerun with the same name and storage
 (``mutune resume``) continues from it too.
 
-FSDP is not used: mup's width metadata (``infshape``) lives on the parameter tensors, and
-FSDP's flat parameters drop it (microsoft/mup#59); :func:`refuse_sharded` says so.
+FSDP is refused (``target.parallelism: fsdp``, :func:`refuse_sharded`, before any device
+time is spent): mup's width metadata (``infshape``) lives on the parameter tensors, and
+FSDP's flat parameters drop it (microsoft/mup#59).
 """
 from __future__ import annotations
 
@@ -113,18 +114,26 @@ def mup_lr_groups(optimizer: Any) -> list[tuple[float, list[tuple[int, ...]]]]:
 
 
 def refuse_sharded(model: Any) -> None:
-    """Refuse a sharded (FSDP) μP model: FSDP's flat parameters drop mup's ``infshape``
-    (microsoft/mup#59), so μP's per-parameter learning rates would silently become SP's.
+    """Refuse ``target.parallelism: fsdp``: FSDP's flat parameters drop mup's ``infshape``
+    (microsoft/mup#59), so a sharded μP model's per-parameter learning rates (and mup's
+    readout scaling) would silently become standard parametrization's.
 
+    Args:
+        model: the target family's model with base shapes set (any width: the names are
+            the same).
     Raises:
-        SearchError: always, naming the parameters that would lose their width metadata.
+        ConfigError: always, naming the parameters that would lose their width metadata.
     """
-    names = [n for n, p in model.named_parameters() if hasattr(p, "infshape")]
+    from mutune.errors import ConfigError
+
+    names = [n for n, p in model.named_parameters()
+             if hasattr(p, "infshape") and p.infshape.ninf() > 0]
     shown = ", ".join(names[:6]) + (f", … ({len(names)} in all)" if len(names) > 6 else "")
-    raise SearchError(
-        "FSDP cannot shard a μP model: its flat parameters drop mup's width metadata "
-        f"(infshape) of {shown} (microsoft/mup#59), so the μP learning rates would be lost. "
-        "Train the target with DDP (every worker holds the whole model) on devices it fits.")
+    raise ConfigError(
+        "target.parallelism = 'fsdp': FSDP cannot shard a μP model — its flat parameters "
+        f"drop mup's width metadata (infshape) of {shown or 'the parameters'} "
+        "(microsoft/mup#59), so the μP learning rates would be lost. Use 'ddp' (every worker "
+        "holds the whole model) on devices the target fits.")
 
 
 def train_worker(config: dict[str, Any]) -> None:
