@@ -122,9 +122,10 @@ class TargetConfig(StrictModel):
     interrupted sweep resumes it from there; None (default) = about ten checkpoints over the
     run (``SweepConfig.target_checkpoint_every``), 0 = only its final model (always kept).
     ``num_workers``: data-parallel workers (devices, each with one trial's resources) the
-    target trains on; None (default) = every slot the sweep holds on its Ray cluster. Two or
-    more run one Ray Train ``TorchTrainer`` with DDP (:mod:`mutune.search.backends.ray_train`);
-    one trains as a single Ray Tune trial, without a worker group's start-up.
+    target trains on; None (default) = every slot the sweep holds when trials get GPUs, 1 on
+    CPUs (``mutune.pipeline.target_stage.target_workers``). Two or more run one Ray Train
+    ``TorchTrainer`` with DDP (:mod:`mutune.search.backends.ray_train`); one trains as a
+    single Ray Tune trial, without a worker group's start-up.
     ``parallelism``: ``ddp`` (every worker holds the whole model); ``fsdp`` is refused before
     anything trains, naming the parameters whose μP width metadata FSDP would drop
     (microsoft/mup#59)."""

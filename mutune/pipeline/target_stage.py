@@ -149,12 +149,17 @@ def admit_target(run: SweepRun, law: dict[str, Any]) -> None:
 
 
 def target_workers(config: Any, batch: int | None = None) -> int:
-    """Data-parallel workers of the target run: ``target.num_workers``, or — by default —
-    every slot the sweep holds on its connected Ray cluster
+    """Data-parallel workers of the target run: ``target.num_workers``; by default, when
+    trials get GPUs, every slot the sweep holds on its connected Ray cluster
     (:func:`~mutune.search.backends.ray_tune.cluster.slots`), lowered to the largest count
-    that divides the target's batch (``batch``; default the config's)."""
+    that divides the target's batch (``batch``; default the config's); on CPUs, 1 — gloo
+    workers on one machine's cores step slower than one process (benchmarks/target_workers.py:
+    1.76× per step on 2 cores), so a CPU target on several workers costs more device-hours
+    for nothing (set ``target.num_workers`` for a cluster of CPU nodes)."""
     if config.target.num_workers:
         return int(config.target.num_workers)
+    if not config.ray.gpus_per_trial:
+        return 1
     from mutune.search.backends.ray_tune.cluster import slots
 
     batch = batch or config.target.batch_size or config.train.batch_size

@@ -117,9 +117,10 @@ def test_num_workers_that_does_not_divide_the_batch_is_a_config_error(tiny_confi
     d["target"]["num_workers"] = 3                  # batch 64
     with pytest.raises((ConfigError, ValueError), match=r"num_workers \(3\) must divide"):
         parse_config(d)
-    d["target"]["num_workers"] = None               # default: the slots, made to divide
-    d["train"]["batch_size"] = 63
+    d["target"]["num_workers"] = None               # default on CPUs: one process
     d["ray"]["max_concurrent_trials"] = 2
     assert target_workers(parse_config(d)) == 1
-    d["train"]["batch_size"] = 64
+    d["ray"]["gpus_per_trial"] = 1                  # with GPUs: the slots, made to divide
     assert target_workers(parse_config(d)) == 2
+    d["train"]["batch_size"] = 63
+    assert target_workers(parse_config(d)) == 1

@@ -259,6 +259,7 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
     from ray.util.queue import Empty, Queue
 
     from mutune.search.backends.ray_tune.callback import SweepBook
+    from mutune.search.backends.ray_tune.retention import checkpoint_bytes_on_disk
     from mutune.search.backends.ray_tune.run import RunOutcome
 
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
@@ -360,5 +361,6 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
         status, reason = "failed", f"ended ({ended}) at step {rec.last_step} < max_t {max_t}"
     book.close(status, reason)
     ray.kill(stop)
+    rec.timing["checkpoint_bytes_kept"] = float(checkpoint_bytes_on_disk(rec.trial_dir))
     done = list(resume.finished) if resume else []
     return RunOutcome(done + [rec], None, None, stopped if status == "cancelled" else None)
