@@ -124,3 +124,45 @@ def test_num_workers_that_does_not_divide_the_batch_is_a_config_error(tiny_confi
     assert target_workers(parse_config(d)) == 2
     d["train"]["batch_size"] = 63
     assert target_workers(parse_config(d)) == 1
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_retried_by_ray_train_from_the_last_checkpoint(
+        ray_local, tiny_config, tmp_path):
+    """SIGKILL one of the two workers after the first report: Ray Train restarts the group
+    from the latest checkpoint (``ray.max_failures``), the run completes, the restart is
+    booked and no step is recorded twice."""
+    import os
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    cfg = tiny_config
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
+    rec = MemoryRecorder()
+    point = {"hparams": {"lr": 0.02, "output_mult": 1.0}, "seed": 5, "index": 0,
+             "key": "target-t0"}
+    box = {}
+
+    def go():
+        box["out"] = run_target(point, task=task, width=64, max_t=60, recorder=rec,
+                                sweep_id=1, ray_cfg=cfg.ray, storage=tmp_path, name="kill",
+                                seq=itertools.count(1), num_workers=2, checkpoint_every=3)
+    thread = threading.Thread(target=go)
+    thread.start()
+    deadline = time.monotonic() + 240
+    while not rec.of("trial_reported") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rec.of("trial_reported"), "no report within 240 s"
+    pids = subprocess.run(["pgrep", "-f", "RayTrainWorker"], capture_output=True,
+                          text=True).stdout.split()
+    assert pids, "no Ray Train worker process found"
+    os.kill(int(pids[-1]), signal.SIGKILL)
+    thread.join(timeout=600)
+    (t,) = box["out"].trials
+    assert t.status == "completed" and t.last_step == 60
+    assert t.restarts >= 1
+    steps = [e["step"] for e in rec.of("trial_reported")]
+    assert steps == sorted(set(steps))                    # nothing recorded twice
+    assert t.repeated_steps <= 3                          # at most one checkpoint interval
