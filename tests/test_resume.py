@@ -303,3 +303,7 @@ def test_resume_during_the_target_run_continues_it_from_its_checkpoint(ray_local
     assert rows["target"]["id"] == before["target"]["id"]          # the same target row
     assert rows["target"]["status"] == "completed"
     assert result.report["target"]["val_loss"] == target["reports"][-1]["metrics"]["val_loss"]
+    cost = result.report["cost"]             # billed per worker, throughput over all of them
+    assert cost["target_devices"] == workers * cfg.ray.cpus_per_trial
+    assert cost["target_samples_per_s"] == pytest.approx(
+        cost["target_samples_per_device_s"] * workers)

@@ -169,6 +169,14 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
             "total_money": money(total_h, price), "naive_money": money(naive.gpu_hours, price),
             "saved_money": None if price is None else saved * price,
             "ettr": e, "mfu": mfu_value, "peak_flops_per_device": peak,
+            # the target's throughput across its workers: step time includes the gradient
+            # synchronisation; per device = over workers × devices per worker
+            "target_devices": tt["devices"],
+            "target_samples_per_s": (tt["samples"] / tt["productive_s"]
+                                     if tt["productive_s"] > 0 else None),
+            "target_samples_per_device_s": (tt["samples"] / tt["productive_s"] / tt["devices"]
+                                            if tt["productive_s"] > 0 and tt["devices"]
+                                            else None),
             "peak_flops_source": peak_source,
             "held_gpu_hours": waste.allocated_s / 3600.0,
             "useful_gpu_hours": waste.useful_s / 3600.0,
@@ -205,6 +213,17 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                     "inputs": {"model_flops": flops_total, "productive_device_s":
                                flops_device_s, "peak_flops_per_device": peak,
                                "peak_source": peak_source}})
+    entries.append({"scope": "sweep", "name": "target_devices",
+                    "value": float(tt["devices"]), "unit": "devices"})
+    for name in ("target_samples_per_s", "target_samples_per_device_s"):
+        if cost[name] is not None:
+            entries.append({"scope": "sweep", "name": name, "value": cost[name],
+                            "unit": "samples/s",
+                            "formula": "samples (global batch × steps) / productive s"
+                                       + (" / devices" if "device" in name else ""),
+                            "inputs": {"samples": tt["samples"],
+                                       "productive_s": tt["productive_s"],
+                                       "devices": tt["devices"]}})
     for cat, v in waste.waste_gpu_hours.items():
         entries.append({"scope": "waste", "name": cat, "value": v, "unit": "GPU-h"})
     entries.append({"scope": "sweep", "name": "held_gpu_hours",

@@ -134,7 +134,10 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                        ("naive_grid_gpu_hours", "naive: every sample to max_t"),
                        ("saved_gpu_hours", "saved vs naive"),
                        ("saved_fraction", "saved fraction"), ("ettr", "ETTR"),
-                       ("mfu", "MFU"), ("gpu_hours_per_trial", "per proxy trial"),
+                       ("mfu", "MFU"),
+                       ("target_samples_per_s", "target samples/s (all its devices)"),
+                       ("target_devices", "target devices"),
+                       ("gpu_hours_per_trial", "per proxy trial"),
                        ("cost_to_final_metric_gpu_hours", "to reach the final metric"),
                        ("held_gpu_hours", "held by the sweep (wall × devices)"),
                        ("useful_gpu_hours", "useful"),
@@ -142,7 +145,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                        ("budget_gpu_hours", "budget")):
         if key in c:
             fmt = ".1%" if key in ("saved_fraction", "ettr") else \
-                ".3%" if key == "mfu" else ".6f"
+                ".3%" if key == "mfu" else ".1f" if key.startswith("target_") else ".6f"
             ct.add_row(label, fmt_num(c[key], fmt))
     for cat, v in (c.get("waste_gpu_hours") or {}).items():
         ct.add_row(f"waste: {cat.replace('_', ' ')}", fmt_num(v, ".6f"))
