@@ -65,8 +65,9 @@ class DataParallel:
         """``DistributedDataParallel(model)`` (its parameters are the model's own tensors)."""
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        if self.device is not None and getattr(self.device, "type", "cpu") == "cuda":
-            return DDP(model, device_ids=[self.device])
+        if self._on_cuda():
+            index = self.device.index
+            return DDP(model, device_ids=None if index is None else [index])
         return DDP(model)
 
     def shard(self, x: Any, y: Any) -> tuple[Any, Any]:
@@ -155,11 +156,14 @@ def train_worker(config: dict[str, Any]) -> None:
     from mutune.proxies.device import select_device
 
     dev = select_device(prefer_cuda=bool(config.get("gpus", 0)))
-    parallel = DataParallel(ctx.get_world_rank(), ctx.get_world_size(),
-                            device=dev.device if dev.kind == "cuda" else None,
+    device = None
+    if dev.kind == "cuda":      # this worker's GPU (Ray Train sets CUDA_VISIBLE_DEVICES)
+        import ray.train.torch
+
+        device = ray.train.torch.get_device()
+        torch.cuda.set_device(device)
+    parallel = DataParallel(ctx.get_world_rank(), ctx.get_world_size(), device=device,
                             stop=lambda: bool(ray.get(stop.get.remote())))
-    if dev.kind == "cuda":
-        torch.cuda.set_device(dev.device)
 
     def report(metrics: dict[str, Any], folder: Path | None) -> None:
         metrics["node_id"] = ray.get_runtime_context().get_node_id()
