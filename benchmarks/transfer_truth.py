@@ -29,7 +29,10 @@ goes through the pipeline's own stages on Ray (``run_pipeline``; the grid throug
      "regret_interval", "lr_error_octaves", "optimum_log2_lr", "optimum_log2_lr_interval",
      "optimum_output_mult", "per_seed": [...], "grid_size", "grid_runs", ...}
 
-Figures over pipeline seeds are medians with their range. Usage:
+Figures over pipeline seeds are medians with their range. A pipeline whose own target run the
+watch stopped as diverged still counts: its transferred configuration is read from the
+database and trained with the evaluation seeds like the others (``per_seed[i]
+.pipeline_status`` says ``target_diverged``). Usage:
     python benchmarks/transfer_truth.py --model gpt [--pipeline-seeds 0,1,2] [--eval-seeds 10]
     python benchmarks/transfer_truth.py --model mlp [--target-width 1024]
 """
@@ -165,6 +168,7 @@ def main() -> None:
     a = p.parse_args()
 
     from mutune.config import load_config, parse_config
+    from mutune.errors import SweepStopped
     from mutune.pipeline import open_sweep, run_pipeline
     from mutune.services.store import Store
 
@@ -179,9 +183,18 @@ def main() -> None:
     runs = []
     with Store.open(f"sqlite:///{out / 'transfer_truth.db'}") as store:
         for s in seeds_p:
-            res = run_pipeline(parse_config({**d, "seed": s}), store, out_dir=out / f"p{s}")
-            runs.append({"seed": s, "config": res.target["config"],
-                         "sweep_id": res.sweep_id, "cost": res.cost})
+            try:
+                res = run_pipeline(parse_config({**d, "seed": s}), store, out_dir=out / f"p{s}")
+                runs.append({"seed": s, "config": res.target["config"], "status": "completed",
+                             "sweep_id": res.sweep_id, "cost": res.cost})
+            except SweepStopped as stop:
+                # the watch stopped the pipeline's own target run (diverged): the transferred
+                # configuration is recorded, and this benchmark trains it with its own seeds
+                row = store.sweep_rows(stop.sweep_id).get("target") if stop.sweep_id else None
+                if stop.status != "target_diverged" or not row:
+                    raise
+                runs.append({"seed": s, "config": dict(row["config"]), "status": stop.status,
+                             "sweep_id": stop.sweep_id, "cost": {}})
         cfg = parse_config(d)
         width, steps = cfg.target.width, cfg.target_steps
         names = sorted({k for r in runs for k in r["config"]})
@@ -231,7 +244,7 @@ def main() -> None:
                          "paired_sd": statistics.stdev(diff) if len(diff) > 1 else None,
                          "lr_error_octaves": lr_err,
                          "saved_fraction": r["cost"].get("saved_fraction"),
-                         "sweep_id": r["sweep_id"]})
+                         "pipeline_status": r["status"], "sweep_id": r["sweep_id"]})
         regrets.append(reg)
         fracs.append(reg / gb)
         lr_errs.append(lr_err)
