@@ -13,9 +13,12 @@ from mutune.search.schedulers.rungs import rung_milestones
 
 __all__ = ["planned_trial_steps", "DEFAULT_TRIAL_OVERHEAD_S"]
 
-#: Assumed Ray per-trial start-up + teardown, seconds, until one is measured (median measured
-#: on 2 CPUs with actor reuse in the quickstart: 1.5–3 s). Used by the dry run and the budget.
-DEFAULT_TRIAL_OVERHEAD_S = 2.0
+#: Assumed Ray per-trial start-up + teardown, seconds, until one is measured. With actors
+#: reused between trials it is small: the quickstart's 162 proxy and design trials on 2 CPUs
+#: (2026-12-01) held 59 device-seconds in all, about 30 of them in steps and evaluations, so
+#: ≈ 0.2 s per trial; benchmarks/ettr.py measured 0.3 s on a quiet machine (the first trial
+#: on each new actor pays a few seconds more). Used by the dry run and the budget.
+DEFAULT_TRIAL_OVERHEAD_S = 0.25
 
 
 def _halving(n: int, milestones: list[int], eta: int, max_t: int) -> list[int]:

@@ -14,6 +14,7 @@ from typing import Optional
 import typer
 
 from mutune.services.cli.app import DbOption, app, echo_json, fail, make_console, open_store
+from mutune.search.schedulers.planned_steps import DEFAULT_TRIAL_OVERHEAD_S
 
 __all__ = ["run", "report", "list_cmd", "show", "cancel", "logs", "rerun", "resume"]
 
@@ -33,7 +34,8 @@ def run(config: Optional[Path] = typer.Argument(
                                           "exit; trains and records nothing."),
         warmup_steps: int = typer.Option(5, min=2, help="Steps timed per width (--dry-run)."),
         trial_overhead_s: float = typer.Option(
-            2.0, min=0, help="Assumed Ray start-up + teardown per trial, s (--dry-run)."),
+            DEFAULT_TRIAL_OVERHEAD_S, min=0,
+            help="Assumed Ray start-up + teardown per trial, s (--dry-run)."),
         plan_json: Optional[Path] = typer.Option(None, "--plan-json",
                                                  help="Also write the plan here (--dry-run)."),
         ) -> None:

@@ -145,7 +145,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                        ("budget_gpu_hours", "budget")):
         if key in c:
             fmt = ".1%" if key in ("saved_fraction", "ettr") else \
-                ".3%" if key == "mfu" else ".1f" if key.startswith("target_") else ".6f"
+                ".3%" if key == "mfu" else \
+                ".1f" if key in ("target_samples_per_s", "target_devices") else ".6f"
             ct.add_row(label, fmt_num(c[key], fmt))
     for cat, v in (c.get("waste_gpu_hours") or {}).items():
         ct.add_row(f"waste: {cat.replace('_', ' ')}", fmt_num(v, ".6f"))
