@@ -166,6 +166,8 @@ def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
     assert out.exit_code == 0, out.output
     assert json.loads((tmp_path / "again.json").read_text()) == rep
     assert f"{c['proxy_gpu_hours']:.6f}" in out.output
+    assert f"{c['target_gpu_hours']:.6f}" in out.output
+    assert c["target_devices"] == 1 and c["target_samples_per_s"] > 0
     assert f"{rep['target']['val_loss']:.4g}" in out.output
 
 
