@@ -14,7 +14,7 @@ from mutune.search.backends.ray_tune.scheduler_adapter import RayScheduler
 from mutune.search.budget import BudgetAdmission, BudgetGate
 from mutune.search.driver import ActionKind, Group, SweepDriver
 from mutune.search.schedulers.asha import ASHA
-from mutune.search.schedulers.planned_steps import planned_trial_steps
+from mutune.search.schedulers.planned_steps import DEFAULT_TRIAL_OVERHEAD_S, planned_trial_steps
 from mutune.search.schedulers.promotion import PromotionASHA
 from mutune.search.searchers.simple import FixedSearcher
 
@@ -108,9 +108,10 @@ def test_spent_committed_and_estimates():
     book.record_report(t, {"step": 3, "val_loss": 1.0, "productive_s": 36.0, "eval_s": 0.0})
     # 12 s per step on 2 devices; 6 steps to rung 9 → 144 device-s committed
     assert gate.committed_gpu_hours() == pytest.approx(6 * 12.0 * 2 / 3600)
-    assert gate.estimate_gpu_hours(book, 3) == pytest.approx((3 * 12.0 + 2.0) * 2 / 3600)
+    o = DEFAULT_TRIAL_OVERHEAD_S              # no trial has ended: the assumed overhead
+    assert gate.estimate_gpu_hours(book, 3) == pytest.approx((3 * 12.0 + o) * 2 / 3600)
     assert gate.estimate_gpu_hours(book, 3, scale=4.0, devices=1) == pytest.approx(
-        (3 * 12.0 * 4 + 2.0) / 3600)
+        (3 * 12.0 * 4 + o) / 3600)
     assert 0 <= gate.spent_gpu_hours() < 0.01
     with pytest.raises(ValueError, match="must be > 0"):
         BudgetGate(0.0)
