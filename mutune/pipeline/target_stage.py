@@ -154,8 +154,9 @@ def target_workers(config: Any, batch: int | None = None) -> int:
     (:func:`~mutune.search.backends.ray_tune.cluster.slots`), lowered to the largest count
     that divides the target's batch (``batch``; default the config's); on CPUs, 1 — gloo
     workers on one machine's cores step slower than one process (benchmarks/target_workers.py:
-    1.76× per step on 2 cores), so a CPU target on several workers costs more device-hours
-    for nothing (set ``target.num_workers`` for a cluster of CPU nodes)."""
+    1.19× per step on 2 quiet cores, median of 3 alternating pairs), so a CPU target on
+    several workers costs more device-hours for nothing (set ``target.num_workers`` for a
+    cluster of CPU nodes)."""
     if config.target.num_workers:
         return int(config.target.num_workers)
     if not config.ray.gpus_per_trial:
