@@ -152,18 +152,17 @@ def _time_on_trial_device(config: SweepConfig, task: Any, ttask: Any, hp: dict[s
         return {**_time_all(*args), "timed_in": "driver"}
     import ray
 
-    from mutune.search.backends.ray_tune.cluster import ray_cluster
+    from mutune.search.backends.ray_tune.cluster import ray_cluster, shortfall
 
     with ray_cluster(rc):
-        res = ray.cluster_resources()
-        for kind, need in (("CPU", rc.cpus_per_trial), ("GPU", rc.gpus_per_trial)):
-            if need and res.get(kind, 0) < need:
-                from mutune.errors import ConfigError
-                raise ConfigError(
-                    f"ray.{kind.lower()}s_per_trial = {need}: the Ray cluster "
-                    f"({rc.address or 'local'}) has {res.get(kind, 0):g} {kind}s, so no "
-                    "trial could start; lower it or connect to a cluster that has them "
-                    "(ray.address)")
+        short = shortfall(rc.cpus_per_trial, rc.gpus_per_trial)
+        if short is not None:
+            from mutune.errors import ConfigError
+            kind, need, have = short
+            raise ConfigError(
+                f"ray.{kind.lower()}s_per_trial = {need:g}: the Ray cluster "
+                f"({rc.address or 'local'}) has {have:g} {kind}s, so no trial could start; "
+                "lower it or connect to a cluster that has them (ray.address)")
         remote = ray.remote(num_cpus=rc.cpus_per_trial, num_gpus=rc.gpus_per_trial,
                             max_retries=0)(_time_all)
         return {**ray.get(remote.remote(*args)), "timed_in": "ray task"}

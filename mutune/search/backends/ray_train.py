@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -146,15 +146,14 @@ def train_worker(config: dict[str, Any]) -> None:
     import tempfile
 
     import ray.train
+    import torch
 
+    from mutune.proxies.device import select_device
     from mutune.search.trial.trainable import run_training
 
     ctx = ray.train.get_context()
     task, stop = config.pop("task"), config.pop("stop_flag")
-    import torch
-
-    from mutune.proxies.device import select_device
-
+    node = ray.get_runtime_context().get_node_id()
     dev = select_device(prefer_cuda=bool(config.get("gpus", 0)))
     device = None
     if dev.kind == "cuda":      # this worker's GPU (Ray Train sets CUDA_VISIBLE_DEVICES)
@@ -166,7 +165,7 @@ def train_worker(config: dict[str, Any]) -> None:
                             stop=lambda: bool(ray.get(stop.get.remote())))
 
     def report(metrics: dict[str, Any], folder: Path | None) -> None:
-        metrics["node_id"] = ray.get_runtime_context().get_node_id()
+        metrics["node_id"] = node
         ckpt = ray.train.Checkpoint.from_directory(str(folder)) if folder else None
         ray.train.report(metrics, checkpoint=ckpt)
 
@@ -227,7 +226,7 @@ class _RunHandle:
     trial_id: str
     config: dict[str, Any]
     path: str
-    error: str | None = field(default=None)
+    error: str | None = None
 
     def get_error(self) -> str | None:
         return self.error
@@ -263,17 +262,18 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
     from ray.util.queue import Empty, Queue
 
     from mutune.search.backends.ray_tune.callback import SweepBook
+    from mutune.search.backends.ray_tune.cluster import shortfall
     from mutune.search.backends.ray_tune.retention import checkpoint_bytes_on_disk
     from mutune.search.backends.ray_tune.run import RunOutcome
 
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise SearchError(f"target.num_workers = {num_workers!r}: must be an int >= 1")
     gpus, cpus = ray_cfg.gpus_per_trial, ray_cfg.cpus_per_trial
-    res = ray.cluster_resources()
-    for kind, need in (("CPU", cpus * num_workers), ("GPU", gpus * num_workers)):
-        if need and res.get(kind, 0) < need:
-            raise SearchError(f"the target's {num_workers} workers need {need:g} {kind}s; the "
-                              f"Ray cluster has {res.get(kind, 0):g}: lower target.num_workers")
+    short = shortfall(cpus * num_workers, gpus * num_workers)
+    if short is not None:
+        kind, need, have = short
+        raise SearchError(f"the target's {num_workers} workers need {need:g} {kind}s; the "
+                          f"Ray cluster has {have:g}: lower target.num_workers")
     if control is None and hasattr(recorder, "stop_requested"):
         control = recorder
     run_dir = Path(storage).resolve() / name

@@ -13,7 +13,7 @@ from typing import Any
 
 from mutune.config import RayConfig
 
-__all__ = ["ray_cluster", "slots", "tracking_callbacks"]
+__all__ = ["ray_cluster", "slots", "tracking_callbacks", "shortfall"]
 
 
 def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
@@ -90,3 +90,16 @@ def slots(ray_cfg: RayConfig) -> int:
     if ray_cfg.gpus_per_trial:
         n = min(n, int(res.get("GPU", 0) // ray_cfg.gpus_per_trial))
     return max(n, 1)
+
+
+def shortfall(cpus: float, gpus: float) -> tuple[str, float, float] | None:
+    """The first resource the connected Ray cluster has less of than asked — (``"CPU"`` or
+    ``"GPU"``, needed, available) — or None when it holds ``cpus`` CPUs and ``gpus`` GPUs
+    (a task asking more would wait forever instead of failing)."""
+    import ray
+
+    res = ray.cluster_resources()
+    for kind, need in (("CPU", cpus), ("GPU", gpus)):
+        if need and res.get(kind, 0) < need:
+            return kind, float(need), float(res.get(kind, 0))
+    return None
