@@ -8,6 +8,7 @@ number of trials, no duplicated report rows, the same decisions for the same rep
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 
 import pytest
@@ -307,3 +308,86 @@ def test_resume_during_the_target_run_continues_it_from_its_checkpoint(ray_local
     assert cost["target_devices"] == workers * cfg.ray.cpus_per_trial
     assert cost["target_samples_per_s"] == pytest.approx(
         cost["target_samples_per_device_s"] * workers)
+
+
+def test_sigkill_of_mutune_run_during_its_target_then_mutune_resume(ray_local, tiny_config,
+                                                                   tmp_path):
+    """The real thing: ``mutune run`` in its own process (joined to this session's cluster
+    through ``ray.address``, so nothing it started outlives the test), SIGKILLed once its
+    target — 2 Ray Train workers, checkpoints every 6 steps — has reported past its first
+    checkpoint; then ``mutune resume``. The sweep finishes; the target repeats at most one
+    checkpoint interval; no trial row added, no report row duplicated; the proxies untouched."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import ray
+    import yaml
+    from typer.testing import CliRunner
+
+    from mutune.services.cli import app
+
+    d = tiny_config.model_dump(mode="json")
+    d["ray"].update(address=ray.get_runtime_context().gcs_address, heartbeat_s=0.2,
+                    lease_s=0.8)
+    d["target"].update(checkpoint_every=6, num_workers=2, steps=60)
+    cfg_path = tmp_path / "sweep.yaml"
+    cfg_path.write_text(yaml.safe_dump(d))
+    db_file = tmp_path / "k.db"
+    url = f"sqlite:///{db_file}"
+    mutune = Path(sys.executable).with_name("mutune")
+    driver = subprocess.Popen([str(mutune), "run", str(cfg_path), "--db", url,
+                               "--out", str(tmp_path / "k")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    killed_at = None
+    try:
+        deadline = time.monotonic() + 600
+        while killed_at is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            if driver.poll() is not None:
+                pytest.fail("mutune run ended before the kill: "
+                            + driver.stderr.read().decode()[-2000:])
+            if not db_file.exists():
+                continue
+            try:
+                with sqlite3.connect(db_file, timeout=1) as con:
+                    (step,) = con.execute(
+                        "SELECT max(r.step) FROM trial_reports r JOIN trials t "
+                        "ON r.trial_id = t.id WHERE t.kind = 'target'").fetchone()
+            except sqlite3.OperationalError:          # tables not created yet, or locked
+                continue
+            if step is not None and step >= 9:
+                driver.send_signal(signal.SIGKILL)
+                killed_at = step
+        assert killed_at is not None, "the target never reported step 9"
+        assert driver.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert killed_at < 60
+    with Store.open(url) as s:
+        before = s.sweep_rows(1)
+    assert before["target"]["status"] == "running"
+    done = {t["id"]: t for t in before["trials"] if t["kind"] != "target"}
+    assert done and all(t["status"] != "running" for t in done.values())
+    time.sleep(0.8 + 0.2)                                          # past the lease
+    out = CliRunner().invoke(app, ["resume", "1", "--db", url, "--out", str(tmp_path / "k")])
+    assert out.exit_code == 0, out.output
+    with Store.open(url) as s:
+        rows = s.sweep_rows(1)
+    assert rows["sweep"]["status"] == "completed" and rows["target"]["status"] == "completed"
+    assert rows["target"]["id"] == before["target"]["id"]
+    assert len(rows["trials"]) == len(before["trials"])            # no trial row added
+    for t in rows["trials"]:
+        if t["id"] in done:                                        # proxies untouched
+            assert t["reports"] == done[t["id"]]["reports"] and not t["restarts"]
+    (target,) = [t for t in rows["trials"] if t["kind"] == "target"]
+    assert target["status"] == "completed" and target["restarts"] == 1
+    assert 0 <= target["repeated_steps"] <= 6                      # one checkpoint interval
+    steps = [r["step"] for r in target["reports"]]
+    assert steps == sorted(set(steps)) and steps[-1] == 60         # no duplicate report
+    report = json.loads((tmp_path / "k" / "report.json").read_text())
+    assert report["status"] == "completed"
+    assert report["target"]["val_loss"] == target["reports"][-1]["metrics"]["val_loss"]
