@@ -14,7 +14,9 @@ Prints one JSON line:
 
     {"benchmark": "driver_memory", "target_params", "peak_rss_bytes_dry_run",
      "peak_rss_bytes_before_target", "peak_pss_bytes_dry_run", "peak_pss_bytes_before_target",
-     "peak_rss_bytes_largest_process_before_target", "status_before_target", "wall_s"}
+     "peak_rss_bytes_largest_process_before_target", "processes_at_peak_dry_run",
+     "processes_at_peak_before_target" ([name, RSS bytes] at each peak sample, largest first),
+     "status_before_target", "wall_s"}
 
 The RSS sum counts pages shared between processes (torch's libraries in every Ray worker)
 once per process, so it overstates the memory in use; the PSS sum (Linux: shared pages split
@@ -31,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
 def _tree(root: int) -> list[int]:
@@ -68,19 +71,38 @@ def _memory(pid: int) -> tuple[float, float]:
     return rss, pss
 
 
-def _sample(proc: "subprocess.Popen[bytes]", every_s: float = 0.1) -> dict[str, float]:
-    """Peak sums of RSS and PSS over ``proc`` and its descendants until it exits."""
-    peak = {"rss": 0.0, "pss": 0.0, "largest": 0.0}
+def _name(pid: int) -> str:
+    """The process's title (Ray names its workers ``ray::…``), else its command."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    words = [w.decode(errors="replace") for w in cmd if w]
+    if not words:
+        return "?"
+    if words[0].startswith("ray::") or len(words) == 1:
+        return words[0][:60]
+    return " ".join(Path(w).name if i == 0 else w for i, w in enumerate(words[:3]))[:60]
+
+
+def _sample(proc: "subprocess.Popen[bytes]", every_s: float = 0.1) -> dict[str, Any]:
+    """Peak sums of RSS and PSS over ``proc`` and its descendants until it exits, and at the
+    peak RSS sample each process's name and RSS (largest first)."""
+    peak: dict[str, Any] = {"rss": 0.0, "pss": 0.0, "largest": 0.0, "at_peak": []}
     while proc.poll() is None:
-        mem = [_memory(p) for p in _tree(proc.pid)]
-        peak = {"rss": max(peak["rss"], sum(m[0] for m in mem)),
-                "pss": max(peak["pss"], sum(m[1] for m in mem)),
-                "largest": max([peak["largest"], *(m[0] for m in mem)])}
+        pids = _tree(proc.pid)
+        mem = [_memory(p) for p in pids]
+        rss = sum(m[0] for m in mem)
+        if rss > peak["rss"]:
+            peak["at_peak"] = sorted(([_name(p), int(m[0])] for p, m in zip(pids, mem)
+                                      if m[0]), key=lambda x: -x[1])
+        peak.update(rss=max(peak["rss"], rss), pss=max(peak["pss"], sum(m[1] for m in mem)),
+                    largest=max([peak["largest"], *(m[0] for m in mem)]))
         time.sleep(every_s)
     return peak
 
 
-def _run(args: list[str], env: dict[str, str]) -> tuple[dict[str, float], int, str]:
+def _run(args: list[str], env: dict[str, str]) -> tuple[dict[str, Any], int, str]:
     proc = subprocess.Popen([sys.executable, "-m", "mutune.services.cli", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out: list[bytes] = []
@@ -135,6 +157,8 @@ def main() -> None:
         "peak_pss_bytes_dry_run": int(dry["pss"]),
         "peak_pss_bytes_before_target": int(real["pss"]),
         "peak_rss_bytes_largest_process_before_target": int(real["largest"]),
+        "processes_at_peak_dry_run": dry["at_peak"],
+        "processes_at_peak_before_target": real["at_peak"],
         "status_before_target": status, "exit_code": rc,
         "wall_s": round(time.perf_counter() - t0, 1), "out": str(out)}), flush=True)
 
