@@ -296,6 +296,30 @@ def test_dry_run_extrapolates_a_large_target_from_its_flops(tiny_config, monkeyp
     assert small["target"]["timing"] == "timed" and tiny_config.target.width in built
 
 
+def test_dry_run_prices_a_target_on_several_workers(tiny_config, monkeypatch):
+    """target.num_workers W: the target is timed on one worker's share of the batch and
+    billed W × a trial's devices; its wall time is one worker's; the proxies are unchanged."""
+    import mutune.pipeline.dry_run as dry
+    from mutune.config import parse_config
+
+    timing = {"setup_s": 0.5, "s_per_step": 0.01, "s_per_eval": 0.2, "warmup_s": 1.0}
+    batches = {}
+    monkeypatch.setattr(dry, "_warmup", lambda task, width, *a, **k:
+                        batches.setdefault(width, task.train.batch_size) and dict(timing))
+    plans = {}
+    for w in (1, 2):
+        d = tiny_config.model_dump(mode="json")
+        d["target"]["num_workers"] = w
+        batches.clear()
+        plans[w] = dry.plan_sweep(parse_config(d), overhead_s=1.0)
+        assert batches[tiny_config.target.width] == tiny_config.train.batch_size // w
+        assert plans[w]["target"]["workers"] == w
+        assert plans[w]["target"]["batch_per_worker"] == tiny_config.train.batch_size // w
+    assert plans[2]["target_gpu_hours"] == pytest.approx(2 * plans[1]["target_gpu_hours"])
+    assert plans[2]["proxy_gpu_hours"] == pytest.approx(plans[1]["proxy_gpu_hours"])
+    assert plans[2]["wall_s_estimate"] == pytest.approx(plans[1]["wall_s_estimate"])
+
+
 @pytest.mark.slow
 def test_dry_run_times_on_the_trial_device_in_a_ray_task(tiny_config):
     """Where trials get GPUs or a cluster, the warm-up runs as one Ray task holding a

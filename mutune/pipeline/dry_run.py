@@ -14,6 +14,12 @@ them into device-hours:
     trial seconds = steps × s_step + evals × s_eval + setup_s + overhead_s
     GPU-hours     = Σ trial seconds × devices per trial / 3600         (docs/architecture.md §6)
 
+A target on W data-parallel workers (``target.num_workers``, or its default,
+:func:`mutune.pipeline.target_stage.target_workers`) is timed on one worker's share of the
+batch (batch ÷ W) and billed W × devices per trial; the gradient all-reduce between workers
+is not timed (benchmarks/target_workers.py measures it: 2 CPU workers stepped 1.19× slower
+than one on the whole batch, so on CPUs W > 1 is an underestimate).
+
 ``overhead_s`` is the per-trial start-up and teardown of a Ray trial (the target, a run of its
 own, adds ``TARGET_RUN_OVERHEAD_S``), which a warm-up without
 Ray cannot see: an assumption, stated in the plan. The naive alternatives price the same
@@ -27,6 +33,7 @@ maximum beside it (``gate_gpu_hours_max``, ``total_gpu_hours_max``).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any
@@ -200,6 +207,17 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
                         f"{t_params:,}/{w_params:,} parameters")}
 
 
+def _planned_target_workers(config: SweepConfig, batch: int, on_ray: bool) -> int:
+    """The target's data-parallel workers as the run will choose them
+    (:func:`mutune.pipeline.target_stage.target_workers`); its GPU default counts the
+    cluster's slots, so without a Ray connection (``on_ray`` False) that default plans 1."""
+    from mutune.pipeline.target_stage import target_workers
+
+    if not on_ray and config.ray.gpus_per_trial and not config.target.num_workers:
+        return 1
+    return target_workers(config, batch)
+
+
 #: the target run's own start-up beyond a proxy trial's, seconds: it is a run of its own (a
 #: fresh worker, its final checkpoint kept): the tiny test config's target held 4.6 s for
 #: 0.3 s of steps and evaluations (2026-12-01, on 2 shared CPUs)
@@ -231,7 +249,10 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         "s_per_eval", "setup_s", "replicates" (``search.replicates``: seeds trained in
         lockstep per sweep trial, which multiply its step, evaluation and build time),
         "confirm_trials", "confirm_gpu_hours", "gpu_hours" (sweep
-        and confirmation design)}], "target": {same for one run}, "confirm", "gate",
+        and confirmation design)}], "target": {same for one run, plus "workers" (its
+        data-parallel workers, each holding a trial's devices and timed on its share of the
+        batch, "batch_per_worker"; the gradient all-reduce is not timed) and
+        "run_overhead_s"}, "confirm", "gate",
         "gate_gpu_hours_max", "total_gpu_hours_max",
         "proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
         "naive_grid_gpu_hours", "price_per_hour", "money": {name: amount} or None,
@@ -246,6 +267,7 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     import dataclasses
 
     from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.search.backends.ray_tune.cluster import ray_cluster
     from mutune.search.schedulers.planned_steps import planned_trial_steps
 
     if warmup_steps < 2:
@@ -267,17 +289,23 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     evals = [_evals(s, every) for s in trial_steps]
 
     def price(m: dict[str, float], steps: list[int], n_evals: list[int],
-              replicates: int = 1, extra_s: float = 0.0) -> float:
-        # a proxy trial with R replicate seeds trains and evaluates R models in lockstep
+              replicates: int = 1, extra_s: float = 0.0, workers: int = 1) -> float:
+        # a proxy trial with R replicate seeds trains and evaluates R models in lockstep;
+        # a target on W data-parallel workers holds W trials' devices
         seconds = (replicates * (sum(steps) * m["s_per_step"] + sum(n_evals) * m["s_per_eval"])
                    + len(steps) * (replicates * m["setup_s"] + overhead_s) + extra_s)
-        return seconds * devices / 3600.0
+        return seconds * devices * workers / 3600.0
 
     tb = config.target.batch_size or config.train.batch_size
-    ttask = task if tb == config.train.batch_size else dataclasses.replace(
-        task, train=task.train.model_copy(update={"batch_size": tb}))
-    timed = _time_on_trial_device(config, task, ttask, hp, warmup_steps, threads,
-                                  timed_max_params, on_ray)
+    if on_ray is None:
+        on_ray = bool(ray.gpus_per_trial) or bool(ray.address)
+    with (ray_cluster(ray) if on_ray else contextlib.nullcontext()):
+        n_workers = _planned_target_workers(config, tb, on_ray)
+        wb = tb // n_workers          # each worker's share of the global batch
+        ttask = task if wb == config.train.batch_size else dataclasses.replace(
+            task, train=task.train.model_copy(update={"batch_size": wb}))
+        timed = _time_on_trial_device(config, task, ttask, hp, warmup_steps, threads,
+                                      timed_max_params, on_ray)
     widths = []
     for m in timed["widths"]:
         widths.append({**m, "trials": len(trial_steps), "steps": sum(trial_steps),
@@ -289,8 +317,9 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     target = {"width": config.target.width, "trials": 1, "steps": t_steps,
               "evals": _evals(t_steps, every), **tm,
               "run_overhead_s": TARGET_RUN_OVERHEAD_S,
+              "workers": n_workers, "batch_per_worker": wb,
               "gpu_hours": price(tm, [t_steps], [_evals(t_steps, every)],
-                                 extra_s=TARGET_RUN_OVERHEAD_S)}
+                                 extra_s=TARGET_RUN_OVERHEAD_S, workers=n_workers)}
     from mutune.pipeline.confirm_stage import design_names, design_points, trials_per_design
 
     tr = config.transfer
@@ -307,13 +336,13 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     rounds = 0 if tr.gate == "stop" or not n_confirm else tr.gate_rounds
     gate_h = rounds * sum(x["confirm_gpu_hours"] for x in widths)
     proxy_h = sum(x["gpu_hours"] for x in widths)
-    naive_h = price(tm, trial_steps, evals)
+    naive_h = price(tm, trial_steps, evals, workers=n_workers)
     grid = [sched.max_t] * len(trial_steps)
-    grid_h = price(tm, grid, [_evals(s, every) for s in grid])
+    grid_h = price(tm, grid, [_evals(s, every) for s in grid], workers=n_workers)
     total = proxy_h + target["gpu_hours"]
     slots = ray.max_concurrent_trials or max(int(ray.num_cpus // ray.cpus_per_trial), 1)
     wall = (proxy_h * 3600 / devices) / min(slots, len(trial_steps)) \
-        + target["gpu_hours"] * 3600 / devices
+        + target["gpu_hours"] * 3600 / (devices * n_workers)
     b = config.budget
     pph = b.price_per_hour
     figures = {"proxy_gpu_hours": proxy_h, "target_gpu_hours": target["gpu_hours"],

@@ -29,6 +29,11 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
                   str(w.get("confirm_trials", "—")), f"{w['gpu_hours']:.6f}")
     console.print(unclipped(t))
     tg = plan["target"]
+    if tg.get("workers", 1) > 1:
+        console.print(f"target on {tg['workers']} data-parallel workers: timed on one "
+                      f"worker's batch of {tg['batch_per_worker']}, billed "
+                      f"{tg['workers']} × {plan['devices_per_trial']:g} devices; the gradient "
+                      "all-reduce is not timed, so this is a lower estimate", highlight=False)
     if tg.get("timing") == "extrapolated":
         console.print(f"target ({tg['n_params']:,} parameters) not built: its times are "
                       f"extrapolated from its FLOPs at the widest proxy's achieved FLOP/s "
