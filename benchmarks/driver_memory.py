@@ -78,8 +78,13 @@ def _name(pid: int) -> str:
     except OSError:
         return "?"
     words = [w.decode(errors="replace") for w in cmd if w]
-    if not words:
-        return "?"
+    if not words:         # no command line (a process exiting): its name and state instead
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return "?"
+        comm, rest = stat.split("(", 1)[1].rsplit(")", 1)
+        return f"({comm}) state {rest.split()[0]}"
     if words[0].startswith("ray::") or len(words) == 1:
         return words[0][:60]
     return " ".join(Path(w).name if i == 0 else w for i, w in enumerate(words[:3]))[:60]
@@ -89,11 +94,13 @@ def _sample(proc: "subprocess.Popen[bytes]", every_s: float = 0.1) -> dict[str, 
     """Peak sums of RSS and PSS over ``proc`` and its descendants until it exits, and at the
     peak RSS sample each process's name and RSS (largest first)."""
     peak: dict[str, Any] = {"rss": 0.0, "pss": 0.0, "largest": 0.0, "at_peak": []}
+    t0 = time.perf_counter()
     while proc.poll() is None:
         pids = _tree(proc.pid)
         mem = [_memory(p) for p in pids]
         rss = sum(m[0] for m in mem)
         if rss > peak["rss"]:
+            peak["at_peak_s"] = round(time.perf_counter() - t0, 1)
             peak["at_peak"] = sorted(([_name(p), int(m[0])] for p, m in zip(pids, mem)
                                       if m[0]), key=lambda x: -x[1])
         peak.update(rss=max(peak["rss"], rss), pss=max(peak["pss"], sum(m[1] for m in mem)),
@@ -159,6 +166,7 @@ def main() -> None:
         "peak_rss_bytes_largest_process_before_target": int(real["largest"]),
         "processes_at_peak_dry_run": dry["at_peak"],
         "processes_at_peak_before_target": real["at_peak"],
+        "peak_at_s_before_target": real.get("at_peak_s"),
         "status_before_target": status, "exit_code": rc,
         "wall_s": round(time.perf_counter() - t0, 1), "out": str(out)}), flush=True)
 
