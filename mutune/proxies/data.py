@@ -95,6 +95,29 @@ def _check_count(name: str, value: int) -> None:
         raise ProxyError(f"{name} must be an int >= 1, got {value!r}")
 
 
+def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """The digits' (1797, 64) pixel counts 0–16 and (1797,) labels, read from the CSV that
+    scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``: 64 pixels then the label per
+    row, as ``sklearn.datasets.load_digits`` reads it) without importing scikit-learn, which
+    would add about 0.1 GB (scipy with it) to every process that loads the data; through
+    ``load_digits`` where the file is not at that place."""
+    import gzip
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")          # finds the package, runs nothing
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    for root in roots:
+        path = pathlib.Path(root) / "datasets" / "data" / "digits.csv.gz"
+        if path.is_file():
+            with gzip.open(path, mode="rt", encoding="utf-8") as f:
+                table = np.loadtxt(f, delimiter=",")
+            return table[:, :-1], table[:, -1].astype(np.int64)
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    return np.asarray(digits.data), np.asarray(digits.target, dtype=np.int64)
+
+
 def load_digits_data(val_fraction: float = 0.2, seed: int = 0, *,
                      test_fraction: float = 0.0) -> ClassificationData:
     """scikit-learn's digits (1797 images of 8×8 = 64 pixels, 10 classes), features / 16.
@@ -122,11 +145,9 @@ def load_digits_data(val_fraction: float = 0.2, seed: int = 0, *,
     if not isinstance(test_fraction, (int, float)) or not 0.0 <= test_fraction < 1.0:
         raise ProxyError(f"test_fraction must be in [0, 1), got {test_fraction!r}")
     _check_seed("seed", seed)
-    from sklearn.datasets import load_digits  # lazy: sklearn is slow to import
-
-    digits = load_digits()
-    x = (np.asarray(digits.data, dtype=np.float64) / 16.0).astype(np.float32)
-    y = np.asarray(digits.target, dtype=np.int64)
+    pixels, labels = _digits_arrays()
+    x = (np.asarray(pixels, dtype=np.float64) / 16.0).astype(np.float32)
+    y = np.asarray(labels, dtype=np.int64)
     n = len(y)
     n_val = min(max(int(round(n * val_fraction)), 1), n - 1)
     n_test = int(round(n * test_fraction)) if test_fraction > 0 else 0

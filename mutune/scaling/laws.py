@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from mutune.errors import FitError
 
@@ -105,6 +104,8 @@ def _check_sizes(N) -> np.ndarray:
 
 def _fit3(x: np.ndarray, y: np.ndarray, start: np.ndarray | None, tol: float = 1e-15):
     """Fit log L = log(exp(e) + exp(a)·exp(x)^(−exp(l))) with x = log(N/N₀). Returns θ, ok."""
+    from scipy.optimize import least_squares     # lazy: 31 MB, only when a law is fitted
+
     ymin = float(np.min(y))
 
     def resid(t):

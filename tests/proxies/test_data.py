@@ -42,6 +42,28 @@ def test_digits_deterministic(digits):
     assert not np.array_equal(other.val_y, digits.val_y)
 
 
+def test_digits_are_sklearns_read_without_importing_sklearn():
+    """The pixels and labels equal ``sklearn.datasets.load_digits``'s exactly (so every
+    fingerprint and cache key stays), read from the CSV scikit-learn ships in a process that
+    never imports scikit-learn or scipy."""
+    import subprocess
+
+    from sklearn.datasets import load_digits
+
+    from mutune.proxies.data import _digits_arrays
+
+    pixels, labels = _digits_arrays()
+    ref = load_digits()
+    assert np.array_equal(pixels, ref.data) and np.array_equal(labels, ref.target)
+    assert labels.dtype == np.int64 and pixels.shape == (1797, 64)
+    code = ("import sys; from mutune.proxies import load_digits_data; "
+            "d = load_digits_data(); "
+            "print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, 1.5])
 def test_digits_bad_val_fraction(bad):
     with pytest.raises(ProxyError, match="val_fraction"):
