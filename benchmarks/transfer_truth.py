@@ -201,7 +201,10 @@ def main() -> None:
         center = {n: float(np.median([r["config"][n] for r in runs])) for n in names}
         # the grid and the final runs evaluate once, at the end (all they are judged on)
         gd = {**d, "name": d["name"] + "-grid",
-              "train": {**d["train"], "eval_every": steps}}
+              "train": {**d["train"], "eval_every": steps},
+              "search": {**d["search"],     # one rung at the end: evaluations land on it
+                         "scheduler": {**d["search"]["scheduler"], "grace_period": steps,
+                                       "max_t": steps}}}
         with open_sweep(parse_config(gd), store, out_dir=out / "grid") as run:
             grid, cached = _grid(run, a.model, width, steps, center,
                                  [EVAL_SEED_BASE + k for k in range(a.grid_seeds)],

@@ -57,6 +57,12 @@ def test_shipped_configs_load():
     (lambda d: d["model"].update(d_head=16), "model.d_head", "16", "unknown key"),
     (lambda d: d.update(data={"kind": "text"}), "(root)", "a mlp model",
      "needs data.kind: digits"),
+    (lambda d: d["search"].update(mode="max"), "search", "search.mode = 'max'",
+     "it is a loss (lower is better), so mode must be 'min'"),
+    (lambda d: d["train"].update(eval_every=25), "(root)", "train.eval_every (25)",
+     "does not divide the rung milestones [20, 60, 180]"),
+    (lambda d: d["train"].update(eval_every=25), "(root)", "train.eval_every (25)",
+     "a divisor of 20, e.g. eval_every: 20"),
 ])
 def test_errors_name_field_value_and_rule(quick, mutate, field, value, rule):
     d = copy.deepcopy(quick)

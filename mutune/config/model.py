@@ -38,14 +38,15 @@ class MLPModel(ModelSpec):
 class GPTModel(ModelSpec):
     """μP byte-level GPT-style pre-LN decoder (``mutune.proxies.gpt``, plugin ``gpt``).
     ``d_head``: features per attention head (widths must be multiples of it); ``seq_len``:
-    tokens per sample; ``vocab``: token ids (256 for byte-level text); ``readout_zero_init``:
+    tokens per sample; ``vocab``: token ids (256 for byte-level text; above 65,536 token files
+    must be ``uint32``, ``data.dtype``); ``readout_zero_init``:
     an untied readout starts at zero instead of mup's μP init (docs/transfer.md §7)."""
     family: Literal["gpt"]
     base_width: int = Field(default=32, ge=1)
     d_head: int = Field(default=16, ge=1)
     ffn_ratio: int = Field(default=4, ge=1)
     seq_len: int = Field(default=64, ge=2)
-    vocab: int = Field(default=256, ge=2, le=65536)
+    vocab: int = Field(default=256, ge=2, le=1 << 32)     # ids of uint32 token files
     positions: Literal["learned", "rotary"] = "learned"
     tied: bool = False
     readout_zero_init: bool = False
@@ -76,10 +77,12 @@ class TextData(StrictModel):
 
 
 class TokenData(StrictModel):
-    """A nanoGPT-style ``uint16`` token file, or a folder with ``train.bin`` and ``val.bin``;
-    the model's ``vocab`` must cover every token id."""
+    """A nanoGPT-style token file, or a folder with ``train.bin`` and ``val.bin``; ``dtype``
+    its element type: ``uint16`` (nanoGPT's, ids below 65,536) or ``uint32`` (larger
+    vocabularies), little-endian. The model's ``vocab`` must cover every token id."""
     kind: Literal["tokens"]
     path: str = Field(min_length=1)
+    dtype: Literal["uint16", "uint32"] = "uint16"
 
 
 def model_spec_class(value: Any) -> type[ModelSpec]:

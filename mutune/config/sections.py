@@ -42,6 +42,10 @@ class SchedulerConfig(StrictModel):
         return self
 
 
+#: metrics that are losses (lower is better): searched with ``mode: min`` only
+LOSS_METRICS = ("val_loss",)
+
+
 class SearchConfig(StrictModel):
     """What is searched per proxy width and how trials are ranked.
 
@@ -55,7 +59,8 @@ class SearchConfig(StrictModel):
 
     Raises (on validation): a name in ``space`` or ``fixed`` outside :data:`SEARCHABLE` (with
     the closest searchable names), no ``lr`` in ``space``, a name both searched and fixed, or
-    a fixed value that is not a finite number > 0."""
+    a fixed value that is not a finite number > 0, ``mode: max`` for a loss metric
+    (:data:`LOSS_METRICS`)."""
     num_samples: int = Field(default=16, ge=1)
     #: seeds trained per trial in lockstep (same hyperparameters); the trial reports their
     #: mean validation loss, averaging out seed noise without a start-up cost per seed
@@ -84,6 +89,10 @@ class SearchConfig(StrictModel):
         for name, value in self.fixed.items():
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"fixed {name} = {value} must be a finite number > 0")
+        if self.metric in LOSS_METRICS and self.mode != "min":
+            raise ValueError(f"search.mode = {self.mode!r} with metric {self.metric!r}: it is a "
+                             "loss (lower is better), so mode must be 'min'; 'max' would pick "
+                             "the worst trials")
         return self
 
 

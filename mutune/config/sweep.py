@@ -1,6 +1,8 @@
 """The whole sweep config, :class:`SweepConfig`, and the rules that tie its sections together."""
 from __future__ import annotations
 
+import math
+
 from typing import Annotated, Any, Union
 
 from pydantic import Field, SerializeAsAny, field_validator, model_validator
@@ -81,6 +83,25 @@ class SweepConfig(StrictModel):
             if self.model.positions == "rotary" and self.model.d_head % 2:
                 raise ValueError(f"rotary positions need an even model.d_head "
                                  f"({self.model.d_head})")
+        sched, every = self.search.scheduler, self.train.eval_every
+        milestones, m = [], sched.grace_period
+        while m <= sched.max_t:           # ASHA's rungs; every Hyperband bracket's are among them
+            milestones.append(m)
+            m *= sched.reduction_factor
+        missed = [m for m in dict.fromkeys([*milestones, sched.max_t]) if m % every]
+        if missed:
+            fit = math.gcd(*milestones, sched.max_t)
+            raise ValueError(
+                f"train.eval_every ({every}) does not divide the rung milestones {missed} "
+                f"(grace_period·η^k and max_t, steps): no evaluation lands on them, so a rung "
+                f"would judge a later step; make eval_every divide every milestone (a divisor "
+                f"of {fit}, e.g. eval_every: {fit})")
+        vocab = getattr(self.model, "vocab", None)
+        if (getattr(self.data, "kind", None) == "tokens" and self.data.dtype == "uint16"
+                and vocab is not None and vocab > 1 << 16):
+            raise ValueError(f"model.vocab ({vocab}) > 65,536 with data.dtype uint16: token "
+                             "ids above 65,535 do not fit in 16 bits; write the token files "
+                             "as uint32 and set data.dtype: uint32")
         if self.ray.cpus_per_trial > self.ray.num_cpus:
             raise ValueError(f"ray.cpus_per_trial ({self.ray.cpus_per_trial}) must be <= "
                              f"ray.num_cpus ({self.ray.num_cpus})")

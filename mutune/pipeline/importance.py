@@ -45,8 +45,6 @@ def proxy_importance(config: SweepConfig, width: int, outcome: Any) -> dict[str,
     References:
         Hutter et al. 2014, ICML, §3 (functional ANOVA on a random forest).
     """
-    import optuna
-
     row: dict[str, Any] = {"kind": "importance", "width": width,
                            "method": "fANOVA (Hutter et al. 2014; optuna)"}
     names = sorted(config.search.space)
@@ -62,20 +60,45 @@ def proxy_importance(config: SweepConfig, width: int, outcome: Any) -> dict[str,
         return row
     step = max(full)
     hp = {t.key: t.point["hparams"] for t in outcome.trials}
-    dists = _distributions(config)
-    trials = [optuna.trial.create_trial(params={n: hp[k][n] for n in names},
-                                        distributions=dists, value=v)
-              for k, v in sorted(rungs[step].items())]
+    params = [{n: hp[k][n] for n in names} for k in sorted(rungs[step])]
+    values = [rungs[step][k] for k in sorted(rungs[step])]
+    args = (params, values, _distributions(config),
+            "minimize" if config.search.mode == "min" else "maximize", config.seed)
+    imp = _in_child_process(_fanova, *args)
+    row.update(step=step, n_trials=len(values), importances=imp)
+    return row
+
+
+def _fanova(params: list[dict[str, Any]], values: list[float], distributions: dict[str, Any],
+            direction: str, seed: int) -> dict[str, float]:
+    """Optuna's fANOVA of ``values`` (one per trial) over ``params``: {name: share}."""
+    import optuna
+
+    trials = [optuna.trial.create_trial(params=p, distributions=distributions, value=v)
+              for p, v in zip(params, values)]
     before = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        study = optuna.create_study(
-            direction="minimize" if config.search.mode == "min" else "maximize")
+        study = optuna.create_study(direction=direction)
         study.add_trials(trials)
         imp = optuna.importance.get_param_importances(
-            study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=config.seed))
+            study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=seed))
     finally:
         optuna.logging.set_verbosity(before)
-    row.update(step=step, n_trials=len(trials),
-               importances={k: float(v) for k, v in imp.items()})
-    return row
+    return {k: float(v) for k, v in imp.items()}
+
+
+def _in_child_process(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a short-lived spawned process: Optuna's fANOVA fits scikit-learn's
+    random forest, and importing scikit-learn with scipy would add about 80 MB to the driver
+    for the rest of the sweep, beside the trials' workers (benchmarks/driver_memory.py). Where
+    no process can be spawned, in this one."""
+    import concurrent.futures
+    import multiprocessing
+
+    try:
+        with concurrent.futures.ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return pool.submit(fn, *args).result()
+    except (OSError, concurrent.futures.process.BrokenProcessPool):
+        return fn(*args)

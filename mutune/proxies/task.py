@@ -37,7 +37,8 @@ def load_task_data(config: SweepConfig) -> TaskData:
         return load_digits_data(val_fraction=d.val_fraction, seed=d.split_seed,
                                 test_fraction=d.test_fraction)
     if config.data.kind == "tokens":
-        return load_token_data(config.data.path, vocab=config.model.vocab)
+        return load_token_data(config.data.path, vocab=config.model.vocab,
+                               dtype=config.data.dtype)
     return load_text_data(config.data.path)
 
 

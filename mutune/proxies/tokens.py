@@ -1,4 +1,5 @@
-"""nanoGPT-style token files: flat little-endian ``uint16`` arrays read through ``numpy.memmap``.
+"""nanoGPT-style token files: flat little-endian ``uint16`` (nanoGPT's own, vocabularies up to
+65,536) or ``uint32`` (larger vocabularies) arrays read through ``numpy.memmap``.
 
 A folder holding ``train.bin`` and ``val.bin`` (the layout nanoGPT's ``prepare.py`` writes) is
 used as is; a single ``.bin`` file is split with its last 10 % of tokens as validation. The
@@ -20,10 +21,14 @@ __all__ = ["TokenData", "load_token_data"]
 
 _VAL_FRACTION_DEN = 10
 _CHUNK = 1 << 24
+#: token file element types: name → (numpy dtype, little-endian)
+TOKEN_DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
 
 
-def _sha256(paths: list[pathlib.Path]) -> str:
+def _sha256(paths: list[pathlib.Path], dtype: str = "uint16") -> str:
     digest = hashlib.sha256()
+    if dtype != "uint16":           # uint16 fingerprints stay what they were
+        digest.update(dtype.encode())
     for p in paths:
         with open(p, "rb") as f:
             while chunk := f.read(_CHUNK):
@@ -32,19 +37,24 @@ def _sha256(paths: list[pathlib.Path]) -> str:
 
 
 class TokenData:
-    """Train and validation token streams backed by ``uint16`` memmaps.
+    """Train and validation token streams backed by ``uint16`` or ``uint32`` memmaps.
 
     Attributes:
-        train, val: 1-D ``numpy.memmap`` of dtype uint16 (opened on first use).
+        train, val: 1-D ``numpy.memmap`` of the files' dtype (opened on first use).
+        dtype: ``"uint16"`` or ``"uint32"``.
         vocab: vocabulary size (every token id is < vocab).
-        fingerprint: sha256 hex of the file bytes (train then val file).
+        fingerprint: sha256 hex of the file bytes (train then val file; for ``uint32``
+            files the dtype's name first, so the same bytes read another way differ).
         size_bytes: bytes of the files. n_files: 1 or 2. source: the path given.
         test: the folder's ``test.bin`` (only reported, never seen by the scheduler), or None.
     """
 
     def __init__(self, train_path: pathlib.Path, val_path: pathlib.Path | None, vocab: int,
                  fingerprint: str, size_bytes: int, source: str,
-                 test_path: pathlib.Path | None = None) -> None:
+                 test_path: pathlib.Path | None = None, dtype: str = "uint16") -> None:
+        if dtype not in TOKEN_DTYPES:
+            raise ProxyError(f"token dtype {dtype!r}: use one of {sorted(TOKEN_DTYPES)}")
+        self.dtype = dtype
         self.train_path, self.val_path, self.test_path = train_path, val_path, test_path
         self.vocab, self.fingerprint, self.size_bytes = vocab, fingerprint, size_bytes
         self.n_files = 1 + (val_path is not None) + (test_path is not None)
@@ -58,12 +68,13 @@ class TokenData:
 
     def _open(self) -> tuple[np.ndarray, np.ndarray]:
         if self._arrays is None:
-            train = np.memmap(self.train_path, dtype=np.uint16, mode="r")
+            train = np.memmap(self.train_path, dtype=TOKEN_DTYPES[self.dtype], mode="r")
             if self.val_path is None:
                 n_val = len(train) // _VAL_FRACTION_DEN
                 self._arrays = (train[: len(train) - n_val], train[len(train) - n_val:])
             else:
-                self._arrays = (train, np.memmap(self.val_path, dtype=np.uint16, mode="r"))
+                self._arrays = (train, np.memmap(self.val_path, dtype=TOKEN_DTYPES[self.dtype],
+                                                 mode="r"))
         return self._arrays
 
     @property
@@ -78,21 +89,33 @@ class TokenData:
     def test(self) -> np.ndarray | None:
         if self.test_path is None:
             return None
-        return np.memmap(self.test_path, dtype=np.uint16, mode="r")
+        return np.memmap(self.test_path, dtype=TOKEN_DTYPES[self.dtype], mode="r")
 
 
-def load_token_data(path: str | os.PathLike[str], vocab: int) -> TokenData:
+def load_token_data(path: str | os.PathLike[str], vocab: int,
+                    dtype: str = "uint16") -> TokenData:
     """Open a nanoGPT-style token file or folder (``train.bin`` + ``val.bin``, optionally
     ``test.bin``).
 
     Args:
-        path: a ``.bin`` file of uint16 tokens, or a folder with ``train.bin`` and ``val.bin``
+        path: a ``.bin`` file of tokens, or a folder with ``train.bin`` and ``val.bin``
             (and, to report a test loss, ``test.bin``).
         vocab: the model's vocabulary size; every token must be < vocab.
+        dtype: the files' element type, ``"uint16"`` (nanoGPT's; ids < 65,536) or
+            ``"uint32"`` (larger vocabularies), little-endian.
     Raises:
-        ProxyError: missing files, an odd byte count (not uint16), fewer than 10 tokens of
-            validation, or a token id ≥ vocab (names the file and the largest id).
+        ProxyError: unknown dtype; a vocab a uint16 file cannot reach (> 65,536) with
+            ``uint16``; missing files, a byte count that is not a whole number of tokens,
+            fewer than 10 tokens of validation, or a token id ≥ vocab (names the file and the
+            largest id).
     """
+    if dtype not in TOKEN_DTYPES:
+        raise ProxyError(f"token dtype {dtype!r}: use one of {sorted(TOKEN_DTYPES)}")
+    if dtype == "uint16" and vocab > 1 << 16:
+        raise ProxyError(f"vocab {vocab} > 65,536 with uint16 token files: ids above 65,535 do "
+                         "not fit in 16 bits; write the tokens as uint32 and set "
+                         "data.dtype: uint32")
+    width = TOKEN_DTYPES[dtype].itemsize
     p = pathlib.Path(path)
     if p.is_dir():
         train, val = p / "train.bin", p / "val.bin"
@@ -110,10 +133,11 @@ def load_token_data(path: str | os.PathLike[str], vocab: int) -> TokenData:
         raise ProxyError(f"token data path {str(p)!r} does not exist")
     for f in files:
         size = f.stat().st_size
-        if size % 2:
-            raise ProxyError(f"{str(f)!r} has {size} bytes, not a whole number of uint16 tokens")
-    data = TokenData(train, val, int(vocab), _sha256(files),
-                     sum(f.stat().st_size for f in files), str(p), test_path=test)
+        if size % width:
+            raise ProxyError(f"{str(f)!r} has {size} bytes, not a whole number of {dtype} "
+                             f"tokens ({width} bytes each); is data.dtype right?")
+    data = TokenData(train, val, int(vocab), _sha256(files, dtype),
+                     sum(f.stat().st_size for f in files), str(p), test_path=test, dtype=dtype)
     if len(data.val) < _VAL_FRACTION_DEN or len(data.train) < _VAL_FRACTION_DEN:
         raise ProxyError(f"token data {str(p)!r} is too short: {len(data.train)} train and "
                          f"{len(data.val)} validation tokens")
