@@ -253,14 +253,15 @@ def test_resume_during_the_confirmation_design_keeps_what_it_had_trained(ray_loc
         9 + at_max_t[w] for w in cfg.widths]
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1])
 def test_resume_during_the_target_run_continues_it_from_its_checkpoint(ray_local, tiny_config,
                                                                       tmp_path, workers):
     """The driver dies after the target's report at step 9 (its checkpoint is at step 6):
     the resume redoes no proxy or design trial and continues the target under its own trial
     and target rows from its last checkpoint. As one Ray Tune trial: from step 6 — steps 7–9
-    trained twice, nothing else. On 2 Ray Train workers, which the failing driver stops at
-    their next evaluation: from step 6 or 12 — at most one checkpoint interval repeated."""
+    trained twice, nothing else. (On 2 Ray Train workers, which a failing driver stops at
+    their next evaluation, from step 6 or 12: the same code path, run for real below, where
+    ``mutune run`` is SIGKILLed.)"""
     from mutune.pipeline import run_pipeline
     from mutune.services.api import resume
 

@@ -112,7 +112,16 @@ class TrainConfig(StrictModel):
     metric plus, always, its latest (Ray Tune's checkpoint manager, ``num_to_keep`` with a
     score); a trial the scheduler stopped or that diverged loses all of its checkpoints as
     soon as it ends (its rung closed on it: nothing will resume it), so disk use stays
-    bounded by the live trials. The report gives the bytes written and kept."""
+    bounded by the live trials. The report gives the bytes written and kept.
+
+    Recipe (:mod:`mutune.search.trial.schedule`): ``lr_schedule`` ``constant`` (default),
+    ``cosine``, ``linear`` or ``wsd`` (warmup-stable-decay, the last ``decay_fraction`` of the
+    steps decaying) after ``warmup_steps`` of linear warmup, down to ``min_lr_ratio`` × each
+    μP parameter group's own starting rate, over each run's own steps (max_t for a proxy
+    trial, the target's steps for the target); ``grad_clip``: the gradients' global L2 norm
+    is clipped to it before each update (None: off); ``micro_batches``: each step's
+    ``batch_size`` samples are split into this many micro-batches whose gradients are
+    accumulated (one update per step; the ledger counts the whole batch); ``eps``: Adam's ε."""
     batch_size: int = Field(default=64, ge=1)
     eval_every: int = Field(default=10, ge=1)
     eval_windows: int = Field(default=320, ge=1)
@@ -120,8 +129,22 @@ class TrainConfig(StrictModel):
     weight_decay: float = Field(default=0.0, ge=0)
     beta1: float = Field(default=0.9, ge=0, lt=1)
     beta2: float = Field(default=0.999, ge=0, lt=1)
+    eps: float = Field(default=1e-8, gt=0)
+    lr_schedule: Literal["constant", "cosine", "linear", "wsd"] = "constant"
+    warmup_steps: int = Field(default=0, ge=0)
+    min_lr_ratio: float = Field(default=0.0, ge=0, le=1)
+    decay_fraction: float = Field(default=0.2, gt=0, le=1)
+    grad_clip: float | None = Field(default=None, gt=0)
+    micro_batches: int = Field(default=1, ge=1)
     checkpoint_every: int = Field(default=0, ge=0)
     checkpoint_keep: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _micro_batches(self) -> "TrainConfig":
+        if self.batch_size % self.micro_batches:
+            raise ValueError(f"micro_batches ({self.micro_batches}) must divide batch_size "
+                             f"({self.batch_size}): every micro-batch holds the same share")
+        return self
 
 
 class TargetConfig(StrictModel):

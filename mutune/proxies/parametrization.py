@@ -171,7 +171,7 @@ def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_wid
 
 
 def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
-                   betas: tuple[float, float] = (0.9, 0.999),
+                   betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                    kind: str = "adamw") -> torch.optim.Optimizer:
     """μP optimizer for a model built by :func:`build_parametrized` (μP or SP).
 
@@ -186,9 +186,11 @@ def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
         lr: base learning rate (per step) at the base width, finite and > 0.
         weight_decay: decoupled (AdamW) or L2 (SGD) coefficient, finite and >= 0.
         betas: Adam moment decays, each in [0, 1).
+        eps: Adam's ε (added to the root of the second moment), finite and > 0; unused by SGD.
         kind: ``"adamw"``, ``"adam"`` or ``"sgd"``.
     Raises:
-        ProxyError: unknown kind; bad lr / weight_decay / betas; ``"adam"`` with weight decay;
+        ProxyError: unknown kind; bad lr / weight_decay / betas / eps; ``"adam"`` with weight
+            decay;
             a parameter without ``infshape``.
     References:
         Yang et al. 2022, Tensor Programs V, Table 3 (μP Adam / SGD learning-rate scaling);
@@ -201,6 +203,8 @@ def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
     if not (isinstance(weight_decay, (int, float)) and math.isfinite(weight_decay)
             and weight_decay >= 0):
         raise ProxyError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
+        raise ProxyError(f"eps must be a finite number > 0, got {eps!r}")
     if len(betas) != 2 or not all(0.0 <= float(b) < 1.0 for b in betas):
         raise ProxyError(f"betas must be two numbers in [0, 1), got {betas!r}")
     if kind == "adam" and weight_decay != 0:
@@ -217,9 +221,10 @@ def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
                          "with build_parametrized (mup.set_base_shapes) before the optimizer")
     betas = (float(betas[0]), float(betas[1]))
     if kind == "adamw":
-        return mup.optim.MuAdamW(params, lr=lr, weight_decay=weight_decay, betas=betas)
+        return mup.optim.MuAdamW(params, lr=lr, weight_decay=weight_decay, betas=betas,
+                                 eps=eps)
     if kind == "adam":
-        return mup.optim.MuAdam(params, lr=lr, betas=betas)
+        return mup.optim.MuAdam(params, lr=lr, betas=betas, eps=eps)
     return mup.optim.MuSGD(params, lr=lr, weight_decay=weight_decay)
 
 

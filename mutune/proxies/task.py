@@ -146,7 +146,7 @@ class ProxyTask:
         """The μP optimizer (MuAdamW by default) at learning rate ``lr`` (per step)."""
         t = self.train
         return make_optimizer(model, lr=lr, weight_decay=t.weight_decay,
-                              betas=(t.beta1, t.beta2), kind=t.optimizer)
+                              betas=(t.beta1, t.beta2), eps=t.eps, kind=t.optimizer)
 
     @property
     def samples_per_step(self) -> int:

@@ -6,6 +6,7 @@ worker does; the run is recorded like a trial and keeps its final checkpoint.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -106,6 +107,12 @@ def test_two_ddp_workers_end_where_one_does_and_are_recorded_like_a_trial(
         assert state["step"] == 12
     a, b = one.trials[0].reports[-1]["val_loss"], two.trials[0].reports[-1]["val_loss"]
     assert abs(a - b) / a < 1e-3, (a, b)
+    # each worker's share accumulated over 2 micro-batches (all-reduced once per step, on
+    # the last: DDP's no_sync before it): the same run again
+    micro = dataclasses.replace(task, train=task.train.model_copy(update={"micro_batches": 2}))
+    acc, _ = _run(micro, cfg, tmp_path, "two-micro", 2)
+    c = acc.trials[0].reports[-1]["val_loss"]
+    assert acc.trials[0].status == "completed" and abs(a - c) / a < 1e-3, (a, c)
 
 
 def test_num_workers_that_does_not_divide_the_batch_is_a_config_error(tiny_config):

@@ -119,6 +119,7 @@ def run_training(config: dict[str, Any], task: Any, *,
 
     from mutune.proxies.device import select_device
     from mutune.search.trial.checkpoint import load_trial_state, save_trial_state
+    from mutune.search.trial.schedule import make_scheduler
 
     torch.set_num_threads(int(config.get("threads", 1)))
     dev = select_device(prefer_cuda=bool(config.get("gpus", 0)))
@@ -138,6 +139,10 @@ def run_training(config: dict[str, Any], task: Any, *,
             torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
             models.append(task.build(width, hparams).to(dev.device))
         opts.append(task.optimizer(models[-1], float(hparams["lr"])))
+    # the schedule scales every μP group's own starting lr (None: constant, no warmup)
+    scheds = [make_scheduler(opt, task.train, max_t) for opt in opts]
+    clip = task.train.grad_clip
+    micro = int(task.train.micro_batches)
     # what the steps run: each model, or its data-parallel wrapper (the optimizer, the
     # evaluation and the checkpoints use the model itself: the same parameter tensors)
     nets = [parallel.wrap(m) for m in models] if parallel is not None else models
@@ -155,6 +160,9 @@ def run_training(config: dict[str, Any], task: Any, *,
         for model, opt, ms, os_ in zip(models, opts, state["models"], state["optimizers"]):
             model.load_state_dict(ms)
             opt.load_state_dict(os_)
+        for sched, ss in zip(scheds, state.get("schedulers") or [None] * len(scheds)):
+            if sched is not None and ss is not None:
+                sched.load_state_dict(ss)
         torch.set_rng_state(state["rng_cpu"])
         if dev.kind == "cuda" and state.get("rng_cuda") is not None:
             torch.cuda.set_rng_state(state["rng_cuda"])
@@ -175,7 +183,9 @@ def run_training(config: dict[str, Any], task: Any, *,
         folder = root / f"step_{step:09d}"
         written = save_trial_state(folder, {
             "step": step, "models": [m.state_dict() for m in models],
-            "optimizers": [o.state_dict() for o in opts], "rng_cpu": torch.get_rng_state(),
+            "optimizers": [o.state_dict() for o in opts],
+            "schedulers": [None if sc is None else sc.state_dict() for sc in scheds],
+            "rng_cpu": torch.get_rng_state(),
             "rng_cuda": torch.cuda.get_rng_state() if dev.kind == "cuda" else None,
             "productive_s": productive_s, "eval_s": eval_s, "loss_sum": loss_sum,
             "loss_n": loss_n, "checkpoint_bytes": checkpoint_bytes})
@@ -192,21 +202,23 @@ def run_training(config: dict[str, Any], task: Any, *,
             stack.callback(monitor.stop)
         for step in range(start + 1, max_t + 1):
             diverged = False
-            for seed, net, opt in zip(seeds, nets, opts):
+            for seed, net, model, opt, sched in zip(seeds, nets, models, opts, scheds):
                 x, y = task.batch(seed, step)
                 if parallel is not None:        # this worker's share of the step's batch
                     x, y = parallel.shard(x, y)
                 ts = time.perf_counter()
                 x, y = x.to(dev.device, non_blocking=True), y.to(dev.device, non_blocking=True)
-                with dev.compute():
-                    loss = task.step_loss(net, x, y)
                 opt.zero_grad(set_to_none=True)
-                loss.backward()
+                loss = _accumulate(task, net, x, y, micro, dev)
+                if clip is not None:            # the global L2 norm of every gradient
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
                 opt.step()
+                if sched is not None:
+                    sched.step()
                 if dev.kind == "cuda":
                     torch.cuda.synchronize()
                 productive_s += time.perf_counter() - ts
-                lv = float(loss.detach())
+                lv = float(loss)
                 loss_sum, loss_n = loss_sum + lv, loss_n + 1
                 diverged = diverged or not math.isfinite(lv)
             stop_now = preempt.requested
@@ -257,6 +269,30 @@ def run_training(config: dict[str, Any], task: Any, *,
             if parallel is not None and step < max_t and parallel.stop_requested():
                 return "cancelled"
     return "completed"
+
+
+def _accumulate(task: Any, net: Any, x: Any, y: Any, micro: int, dev: Any) -> Any:
+    """Forward and backward over ``x, y`` in ``micro`` equal micro-batches, each loss weighted
+    by its share, so the accumulated gradient is the whole batch's mean-loss gradient (to
+    float rounding). Under DDP the gradients are all-reduced once, on the last micro-batch
+    (``no_sync`` before it). Returns the batch's loss (a detached scalar tensor)."""
+    import torch
+
+    if micro == 1:
+        with dev.compute():
+            loss = task.step_loss(net, x, y)
+        loss.backward()
+        return loss.detach()
+    total = torch.zeros((), device=x.device)
+    parts = list(zip(torch.chunk(x, micro), torch.chunk(y, micro)))
+    for i, (xc, yc) in enumerate(parts):
+        sync = i == len(parts) - 1 or not hasattr(net, "no_sync")
+        with contextlib.nullcontext() if sync else net.no_sync():
+            with dev.compute():
+                part = task.step_loss(net, xc, yc) * (len(xc) / len(x))
+            part.backward()
+        total += part.detach().float()
+    return total
 
 
 def _mean(evals: list[tuple[float, float]]) -> float:

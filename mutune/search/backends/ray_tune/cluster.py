@@ -46,6 +46,21 @@ def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
     return out
 
 
+#: glibc malloc arenas per Ray worker process: a worker runs ~25 threads, and glibc's default
+#: (8 × cores arenas) lets each keep its own heap; two arenas cut a quickstart trial worker's
+#: resident memory by about 40 MB (490 against 530 MB, benchmarks/driver_memory.py) at no
+#: measurable cost to a trial, whose training runs in one thread
+MALLOC_ARENAS = "2"
+
+
+def worker_env() -> dict[str, str]:
+    """Environment variables of the sweep's Ray workers (its job's ``runtime_env``):
+    ``MALLOC_ARENA_MAX`` (:data:`MALLOC_ARENAS`) unless the user's environment sets it."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return {}
+    return {"MALLOC_ARENA_MAX": MALLOC_ARENAS}
+
+
 @contextlib.contextmanager
 def ray_cluster(cfg: RayConfig) -> Iterator[None]:
     """Connect to Ray for the duration of the block, starting a local cluster if needed.
@@ -65,7 +80,8 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
         yield
         return
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False,
-                                  logging_level=logging.ERROR, configure_logging=True)
+                                  logging_level=logging.ERROR, configure_logging=True,
+                                  runtime_env={"env_vars": worker_env()})
     if cfg.address:
         ray.init(address=cfg.address, **kwargs)
     else:

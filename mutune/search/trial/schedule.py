@@ -1,0 +1,103 @@
+"""Learning-rate schedules of a trial: warmup, then constant, cosine, linear or
+warmup-stable-decay, as a factor on every parameter group's *own* starting learning rate.
+
+mup's optimizers give each parameter group its own learning rate (a matrix-like group's is
+the base lr ÷ its width multiplier under Adam; Tensor Programs V, Table 3), so a schedule must
+never set a learning rate absolutely: :func:`make_scheduler` wraps the optimizer in
+``torch.optim.lr_scheduler.LambdaLR``, which keeps each group's starting value
+(``initial_lr``) and sets ``lr = initial_lr × factor(t)`` — the ratios between groups stay
+those of the unscheduled μP optimizer at every step (docs/architecture.md §5).
+
+The factor of update ``t`` (0-based: the t-th optimizer step of a run of ``total`` steps):
+
+    warmup (t < W):  (t + 1) / W                                   (Goyal et al. 2017, §2.2)
+    constant:        1
+    cosine:          m + (1 − m) · ½ (1 + cos(π · u)),  u = (t − W + 1) / (total − W)
+                                                                     (Loshchilov & Hutter 2017)
+    linear:          m + (1 − m) · (1 − u)
+    wsd:             1 until update total − D, then m + (1 − m) · (1 − (t − total + D + 1) / D)
+                     over the last D = ⌈decay_fraction · total⌉ updates
+                                                       (Hu et al. 2024, MiniCPM, §4.1)
+
+so the last update of every decaying schedule runs at m × each group's starting rate.
+
+with W = ``warmup_steps`` and m = ``min_lr_ratio``. ``total`` is the run's own horizon: max_t
+for a proxy trial, the target's steps for the target run — the same shape at every size.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["SCHEDULES", "lr_factor", "make_scheduler"]
+
+SCHEDULES = ("constant", "cosine", "linear", "wsd")
+
+
+def lr_factor(t: int, total: int, *, kind: str = "constant", warmup_steps: int = 0,
+              min_lr_ratio: float = 0.0, decay_fraction: float = 0.2) -> float:
+    """The schedule's factor for update ``t`` (0-based) of a ``total``-step run (formulas in
+    the module docstring).
+
+    Raises:
+        ValueError: unknown kind; t outside [0, total); total < 1; warmup_steps < 0;
+            min_lr_ratio outside [0, 1]; decay_fraction outside (0, 1].
+    """
+    if kind not in SCHEDULES:
+        raise ValueError(f"schedule {kind!r}: use one of {SCHEDULES}")
+    if total < 1 or not 0 <= t < total:
+        raise ValueError(f"update {t} of a {total}-step run: need 0 <= t < total")
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps = {warmup_steps}: must be >= 0")
+    if not 0.0 <= min_lr_ratio <= 1.0:
+        raise ValueError(f"min_lr_ratio = {min_lr_ratio}: must be in [0, 1]")
+    if not 0.0 < decay_fraction <= 1.0:
+        raise ValueError(f"decay_fraction = {decay_fraction}: must be in (0, 1]")
+    if t < warmup_steps:
+        return (t + 1) / warmup_steps
+    m = min_lr_ratio
+    if kind == "constant":
+        return 1.0
+    if kind == "wsd":
+        decay = max(math.ceil(decay_fraction * total), 1)
+        start = total - decay
+        if t < start:
+            return 1.0
+        return m + (1.0 - m) * (1.0 - (t - start + 1) / decay)
+    span = total - warmup_steps
+    frac = (t - warmup_steps + 1) / span if span > 0 else 1.0
+    if kind == "cosine":
+        return m + (1.0 - m) * 0.5 * (1.0 + math.cos(math.pi * frac))
+    return m + (1.0 - m) * (1.0 - frac)
+
+
+class _Factor:
+    """A picklable factor function of a schedule (LambdaLR keeps callables' state)."""
+
+    def __init__(self, total: int, **settings: Any) -> None:
+        self.total, self.settings = int(total), settings
+
+    def __call__(self, t: int) -> float:
+        return lr_factor(min(int(t), self.total - 1), self.total, **self.settings)
+
+
+def make_scheduler(optimizer: Any, train: Any, total: int) -> Any:
+    """``LambdaLR`` over ``optimizer`` for the schedule ``train`` configures
+    (``lr_schedule``, ``warmup_steps``, ``min_lr_ratio``, ``decay_fraction``) and a
+    ``total``-step run; ``scheduler.step()`` after every optimizer step. A constant schedule
+    without warmup returns None (nothing to do).
+
+    Returns:
+        ``torch.optim.lr_scheduler.LambdaLR`` or None. Its ``state_dict`` goes into the
+        trial's checkpoint, so a resumed trial continues the schedule where it stopped.
+    """
+    kind = getattr(train, "lr_schedule", "constant")
+    warmup = int(getattr(train, "warmup_steps", 0))
+    if kind == "constant" and warmup == 0:
+        return None
+    import torch
+
+    factor = _Factor(total, kind=kind, warmup_steps=warmup,
+                     min_lr_ratio=float(getattr(train, "min_lr_ratio", 0.0)),
+                     decay_fraction=float(getattr(train, "decay_fraction", 0.2)))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
