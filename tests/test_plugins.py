@@ -286,7 +286,7 @@ def test_plain_attention_model_gets_the_mup_attention_scale_and_readout():
     task = ProxyTask(Spec(family="attn_test", depth=1), TrainConfig(),
                      load_digits_data(val_fraction=0.2, seed=0), family=fam).with_base_shapes()
     model = task.build(32, {"lr": 0.01, "attn_mult": 2.0, "output_mult": 0.5})
-    assert model.attn.scale == 2.0 / 4                       # attn_mult / d_head
+    assert model.attn.scale == 2.0 * 4 ** 0.5 / 4            # attn_mult · √d_base / d_head
     assert isinstance(model.head, mup.MuReadout) and model.head.output_mult == 0.5
     assert model.attn.qkv.weight.infshape.width_mult() == 4.0
     x, y = task.batch(0, 1)

@@ -1,10 +1,13 @@
-"""Converting a plain PyTorch model for μP: its output layer becomes a ``mup.MuReadout`` and
-its attention logits are scaled by attn_mult/d_head.
+"""Converting a plain PyTorch model for μP: its output layer becomes a ``mup.MuReadout`` (a
+``mup.MuSharedReadout`` when it is tied to an embedding), its attention logits are scaled
+1/d_head-wise from the model's own scale at the base width, and a constant-std init of its
+hidden weights is rescaled with fan-in.
 
 A user's model built from ``nn.Linear`` layers is μP-ready once its readout divides its input
-by the width multiplier and starts at zero, and its attention scales logits by 1/d_head instead
-of 1/√d_head (TP V Table 3, §4); hidden layers need nothing under ``MuAdamW`` (mup scales their
-learning rate by parameter shape).
+by the width multiplier and starts at zero, its attention scales logits by 1/d_head instead of
+1/√d_head (TP V Table 3, §4), and its hidden weights start with a variance ∝ 1/fan_in (TP V
+Table 3: PyTorch's default init already is; GPT-2-style ``normal(0, 0.02)`` at every width is
+not); their learning rates need nothing under ``MuAdamW`` (mup scales them by shape).
 
 References:
     Yang et al. 2022, Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 ``MuReadout``.
@@ -16,13 +19,17 @@ from torch import nn
 
 from mutune.errors import ProxyError
 
-__all__ = ["swap_readout", "set_attention_scale"]
+__all__ = ["swap_readout", "set_attention_scale", "rescale_constant_std_init",
+           "attention_head_dims"]
 
 
 def swap_readout(model: nn.Module, path: str, *, output_mult: float = 1.0) -> nn.Module:
     """Replace the ``nn.Linear`` at attribute path ``path`` (e.g. ``"head"`` or
     ``"classifier.2"``) by a zero-initialised ``mup.MuReadout`` of the same shape
-    (in_features → out_features, bias kept if present) and ``output_mult``; in place.
+    (in_features → out_features, bias kept if present) and ``output_mult``; in place. A
+    readout whose weight *is* an ``nn.Embedding``'s (a tied ``lm_head``) becomes a
+    ``mup.MuSharedReadout`` of that embedding — still tied, never silently untied — with a
+    zero bias if it had one.
 
     Returns:
         ``model``.
@@ -43,8 +50,16 @@ def swap_readout(model: nn.Module, path: str, *, output_mult: float = 1.0) -> nn
         raise ProxyError(f"{type(model).__name__}.{path} is a {type(old).__name__}, not a "
                          "plain nn.Linear: declare readout=None when the model already "
                          "uses mup.MuReadout")
-    new = mup.MuReadout(old.in_features, old.out_features, bias=old.bias is not None,
-                        output_mult=output_mult, readout_zero_init=True)
+    tied = next((m for m in model.modules()
+                 if isinstance(m, nn.Embedding) and m.weight is old.weight), None)
+    if tied is not None:      # an lm_head tied to the embedding stays tied (its init is the
+        new = mup.MuSharedReadout(tied.weight, bias=old.bias is not None,   # embedding's)
+                                  output_mult=output_mult)
+        if new.bias is not None:
+            nn.init.zeros_(new.bias)
+    else:
+        new = mup.MuReadout(old.in_features, old.out_features, bias=old.bias is not None,
+                            output_mult=output_mult, readout_zero_init=True)
     if leaf.isdigit():
         owner[int(leaf)] = new
     else:
@@ -52,12 +67,24 @@ def swap_readout(model: nn.Module, path: str, *, output_mult: float = 1.0) -> nn
     return model
 
 
+def attention_head_dims(model: nn.Module, attr: str,
+                        head_dim_attr: str = "head_dim") -> dict[str, int]:
+    """{module name: d_head} of every submodule holding both ``attr`` and ``head_dim_attr``."""
+    return {name: getattr(m, head_dim_attr) for name, m in model.named_modules()
+            if hasattr(m, attr) and hasattr(m, head_dim_attr)}
+
+
 def set_attention_scale(model: nn.Module, attr: str, *, attn_mult: float = 1.0,
-                        head_dim_attr: str = "head_dim") -> int:
+                        head_dim_attr: str = "head_dim",
+                        base_head_dims: dict[str, int] | None = None) -> int:
     """Give every attention module of ``model`` the μP logit scale: on each submodule that has
     both ``attr`` (the scale its forward multiplies q·k by, e.g. passed to
     ``F.scaled_dot_product_attention(..., scale=self.scale)``) and ``head_dim_attr`` (d_head),
-    set ``attr = attn_mult / d_head``.
+    set ``attr = attn_mult / d_head`` — or, given the same module's d_head at the base width
+    (``base_head_dims``, :func:`attention_head_dims` of the base model),
+    ``attr = attn_mult · √d_base / d_head``: the model's own 1/√d_head at the base width
+    (attn_mult 1), then the μP 1/d_head decay as heads widen (at d_head 128 a bare 1/d_head
+    would give logits 11× smaller than the user's model, with nothing to tune it back).
 
     Returns:
         How many modules were set.
@@ -73,9 +100,80 @@ def set_attention_scale(model: nn.Module, attr: str, *, attn_mult: float = 1.0,
             if isinstance(d, bool) or not isinstance(d, int) or d < 1:
                 raise ProxyError(f"{name or type(model).__name__}.{head_dim_attr} = {d!r}: "
                                  "must be a positive int (the head dimension)")
-            setattr(module, attr, attn_mult / d)
+            base = (base_head_dims or {}).get(name)
+            setattr(module, attr, attn_mult * (base ** 0.5 if base else 1.0) / d)
             count += 1
     if count == 0:
         raise ProxyError(f"{type(model).__name__} has no module with both {attr!r} and "
                          f"{head_dim_attr!r}: nothing to give the μP attention scale")
     return count
+
+
+#: a hidden weight's std at width w over its std at the base width: a constant-std init keeps
+#: 1, a 1/√fan_in one falls to √(base fan-in / fan-in). Each sample std of n elements has a
+#: log standard error ≈ 1/√(2n); a ratio within this many standard errors of a rule is that
+#: rule, and one within neither is refused
+_MIN_ELEMENTS = 64
+_Z = 4.0
+
+
+def rescale_constant_std_init(model: nn.Module, base: nn.Module, *,
+                              skip: tuple[str, ...] = ()) -> list[str]:
+    """Rescale, in place, every hidden weight of ``model`` whose init kept the base width's
+    standard deviation (GPT-2-style ``normal(0, 0.02)`` at every width) to the μP init, whose
+    variance falls with fan-in: weight ×= √(fan_in_base / fan_in) (TP V Table 3; Table 8's
+    "init var ∝ 1/fan_in" for hidden weights), so the model equals its own init at the base
+    width and is μP above it.
+
+    Hidden weights are the ≥ 2-D weights whose fan-in (``shape[1:]``) grew from ``base`` to
+    ``model`` (embeddings, whose fan-in is the vocabulary, keep their std under μP; readouts
+    are mup's). A weight whose std already falls like 1/√fan_in (PyTorch's default init) is
+    left as it is.
+
+    Args:
+        model: the plain model at its width, before ``mup.set_base_shapes``.
+        base: the same family's model at the base width (same parameter names).
+        skip: parameter-name prefixes to leave alone (the readout being swapped).
+    Returns:
+        The names of the rescaled parameters.
+    Raises:
+        ProxyError: a hidden weight whose std is neither constant nor ∝ 1/√fan_in (within
+            four standard errors of the sample stds):
+            names it, with both ratios, and the fix (initialise it with PyTorch's default or
+            ``mup.init``, or a constant std).
+    """
+    import math
+
+    import torch
+
+    base_params = dict(base.named_parameters())
+    # an embedding's (vocab, width) weight has the vocabulary as its fan-in, whatever its
+    # shape says (mup: vector-like), so it keeps its std — as does a readout tied to it
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    done = []
+    for name, p in model.named_parameters():
+        b = base_params.get(name)
+        if (b is None or p.dim() < 2 or id(p) in embeddings
+                or any(name.startswith(k) for k in skip)
+                or p.shape[1:] == b.shape[1:] or p.numel() < _MIN_ELEMENTS
+                or b.numel() < _MIN_ELEMENTS):
+            continue
+        fan, fan_base = math.prod(p.shape[1:]), math.prod(b.shape[1:])
+        with torch.no_grad():
+            s, s_base = float(p.float().std()), float(b.float().std())
+        if s_base == 0.0 or s == 0.0:          # zero init: nothing to rescale
+            continue
+        ratio, mup_ratio = s / s_base, math.sqrt(fan_base / fan)
+        band = _Z * math.sqrt(1 / (2 * p.numel()) + 1 / (2 * b.numel()))
+        if abs(math.log(ratio / mup_ratio)) <= band:
+            continue                           # already ∝ 1/√fan_in
+        if abs(math.log(ratio)) > band:
+            raise ProxyError(
+                f"{type(model).__name__}.{name}: its init std is {ratio:.3g}× the base width's "
+                f"where a constant init gives 1 and μP's 1/√fan_in gives {mup_ratio:.3g}; "
+                "initialise it with PyTorch's default (or mup.init), or with a constant std "
+                "that mutune rescales")
+        with torch.no_grad():
+            p.mul_(mup_ratio)
+        done.append(name)
+    return done

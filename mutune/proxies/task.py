@@ -88,23 +88,41 @@ class ProxyTask:
 
     def factory(self, hparams: Mapping[str, float]) -> Callable[[int], torch.nn.Module]:
         """``width -> nn.Module`` without base shapes: the family's ``build`` with the
-        section's options, the data's shape and the model hyperparameters the family takes;
-        a plain readout is swapped for ``mup.MuReadout`` (taking ``output_mult``) and the
-        attention scale set to attn_mult/d_head (taking ``attn_mult``) when the family asks."""
-        from mutune.proxies.convert import set_attention_scale, swap_readout
+        section's options, the data's shape and the model hyperparameters the family takes.
+        A plain model (the family names its ``readout`` or ``attention_scale``) is converted
+        (:mod:`mutune.proxies.convert`): a constant-std init of its hidden weights rescaled
+        with fan-in relative to the base width, its readout swapped for ``mup.MuReadout``
+        (``mup.MuSharedReadout`` when tied; taking ``output_mult``), and its attention scale
+        set to attn_mult·√d_base/d_head (taking ``attn_mult``: 1 keeps the model's own
+        1/√d_head at the base width)."""
+        from mutune.proxies.convert import (attention_head_dims, rescale_constant_std_init,
+                                            set_attention_scale, swap_readout)
 
         fam = self.family
         kw = {k: float(v) for k, v in hparams.items() if k in fam.hparams}
         out_mult = kw.pop("output_mult", 1.0) if fam.readout is not None else None
         attn_mult = kw.pop("attn_mult", 1.0) if fam.attention_scale is not None else None
         options = {**self.model.build_options(), **self._data_shape()}
+        base_width = int(self.model.base_width)
+        plain = fam.readout is not None or fam.attention_scale is not None
 
         def factory(width: int) -> torch.nn.Module:
             model = fam.build(width, **options, **kw)
-            if fam.readout is not None and isinstance(model, torch.nn.Module):
+            if not (plain and isinstance(model, torch.nn.Module)):
+                return model
+            base = model
+            if width != base_width:      # the same family at the base width, RNG untouched
+                with torch.random.fork_rng(devices=[]):
+                    base = fam.build(base_width, **options, **kw)
+                if not any(p.is_meta for p in model.parameters()):
+                    rescale_constant_std_init(model, base, skip=(
+                        (fam.readout + ".",) if fam.readout else ()))
+            if fam.readout is not None:
                 swap_readout(model, fam.readout, output_mult=out_mult)
-            if fam.attention_scale is not None and isinstance(model, torch.nn.Module):
-                set_attention_scale(model, fam.attention_scale, attn_mult=attn_mult)
+            if fam.attention_scale is not None:
+                set_attention_scale(model, fam.attention_scale, attn_mult=attn_mult,
+                                    base_head_dims=attention_head_dims(base,
+                                                                       fam.attention_scale))
             return model
         return factory
 
