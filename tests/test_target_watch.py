@@ -76,3 +76,29 @@ def test_importance_finds_the_hyperparameter_that_matters():
     few = SimpleNamespace(rung_values=lambda: {3: dict(list(values.items())[:5])})
     assert "no rung holds 8" in proxy_importance(cfg, 64, SimpleNamespace(trials=trials,
                                                                           core=few))["error"]
+
+
+def test_importance_runs_in_a_child_interpreter_that_keeps_sklearn_out_of_the_driver():
+    """The same figures as in this process, from a child interpreter; a process that computes
+    an importance never imports scikit-learn or scipy itself."""
+    import subprocess
+    import sys
+
+    from optuna.distributions import FloatDistribution
+
+    from mutune.pipeline.importance import _fanova, _in_child_process
+
+    rng = np.random.default_rng(1)
+    params = [{"a": float(a), "b": float(b)} for a, b in rng.uniform(0.1, 1.0, (24, 2))]
+    values = [p["a"] ** 2 + 0.01 * p["b"] for p in params]
+    dists = {"a": FloatDistribution(0.1, 1.0), "b": FloatDistribution(0.1, 1.0)}
+    child = _in_child_process(_fanova, params, values, dists, "minimize", 0)
+    assert child == _fanova(params, values, dists, "minimize", 0) and child["a"] > 0.9
+    code = ("import sys; from optuna.distributions import FloatDistribution as F; "
+            "from mutune.pipeline.importance import _fanova, _in_child_process; "
+            f"r = _in_child_process(_fanova, {params!r}, {values!r}, "
+            "{'a': F(0.1, 1.0), 'b': F(0.1, 1.0)}, 'minimize', 0); "
+            "print(r['a'] > 0.9, sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=300)
+    assert out.stdout.strip() == "True []"

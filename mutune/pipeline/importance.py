@@ -89,16 +89,23 @@ def _fanova(params: list[dict[str, Any]], values: list[float], distributions: di
 
 
 def _in_child_process(fn: Any, *args: Any) -> Any:
-    """``fn(*args)`` in a short-lived spawned process: Optuna's fANOVA fits scikit-learn's
-    random forest, and importing scikit-learn with scipy would add about 80 MB to the driver
-    for the rest of the sweep, beside the trials' workers (benchmarks/driver_memory.py). Where
-    no process can be spawned, in this one."""
-    import concurrent.futures
-    import multiprocessing
+    """``fn(*args)`` in a short-lived child interpreter (``fn`` importable by module and
+    name, arguments and result picklable): Optuna's fANOVA fits scikit-learn's random forest,
+    and importing scikit-learn with scipy would add about 80 MB to the driver for the rest of
+    the sweep, beside the trials' workers (benchmarks/driver_memory.py). A plain subprocess,
+    not a multiprocessing pool, so no resource-tracker process outlives it. Where no child
+    can run, in this process."""
+    import pickle
+    import subprocess
+    import sys
 
+    code = ("import pickle, sys, importlib; m, n, a = pickle.load(sys.stdin.buffer); "
+            "r = getattr(importlib.import_module(m), n)(*a); "
+            "sys.stdout.buffer.write(pickle.dumps(r))")
     try:
-        with concurrent.futures.ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return pool.submit(fn, *args).result()
-    except (OSError, concurrent.futures.process.BrokenProcessPool):
+        out = subprocess.run([sys.executable, "-c", code],
+                             input=pickle.dumps((fn.__module__, fn.__qualname__, args)),
+                             capture_output=True, check=True, timeout=600)
+        return pickle.loads(out.stdout)
+    except (OSError, subprocess.SubprocessError, pickle.UnpicklingError, EOFError):
         return fn(*args)
