@@ -113,8 +113,12 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "base_shapes.bsh").write_text(task.base_shapes)
     if resume is None:
+        from mutune.pipeline.preflight_checks import run_preflight
+
+        checked = run_preflight(config, task)       # before anything is recorded or trained
         sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed,
                                           provenance)
+        recorder.law_fitted(sweep_id, checked)
         first_seq = 1
     else:
         sweep_id, first_seq = resume[0], resume[1] + 1

@@ -174,7 +174,7 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     out = {"sweep_id": sweep["id"], "name": sweep["name"], "status": sweep["status"],
            "reason": sweep.get("reason"), "device_kind": device_kind, "proxies": proxies,
            "rules": rules, "target": target, "cost": cost}
-    for kind in ("gate", "importance"):
+    for kind in ("gate", "importance", "preflight"):
         row = _law(rows, kind)
         if row is not None:
             out[kind] = {k: v for k, v in row.items() if k != "kind"}

@@ -204,6 +204,15 @@ def _gate(console: Any, report: dict[str, Any]) -> None:
             console.print(f"  [yellow]warning:[/] {escape(g['warning'])}", highlight=False)
         if g.get("reason"):
             console.print(f"  [yellow]stopped:[/] {escape(g['reason'])}", highlight=False)
+    pre = report.get("preflight") or {}
+    for w in pre.get("warnings") or []:
+        console.print(f"[yellow]pre-flight warning:[/] {escape(w)}", highlight=False)
+    if pre.get("coord_check"):
+        cc = pre["coord_check"]
+        worst = max(cc["slopes"].values()) if cc["slopes"] else float("nan")
+        console.print(f"Pre-flight coord check of the converted model (widths {cc['widths']}, "
+                      f"{cc['steps']} steps): largest slope {worst:+.2f} ≤ {cc['tolerance']}",
+                      highlight=False)
     imp = report.get("importance")
     if imp and imp.get("importances"):
         vals = ", ".join(f"{k} {v:.2f}" for k, v in imp["importances"].items())
