@@ -77,6 +77,18 @@ def _summary(store, sweep_id):
     return trials, decisions, statuses, n_reports, seqs, rows
 
 
+def _resumed_target(before, rows, done):
+    """After a resume: no trial row added, the ended trials' reports untouched and never
+    restarted; returns the target's trial row, completed after exactly one restart."""
+    assert len(rows["trials"]) == len(before["trials"])            # no trial row added
+    for t in rows["trials"]:
+        if t["id"] in done:                                        # proxies untouched
+            assert t["reports"] == done[t["id"]]["reports"] and not t["restarts"]
+    (target,) = [t for t in rows["trials"] if t["kind"] == "target"]
+    assert target["status"] == "completed" and target["restarts"] == 1
+    return target
+
+
 def _mid_trial(name, args, kwargs):
     # the first trial's report at step 9 is stored (its last checkpoint is at step 6), then
     # the driver dies before the scheduler judges it at rung 9
@@ -290,12 +302,7 @@ def test_resume_during_the_target_run_continues_it_from_its_checkpoint(ray_local
     assert result.report["status"] == "completed"
     with Store.open(url) as g:
         rows = g.sweep_rows(1)
-    assert len(rows["trials"]) == len(before["trials"])            # no trial row added
-    for t in rows["trials"]:
-        if t["id"] in done:                                        # proxies untouched
-            assert t["reports"] == done[t["id"]]["reports"] and not t["restarts"]
-    (target,) = [t for t in rows["trials"] if t["kind"] == "target"]
-    assert target["status"] == "completed" and target["restarts"] == 1
+    target = _resumed_target(before, rows, done)
     if workers == 1:
         assert target["repeated_steps"] == 3                       # steps 7–9, from step 6
     else:
@@ -380,12 +387,7 @@ def test_sigkill_of_mutune_run_during_its_target_then_mutune_resume(ray_local, t
         rows = s.sweep_rows(1)
     assert rows["sweep"]["status"] == "completed" and rows["target"]["status"] == "completed"
     assert rows["target"]["id"] == before["target"]["id"]
-    assert len(rows["trials"]) == len(before["trials"])            # no trial row added
-    for t in rows["trials"]:
-        if t["id"] in done:                                        # proxies untouched
-            assert t["reports"] == done[t["id"]]["reports"] and not t["restarts"]
-    (target,) = [t for t in rows["trials"] if t["kind"] == "target"]
-    assert target["status"] == "completed" and target["restarts"] == 1
+    target = _resumed_target(before, rows, done)
     assert 0 <= target["repeated_steps"] <= 6                      # one checkpoint interval
     steps = [r["step"] for r in target["reports"]]
     assert steps == sorted(set(steps)) and steps[-1] == 60         # no duplicate report
