@@ -231,7 +231,8 @@ def test_cancel_stops_a_running_sweep_and_loses_no_trial(ray_local, tiny_config,
     from mutune.services.store import make_engine, upgrade
 
     d = tiny_config.model_dump(mode="json")
-    d["search"]["scheduler"]["max_t"] = 200     # long enough that the cancel lands mid-run
+    d["search"]["scheduler"]["max_t"] = 243     # long enough that the cancel lands mid-run
+    # (3·3^k: every rung milestone and max_t fall on an evaluation every 3 steps)
     d["search"]["num_samples"] = 6
     cfg = parse_config(d)
     url = f"sqlite:///{tmp_path / 'c.db'}"
