@@ -105,6 +105,7 @@ class ProxyTask:
         options = {**self.model.build_options(), **self._data_shape()}
         base_width = int(self.model.base_width)
         plain = fam.readout is not None or fam.attention_scale is not None
+        bases: list[torch.nn.Module] = []     # the base-width model, built once per factory
 
         def factory(width: int) -> torch.nn.Module:
             model = fam.build(width, **options, **kw)
@@ -112,8 +113,10 @@ class ProxyTask:
                 return model
             base = model
             if width != base_width:      # the same family at the base width, RNG untouched
-                with torch.random.fork_rng(devices=[]):
-                    base = fam.build(base_width, **options, **kw)
+                if not bases or any(p.is_meta for p in bases[0].parameters()):
+                    with torch.random.fork_rng(devices=[]):
+                        bases[:] = [fam.build(base_width, **options, **kw)]
+                base = bases[0]
                 if not any(p.is_meta for p in model.parameters()):
                     rescale_constant_std_init(model, base, skip=(
                         (fam.readout + ".",) if fam.readout else ()))
