@@ -4,6 +4,7 @@ a refused unknown plugin, and the installed example package run end to end."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -304,3 +305,46 @@ def test_plain_attention_model_gets_the_mup_attention_scale_and_readout():
         assert not torch.allclose(a, model.attn(h))
     with pytest.raises(ProxyError, match="nothing to give the μP attention scale"):
         set_attention_scale(nn.Linear(2, 2), "scale")
+
+
+@pytest.mark.slow
+def test_example_loop_package_trains_proxies_and_target_under_ray(tmp_path):
+    """examples/gpt_loop (a training-loop plugin) built into a wheel, installed into an empty
+    folder, and run by ``mutune run`` on its config shrunk to seconds: every proxy trial and
+    the target are trained by the user's loop (its own ``lr_factor`` key is in every stored
+    report, the last at the cosine's floor), the target on Ray as any trial."""
+    import yaml
+
+    from mutune.services.store import Store
+
+    example = ROOT / "examples" / "gpt_loop"
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", str(example),
+                    "-w", str(tmp_path / "wheels")], check=True, cwd=tmp_path, timeout=300)
+    (wheel,) = (tmp_path / "wheels").glob("mutune_gpt_loop-*.whl")
+    site = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+                   check=True, timeout=300)
+    d = yaml.safe_load((example / "gpt_loop.yaml").read_text())
+    d["target"]["width"] = 128
+    d["search"]["num_samples"] = 3
+    d["search"]["scheduler"].update(grace_period=10, max_t=30)
+    d["train"].update(eval_every=10, eval_windows=16)
+    d["transfer"].update(confirm_replicates=0, gate_rounds=0)
+    cfg = tmp_path / "loop.yaml"
+    cfg.write_text(yaml.safe_dump(d))
+    url = f"sqlite:///{tmp_path / 'loop.db'}"
+    res = _run_cli(["run", str(cfg), "--db", url, "--out", str(tmp_path / "out")],
+                   [site, ROOT], tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["status"] == "completed" and report["target"]["width"] == 128
+    assert math.isfinite(report["target"]["val_loss"])
+    with Store.open(url) as store:
+        rows = store.sweep_rows(report["sweep_id"])
+    assert {t["kind"] for t in rows["trials"]} == {"proxy", "target"}
+    for t in rows["trials"]:
+        got = t["reports"]
+        assert got and all("lr_factor" in r["metrics"] for r in got), t
+        if got[-1]["step"] == 30:
+            assert got[-1]["metrics"]["lr_factor"] == pytest.approx(0.1)

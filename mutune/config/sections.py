@@ -121,7 +121,11 @@ class TrainConfig(StrictModel):
     trial, the target's steps for the target); ``grad_clip``: the gradients' global L2 norm
     is clipped to it before each update (None: off); ``micro_batches``: each step's
     ``batch_size`` samples are split into this many micro-batches whose gradients are
-    accumulated (one update per step; the ledger counts the whole batch); ``eps``: Adam's ε."""
+    accumulated (one update per step; the ledger counts the whole batch); ``eps``: Adam's ε.
+
+    ``loop``: a training-loop plugin (entry-point group ``mutune.loops``) that runs every
+    trial's and the target's steps in the user's own code (:mod:`mutune.search.trial.user_loop`);
+    None: mutune's loop."""
     batch_size: int = Field(default=64, ge=1)
     eval_every: int = Field(default=10, ge=1)
     eval_windows: int = Field(default=320, ge=1)
@@ -138,6 +142,7 @@ class TrainConfig(StrictModel):
     micro_batches: int = Field(default=1, ge=1)
     checkpoint_every: int = Field(default=0, ge=0)
     checkpoint_keep: int = Field(default=1, ge=1)
+    loop: str | None = Field(default=None, min_length=1, max_length=200)
 
     @model_validator(mode="after")
     def _micro_batches(self) -> "TrainConfig":

@@ -102,6 +102,15 @@ class SweepConfig(StrictModel):
             raise ValueError(f"model.vocab ({vocab}) > 65,536 with data.dtype uint16: token "
                              "ids above 65,535 do not fit in 16 bits; write the token files "
                              "as uint32 and set data.dtype: uint32")
+        if self.train.loop is not None:
+            from mutune.proxies.plugins import load_loop
+
+            load_loop(self.train.loop)        # names the installed loops when it is missing
+            if self.search.replicates > 1:
+                raise ValueError(f"search.replicates ({self.search.replicates}) with train.loop "
+                                 f"{self.train.loop!r}: a training-loop plugin trains one "
+                                 "model per trial; use replicates: 1 (seeds are then separate "
+                                 "trials)")
         if self.ray.cpus_per_trial > self.ray.num_cpus:
             raise ValueError(f"ray.cpus_per_trial ({self.ray.cpus_per_trial}) must be <= "
                              f"ray.num_cpus ({self.ray.num_cpus})")

@@ -9,8 +9,15 @@ a :class:`ModelFamily`::
     [project.entry-points."mutune.models"]
     tiny_cnn = "tiny_cnn:FAMILY"
 
-Importing this module imports neither torch nor the plugins; :func:`load_family` imports the one
-plugin asked for.
+Training loops are plugins too, in the group ``mutune.loops``, named by ``train.loop``: a
+function ``loop(ctx)`` doing its own forward, backward and optimizer step
+(:mod:`mutune.search.trial.user_loop` gives the contract)::
+
+    [project.entry-points."mutune.loops"]
+    warmup_cosine = "gpt_loop:train"
+
+Importing this module imports neither torch nor the plugins; :func:`load_family` and
+:func:`load_loop` import the one plugin asked for.
 """
 from __future__ import annotations
 
@@ -21,10 +28,13 @@ from typing import Any
 
 from mutune.errors import ConfigError
 
-__all__ = ["GROUP", "MODEL_HPARAMS", "ModelFamily", "installed_families", "load_family"]
+__all__ = ["GROUP", "LOOP_GROUP", "MODEL_HPARAMS", "ModelFamily", "installed_families",
+           "installed_loops", "load_family", "load_loop"]
 
 #: The entry-point group model plugins register in.
 GROUP = "mutune.models"
+#: The entry-point group training-loop plugins register in.
+LOOP_GROUP = "mutune.loops"
 
 #: Model hyperparameters a family's ``build`` may accept (the μP multipliers, TP V Table 1).
 MODEL_HPARAMS = ("input_mult", "output_mult", "attn_mult", "init_std")
@@ -110,3 +120,33 @@ def load_family(name: str) -> ModelFamily:
         raise ConfigError(f"model plugin {name!r} declares unknown hparams {bad}; allowed: "
                           f"{', '.join(MODEL_HPARAMS)}")
     return family
+
+
+def installed_loops() -> dict[str, importlib.metadata.EntryPoint]:
+    """The training-loop plugins installed here: name → entry point (not loaded)."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=LOOP_GROUP)}
+
+
+def load_loop(name: str) -> Callable[..., Any]:
+    """Load the training-loop plugin registered as ``name`` in group ``mutune.loops``: a
+    callable ``loop(ctx) -> None`` (:class:`mutune.search.trial.user_loop.LoopContext`).
+
+    Raises:
+        ConfigError: no such plugin (names the installed ones), the entry point fails to
+            import, or what it names is not callable.
+    """
+    found = installed_loops()
+    if name not in found:
+        names = ", ".join(sorted(found)) or "none"
+        raise ConfigError(f"train.loop = {name!r}: no training-loop plugin of that name is "
+                          f"installed here (entry-point group {LOOP_GROUP!r}); installed: "
+                          f"{names}")
+    try:
+        loop = found[name].load()
+    except Exception as exc:  # a broken plugin must not look like a mutune bug
+        raise ConfigError(f"train.loop = {name!r}: loading plugin {found[name].value!r} "
+                          f"failed: {type(exc).__name__}: {exc}") from exc
+    if not callable(loop):
+        raise ConfigError(f"train.loop = {name!r}: entry point {found[name].value!r} is a "
+                          f"{type(loop).__name__}, not a function loop(ctx)")
+    return loop

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from mutune.config import ModelSpec, SweepConfig, TrainConfig
-from mutune.proxies.plugins import ModelFamily, load_family
+from mutune.proxies.plugins import ModelFamily, load_family, load_loop
 from mutune.proxies.data import (ClassificationData, TextData, classification_batch,
                                  lm_batch, lm_eval_windows, load_digits_data, load_text_data)
 from mutune.errors import ProxyError
@@ -60,16 +60,21 @@ class ProxyTask:
         base_shapes: the μP base shapes (mup .bsh text), once computed.
         family: the model plugin; loaded from ``model.family`` when not given (in the driver,
             so Ray workers receive it with the task and never look plugins up).
+        loop: the training-loop plugin named by ``train.loop`` (loaded likewise), or None for
+            mutune's own loop (:mod:`mutune.search.trial.user_loop`).
     """
     model: ModelSpec
     train: TrainConfig
     data: TaskData
     base_shapes: str | None = None
     family: ModelFamily | None = None
+    loop: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         if self.family is None:
             object.__setattr__(self, "family", load_family(self.model.family))
+        if self.loop is None and self.train.loop is not None:
+            object.__setattr__(self, "loop", load_loop(self.train.loop))
 
     def with_base_shapes(self) -> "ProxyTask":
         """This task with its μP base shapes computed once (mup .bsh text), so every model

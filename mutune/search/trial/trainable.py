@@ -48,39 +48,19 @@ from __future__ import annotations
 
 import contextlib
 import math
-import signal
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from mutune.search.trial.preemption import Preemption as _Preemption
 
 __all__ = ["train_trial", "run_training", "Preempted"]
 
 
 class Preempted(RuntimeError):
     """Raised by :func:`train_trial` after a SIGTERM checkpoint, so Ray retries the trial."""
-
-
-class _Preemption:
-    """A flag set by SIGTERM while the loop runs (main thread only); restores the handler."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._old: Any = None
-
-    def __enter__(self) -> "_Preemption":
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGTERM, self._on_term)
-        return self
-
-    def _on_term(self, signum: int, frame: Any) -> None:
-        self.requested = True
-
-    def __exit__(self, *exc: object) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGTERM, self._old)
 
 
 def run_training(config: dict[str, Any], task: Any, *,
@@ -115,6 +95,11 @@ def run_training(config: dict[str, Any], task: Any, *,
     Raises:
         ProxyError: the model cannot be built. SearchError: an unreadable checkpoint.
     """
+    if getattr(task, "loop", None) is not None:     # the user's own loop (a plugin)
+        from mutune.search.trial.user_loop import run_user_loop
+
+        return run_user_loop(config, task, report=report, restore_dir=restore_dir,
+                             checkpoint_root=checkpoint_root, parallel=parallel)
     import torch
 
     from mutune.proxies.device import select_device

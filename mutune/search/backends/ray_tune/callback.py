@@ -27,7 +27,8 @@ from mutune.search.trial.logs import collect
 
 __all__ = ["SweepBook", "KEPT_METRICS"]
 
-#: Report keys the book keeps (and records) besides ``step``.
+#: Report keys the book keeps (and records) besides ``step`` (and the keys a training-loop
+#: plugin reported, listed in the report's ``loop_keys``).
 KEPT_METRICS = ("val_loss", "val_loss_se", "test_loss", "test_loss_se", "train_loss",
                 "productive_s", "eval_s", "setup_s", "samples", "n_params", "replicates",
                 "checkpoint_s", "restored_step", "wall_s",
@@ -224,7 +225,9 @@ class SweepBook(Callback):
                                    + float(result.get("restore_s", 0.0)) + repeated * per_step)
         if rec.reports and int(rec.reports[-1]["step"]) >= step:
             return False
-        keep = {k: float(result[k]) for k in (self.metric, *KEPT_METRICS)
+        # a training-loop plugin's own numeric keys travel named in ``loop_keys``
+        own = tuple(result.get("loop_keys") or ())
+        keep = {k: float(result[k]) for k in (self.metric, *KEPT_METRICS, *own)
                 if k in result and isinstance(result[k], numbers.Real)
                 and not isinstance(result[k], bool)}
         rec.reports.append({"step": step, **keep})

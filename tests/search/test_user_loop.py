@@ -1,0 +1,260 @@
+"""A user's own training loop (train.loop, entry-point group mutune.loops): registered through
+real entry points (a ``*.dist-info`` folder on sys.path), trained by mutune's runner with the
+μP model and optimizer, reporting Tune-style, checkpointed and resumed bit for bit, preempted
+by SIGTERM, and refused clearly when it breaks the contract. Tiny MLP on digits, no Ray (the
+example package runs under Ray end to end in tests/test_plugins.py)."""
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import textwrap
+
+import pytest
+
+from mutune.config import parse_config
+from mutune.errors import ConfigError, SearchError
+from mutune.proxies.task import ProxyTask, load_task_data
+from mutune.search.trial.checkpoint import load_trial_state
+from mutune.search.trial.trainable import run_training
+
+LOOPS = textwrap.dedent('''
+    """A user's loops: a plain AdamW loop with its own loss and warmup, and broken ones."""
+    import os
+    import signal
+
+    import torch
+    import torch.nn.functional as F
+
+    SEEN = {}
+
+
+    def plain(ctx):
+        SEEN["optimizer"] = type(ctx.optimizer).__name__
+        SEEN["start_step"] = ctx.start_step
+        SEEN["resumed"] = ctx.get_checkpoint()
+        state = (SEEN["resumed"] or {}).get("state") or {"updates": 0}
+        updates = int(state["updates"])
+        for step in ctx.steps():
+            ctx.set_lr_factor(min(1.0, step / 4))             # the user's own warmup
+            x, y = ctx.batch(step)
+            loss = F.cross_entropy(ctx.net(x), y, label_smoothing=0.05)
+            loss.backward()
+            ctx.optimizer.step()
+            ctx.optimizer.zero_grad(set_to_none=True)
+            updates += 1
+            if step == int(os.environ.get("LOOP_TEST_SIGTERM_AT", "0")):
+                os.kill(os.getpid(), signal.SIGTERM)
+            if ctx.is_eval_step(step):
+                val, se = ctx.evaluate("val")
+                ctx.report({"step": step, "val_loss": val, "val_loss_se": se,
+                            "train_loss": loss.item(), "updates": updates},
+                           state={"updates": updates})
+
+
+    def skips_a_report(ctx):
+        for step in ctx.steps():
+            if step == 6:
+                ctx.report({"step": step, "val_loss": 1.0})
+
+
+    def no_metric(ctx):
+        for step in ctx.steps():
+            if ctx.is_eval_step(step):
+                ctx.report({"step": step, "accuracy": 0.5})
+
+
+    def stops_early(ctx):
+        for step in ctx.steps():
+            if ctx.is_eval_step(step):
+                ctx.report({"step": step, "val_loss": 1.0})
+            if step == 3:
+                return
+
+
+    def diverges(ctx):
+        for step in ctx.steps():
+            if ctx.is_eval_step(step):
+                ctx.report({"step": step, "val_loss": float("nan") if step == 6 else 1.0})
+
+
+    def swallows(ctx):
+        """A user's broad except must not keep a diverged run going."""
+        for step in ctx.steps():
+            if ctx.is_eval_step(step):
+                try:
+                    ctx.report({"step": step, "val_loss": float("nan")})
+                except Exception:
+                    pass
+''')
+
+
+@pytest.fixture
+def user_loops(tmp_path, monkeypatch):
+    """A folder on sys.path holding the module ``user_loops`` and a distribution whose entry
+    points register each of its loops in ``mutune.loops`` (plus a non-callable one)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "user_loops.py").write_text(LOOPS)
+    dist = site / "user_loops-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: user-loops\nVersion: 1.0\n")
+    names = ["plain", "skips_a_report", "no_metric", "stops_early", "diverges", "swallows"]
+    (dist / "entry_points.txt").write_text(
+        "[mutune.loops]\n" + "".join(f"{n} = user_loops:{n}\n" for n in names)
+        + "not_callable = user_loops:SEEN\n")
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    sys.modules.pop("user_loops", None)
+
+
+def _task(tiny_config, loop, **train):
+    d = tiny_config.model_dump(mode="json")
+    d["train"].update(loop=loop, **train)
+    cfg = parse_config(d)
+    return ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
+
+
+def _config(max_t=12, **extra):
+    return {"width": 32, "max_t": max_t, "threads": 1, "gpus": 0,
+            "point": {"hparams": {"lr": 0.01}, "seed": 7, "index": 0}, **extra}
+
+
+def _run(task, config, **kw):
+    out = []
+    status = run_training(config, task, report=lambda m, folder: out.append(
+        {**m, "folder": folder}), **kw)
+    return status, out
+
+
+def test_loop_plugin_is_found_by_name_and_unknown_names_are_refused(tiny_config, user_loops):
+    import user_loops as mod
+
+    task = _task(tiny_config, "plain")
+    assert task.loop is mod.plain
+    d = tiny_config.model_dump(mode="json")
+    d["train"]["loop"] = "my_loop"
+    with pytest.raises(ConfigError) as exc:
+        parse_config(d)
+    msg = str(exc.value)
+    assert "train.loop = 'my_loop'" in msg and "no training-loop plugin" in msg
+    assert "installed: diverges, no_metric, not_callable, plain" in msg
+    d["train"]["loop"] = "not_callable"
+    with pytest.raises(ConfigError, match="not a function loop"):
+        parse_config(d)
+    d["train"]["loop"] = "plain"
+    d["search"]["replicates"] = 2
+    with pytest.raises(ConfigError, match=r"search.replicates \(2\) with train.loop 'plain'"):
+        parse_config(d)
+
+
+def test_user_loop_trains_the_mup_model_and_reports_what_mutune_adds(tiny_config, user_loops):
+    import user_loops as mod
+
+    task = _task(tiny_config, "plain")
+    status, reports = _run(task, _config(max_t=12, checkpoint_at=[6]))
+    assert status == "completed"
+    assert [r["step"] for r in reports] == [3, 6, 9, 12]
+    assert mod.SEEN["optimizer"] == "AdamW" and mod.SEEN["resumed"] is None
+    assert [r["updates"] for r in reports] == [3, 6, 9, 12]      # the loop's own keys kept
+    first, last = reports[0], reports[-1]
+    assert last["val_loss"] < first["val_loss"]                  # it learns
+    assert last["samples"] == 12 * tiny_config.train.batch_size
+    assert 0 < last["productive_s"] < last["wall_s"] and last["eval_s"] > 0
+    assert last["n_params"] > 0 and last["restored_step"] == 0
+    # mutune checkpointed the rung milestone (6): model, optimizer and the loop's state
+    folders = [r["folder"] for r in reports if r["folder"] is not None]
+    assert [f.name for f in folders] == ["step_000000006"]
+    state = load_trial_state(folders[0])
+    assert state["step"] == 6 and state["loop_state"] == {"updates": 6}
+
+
+def test_user_loop_set_lr_factor_keeps_every_mup_groups_ratio(tiny_config, user_loops):
+    """mup's groups start at different lrs (hidden and readout matrices: lr ÷ width
+    multiplier); the user's warmup scales each by the same factor, never sets one value."""
+    from mutune.search.trial.user_loop import LoopContext
+
+    task = _task(tiny_config, "plain")
+    model = task.build(64, {"lr": 0.01})
+    opt = task.optimizer(model, 0.01)
+    for g in opt.param_groups:
+        g.setdefault("initial_lr", g["lr"])
+    start = sorted({g["lr"] for g in opt.param_groups})
+    assert len(start) > 1                        # width 64 over base 16: distinct group lrs
+    ctx = LoopContext(model=model, net=model, optimizer=opt, scheduler=None, hparams={},
+                      width=64, max_t=4, eval_every=2, start_step=0, seed=0, device="cpu",
+                      task=task, parallel=None, on_report=None, stop_check=lambda: False,
+                      on_stop=None, restored=None, compute=None)
+    ctx.set_lr_factor(0.25)
+    assert sorted({g["lr"] for g in opt.param_groups}) == pytest.approx(
+        [v * 0.25 for v in start])
+    with pytest.raises(ValueError, match="lr factor nan"):
+        ctx.set_lr_factor(math.nan)
+
+
+def test_user_loop_resumes_from_its_checkpoint_bit_for_bit(tiny_config, user_loops, tmp_path):
+    import user_loops as mod
+
+    task = _task(tiny_config, "plain")
+    _, whole = _run(task, _config(max_t=12))
+    _, first = _run(task, _config(max_t=12, checkpoint_every=6),
+                    checkpoint_root=tmp_path / "ck")
+    ckpt = next(r["folder"] for r in first if r["step"] == 6)
+    status, rest = _run(task, _config(max_t=12), restore_dir=ckpt)
+    assert status == "completed"
+    assert mod.SEEN["start_step"] == 6
+    assert mod.SEEN["resumed"] == {"step": 6, "state": {"updates": 6}}
+    assert [r["step"] for r in rest] == [9, 12] and rest[0]["restored_step"] == 6
+    assert [r["updates"] for r in rest] == [9, 12]
+    assert [r["val_loss"] for r in rest] == [r["val_loss"] for r in whole[2:]]
+    assert rest[-1]["samples"] == whole[-1]["samples"]
+
+
+def test_sigterm_ends_a_user_loop_with_a_checkpoint_at_the_step_reached(
+        tiny_config, user_loops, tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOP_TEST_SIGTERM_AT", "5")
+    handler = signal.getsignal(signal.SIGTERM)
+    task = _task(tiny_config, "plain")
+    status, reports = _run(task, _config(max_t=12), checkpoint_root=tmp_path / "ck")
+    assert status == "preempted"
+    assert [r["step"] for r in reports] == [3, 5]           # stopped after the step in flight
+    assert reports[-1]["folder"].name == "step_000000005"
+    assert math.isfinite(reports[-1]["val_loss"])           # mutune's own evaluation
+    monkeypatch.delenv("LOOP_TEST_SIGTERM_AT")
+    status, rest = _run(task, _config(max_t=12), restore_dir=reports[-1]["folder"])
+    assert status == "completed" and [r["step"] for r in rest] == [6, 9, 12]
+    assert signal.getsignal(signal.SIGTERM) == handler          # the old handler is back
+
+
+@pytest.mark.parametrize("loop, match", [
+    ("skips_a_report", r"reported step 6; the next report is due at step 3"),
+    ("no_metric", r"the sweep's metric 'val_loss' \(search.metric\) is missing"),
+    ("stops_early", r"returned after step 3 was reported; a run ends at max_t = 12"),
+])
+def test_user_loop_contract_breaks_are_errors_that_name_the_rule(
+        tiny_config, user_loops, loop, match):
+    with pytest.raises(SearchError, match=match):
+        _run(_task(tiny_config, loop), _config(max_t=12))
+
+
+@pytest.mark.parametrize("loop", ["diverges", "swallows"])
+def test_a_non_finite_metric_ends_a_user_loop_as_diverged(tiny_config, user_loops, loop):
+    status, reports = _run(_task(tiny_config, loop), _config(max_t=12))
+    assert status == "diverged"
+    assert [r["step"] for r in reports] == ([3, 6] if loop == "diverges" else [3])
+
+
+def test_user_loop_refuses_lockstep_replicates(tiny_config, user_loops):
+    cfg = _config()
+    cfg["point"]["replicate_seeds"] = [1, 2]
+    with pytest.raises(SearchError, match="trains one model per trial; this trial asks for 2"):
+        _run(_task(tiny_config, "plain"), cfg)
+
+
+def test_dry_run_times_the_users_own_loop(tiny_config, user_loops):
+    from mutune.pipeline.dry_run import _warmup
+
+    task = _task(tiny_config, "plain")
+    m = _warmup(task, 32, {"lr": 0.01}, 4, 1)
+    assert m["s_per_step"] > 0 and m["s_per_eval"] > 0 and m["setup_s"] > 0
+    assert m["warmup_s"] >= m["setup_s"] + 4 * m["s_per_step"]
