@@ -9,7 +9,7 @@ import pytest
 
 from mutune.config import parse_config
 from mutune.pipeline.importance import proxy_importance
-from mutune.pipeline.target_stage import watch_target
+from mutune.pipeline.target_stage import divergence_limits, watch_target
 from mutune.pipeline.transfer_stage import loss_law
 from mutune.search.driver import Group, SweepDriver
 from mutune.search.searchers.simple import FixedSearcher
@@ -45,6 +45,20 @@ def test_a_target_above_twice_the_proxy_is_stopped_as_diverged():
     out = d.report(act.key, 20, 3.1)                    # > 2 × 1.5
     assert out.action == "end" and out.status == "diverged"
     assert "above 3" in out.reason and "twice the best proxy" in out.reason
+
+
+def test_divergence_limit_allows_for_the_noise_of_small_losses():
+    """Twice the proxy's loss plus 3 standard errors of the difference (the target's one-seed
+    se taken as the proxy's: se·√seeds): the quickstart's case — a proxy at 0.035 ± 0.012
+    nats (3 seeds) and a target at 0.084 — is noise, not divergence; a climb to chance is."""
+    watch = {"width": 256, "seeds": 3, "steps": [130, 140], "val_loss": [0.036, 0.0354],
+             "val_loss_se": [0.012, 0.012]}
+    limits = divergence_limits(watch)
+    assert limits[140] == pytest.approx(2 * 0.0354 + 3 * 0.012 * 2.0)
+    assert 0.0836 < limits[140] < 2.3
+    assert divergence_limits({**watch, "val_loss_se": [math.nan, None]}) == pytest.approx(
+        {130: 0.072, 140: 0.0708})
+    assert divergence_limits(None) is None
 
 
 def test_loss_law_says_when_losses_do_not_fall_with_size():

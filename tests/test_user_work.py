@@ -189,6 +189,28 @@ def test_dry_run_prices_replicate_seeds_of_the_proxy_trials(tiny_config, monkeyp
     assert plans[3]["target_gpu_hours"] == pytest.approx(plans[1]["target_gpu_hours"])
 
 
+def test_dry_run_prices_each_reports_round_trip_to_the_driver(tiny_config, monkeypatch):
+    """report_s is added per report (evaluation) of every planned trial — sweep, design and
+    target — beside the per-trial overhead; the plan states it."""
+    import mutune.pipeline.dry_run as dry
+
+    timing = {"setup_s": 0.5, "s_per_step": 0.01, "s_per_eval": 0.2, "warmup_s": 1.0}
+    monkeypatch.setattr(dry, "_warmup", lambda *a, **k: dict(timing))
+    base = dry.plan_sweep(tiny_config, overhead_s=1.0, report_s=0.0)
+    more = dry.plan_sweep(tiny_config, overhead_s=1.0, report_s=0.5)
+    assert more["overhead_s_per_report"] == 0.5
+    every, max_t = tiny_config.train.eval_every, tiny_config.search.scheduler.max_t
+    for b, m in zip(base["widths"], more["widths"]):
+        design_evals = m["confirm_trials"] * (max_t // every)
+        assert m["gpu_hours"] - b["gpu_hours"] == pytest.approx(
+            0.5 * (m["evals"] + design_evals) / 3600)
+    t_evals = -(-tiny_config.target_steps // every)
+    assert more["target_gpu_hours"] - base["target_gpu_hours"] == pytest.approx(
+        0.5 * t_evals / 3600)
+    with pytest.raises(ValueError, match="report_s = -1"):
+        dry.plan_sweep(tiny_config, report_s=-1.0)
+
+
 def test_budget_cuts_a_sweep_short_and_loses_no_trial(ray_local, tmp_path):
     from mutune.services.api import run
     from mutune.config import parse_config

@@ -11,7 +11,7 @@ device). The scheduler's planned steps
 (:func:`mutune.search.schedulers.planned_steps.planned_trial_steps`) turn
 them into device-hours:
 
-    trial seconds = steps × s_step + evals × s_eval + setup_s + overhead_s
+    trial seconds = steps × s_step + evals × (s_eval + report_s) + setup_s + overhead_s
     GPU-hours     = Σ trial seconds × devices per trial / 3600         (docs/architecture.md §6)
 
 A target on W data-parallel workers (``target.num_workers``, or its default,
@@ -21,9 +21,13 @@ is not timed (benchmarks/target_workers.py measures it: 2 CPU workers stepped 1.
 than one on the whole batch, so on CPUs W > 1 is an underestimate).
 
 ``overhead_s`` is the per-trial start-up and teardown of a Ray trial (the target, a run of its
-own, adds ``TARGET_RUN_OVERHEAD_S``), which a warm-up without
-Ray cannot see: an assumption, stated in the plan. The naive alternatives price the same
-planned steps (and every sample to max_t) at the target's measured speed, one seed per trial.
+own, adds ``TARGET_RUN_OVERHEAD_S``) and ``report_s`` each report's round trip to the driver
+(Ray Tune's function trainable waits in ``report`` until the controller has taken the result),
+which a warm-up without Ray cannot see: assumptions, stated in the plan
+(:data:`~mutune.search.schedulers.planned_steps.DEFAULT_TRIAL_OVERHEAD_S`,
+:data:`~mutune.search.schedulers.planned_steps.DEFAULT_REPORT_OVERHEAD_S`). The naive
+alternatives price the same planned steps (and every sample to max_t) at the target's
+measured speed, one seed per trial.
 
 Each width's confirmation design (its points with ``transfer.confirm_replicates`` seeds,
 ``confirm_center_replicates`` at the centre, trained to max_t,
@@ -39,10 +43,11 @@ import time
 from typing import Any
 
 from mutune.config import SweepConfig
-from mutune.search.schedulers.planned_steps import DEFAULT_TRIAL_OVERHEAD_S
+from mutune.search.schedulers.planned_steps import (DEFAULT_REPORT_OVERHEAD_S,
+                                                   DEFAULT_TRIAL_OVERHEAD_S)
 
-__all__ = ["plan_sweep", "DEFAULT_TRIAL_OVERHEAD_S", "TIMED_TARGET_MAX_PARAMS",
-           "TARGET_RUN_OVERHEAD_S"]
+__all__ = ["plan_sweep", "DEFAULT_TRIAL_OVERHEAD_S", "DEFAULT_REPORT_OVERHEAD_S",
+           "TIMED_TARGET_MAX_PARAMS", "TARGET_RUN_OVERHEAD_S"]
 
 
 def _middle(dist: Any) -> float:
@@ -260,6 +265,7 @@ TIMED_TARGET_MAX_PARAMS = 100_000_000
 
 def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                overhead_s: float = DEFAULT_TRIAL_OVERHEAD_S,
+               report_s: float = DEFAULT_REPORT_OVERHEAD_S,
                timed_max_params: float = TIMED_TARGET_MAX_PARAMS,
                on_ray: bool | None = None) -> dict[str, Any]:
     """The planned trials, steps and device-hours of ``config``'s sweep, from a warm-up.
@@ -268,6 +274,8 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         config: the sweep config (its data are loaded; nothing is recorded).
         warmup_steps: training steps timed per width (>= 2; the first is not counted).
         overhead_s: assumed Ray per-trial start-up + teardown, seconds.
+        report_s: assumed seconds per report beyond its evaluation (the round trip to the
+            driver).
         timed_max_params: a target with more parameters is not built: its time comes from
             its FLOPs at the widest proxy's achieved FLOP/s (``target["timing"]`` says
             ``timed`` or ``extrapolated``, with the formula).
@@ -287,11 +295,12 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         "proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
         "naive_grid_gpu_hours", "price_per_hour", "money": {name: amount} or None,
         "wall_s_estimate", "warmup": {"steps", "seconds"}, "overhead_s_per_trial",
+        "overhead_s_per_report",
         "devices_per_trial", "device_kind", "budget_gpu_hours", "fits_budget", "timed_on":
         {"device", "device_name", "host", "where": ``driver`` or ``ray task``}}.
         Hours are device-hours; seconds are wall seconds.
     Raises:
-        ValueError: warmup_steps < 2 or overhead_s < 0.
+        ValueError: warmup_steps < 2, overhead_s < 0 or report_s < 0.
         ProxyError: a model cannot be built.
     """
     import dataclasses
@@ -305,6 +314,8 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                          "warms caches and is not timed)")
     if not (math.isfinite(overhead_s) and overhead_s >= 0):
         raise ValueError(f"overhead_s = {overhead_s}: must be a finite number >= 0")
+    if not (math.isfinite(report_s) and report_s >= 0):
+        raise ValueError(f"report_s = {report_s}: must be a finite number >= 0")
     t_start = time.perf_counter()
     search, sched, ray = config.search, config.search.scheduler, config.ray
     devices = ray.gpus_per_trial or ray.cpus_per_trial
@@ -323,6 +334,7 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         # a proxy trial with R replicate seeds trains and evaluates R models in lockstep;
         # a target on W data-parallel workers holds W trials' devices
         seconds = (replicates * (sum(steps) * m["s_per_step"] + sum(n_evals) * m["s_per_eval"])
+                   + sum(n_evals) * report_s
                    + len(steps) * (replicates * m["setup_s"] + overhead_s) + extra_s)
         return seconds * devices * workers / 3600.0
 
@@ -393,6 +405,7 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
             if pph else None,
             "wall_s_estimate": wall, "device_kind": ray.device_kind,
             "devices_per_trial": devices, "overhead_s_per_trial": overhead_s,
+            "overhead_s_per_report": report_s,
             "scheduler": sched.kind,
             "warmup": {"steps": warmup_steps, "seconds": time.perf_counter() - t_start},
             "budget_gpu_hours": limit,

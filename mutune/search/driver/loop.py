@@ -262,7 +262,8 @@ class SweepDriver:
         if limit is not None and value > limit:
             return self._ended_by(t, js, "diverged",
                                   f"{self.metric} {value:.4g} at step {step} is above "
-                                  f"{limit:.4g} (twice the best proxy's at that step)")
+                                  f"{limit:.4g} (twice the best proxy's at that step, plus three "
+                                  "standard errors of their difference)")
         if last is Decision.STOP:
             return self._ended_by(t, js, "stopped", f"below the rung cutoff at step {step}")
         if (g.core is not None and g.core.completed(key)) or (g.core is None

@@ -11,14 +11,20 @@ from __future__ import annotations
 
 from mutune.search.schedulers.rungs import rung_milestones
 
-__all__ = ["planned_trial_steps", "DEFAULT_TRIAL_OVERHEAD_S"]
+__all__ = ["planned_trial_steps", "DEFAULT_TRIAL_OVERHEAD_S", "DEFAULT_REPORT_OVERHEAD_S"]
 
-#: Assumed Ray per-trial start-up + teardown, seconds, until one is measured. With actors
-#: reused between trials it is small: the quickstart's 162 proxy and design trials on 2 CPUs
-#: (2026-12-01) held 59 device-seconds in all, about 30 of them in steps and evaluations, so
-#: ≈ 0.2 s per trial; benchmarks/ettr.py measured 0.3 s on a quiet machine (the first trial
-#: on each new actor pays a few seconds more). Used by the dry run and the budget.
-DEFAULT_TRIAL_OVERHEAD_S = 0.25
+#: Assumed Ray per-trial start-up + teardown, seconds, until one is measured; with actors
+#: reused between trials it is small. Each report costs more (:data:`DEFAULT_REPORT_OVERHEAD_S`):
+#: the quickstart on a quiet 2-CPU machine (2026-12-02), least squares over its 145 proxy and
+#: design trials of (allocated − steps − evaluations) against the reports each made:
+#: 0.041 s per trial + 0.043 s per report. Used by the dry run and the budget.
+DEFAULT_TRIAL_OVERHEAD_S = 0.05
+
+#: Assumed seconds per report beyond the evaluation: Ray Tune's function trainable waits in
+#: ``report`` until the controller has taken the result (its callbacks, the database write)
+#: and asks for the next one, so every report is a round trip to the driver (measured as
+#: above).
+DEFAULT_REPORT_OVERHEAD_S = 0.04
 
 
 def _halving(n: int, milestones: list[int], eta: int, max_t: int) -> list[int]:

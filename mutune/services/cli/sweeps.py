@@ -14,7 +14,8 @@ from typing import Optional
 import typer
 
 from mutune.services.cli.app import DbOption, app, echo_json, fail, make_console, open_store
-from mutune.search.schedulers.planned_steps import DEFAULT_TRIAL_OVERHEAD_S
+from mutune.search.schedulers.planned_steps import (DEFAULT_REPORT_OVERHEAD_S,
+                                                   DEFAULT_TRIAL_OVERHEAD_S)
 
 __all__ = ["run", "report", "list_cmd", "show", "cancel", "logs", "rerun", "resume"]
 
@@ -36,6 +37,10 @@ def run(config: Optional[Path] = typer.Argument(
         trial_overhead_s: float = typer.Option(
             DEFAULT_TRIAL_OVERHEAD_S, min=0,
             help="Assumed Ray start-up + teardown per trial, s (--dry-run)."),
+        report_overhead_s: float = typer.Option(
+            DEFAULT_REPORT_OVERHEAD_S, min=0,
+            help="Assumed seconds per report beyond its evaluation: the round trip to the "
+                 "driver (--dry-run)."),
         plan_json: Optional[Path] = typer.Option(None, "--plan-json",
                                                  help="Also write the plan here (--dry-run)."),
         ) -> None:
@@ -52,7 +57,7 @@ def run(config: Optional[Path] = typer.Argument(
         from mutune.services.report.plan import render_plan
         try:
             plan = plan_sweep(load_config(config), warmup_steps=warmup_steps,
-                              overhead_s=trial_overhead_s)
+                              overhead_s=trial_overhead_s, report_s=report_overhead_s)
         except MutuneError as err:
             fail(err)
         render_plan(plan, console)

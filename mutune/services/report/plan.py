@@ -69,7 +69,9 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
                       f"width; gate {g.get('setting')}: at most {g.get('max_rounds')} round(s), "
                       f"{g.get('trials_max')} trials", highlight=False)
     console.print(f"wall time ≈ {plan['wall_s_estimate'] / 60:.1f} min; per-trial Ray "
-                  f"start-up/teardown assumed {plan['overhead_s_per_trial']:g} s; planned "
+                  f"start-up/teardown assumed {plan['overhead_s_per_trial']:g} s and "
+                  f"{plan.get('overhead_s_per_report', 0.0):g} s per report (its round trip "
+                  "to the driver); planned "
                   "steps are successive halving's (asynchronous ASHA promotes early arrivals "
                   "more, so a real sweep trains somewhat more)", highlight=False)
     if plan["budget_gpu_hours"] is not None:
