@@ -36,8 +36,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mutune.errors import SearchError
-from mutune.search.driver.types import (EXECUTOR_STATUSES, STATUS_OF, Action, ActionKind, Admission, Group,
-                                        Outcome, TrialState)
+from mutune.search.driver.types import (DIVERGE_SE, EXECUTOR_STATUSES, STATUS_OF, Action,
+                                        ActionKind, Admission, Group, Outcome, TrialState,
+                                        beyond_limit)
 from mutune.search.schedulers.contract import Decision, Judgement
 from mutune.search.schedulers.inputs import check_step, check_value
 
@@ -234,9 +235,11 @@ class SweepDriver:
         return out
 
     # -- reports and endings -----------------------------------------------------------------
-    def report(self, key: str, step: Any, value: Any) -> Outcome:
-        """A running trial reported ``value`` of the metric at training ``step``: tell the
-        searcher, let the group's core judge it, and say what the trial does next.
+    def report(self, key: str, step: Any, value: Any, se: float | None = None) -> Outcome:
+        """A running trial reported ``value`` of the metric at training ``step`` (``se``: its
+        standard error, when the trial reports one — only a group's ``diverge_above`` limit
+        uses it, :func:`~mutune.search.driver.types.beyond_limit`): tell the searcher, let
+        the group's core judge it, and say what the trial does next.
 
         Raises:
             SearchError: a malformed step or value (naming the trial, the field and the
@@ -259,11 +262,13 @@ class SweepDriver:
         if last is Decision.DIVERGED or (g.core is None and not math.isfinite(value)):
             return self._ended_by(t, js, "diverged", f"non-finite {self.metric}")
         limit = (g.diverge_above or {}).get(step)
-        if limit is not None and value > limit:
+        if limit is not None and beyond_limit(value, se, limit):
+            noise = f" ± {se:.2g}" if se is not None and math.isfinite(se) else ""
             return self._ended_by(t, js, "diverged",
-                                  f"{self.metric} {value:.4g} at step {step} is above "
-                                  f"{limit:.4g} (twice the best proxy's at that step, plus three "
-                                  "standard errors of their difference)")
+                                  f"{self.metric} {value:.4g}{noise} at step {step} is above "
+                                  f"{limit:.4g} by more than {DIVERGE_SE:g} of its standard "
+                                  "errors (the limit: twice the best proxy's loss at that step "
+                                  "plus three of its standard errors)")
         if last is Decision.STOP:
             return self._ended_by(t, js, "stopped", f"below the rung cutoff at step {step}")
         if (g.core is not None and g.core.completed(key)) or (g.core is None

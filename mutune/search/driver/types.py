@@ -3,6 +3,7 @@ and the budget's admission (see :mod:`mutune.search.driver`)."""
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -10,8 +11,8 @@ from typing import Any, Protocol
 from mutune.search.schedulers.contract import Decision, Judgement, Scheduler
 from mutune.search.searchers.base import Searcher
 
-__all__ = ["Group", "Action", "ActionKind", "Outcome", "Admission", "TrialState",
-           "EXECUTOR_STATUSES", "STATUS_OF"]
+__all__ = ["DIVERGE_SE", "beyond_limit", "Group", "Action", "ActionKind", "Outcome",
+           "Admission", "TrialState", "EXECUTOR_STATUSES", "STATUS_OF"]
 
 
 #: The trial status of each decision that ends a trial.
@@ -47,8 +48,10 @@ class Group:
             ``{"hparams": hp, "index": i}``.
         key_of: index → trial key; default ``t{index}``.
         diverge_above: step → the metric value above which (mode ``min``) a report at that
-            step ends the trial as ``diverged`` (the target watched against its best proxy:
-            twice the proxy's loss at the same step); None: only non-finite values do.
+            step ends the trial as ``diverged`` once its own noise is taken off
+            (:func:`beyond_limit`: value − 3 standard errors > limit; the target watched
+            against its best proxy, :func:`mutune.pipeline.target_stage.divergence_limits`);
+            None: only non-finite values do.
     """
     name: str
     searcher: Searcher
@@ -118,3 +121,17 @@ class TrialState:
     reason: str | None = None
     last_step: int = 0
     live: bool = False        # the backend holds it (it was started in this driver)
+
+
+#: standard errors a report's value is lowered by before it is compared with its
+#: ``diverge_above`` limit (so a noisy evaluation is not taken for a divergence)
+DIVERGE_SE = 3.0
+
+
+def beyond_limit(value: float, se: float | None, limit: float) -> bool:
+    """Whether a report is a divergence against ``limit``: non-finite, or
+    ``value − DIVERGE_SE · se > limit`` (``se`` missing or non-finite: ``value > limit``)."""
+    if not math.isfinite(value):
+        return True
+    noise = DIVERGE_SE * se if se is not None and math.isfinite(se) and se > 0 else 0.0
+    return value - noise > limit

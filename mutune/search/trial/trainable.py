@@ -86,7 +86,8 @@ def run_training(config: dict[str, Any], task: Any, *,
             worker, each step's batch split between them, gradients averaged; the leading
             worker evaluates and checkpoints and every worker reports the same metrics), or
             None for one process. With it, ``config["diverge_above"]`` ({step: value}) ends
-            the run as diverged after an evaluation above that value, and the run ends as
+            the run as diverged after an evaluation above that value by more than three
+            standard errors (:func:`mutune.search.driver.types.beyond_limit`), and the run ends as
             ``"cancelled"`` when ``parallel.stop_requested()`` says so.
     Returns:
         ``"completed"`` (max_t reached), ``"diverged"``, ``"preempted"`` (SIGTERM: the last
@@ -104,6 +105,7 @@ def run_training(config: dict[str, Any], task: Any, *,
 
     from mutune.proxies.device import select_device
     from mutune.search.trial.checkpoint import load_trial_state, save_trial_state
+    from mutune.search.driver.types import beyond_limit
     from mutune.search.trial.schedule import make_scheduler
 
     torch.set_num_threads(int(config.get("threads", 1)))
@@ -234,7 +236,8 @@ def run_training(config: dict[str, Any], task: Any, *,
                 metrics["test_loss"], metrics["test_loss_se"] = _mean(tests), _se(tests)
             if at_eval:   # a preemption report between evaluations keeps the running mean
                 loss_sum, loss_n = 0.0, 0
-            if step in limits and not metrics["val_loss"] <= limits[step]:
+            if step in limits and beyond_limit(metrics["val_loss"], metrics["val_loss_se"],
+                                               limits[step]):
                 diverged = True      # worse than the run's divergence limit at this step
             folder = None
             if not diverged and ((final and keep_final) or step < max_t and (

@@ -204,6 +204,7 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
     import torch
 
     from mutune.proxies.device import select_device
+    from mutune.search.driver.types import beyond_limit
     from mutune.search.trial.checkpoint import load_trial_state, save_trial_state
     from mutune.search.trial.schedule import make_scheduler
 
@@ -292,7 +293,9 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
         # a preemption report judges mutune's own evaluation (the loop's metric is stale)
         judged = metrics["val_loss"] if stop_now else value
         diverged = not (isinstance(judged, (int, float)) and math.isfinite(float(judged)))
-        if step in limits and not diverged and not float(value) <= limits[step]:
+        se = metrics.get(f"{metric}_se")
+        if step in limits and not diverged and beyond_limit(
+                float(value), float(se) if isinstance(se, (int, float)) else None, limits[step]):
             diverged = True          # worse than the run's divergence limit at this step
         final = step == max_t and not diverged
         folder = None

@@ -64,7 +64,9 @@ class RayScheduler(FIFOScheduler):
         check_value(key, result[self._metric], field=self._metric)
         if not self.book.record_report(trial, result):
             return TrialScheduler.CONTINUE      # a step repeated after a restore
-        out = self.driver.report(key, result["step"], result[self._metric])
+        se = result.get(f"{self._metric}_se")
+        out = self.driver.report(key, result["step"], result[self._metric],
+                                 se=float(se) if isinstance(se, (int, float)) else None)
         for j in out.judgements:
             self.book.record_judgement(trial, j)
         if out.judgements:
