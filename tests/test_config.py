@@ -49,8 +49,10 @@ def test_shipped_configs_load():
      "greater than or equal to 1"),
     (lambda d: d["search"]["space"]["lr"].update(low=-1), "search.space.lr.low", "-1",
      "greater than 0"),
+    (lambda d: d["search"]["space"].update(momentum={"type": "uniform", "low": 0, "high": 1}),
+     "search", "'momentum'", "unknown hyperparameter"),
     (lambda d: d["search"]["space"].update(dropout={"type": "uniform", "low": 0, "high": 1}),
-     "search", "'dropout'", "unknown hyperparameter"),
+     "search", "dropout: 1.0", "is outside [0, 1), where dropout is defined"),
     (lambda d: d["model"].update(family="resnet"), "model.family", "'resnet'",
      "no model plugin of that name is installed here"),
     (lambda d: d["model"].update(depth=0), "model.depth", "0", "greater than or equal to 1"),
@@ -152,7 +154,8 @@ def test_misspelt_hyperparameter_suggests_the_searchable_one(quick, section, nam
     (err,) = exc.value.errors
     assert err["field"] == "search"
     assert err["rule"] == (f"unknown hyperparameter {name!r}; searchable: lr, output_mult, "
-                           f"input_mult, attn_mult, init_std; did you mean {meant!r}?")
+                           "input_mult, attn_mult, init_std, dropout, beta1, beta2, eps, "
+                           f"weight_decay, grad_clip, warmup_fraction; did you mean {meant!r}?")
     assert err["rule"] in str(exc.value)
 
 

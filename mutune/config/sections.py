@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from mutune.config.base import StrictModel
-from mutune.config.spaces import SEARCHABLE, Distribution
+from mutune.config.spaces import SEARCHABLE, VALID_RANGES, Distribution
 from mutune.config.suggest import did_you_mean
 
 __all__ = ["SchedulerConfig", "SearchConfig", "TrainConfig", "TargetConfig", "TransferConfig",
@@ -89,11 +89,27 @@ class SearchConfig(StrictModel):
         for name, value in self.fixed.items():
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"fixed {name} = {value} must be a finite number > 0")
+            _in_valid_range(f"fixed {name}", name, [value])
+        for name, dist in self.space.items():
+            bounds = getattr(dist, "values", None) or [dist.low, dist.high]
+            _in_valid_range(f"space {name}", name, [float(b) for b in bounds])
         if self.metric in LOSS_METRICS and self.mode != "min":
             raise ValueError(f"search.mode = {self.mode!r} with metric {self.metric!r}: it is a "
                              "loss (lower is better), so mode must be 'min'; 'max' would pick "
                              "the worst trials")
         return self
+
+
+def _in_valid_range(what: str, name: str, values: list[float]) -> None:
+    """Refuse values outside ``name``'s :data:`~mutune.config.spaces.VALID_RANGES` [lo, hi)
+    (β1, β2, dropout and the warmup fraction below 1; weight decay ≥ 0)."""
+    if name not in VALID_RANGES:
+        return
+    lo, hi = VALID_RANGES[name]
+    bad = [v for v in values if not lo <= v < hi]
+    if bad:
+        raise ValueError(f"{what}: {bad[0]} is outside [{lo:g}, {hi:g}), where {name} is "
+                         "defined")
 
 
 class TrainConfig(StrictModel):
@@ -136,6 +152,9 @@ class TrainConfig(StrictModel):
     eps: float = Field(default=1e-8, gt=0)
     lr_schedule: Literal["constant", "cosine", "linear", "wsd"] = "constant"
     warmup_steps: int = Field(default=0, ge=0)
+    #: warmup as a fraction of each run's own steps (replaces ``warmup_steps`` when set; the
+    #: searchable form, ``search.space.warmup_fraction``)
+    warmup_fraction: float | None = Field(default=None, ge=0, lt=1)
     min_lr_ratio: float = Field(default=0.0, ge=0, le=1)
     decay_fraction: float = Field(default=0.2, gt=0, le=1)
     grad_clip: float | None = Field(default=None, gt=0)

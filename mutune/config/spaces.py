@@ -1,18 +1,50 @@
 """What a search space may hold: the searchable hyperparameters and their distributions."""
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
 from mutune.config.base import StrictModel
 
-__all__ = ["SEARCHABLE", "LogUniform", "Uniform", "Choice", "Distribution"]
+__all__ = ["SEARCHABLE", "RECIPE_HPARAMS", "NOT_TRANSFERRED", "VALID_RANGES", "clip_valid",
+           "LogUniform", "Uniform", "Choice", "Distribution"]
 
-#: Hyperparameters a search space may name. All but ``lr`` are μP multipliers (TP V Table 1:
-#: they transfer across width): input/embedding multiplier, output (readout) multiplier,
-#: attention-logit multiplier, and the init standard deviation scale.
-SEARCHABLE = ("lr", "output_mult", "input_mult", "attn_mult", "init_std")
+#: Hyperparameters a search space may name: the learning rate; the μP multipliers
+#: (input/embedding, output/readout, attention logit, init std scale) and ``dropout``, which a
+#: model family takes when it declares them; and the training recipe's knobs
+#: (:data:`RECIPE_HPARAMS`), which override ``train.*`` per trial.
+SEARCHABLE = ("lr", "output_mult", "input_mult", "attn_mult", "init_std", "dropout",
+              "beta1", "beta2", "eps", "weight_decay", "grad_clip", "warmup_fraction")
+
+#: Searchable knobs of the training recipe: Adam's β1, β2 and ε, decoupled weight decay, the
+#: gradient-clipping norm, and the warmup as a fraction of each run's own steps (so a proxy's
+#: max_t and the target's steps get the same shape). A trial's value replaces the config's
+#: ``train.*`` field of the same name (``warmup_fraction`` replaces ``warmup_steps``).
+RECIPE_HPARAMS = ("beta1", "beta2", "eps", "weight_decay", "grad_clip", "warmup_fraction")
+
+#: Not transferred across width (Tensor Programs V, Table 1: regularisation — dropout and
+#: weight decay — is not μTransferable): no rule is fitted; the target takes the widest
+#: proxy's optimum, and weight decay follows the AdamW timescale rule when
+#: ``transfer.weight_decay_rule`` asks (mutune.pipeline.transfer_stage).
+NOT_TRANSFERRED = ("weight_decay", "dropout")
+
+#: Where a knob is defined: [low, high) — a searched range must lie inside it, and a value
+#: mutune derives (a confirmation design's level, a widened centre, a transferred value) is
+#: clipped into it (:func:`clip_valid`). Every other searchable name must be > 0.
+VALID_RANGES = {"beta1": (0.0, 1.0), "beta2": (0.0, 1.0), "dropout": (0.0, 1.0),
+                "warmup_fraction": (0.0, 1.0), "weight_decay": (0.0, math.inf)}
+
+
+def clip_valid(name: str, value: float) -> float:
+    """``value`` clipped into ``name``'s :data:`VALID_RANGES` (its open upper end kept 1e-6
+    inside: β2 = 1 is no Adam); names without a range are returned unchanged."""
+    if name not in VALID_RANGES:
+        return value
+    lo, hi = VALID_RANGES[name]
+    top = hi - 1e-6 if math.isfinite(hi) else hi
+    return min(max(value, lo), top)
 
 
 class LogUniform(StrictModel):

@@ -32,6 +32,7 @@ import math
 from typing import Any
 
 from mutune.config import Choice, SweepConfig
+from mutune.config.spaces import clip_valid
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["design_names", "design_points", "design_allocation", "trials_per_design",
@@ -79,7 +80,8 @@ def design_points(center: dict[str, float], names: list[str],
         v = center.get(n)
         if v is None or not (math.isfinite(v) and v > 0):
             raise ValueError(f"design centre {n} = {v!r}: must be a finite number > 0")
-    return [{**center, **{n: center[n] * 2.0 ** (o * step_octaves)
+    # a level past where a knob is defined (β2 × 2 > 1) is held at its edge
+    return [{**center, **{n: clip_valid(n, center[n] * 2.0 ** (o * step_octaves))
                           for n, o in zip(names, offs)}}
             for offs in _offsets(len(names))]
 

@@ -89,7 +89,7 @@ def _warmup(task: Any, width: int, hparams: dict[str, float], steps: int,
             torch.manual_seed(0)
             t0 = time.perf_counter()
             model = task.build(width, hparams).to(dev.device)
-            opt = task.optimizer(model, float(hparams["lr"]))
+            opt = task.for_point(hparams).optimizer(model, float(hparams["lr"]))
             sync()
             setup = time.perf_counter() - t0
             times = []

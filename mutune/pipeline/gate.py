@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from mutune.config.spaces import clip_valid
 from mutune.errors import FitError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun
 
@@ -130,7 +131,7 @@ def _widen_center(run: SweepRun, p: ProxyResult, names: list[str]) -> dict[str, 
             else:    # no stationary point beyond the data (a weighted mean, a bound):
                 octaves = 2 * tr.confirm_step   # the next design starts where this one ended
             octaves = min(max(octaves, 0.0), tr.widen_octaves)
-            center[n] = v * 2.0 ** (sign * octaves)
+            center[n] = clip_valid(n, v * 2.0 ** (sign * octaves))   # β stays below 1
         else:
             center[n] = v
     return center

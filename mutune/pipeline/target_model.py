@@ -122,6 +122,6 @@ def load_target_model(folder: str | os.PathLike[str], *, optimizer: bool = False
     model.load_state_dict(state["model"])
     opt = None
     if optimizer:
-        opt = task.optimizer(model, float(hp["lr"]))
+        opt = task.for_point(hp).optimizer(model, float(hp["lr"]))
         opt.load_state_dict(state["optimizer"])
     return model.eval(), opt, {"meta": meta, "task": task}

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from mutune.config import Choice, LogUniform, SweepConfig
+from mutune.config.spaces import NOT_TRANSFERRED, clip_valid
 from mutune.errors import FitError
 
 __all__ = ["width_optimum", "common_rung", "transfer_rules", "loss_law",
@@ -163,7 +164,8 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
     return out
 
 
-def target_train_settings(config: SweepConfig, lr: float) -> dict[str, Any]:
+def target_train_settings(config: SweepConfig, lr: float,
+                          weight_decay: float | None = None) -> dict[str, Any]:
     """Batch size and weight decay of the target run, and the published-rule factors on its
     learning rate when the target differs from the proxies (config ``transfer`` section).
 
@@ -174,7 +176,8 @@ def target_train_settings(config: SweepConfig, lr: float) -> dict[str, Any]:
       of samples than the proxies' max_t budget, lr × (D_t/D_p)^-β (Bjorck et al. 2025);
     * weight decay: with ``train.weight_decay`` > 0 and ``transfer.weight_decay_rule`` =
       ``timescale``, λ_t keeps the proxies' AdamW timescale τ = B/(η·λ·D) (Wang & Aitchison
-      2024) at the target's lr, batch and samples.
+      2024) at the target's lr, batch and samples. ``weight_decay``: the proxies' value when
+      it was searched (the widest proxy's optimum); default ``train.weight_decay``.
 
     Returns:
         {"lr": adjusted lr, "batch_size", "weight_decay", "adjustments": [{rule, factor, …}]}.
@@ -201,7 +204,7 @@ def target_train_settings(config: SweepConfig, lr: float) -> dict[str, Any]:
         adjustments.append({"rule": f"samples {d_p}→{d_t} (β={tr.token_beta})",
                             "factor": scaled / new_lr})
         new_lr = scaled
-    wd = config.train.weight_decay
+    wd = config.train.weight_decay if weight_decay is None else float(weight_decay)
     if wd > 0 and tr.weight_decay_rule == "timescale" and (bt != bp or d_t != d_p
                                                             or new_lr != lr):
         tau = adamw_timescale(lr, wd, d_p, bp)
@@ -217,6 +220,15 @@ def transfer_rules(config: SweepConfig, widths: list[int],
                    optima: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
                                                          dict[str, float], dict[str, Any]]:
     """Fit every searched hyperparameter's transfer rule, its verdict and transferred value.
+
+    Not every searched knob gets a fitted rule (docs/transfer.md §8): a ``choice`` dimension
+    is treated per choice — each width's optimum snapped to its nearest listed value, the
+    target taking the widest proxy's (verdict ``per_choice``, reporting whether the widths
+    agree); weight decay and dropout are not transferred (TP V Table 1: regularisation) —
+    the target takes the widest proxy's optimum (verdict ``not_transferred``), weight decay
+    then adjusted by the AdamW timescale rule when ``transfer.weight_decay_rule`` asks. A
+    value mutune derives is kept inside the knob's valid range
+    (:func:`~mutune.config.spaces.clip_valid`: β < 1, dropout < 1, …).
 
     Under μP with ``transfer.mup_flat`` the transferred value is the widest proxy's optimum
     unless the verdict is ``drifting`` (an exponent resolved outside the tolerance by ≥ 3
@@ -240,6 +252,12 @@ def transfer_rules(config: SweepConfig, widths: list[int],
     target_w = config.target.width
     rows, hp = [], dict(config.search.fixed)
     for name in sorted(config.search.space):
+        dist = config.search.space[name]
+        if isinstance(dist, Choice) or name in NOT_TRANSFERRED:
+            row = _unfitted_rule(name, dist, widths, optima, target_w)
+            hp[name] = row["transferred_value"]
+            rows.append(row)
+            continue
         use_horizon = (name == "lr" and tr.horizon == "extrapolate"
                        and all((o.get("horizon") or {}).get("extrapolated_lr") for o in optima))
         values = [o["horizon"]["extrapolated_lr"] if use_horizon else o["optimum"][name]
@@ -266,7 +284,9 @@ def transfer_rules(config: SweepConfig, widths: list[int],
             # μP, exponent not resolved: the widest proxy's optimum, with its own interval
             value = values[-1]
             lo, hi = intervals[-1] if intervals else (math.nan, math.nan)
-        dist = config.search.space[name]
+        if clip_valid(name, value) != value:      # e.g. a β2 rule extrapolated past 1
+            value = clip_valid(name, value)
+            lo, hi = clip_valid(name, lo), clip_valid(name, hi)
         outside = (isinstance(dist, (LogUniform,)) and not dist.low <= value <= dist.high)
         hp[name] = value
         rows.append({
@@ -292,7 +312,14 @@ def transfer_rules(config: SweepConfig, widths: list[int],
                               f"rule's is {verdict.name}" if flat else "power law in width"),
             "verdict": verdict.name, "reason": verdict.reason, "advice": verdict.advice,
             "outside_searched_range": outside})
-    settings = target_train_settings(config, hp["lr"])
+    settings = target_train_settings(config, hp["lr"], hp.get("weight_decay"))
+    if "weight_decay" in config.search.space and settings["weight_decay"] != hp["weight_decay"]:
+        for r in rows:
+            if r["hyperparameter"] == "weight_decay":
+                r["published_adjustments"] = [a for a in settings["adjustments"]
+                                              if "weight_decay" in a]
+                r["value_after_adjustments"] = settings["weight_decay"]
+        hp["weight_decay"] = settings["weight_decay"]
     if settings["lr"] != hp["lr"]:
         for r in rows:
             if r["hyperparameter"] == "lr":
@@ -300,6 +327,62 @@ def transfer_rules(config: SweepConfig, widths: list[int],
                 r["value_after_adjustments"] = settings["lr"]
         hp["lr"] = settings["lr"]
     return rows, hp, settings
+
+
+def _snap(dist: Any, value: float) -> float:
+    """``value`` moved to the nearest of a choice's listed values (in log space when they
+    are all positive)."""
+    vals = [float(v) for v in dist.values]
+    if all(v > 0 for v in vals) and value > 0:
+        return min(vals, key=lambda v: abs(math.log(v) - math.log(value)))
+    return min(vals, key=lambda v: abs(v - value))
+
+
+def _unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str, Any]],
+                   target_w: int) -> dict[str, Any]:
+    """The rule row of a knob that gets no fitted power law: a ``choice`` (per choice) or a
+    regulariser (not transferred, TP V Table 1). The target takes the widest proxy's optimum
+    (snapped to a listed value for a choice); slope, intercept and formula are None."""
+    per_choice = isinstance(dist, Choice)
+    values = [float(o["optimum"][name]) for o in optima]
+    if per_choice:
+        values = [_snap(dist, v) for v in values]
+    values = [clip_valid(name, v) for v in values]
+    ivs = [o["interval"].get(name) for o in optima]
+    value = values[-1]
+    by_width = ", ".join(f"width {w}: {v:.4g}" for w, v in zip(widths, values))
+    if per_choice:
+        agree = len(set(values)) == 1
+        reason = (f"{name}: a choice, compared per width, not fitted ({by_width}); "
+                  + ("every width chose the same value" if agree else
+                     "the widths chose differently"))
+        advice = None if agree else (f"the best {name} changes with width: the target takes "
+                                     "the widest proxy's; check it at the target size")
+        form = "per choice: the widest proxy's choice"
+        interval = [value, value]
+    else:
+        reason = (f"{name}: regularisation is not transferred across width (Tensor Programs V, "
+                  f"Table 1); no rule is fitted ({by_width})")
+        advice = None
+        form = "not transferred: the widest proxy's optimum"
+        interval = list(ivs[-1]) if ivs[-1] is not None else [math.nan, math.nan]
+    return {"hyperparameter": name, "intercept": None, "slope": None,
+            "slope_interval": None, "residual_scale": None, "widths": widths,
+            "optima": values, "optima_intervals": None if per_choice or any(
+                iv is None for iv in ivs) else [list(iv) for iv in ivs],
+            "optimum_source": "per width, as for every searched hyperparameter",
+            "optimum_rungs": [o.get("milestone") for o in optima],
+            "optimum_horizons": [o.get("optimum_horizon") for o in optima],
+            "optimum_trials": [o.get("n_trials") for o in optima],
+            "optimum_seeds": [o.get("n_seeds") for o in optima],
+            "optimum_methods": [o.get("method") for o in optima],
+            # a choice has no range to widen: only a regulariser's edge reaches the gate
+            "edge_widths": [] if per_choice else [w for w, o in zip(widths, optima)
+                                                  if o["on_edge"].get(name)],
+            "target_width": target_w, "transferred_value": value,
+            "transferred_interval": interval, "formula": None, "transfer_form": form,
+            "verdict": "per_choice" if per_choice else "not_transferred",
+            "reason": reason, "advice": advice, "outside_searched_range": False}
 
 
 def loss_law(config: SweepConfig, widths: list[int], n_params: list[float],

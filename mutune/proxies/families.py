@@ -30,7 +30,7 @@ def _build_gpt(width: int, *, depth: int, vocab: int, seq_len: int, d_head: int,
 
 #: μP MLP classifier on scikit-learn's digits.
 MLP = ModelFamily(name="mlp", spec=MLPModel, build=_build_mlp, data_kinds=("digits",),
-                  hparams=("input_mult", "output_mult", "init_std"))
+                  hparams=("input_mult", "output_mult", "init_std", "dropout"))
 
 #: μP byte/token-level GPT decoder; a batch row is ``seq_len`` tokens.
 GPT = ModelFamily(name="gpt", spec=GPTModel, build=_build_gpt, data_kinds=("text", "tokens"),

@@ -39,15 +39,21 @@ class MuMLP(nn.Module):
         depth: hidden layers of size ``width``, >= 1.
         input_mult, output_mult: μP input / output multipliers (transferable, TP V Table 1).
         init_std: multiplier on the He-normal init of input and hidden weights.
+        dropout: probability of zeroing each hidden activation in training (0: none);
+            regularisation, not transferred across width (TP V Table 1).
     Raises:
-        ProxyError: a count < 1 or a multiplier that is not a finite number > 0.
+        ProxyError: a count < 1, a multiplier that is not a finite number > 0, or a dropout
+            outside [0, 1).
     References:
         Yang et al. 2022, Tensor Programs V, Table 3; mup 1.0.0 ``examples/MLP/main.py``.
     """
 
     def __init__(self, d_in: int, width: int, n_classes: int, *, depth: int = 2,
-                 input_mult: float = 1.0, output_mult: float = 1.0, init_std: float = 1.0):
+                 input_mult: float = 1.0, output_mult: float = 1.0, init_std: float = 1.0,
+                 dropout: float = 0.0):
         super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ProxyError(f"dropout = {dropout}: must be in [0, 1)")
         check_count("d_in", d_in)
         check_count("width", width)
         check_count("n_classes", n_classes)
@@ -60,6 +66,8 @@ class MuMLP(nn.Module):
         self.input = nn.Linear(d_in, width, bias=False)
         self.hidden = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(depth - 1))
         self.readout = mup.MuReadout(width, n_classes, bias=False, output_mult=output_mult)
+        # Identity at 0: the forward pass (and its RNG use) is exactly the dropout-free one
+        self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -78,9 +86,9 @@ class MuMLP(nn.Module):
         """Logits of shape (B, n_classes) for float inputs of shape (B, d_in)."""
         if x.dim() != 2 or x.shape[1] != self.d_in:
             raise ProxyError(f"MuMLP expects input of shape (B, {self.d_in}), got {tuple(x.shape)}")
-        h = torch.relu(self.input(x) * math.sqrt(self.input_mult))
+        h = self.drop(torch.relu(self.input(x) * math.sqrt(self.input_mult)))
         for layer in self.hidden:
-            h = torch.relu(layer(h))
+            h = self.drop(torch.relu(layer(h)))
         return self.readout(h)
 
 

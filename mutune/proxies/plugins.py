@@ -36,8 +36,9 @@ GROUP = "mutune.models"
 #: The entry-point group training-loop plugins register in.
 LOOP_GROUP = "mutune.loops"
 
-#: Model hyperparameters a family's ``build`` may accept (the μP multipliers, TP V Table 1).
-MODEL_HPARAMS = ("input_mult", "output_mult", "attn_mult", "init_std")
+#: Model hyperparameters a family's ``build`` may accept (the μP multipliers, TP V Table 1, and
+#: dropout, which does not transfer across width).
+MODEL_HPARAMS = ("input_mult", "output_mult", "attn_mult", "init_std", "dropout")
 
 
 @dataclass(frozen=True)

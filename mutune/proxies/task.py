@@ -86,6 +86,19 @@ class ProxyTask:
         return dataclasses.replace(self, base_shapes=base_shapes_text(
             self.factory({}), self.model.base_width))
 
+    def for_point(self, hparams: Mapping[str, Any]) -> "ProxyTask":
+        """This task with the training recipe a trial's point sets: every
+        :data:`~mutune.config.spaces.RECIPE_HPARAMS` entry of ``hparams`` replaces the
+        ``train`` field of the same name (β1, β2, ε, weight decay, clipping norm, warmup
+        fraction), so the optimizer, the schedule and the clipping of that trial — proxy or
+        target — use it. Unchanged (the same object) when the point sets none."""
+        from mutune.config.spaces import RECIPE_HPARAMS
+
+        update = {k: float(hparams[k]) for k in RECIPE_HPARAMS if k in hparams}
+        if not update:
+            return self
+        return dataclasses.replace(self, train=self.train.model_copy(update=update))
+
     def _data_shape(self) -> dict[str, int]:
         if isinstance(self.data, ClassificationData):
             return {"d_in": self.data.d_in, "n_classes": self.data.n_classes}

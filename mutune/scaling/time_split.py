@@ -110,7 +110,8 @@ def sweep_waste(trials: Sequence[tuple[str, Mapping[str, float], float]], *,
     Returns:
         :class:`SweepWaste`: ``early_stopped`` = all device-seconds of stopped trials except
         their recovery; ``diverged`` = the same for diverged trials (a non-finite loss, or a
-        target run stopped above twice its best proxy's loss plus three standard errors of the difference); ``failed`` = the same for
+        target run stopped above twice its best proxy's loss, net of noise:
+        :func:`mutune.pipeline.target_stage.divergence_limits`); ``failed`` = the same for
         failed/zombie/stale/cancelled trials;
         ``recovery`` = recovery device-seconds of every trial; ``idle`` = held − Σ trial
         allocated (devices held, no trial on them) plus the ``other`` seconds of completed

@@ -21,6 +21,10 @@ Precedence (the first that applies wins; deterministic):
 4. ``sp_corrected`` — standard parametrization: the exponent is reported as the correction.
 5. ``drifting`` — μP and the interval lies entirely outside [−tolerance, +tolerance].
 6. ``stable`` — μP and the interval lies inside [−tolerance, +tolerance].
+
+Two more name rules that are never fitted (:func:`mutune.pipeline.transfer_stage.transfer_rules`
+sets them): ``per_choice`` — a ``choice`` dimension, compared per width; ``not_transferred`` —
+weight decay or dropout (Tensor Programs V, Table 1: regularisation does not transfer).
 """
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ from mutune.scaling.rules import TransferRule
 __all__ = ["Verdict", "rule_verdict", "VERDICTS"]
 
 VERDICTS = ("too_few_sizes", "fallback", "edge", "noisy", "sp_corrected", "drifting",
-            "stable")
+            "stable", "per_choice", "not_transferred")
 
 
 @dataclass(frozen=True)

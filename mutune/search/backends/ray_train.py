@@ -290,7 +290,8 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
     loop_config = {"task": task, "stop_flag": stop, "point": point, "width": width,
                    "max_t": max_t, "threads": max(int(cpus), 1), "gpus": gpus,
                    "checkpoint_every": int(checkpoint_every), "keep_final": keep_final,
-                   "metric": metric, "diverge_above": {int(k): float(v) for k, v in (diverge_above or {}).items()}}
+                   "metric": metric,
+                   "diverge_above": {int(k): float(v) for k, v in (diverge_above or {}).items()}}
     trainer = TorchTrainer(
         train_worker, train_loop_config=loop_config,
         torch_config=TorchConfig(backend="nccl" if gpus else "gloo"),

@@ -83,7 +83,8 @@ class _Factor:
 
 def make_scheduler(optimizer: Any, train: Any, total: int) -> Any:
     """``LambdaLR`` over ``optimizer`` for the schedule ``train`` configures
-    (``lr_schedule``, ``warmup_steps``, ``min_lr_ratio``, ``decay_fraction``) and a
+    (``lr_schedule``, ``warmup_steps`` — or round(``warmup_fraction`` × ``total``) when that is
+    set — ``min_lr_ratio``, ``decay_fraction``) and a
     ``total``-step run; ``scheduler.step()`` after every optimizer step. A constant schedule
     without warmup returns None (nothing to do).
 
@@ -93,6 +94,9 @@ def make_scheduler(optimizer: Any, train: Any, total: int) -> Any:
     """
     kind = getattr(train, "lr_schedule", "constant")
     warmup = int(getattr(train, "warmup_steps", 0))
+    fraction = getattr(train, "warmup_fraction", None)
+    if fraction is not None:          # of this run's own steps
+        warmup = int(round(float(fraction) * total))
     if kind == "constant" and warmup == 0:
         return None
     import torch

@@ -113,6 +113,7 @@ def run_training(config: dict[str, Any], task: Any, *,
     t0 = time.perf_counter()
     point = config["point"]
     hparams = point["hparams"]
+    task = task.for_point(hparams)      # the point's recipe knobs (betas, eps, clip, …)
     seeds = [int(s) for s in point.get("replicate_seeds") or [point["seed"]]]
     width, max_t = int(config["width"]), int(config["max_t"])
     every = int(config.get("checkpoint_every") or 0)

@@ -218,6 +218,7 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
                           f"this trial asks for {len(seeds)} replicate seeds in lockstep "
                           "(search.replicates or a transfer check's seeds): use 1")
     seed, hparams = seeds[0], point["hparams"]
+    task = task.for_point(hparams)      # the point's recipe knobs (betas, eps, clip, …)
     width, max_t = int(config["width"]), int(config["max_t"])
     every = int(config.get("checkpoint_every") or 0)
     keep_final = bool(config.get("keep_final"))

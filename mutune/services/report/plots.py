@@ -84,10 +84,12 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
             ax.plot(w, y, "o", label="optimum per width")
         tw = report["target"]["width"] if report.get("target") else max(w) * 4
         xs = np.geomspace(min(w), tw, 50)
-        ax.plot(xs, np.exp(rule["intercept"] + rule["slope"] * np.log(xs)), "-", lw=1,
-                label=f"fitted rule, b = {rule['slope']:.3g}")
+        if rule.get("slope") is not None:         # choices and regularisers are not fitted
+            ax.plot(xs, np.exp(rule["intercept"] + rule["slope"] * np.log(xs)), "-", lw=1,
+                    label=f"fitted rule, b = {rule['slope']:.3g}")
         tv = rule.get("transferred_value")
-        if tv is not None and str(rule.get("transfer_form", "")).startswith("flat"):
+        if tv is not None and str(rule.get("transfer_form", "")).startswith(
+                ("flat", "not transferred", "per choice")):
             ax.plot([max(w), tw], [tv, tv], "--", lw=1, label="transferred flat (μP)")
         tiv = rule.get("transferred_interval")
         if tv is not None:
