@@ -60,14 +60,23 @@ class SearchConfig(StrictModel):
     Raises (on validation): a name in ``space`` or ``fixed`` outside :data:`SEARCHABLE` (with
     the closest searchable names), no ``lr`` in ``space``, a name both searched and fixed, or
     a fixed value that is not a finite number > 0, ``mode: max`` for a loss metric
-    (:data:`LOSS_METRICS`)."""
+    (:data:`LOSS_METRICS`).
+
+    ``metric``: the report key trials are ranked by — ``val_loss`` (mutune's own evaluation)
+    or any key a training-loop plugin reports (``train.loop``); ``metric_kind``: ``loss``
+    (lower is better: ``mode: min`` only) or ``score`` (higher is better: ``mode: max``
+    only), inferred as ``loss`` for names ending in ``loss``. The loss law and the target's
+    watch against its proxies run for losses; for a score the report says they were
+    skipped."""
     num_samples: int = Field(default=16, ge=1)
     #: seeds trained per trial in lockstep (same hyperparameters); the trial reports their
     #: mean validation loss, averaging out seed noise without a start-up cost per seed
     replicates: int = Field(default=1, ge=1, le=16)
     space: dict[str, Distribution]
     fixed: dict[str, float] = Field(default_factory=dict)
-    metric: Literal["val_loss"] = "val_loss"
+    metric: str = Field(default="val_loss", pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$",
+                        max_length=100)
+    metric_kind: Literal["loss", "score"] | None = None
     mode: Literal["min", "max"] = "min"
     scheduler: SchedulerConfig = SchedulerConfig()
     searcher: Literal["random", "grid", "tpe"] = "random"
@@ -93,11 +102,31 @@ class SearchConfig(StrictModel):
         for name, dist in self.space.items():
             bounds = getattr(dist, "values", None) or [dist.low, dist.high]
             _in_valid_range(f"space {name}", name, [float(b) for b in bounds])
-        if self.metric in LOSS_METRICS and self.mode != "min":
+        kind = self.metric_kind
+        if kind is None:
+            if not (self.metric in LOSS_METRICS or self.metric.endswith("loss")):
+                raise ValueError(f"search.metric_kind: say whether {self.metric!r} is a "
+                                 "'loss' (lower is better) or a 'score' (higher is better)")
+            kind = "loss"
+        elif kind == "score" and self.metric in LOSS_METRICS:
+            raise ValueError(f"search.metric_kind = 'score' with metric {self.metric!r}: it is "
+                             "a loss (lower is better)")
+        if kind == "loss" and self.mode != "min":
             raise ValueError(f"search.mode = {self.mode!r} with metric {self.metric!r}: it is a "
                              "loss (lower is better), so mode must be 'min'; 'max' would pick "
                              "the worst trials")
+        if kind == "score" and self.mode != "max":
+            raise ValueError(f"search.mode = {self.mode!r} with metric {self.metric!r}: it is a "
+                             "score (higher is better), so mode must be 'max'; 'min' would "
+                             "pick the worst trials (a metric where lower is better is a "
+                             "loss: metric_kind: loss)")
         return self
+
+    @property
+    def kind_of_metric(self) -> str:
+        """``loss`` or ``score``: ``metric_kind``, or ``loss`` when it was inferred from the
+        metric's name (validation refuses any other metric without a kind)."""
+        return self.metric_kind or "loss"
 
 
 def _in_valid_range(what: str, name: str, values: list[float]) -> None:

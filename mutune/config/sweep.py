@@ -102,6 +102,10 @@ class SweepConfig(StrictModel):
             raise ValueError(f"model.vocab ({vocab}) > 65,536 with data.dtype uint16: token "
                              "ids above 65,535 do not fit in 16 bits; write the token files "
                              "as uint32 and set data.dtype: uint32")
+        if self.search.metric != "val_loss" and self.train.loop is None:
+            raise ValueError(f"search.metric = {self.search.metric!r}: mutune's own loop "
+                             "reports val_loss (and val_loss_se, test_loss); any other metric "
+                             "comes from a training-loop plugin (train.loop) that reports it")
         if self.train.loop is not None:
             from mutune.proxies.plugins import load_loop
 

@@ -77,6 +77,10 @@ def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> Pipelin
         target["predicted_val_loss"] = law["predicted_val_loss"]
         target["predicted_val_loss_interval"] = law["predicted_val_loss_interval"]
     target["gate"] = {k: gate.get(k) for k in ("setting", "outcome", "warning")}
+    if run.config.search.kind_of_metric != "loss":
+        target["watch"] = {"skipped": f"the sweep's metric {run.config.search.metric!r} is a "
+                                      "score: the target is watched against its proxies on "
+                                      "losses only"}
     if target.get("watch"):
         run.recorder.law_fitted(run.sweep_id, {"kind": "target_watch", **target["watch"]})
     cost, _ = record_cost(run, {p.width: o for p, o in swept}, trec, extra=designs)

@@ -160,7 +160,7 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                    if r["seq"] > saved_seq), key=lambda x: x[0])
     key_id = {by_id[tid].key: tid for _, tid, _ in late}
     for j in catch_up(core, searcher, [(by_id[tid].key, int(r["step"]),
-                                        float(r["metrics"]["val_loss"]))
+                                        float(r["metrics"][config.search.metric]))
                                        for _, tid, r in late]):
         recorder.scheduler_decided(key_id[j.trial], j.milestone, j.value, j.cutoff,
                                    j.decision.value, next(run.seq))

@@ -25,11 +25,17 @@ def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
     at every evaluation step its seeds share (mode ``min`` only; None when no proxy trial
     of a best configuration reached max_t).
 
+    The curve is of the sweep's loss metric (``search.metric``: ``val_loss`` unless a loop
+    plugin reports another loss; its standard error is the report's ``<metric>_se``); it is
+    kept under the keys ``val_loss``/``val_loss_se`` and named in ``metric``. A score metric
+    gets no watch (None).
+
     Returns:
-        {"width", "config", "seeds", "steps", "val_loss", "val_loss_se"} (losses in nats).
+        {"width", "config", "seeds", "steps", "val_loss", "val_loss_se", "metric"}.
     """
-    if config.search.mode != "min":
+    if config.search.mode != "min" or config.search.kind_of_metric != "loss":
         return None
+    metric = config.search.metric
     max_t = config.search.scheduler.max_t
     best = None
     for p, o in swept:
@@ -45,15 +51,15 @@ def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
     per_step: dict[int, list[tuple[float, float]]] = {}
     for t in trials:
         for r in t.reports:
-            v = r.get("val_loss")
+            v = r.get(metric)
             if v is not None and math.isfinite(v):
                 per_step.setdefault(int(r["step"]), []).append(
-                    (float(v), float(r.get("val_loss_se") or 0.0)))
+                    (float(v), float(r.get(f"{metric}_se") or 0.0)))
     steps = sorted(s for s, vs in per_step.items() if len(vs) == len(trials))
     mean = [sum(v for v, _ in per_step[s]) / len(trials) for s in steps]
     se = [math.sqrt(sum(e * e for _, e in per_step[s])) / len(trials) for s in steps]
     return {"width": p.width, "config": p.best_config, "seeds": len(trials), "steps": steps,
-            "val_loss": mean, "val_loss_se": se}
+            "val_loss": mean, "val_loss_se": se, "metric": metric}
 
 
 def divergence_limits(watch: dict[str, Any] | None) -> dict[int, float] | None:
@@ -100,16 +106,17 @@ def watch_target(watch: dict[str, Any] | None, reports: list[dict[str, Any]],
     """
     if not watch:
         return None
+    metric = watch.get("metric", "val_loss")
     ref = {s: (v, e) for s, v, e in zip(watch["steps"], watch["val_loss"],
                                          watch["val_loss_se"])}
     compared, behind = [], []
     for r in reports:
-        s, v = int(r["step"]), r.get("val_loss")
+        s, v = int(r["step"]), r.get(metric)
         if s not in ref or v is None or not math.isfinite(v):
             continue
         pv, pe = ref[s]
         gap = float(v) - pv
-        se = math.sqrt(float(r.get("val_loss_se") or 0.0) ** 2 + pe ** 2)
+        se = math.sqrt(float(r.get(f"{metric}_se") or 0.0) ** 2 + pe ** 2)
         compared.append(s)
         if gap > 2 * se:
             behind.append({"step": s, "target": float(v), "proxy": pv, "gap": gap,
@@ -138,6 +145,12 @@ def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
     """
     from mutune.pipeline.transfer_stage import loss_law
 
+    if run.config.search.kind_of_metric != "loss":
+        law = {"kind": "loss_vs_params", "target_width": run.config.target.width,
+               "error": f"skipped: the sweep's metric {run.config.search.metric!r} is a score "
+                        "(higher is better); the loss law is fitted on losses only"}
+        run.recorder.law_fitted(run.sweep_id, law)
+        return law
     widths, n_params, losses, rungs = [], [], [], []
     for p, outcome in swept:
         sized = [t for t in outcome.trials if t.reports and "n_params" in t.reports[-1]]
@@ -291,7 +304,9 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
     watched = watch_target(watch, trec.reports, config.target.width)
     if trec.status not in ("completed", "diverged"):
         raise SearchError(f"target run {trec.status}: {trec.reason}")
-    return ({"width": config.target.width, "config": target_hp, "val_loss": val,
+    metric = {"metric": search.metric, "metric_value": last.get(search.metric)} \
+        if search.metric != "val_loss" else {}
+    return ({"width": config.target.width, "config": target_hp, "val_loss": val, **metric,
              "status": trec.status, "reason": trec.reason,
              "val_loss_se": last.get("val_loss_se"), "test_loss": last.get("test_loss"),
              "test_loss_se": last.get("test_loss_se"), "steps": trec.last_step,

@@ -52,6 +52,23 @@ LOOPS = textwrap.dedent('''
                            state={"updates": updates})
 
 
+    def accuracy(ctx):
+        """A score of the loop's own: validation accuracy, ranked with mode max."""
+        x_val = torch.as_tensor(ctx.data.val_x)
+        y_val = torch.as_tensor(ctx.data.val_y)
+        for step in ctx.steps():
+            x, y = ctx.batch(step)
+            F.cross_entropy(ctx.net(x), y).backward()
+            ctx.optimizer.step()
+            ctx.optimizer.zero_grad(set_to_none=True)
+            if ctx.is_eval_step(step):
+                with torch.no_grad():
+                    acc = float((ctx.model(x_val).argmax(1) == y_val).float().mean())
+                val, se = ctx.evaluate("val")
+                ctx.report({"step": step, "val_accuracy": acc, "val_loss": val,
+                            "val_loss_se": se})
+
+
     def skips_a_report(ctx):
         for step in ctx.steps():
             if step == 6:
@@ -99,7 +116,8 @@ def user_loops(tmp_path, monkeypatch):
     dist = site / "user_loops-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: user-loops\nVersion: 1.0\n")
-    names = ["plain", "skips_a_report", "no_metric", "stops_early", "diverges", "swallows"]
+    names = ["plain", "accuracy", "skips_a_report", "no_metric", "stops_early", "diverges",
+             "swallows"]
     (dist / "entry_points.txt").write_text(
         "[mutune.loops]\n" + "".join(f"{n} = user_loops:{n}\n" for n in names)
         + "not_callable = user_loops:SEEN\n")
@@ -138,7 +156,7 @@ def test_loop_plugin_is_found_by_name_and_unknown_names_are_refused(tiny_config,
         parse_config(d)
     msg = str(exc.value)
     assert "train.loop = 'my_loop'" in msg and "no training-loop plugin" in msg
-    assert "installed: diverges, no_metric, not_callable, plain" in msg
+    assert "installed: accuracy, diverges, no_metric, not_callable, plain" in msg
     d["train"]["loop"] = "not_callable"
     with pytest.raises(ConfigError, match="not a function loop"):
         parse_config(d)
@@ -258,3 +276,63 @@ def test_dry_run_times_the_users_own_loop(tiny_config, user_loops):
     m = _warmup(task, 32, {"lr": 0.01}, 4, 1)
     assert m["s_per_step"] > 0 and m["s_per_eval"] > 0 and m["setup_s"] > 0
     assert m["warmup_s"] >= m["setup_s"] + 4 * m["s_per_step"]
+
+
+def test_metric_kinds_are_checked_and_a_loss_metric_needs_no_loop(tiny_config, user_loops):
+    d = tiny_config.model_dump(mode="json")
+    d["search"].update(metric="val_accuracy", mode="max")
+    with pytest.raises(ConfigError, match="search.metric_kind: say whether 'val_accuracy' is"):
+        parse_config(d)
+    d["search"]["metric_kind"] = "score"
+    with pytest.raises(ConfigError, match="mutune's own loop reports val_loss"):
+        parse_config(d)
+    d["train"]["loop"] = "accuracy"
+    assert parse_config(d).search.kind_of_metric == "score"
+    d["search"]["mode"] = "min"
+    with pytest.raises(ConfigError, match="it is a score .* so mode must be 'max'"):
+        parse_config(d)
+    d["search"].update(metric="val_loss", metric_kind="score", mode="max")
+    with pytest.raises(ConfigError, match="metric_kind = 'score' with metric 'val_loss'"):
+        parse_config(d)
+
+
+@pytest.mark.slow
+def test_a_sweep_ranked_by_a_score_the_loop_reports(ray_local, tiny_config, user_loops,
+                                                     tmp_path):
+    """The whole main job on Ray ranked by the loop's val_accuracy (mode max): rungs and
+    optima use it, the loss law and the target's watch say they were skipped, and the
+    report carries the target's accuracy beside its validation loss."""
+    import user_loops as mod
+    from ray import cloudpickle
+
+    import mutune
+
+    # Ray's workers started before this test's sys.path entry: ship the module by value
+    # (an installed plugin package is imported by name, as tests/test_plugins.py runs it)
+    cloudpickle.register_pickle_by_value(mod)
+    try:
+        d = tiny_config.model_dump(mode="json")
+        d["search"].update(metric="val_accuracy", metric_kind="score", mode="max")
+        d["train"]["loop"] = "accuracy"
+        d["transfer"]["confirm_replicates"] = 0
+        result = mutune.run(parse_config(d), db=f"sqlite:///{tmp_path / 'score.db'}",
+                            out_dir=tmp_path / "out",
+                            progress=False)
+    finally:
+        cloudpickle.unregister_pickle_by_value(mod)
+    rep = result.report
+    assert rep["status"] == "completed"
+    from mutune.services.store import Store
+
+    with Store.open(f"sqlite:///{tmp_path / 'score.db'}") as store:
+        trials = store.sweep_rows(result.sweep_id)["trials"]
+    for p in rep["proxies"]:     # each width's best is the highest accuracy at its rung
+        at_rung = [r["metrics"]["val_accuracy"] for t in trials if t["kind"] == "proxy"
+                   and t["width"] == p["width"] for r in t["reports"]
+                   if r["step"] == p["chosen_rung"]]
+        assert len(at_rung) >= 3 and p["best_val_loss"] == pytest.approx(max(at_rung))
+    tg = rep["target"]
+    assert tg["metric"] == "val_accuracy" and 0.5 < tg["metric_value"] <= 1.0
+    assert math.isfinite(tg["val_loss"])
+    assert "is a score" in tg["watch"]["skipped"]
+    assert "skipped" in tg["predicted_val_loss_error"]

@@ -73,6 +73,9 @@ class LoopContext:
             group's own starting lr) or None for ``constant`` without warmup; step it once per
             update if the loop uses it.
         hparams: the trial's hyperparameters {name: value} (the searched point).
+        data: the loaded dataset (:class:`~mutune.proxies.data.ClassificationData` with
+            ``train_x``/``train_y``/``val_x``/``val_y``…, or a text/token dataset), for metrics
+            of the loop's own (an accuracy, a perplexity).
         width: hidden width; ``max_t``: the run's last step; ``eval_every``: steps between
             evaluations; ``start_step``: the step a resumed run continues after (0: fresh);
             ``seed``: the trial's seed; ``device``: the ``torch.device`` trained on.
@@ -88,6 +91,7 @@ class LoopContext:
         self.hparams, self.width, self.max_t = dict(hparams), int(width), int(max_t)
         self.eval_every, self.start_step, self.seed = int(eval_every), int(start_step), seed
         self.device = device
+        self.data = task.data
         self._task, self._parallel, self._compute = task, parallel, compute
         self._on_report, self._stop_check, self._on_stop = on_report, stop_check, on_stop
         self._restored = restored

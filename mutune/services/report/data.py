@@ -121,6 +121,11 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         for key in ("val_loss_se", "test_loss", "test_loss_se"):
             if last.get(key) is not None:
                 target[key] = _f(last[key])
+        metric = (((rows.get("sweep") or {}).get("config") or {}).get("search") or {}).get(
+            "metric", "val_loss")
+        if metric != "val_loss":            # a loop plugin's own metric, beside val_loss
+            target["metric"] = metric
+            target["metric_value"] = _f(last.get(metric))
         watch = _law(rows, "target_watch")
         if watch is not None:
             target["watch"] = {k: v for k, v in watch.items() if k != "kind"}

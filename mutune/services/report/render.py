@@ -100,9 +100,16 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                 if tg.get("test_loss") is not None else "")
         console.print(f"Target run: width {tg['width']}, {cfg}: final val loss "
                       f"{fmt_num(tg['val_loss'])}{se} nats{test} ({tg['status']})")
+        if tg.get("metric"):
+            console.print(f"  {tg['metric']} (the sweep's metric): "
+                          f"{fmt_num(tg.get('metric_value'))}", highlight=False)
         note = (tg.get("watch") or {}).get("note")
         if note:
             console.print(f"  [yellow]warning:[/] {escape(note)}", highlight=False)
+        skipped = (tg.get("watch") or {}).get("skipped")
+        if skipped:
+            console.print(f"  target-vs-proxy check skipped: {escape(skipped)}",
+                          highlight=False)
         law = report.get("loss_law") or {}
         if tg.get("predicted_val_loss") is not None:
             form = law.get("form", "")
