@@ -270,10 +270,10 @@ def test_user_loop_refuses_lockstep_replicates(tiny_config, user_loops):
 
 
 def test_dry_run_times_the_users_own_loop(tiny_config, user_loops):
-    from mutune.pipeline.dry_run import _warmup
+    from mutune.pipeline.warmup import warmup
 
     task = _task(tiny_config, "plain")
-    m = _warmup(task, 32, {"lr": 0.01}, 4, 1)
+    m = warmup(task, 32, {"lr": 0.01}, 4, 1)
     assert m["s_per_step"] > 0 and m["s_per_eval"] > 0 and m["setup_s"] > 0
     assert m["warmup_s"] >= m["setup_s"] + 4 * m["s_per_step"]
 

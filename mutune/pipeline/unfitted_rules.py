@@ -1,0 +1,68 @@
+"""Rule rows for searched knobs that get no fitted power law (docs/transfer.md §8): a
+``choice`` dimension, compared per width, and a regulariser (weight decay, dropout), which
+Tensor Programs V (Table 1) does not transfer across width."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from mutune.config import Choice
+from mutune.config.spaces import clip_valid
+
+__all__ = ["unfitted_rule"]
+
+
+def _snap(dist: Any, value: float) -> float:
+    """``value`` moved to the nearest of a choice's listed values (in log space when they
+    are all positive)."""
+    vals = [float(v) for v in dist.values]
+    if all(v > 0 for v in vals) and value > 0:
+        return min(vals, key=lambda v: abs(math.log(v) - math.log(value)))
+    return min(vals, key=lambda v: abs(v - value))
+
+
+def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str, Any]],
+                   target_w: int) -> dict[str, Any]:
+    """The rule row of a knob that gets no fitted power law: a ``choice`` (per choice) or a
+    regulariser (not transferred, TP V Table 1). The target takes the widest proxy's optimum
+    (snapped to a listed value for a choice); slope, intercept and formula are None."""
+    per_choice = isinstance(dist, Choice)
+    values = [float(o["optimum"][name]) for o in optima]
+    if per_choice:
+        values = [_snap(dist, v) for v in values]
+    values = [clip_valid(name, v) for v in values]
+    ivs = [o["interval"].get(name) for o in optima]
+    value = values[-1]
+    by_width = ", ".join(f"width {w}: {v:.4g}" for w, v in zip(widths, values))
+    if per_choice:
+        agree = len(set(values)) == 1
+        reason = (f"{name}: a choice, compared per width, not fitted ({by_width}); "
+                  + ("every width chose the same value" if agree else
+                     "the widths chose differently"))
+        advice = None if agree else (f"the best {name} changes with width: the target takes "
+                                     "the widest proxy's; check it at the target size")
+        form = "per choice: the widest proxy's choice"
+        interval = [value, value]
+    else:
+        reason = (f"{name}: regularisation is not transferred across width (Tensor Programs V, "
+                  f"Table 1); no rule is fitted ({by_width})")
+        advice = None
+        form = "not transferred: the widest proxy's optimum"
+        interval = list(ivs[-1]) if ivs[-1] is not None else [math.nan, math.nan]
+    return {"hyperparameter": name, "intercept": None, "slope": None,
+            "slope_interval": None, "residual_scale": None, "widths": widths,
+            "optima": values, "optima_intervals": None if per_choice or any(
+                iv is None for iv in ivs) else [list(iv) for iv in ivs],
+            "optimum_source": "per width, as for every searched hyperparameter",
+            "optimum_rungs": [o.get("milestone") for o in optima],
+            "optimum_horizons": [o.get("optimum_horizon") for o in optima],
+            "optimum_trials": [o.get("n_trials") for o in optima],
+            "optimum_seeds": [o.get("n_seeds") for o in optima],
+            "optimum_methods": [o.get("method") for o in optima],
+            # a choice has no range to widen: only a regulariser's edge reaches the gate
+            "edge_widths": [] if per_choice else [w for w, o in zip(widths, optima)
+                                                  if o["on_edge"].get(name)],
+            "target_width": target_w, "transferred_value": value,
+            "transferred_interval": interval, "formula": None, "transfer_form": form,
+            "verdict": "per_choice" if per_choice else "not_transferred",
+            "reason": reason, "advice": advice, "outside_searched_range": False}
