@@ -58,6 +58,34 @@ def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
     return request.getfixturevalue("postgres_url")
 
 
+@pytest.fixture
+def one_store_url(tmp_path) -> Iterator[str]:
+    """One database for an end-to-end test too slow to run on both (a minute each): a fresh
+    PostgreSQL database when the server answers or is required (CI), else a SQLite file;
+    the database layer itself is tested on both (``store_url``)."""
+    try:
+        import psycopg
+
+        psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3).close()
+        reachable = True
+    except Exception:  # noqa: BLE001 - any failure to connect means: not here
+        reachable = False
+    if not reachable and os.environ.get("MUTUNE_REQUIRE_POSTGRES") != "1":
+        yield f"sqlite:///{tmp_path / 'db' / 'mutune.db'}"
+        return
+    from sqlalchemy.engine import make_url
+
+    admin = _postgres_admin()
+    name = f"mutune_test_{secrets.token_hex(6)}"
+    try:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        yield make_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(
+            hide_password=False)
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
 @pytest.fixture(scope="session")
 def ray_local() -> Iterator[None]:
     """A real local Ray cluster for the whole session: 2 CPUs, no dashboard."""

@@ -22,7 +22,8 @@ REQUIRED = {
 }
 
 
-def test_main_job_end_to_end(ray_local, tiny_config, store_url, tmp_path):
+def test_main_job_end_to_end(ray_local, tiny_config, one_store_url, tmp_path):
+    store_url = one_store_url
     # three widths and 8 samples: enough trials at the first rung for the quadratic optimum,
     # enough sizes for rule intervals and the loss law
     d = tiny_config.model_dump(mode="json")
@@ -187,8 +188,11 @@ def test_rerun_at_concurrency_one_reproduces_reports(ray_local, tiny_config, tmp
     from mutune.services.api import rerun
     from mutune.services.store import Store
 
+    # no confirmation designs (fixed points, trained like any trial): the searcher's and the
+    # scheduler's decisions are what concurrency 1 must reproduce
     cfg = tiny_config.model_copy(update={
-        "ray": tiny_config.ray.model_copy(update={"max_concurrent_trials": 1})})
+        "ray": tiny_config.ray.model_copy(update={"max_concurrent_trials": 1}),
+        "transfer": tiny_config.transfer.model_copy(update={"confirm_replicates": 0})})
     url = f"sqlite:///{tmp_path / 'r.db'}"
     first = mutune.run(cfg, db=url, out_dir=tmp_path / "a", progress=False)
     second, warnings = rerun(first.sweep_id, db=url, out_dir=tmp_path / "b", progress=False)

@@ -341,6 +341,9 @@ def test_sigkill_of_mutune_run_during_its_target_then_mutune_resume(ray_local, t
     d["ray"].update(address=ray.get_runtime_context().gcs_address, heartbeat_s=0.2,
                     lease_s=0.8)
     d["target"].update(checkpoint_every=6, num_workers=2, steps=60)
+    # no confirmation designs: the target is what this test kills (designs are resumed in
+    # test_resume_during_the_confirmation_design_keeps_what_it_had_trained)
+    d["transfer"]["confirm_replicates"] = 0
     cfg_path = tmp_path / "sweep.yaml"
     cfg_path.write_text(yaml.safe_dump(d))
     db_file = tmp_path / "k.db"
