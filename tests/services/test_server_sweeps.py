@@ -116,7 +116,8 @@ def test_sigkill_mid_sweep_then_restart_resumes_with_no_lost_or_duplicated_rows(
             rows = _snapshot(db, sweep.id)
             second = [p["id"] for p in rows["proxy_sweeps"] if p["width"] == 32]
             return second and any(t["status"] == "running" and t["proxy_sweep_id"] in second
-                                  and t["kind"] == "proxy" and max((r["step"] for r in t["reports"]), default=0) >= 6
+                                  and t["kind"] == "proxy"
+                                  and max((r["step"] for r in t["reports"]), default=0) >= 6
                                   for t in rows["trials"])
         _until(checkpointed_trial_of_the_second_width_running, 300,
                "a trial of the second width to run past its first checkpoint", poll=0.2)
