@@ -336,3 +336,45 @@ def test_a_sweep_ranked_by_a_score_the_loop_reports(ray_local, tiny_config, user
     assert math.isfinite(tg["val_loss"])
     assert "is a score" in tg["watch"]["skipped"]
     assert "skipped" in tg["predicted_val_loss_error"]
+
+
+def _ddp_worker(rank: int, world: int, init: str, task, config, out: str) -> None:
+    """One data-parallel worker of the user loop (gloo on CPU), as Ray Train's run it."""
+    import json
+
+    import torch.distributed as dist
+
+    from mutune.search.backends.ray_train import DataParallel
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        reports = []
+        status = run_training(config, task, report=lambda m, f: reports.append(m),
+                              parallel=DataParallel(rank, world))
+        with open(f"{out}.{rank}", "w") as fh:
+            json.dump({"status": status, "val": [r["val_loss"] for r in reports],
+                       "updates": [r["updates"] for r in reports]}, fh)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_user_loop_on_two_ddp_workers_ends_where_one_process_does(tiny_config, user_loops,
+                                                                   tmp_path):
+    """The same loop on 2 gloo workers, each stepping on its half of every batch through the
+    DDP wrapper (``ctx.net``) with gradients averaged, ends where one process on the whole
+    batch does, and every worker reports the leading worker's evaluation."""
+    import json
+
+    import torch.multiprocessing as mp
+
+    task = _task(tiny_config, "plain")
+    cfg = _config(max_t=9)
+    _, alone = _run(task, cfg)
+    out = str(tmp_path / "ddp")
+    mp.start_processes(_ddp_worker, args=(2, f"file://{tmp_path / 'rdzv'}", task, cfg, out),
+                       nprocs=2, join=True, start_method="spawn")
+    got = [json.loads(open(f"{out}.{r}").read()) for r in (0, 1)]
+    assert got[0] == got[1] and got[0]["status"] == "completed"
+    assert got[0]["updates"] == [3, 6, 9]
+    expect = [r["val_loss"] for r in alone]
+    assert got[0]["val"] == pytest.approx(expect, rel=1e-4)
