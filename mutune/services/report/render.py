@@ -204,9 +204,11 @@ def _gate(console: Any, report: dict[str, Any]) -> None:
                     + (f", {a['added_seeds_at_center']} at the centre"
                        if a.get("added_seeds_at_center") else ""))
                 for a in r["actions"])
-            console.print(f"  round {r['round']}: {r['problems']} → {acts}; "
+            problems = ", ".join(f"{n} {v}" for n, v in sorted((r["problems"] or {}).items()))
+            now = ", ".join(f"{n} {v}" for n, v in sorted((r["verdicts"] or {}).items()))
+            console.print(f"  round {r['round']}: {problems} → {acts}; "
                           f"{r['trials']} trials, {fmt_num(r['gpu_hours'], '.6f')} GPU-h; "
-                          f"now {r['verdicts']}", highlight=False)
+                          f"now {now}", highlight=False)
         if g.get("warning"):
             console.print(f"  [yellow]warning:[/] {escape(g['warning'])}", highlight=False)
         if g.get("reason"):
