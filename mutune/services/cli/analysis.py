@@ -6,6 +6,7 @@ other settings, using it elsewhere, and the μP pre-flight checks.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -92,7 +93,8 @@ def export(sweep_id: int = typer.Argument(..., help="Sweep id in the results dat
                 dest = export_model(store.sweep_rows(sweep_id), model)
         except MutuneError as err:
             fail(err)
-        typer.echo(f"wrote {dest} (load it: python {dest / 'load_model.py'})")
+        typer.echo(f"wrote {dest} (load it with the Python mutune is installed in: "
+                   f"{sys.executable} {dest / 'load_model.py'})")
         return
     if hparams and width is None:
         fail(ValueError("--hparams needs --width N (the target width)"))
