@@ -94,6 +94,7 @@ def test_the_trained_target_is_kept_exported_and_reloads_bit_for_bit(tiny_run, t
     report = json.loads(result.report_path.read_text())
     kept = Path(report["target"]["model_dir"])
     assert kept.is_dir() and kept.parent == result.report_path.parent
+    assert kept.name == f"target_model-sweep{result.sweep_id}"     # one folder per sweep
     with Store.open(url) as store:
         rows = store.sweep_rows(result.sweep_id)
     assert rows["target"]["model_dir"] == str(kept)
@@ -122,6 +123,21 @@ def test_the_trained_target_is_kept_exported_and_reloads_bit_for_bit(tiny_run, t
     again = CliRunner().invoke(app, ["export", str(result.sweep_id), "--db", url, "--model",
                                      str(dest)], env=ENV)
     assert again.exit_code == 2 and "not empty" in again.output
+    # a folder that holds another sweep's model (an older layout, one folder per --out) is
+    # refused, never exported under this sweep's name
+    import shutil
+
+    from mutune.errors import StoreError
+    from mutune.services.export.model import export_model
+
+    other = tmp_path / "other_model"
+    shutil.copytree(kept, other)
+    meta = json.loads((other / "model.json").read_text())
+    (other / "model.json").write_text(json.dumps({**meta, "sweep_id": result.sweep_id + 1}))
+    moved = {**rows, "target": {**rows["target"], "model_dir": str(other)}}
+    with pytest.raises(StoreError, match=f"now holds sweep {result.sweep_id + 1}'s model"):
+        export_model(moved, tmp_path / "never")
+    assert not (tmp_path / "never").exists()
 
 
 def test_dry_run_figures_match_a_real_run_in_order_of_magnitude(tiny_run, tmp_path):

@@ -2,7 +2,8 @@
 
 The target run checkpoints its trained model at its last step (``keep_final`` of
 :func:`mutune.search.trial.trainable.train_trial`); :func:`keep_target_model` turns that
-checkpoint into ``<out_dir>/target_model/``:
+checkpoint into ``<out_dir>/target_model-sweep<ID>/`` (one folder per sweep: a later sweep
+written into the same ``--out`` folder keeps its own model and never replaces another's):
 
 * ``model.pt`` — ``{"model": state_dict, "optimizer": state_dict, "step": int}`` (torch);
 * ``base_shapes.bsh`` — the μP base shapes every proxy and the target were built with;
@@ -25,17 +26,24 @@ from typing import Any
 
 from mutune.errors import SearchError
 
-__all__ = ["MODEL_DIR", "MODEL_FILE", "META_FILE", "keep_target_model", "load_target_model"]
+__all__ = ["MODEL_DIR", "MODEL_FILE", "META_FILE", "model_dir_name", "keep_target_model",
+           "load_target_model"]
 
-MODEL_DIR = "target_model"
+MODEL_DIR = "target_model"      # + "-sweep<ID>": :func:`model_dir_name`
 MODEL_FILE = "model.pt"
 META_FILE = "model.json"
 
 
+def model_dir_name(sweep_id: int) -> str:
+    """The kept model's folder name for sweep ``sweep_id``: ``target_model-sweep<ID>``."""
+    return f"{MODEL_DIR}-sweep{int(sweep_id)}"
+
+
 def keep_target_model(run: Any, trec: Any, target_hp: dict[str, float], *,
                       seed: int, provenance: dict[str, Any] | None = None) -> Path:
-    """Write the target's trained model into ``run.out_dir / "target_model"`` (replacing a
-    folder of that name atomically: the new one is complete before it takes the name).
+    """Write the target's trained model into ``run.out_dir / model_dir_name(sweep_id)``
+    (replacing that sweep's folder atomically — a resumed sweep keeps its model again — the new
+    one complete before it takes the name).
 
     Args:
         run: the :class:`~mutune.pipeline.sweep.SweepRun`.
@@ -66,7 +74,7 @@ def keep_target_model(run: Any, trec: Any, target_hp: dict[str, float], *,
             "seed": int(seed), "step": steps, "val_loss": last.get("val_loss"),
             "test_loss": last.get("test_loss"), "config": run.config.model_dump(mode="json"),
             "provenance": provenance}
-    out = (run.out_dir / MODEL_DIR).resolve()
+    out = (run.out_dir / model_dir_name(run.sweep_id)).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".target_model-", dir=out.parent))
     try:
@@ -89,7 +97,8 @@ def load_target_model(folder: str | os.PathLike[str], *, optimizer: bool = False
     """Rebuild a kept target model from its folder.
 
     Args:
-        folder: a ``target_model`` folder (or a copy written by ``mutune export --model``).
+        folder: a ``target_model-sweep<ID>`` folder (or a copy written by
+            ``mutune export --model``).
         optimizer: also rebuild its μP optimizer at the trained learning rate, with the
             saved state (to train further).
         data: the task's data (:func:`mutune.proxies.task.load_task_data`); default: loaded

@@ -8,6 +8,7 @@ it on the sweep's validation split (or continues training it with its μP optimi
 """
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,12 @@ def export_model(rows: dict[str, Any], dest: str | Path) -> Path:
     if not (src / MODEL_FILE).is_file() or not (src / META_FILE).is_file():
         raise StoreError(f"sweep {sweep_id}: the kept model folder {str(src)!r} is missing "
                          f"or incomplete (needs {MODEL_FILE} and {META_FILE})")
+    meta = json.loads((src / META_FILE).read_text(encoding="utf-8"))
+    if int(meta.get("sweep_id", -1)) != int(sweep_id):
+        raise StoreError(f"sweep {sweep_id}: the kept model folder {str(src)!r} now holds "
+                         f"sweep {meta.get('sweep_id')}'s model (a later sweep was written "
+                         "into the same --out folder before models were kept per sweep); "
+                         "this sweep's trained model is gone — rerun it to train it again")
     out = Path(dest).resolve()
     if out.exists() and any(out.iterdir()):
         raise StoreError(f"--model {str(out)!r} exists and is not empty")
