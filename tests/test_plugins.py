@@ -213,18 +213,25 @@ def test_user_plugin_sweep_on_ray_records_its_output(user_plugin, tmp_path):
     assert "plain_mlp build width=32" in target["stdout"]
 
 
+def _install_example(example: Path, dist: str, tmp_path: Path) -> Path:
+    """Build the example package into a wheel and install it (pip, no deps, no network)
+    into an empty folder; returns the folder, for PYTHONPATH."""
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", str(example),
+                    "-w", str(tmp_path / "wheels")], check=True, cwd=tmp_path, timeout=300)
+    (wheel,) = (tmp_path / "wheels").glob(f"{dist}-*.whl")
+    site = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+                   check=True, timeout=300)
+    return site
+
+
 @pytest.mark.slow
 def test_example_package_installs_and_runs_end_to_end(tmp_path):
     """examples/tiny_cnn built into a wheel, installed into an empty target folder (pip, no
     network), found through its entry point, and run with ``mutune run``."""
     example = ROOT / "examples" / "tiny_cnn"
-    pip = [sys.executable, "-m", "pip"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", str(example),
-                    "-w", str(tmp_path / "wheels")], check=True, cwd=tmp_path, timeout=300)
-    (wheel,) = (tmp_path / "wheels").glob("mutune_tiny_cnn-*.whl")
-    site = tmp_path / "site"
-    subprocess.run([*pip, "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
-                   check=True, timeout=300)
+    site = _install_example(example, "mutune_tiny_cnn", tmp_path)
     url = f"sqlite:///{tmp_path / 'cnn.db'}"
     res = _run_cli(["run", str(example / "tiny.yaml"), "--db", url, "--out",
                     str(tmp_path / "out")], [site, ROOT], tmp_path)
@@ -318,13 +325,7 @@ def test_example_loop_package_trains_proxies_and_target_under_ray(tmp_path):
     from mutune.services.store import Store
 
     example = ROOT / "examples" / "gpt_loop"
-    pip = [sys.executable, "-m", "pip"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", str(example),
-                    "-w", str(tmp_path / "wheels")], check=True, cwd=tmp_path, timeout=300)
-    (wheel,) = (tmp_path / "wheels").glob("mutune_gpt_loop-*.whl")
-    site = tmp_path / "site"
-    subprocess.run([*pip, "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
-                   check=True, timeout=300)
+    site = _install_example(example, "mutune_gpt_loop", tmp_path)
     d = yaml.safe_load((example / "gpt_loop.yaml").read_text())
     d["target"]["width"] = 128
     d["search"]["num_samples"] = 3

@@ -96,6 +96,21 @@ def installed_families() -> dict[str, importlib.metadata.EntryPoint]:
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=GROUP)}
 
 
+def _load(found: dict[str, importlib.metadata.EntryPoint], name: str, field: str,
+          kind: str, group: str) -> Any:
+    """The object entry point ``name`` names, with the refusals both plugin kinds share: an
+    unknown name (listing the installed ones) and a plugin that fails to import."""
+    if name not in found:
+        names = ", ".join(sorted(found)) or "none"
+        raise ConfigError(f"{field} = {name!r}: no {kind} plugin of that name is installed "
+                          f"here (entry-point group {group!r}); installed: {names}")
+    try:
+        return found[name].load()
+    except Exception as exc:  # a broken plugin must not look like a mutune bug
+        raise ConfigError(f"{field} = {name!r}: loading plugin {found[name].value!r} "
+                          f"failed: {type(exc).__name__}: {exc}") from exc
+
+
 def load_family(name: str) -> ModelFamily:
     """Load the model plugin registered as ``name`` in group ``mutune.models``.
 
@@ -104,15 +119,7 @@ def load_family(name: str) -> ModelFamily:
             import, or it is not a :class:`ModelFamily` whose ``name`` matches.
     """
     found = installed_families()
-    if name not in found:
-        names = ", ".join(sorted(found)) or "none"
-        raise ConfigError(f"model.family = {name!r}: no model plugin of that name is "
-                          f"installed here (entry-point group {GROUP!r}); installed: {names}")
-    try:
-        family = found[name].load()
-    except Exception as exc:  # a broken plugin must not look like a mutune bug
-        raise ConfigError(f"model.family = {name!r}: loading plugin {found[name].value!r} "
-                          f"failed: {type(exc).__name__}: {exc}") from exc
+    family = _load(found, name, "model.family", "model", GROUP)
     if not isinstance(family, ModelFamily) or family.name != name:
         raise ConfigError(f"model.family = {name!r}: entry point {found[name].value!r} is "
                           f"not a mutune.proxies.plugins.ModelFamily named {name!r}")
@@ -137,16 +144,7 @@ def load_loop(name: str) -> Callable[..., Any]:
             import, or what it names is not callable.
     """
     found = installed_loops()
-    if name not in found:
-        names = ", ".join(sorted(found)) or "none"
-        raise ConfigError(f"train.loop = {name!r}: no training-loop plugin of that name is "
-                          f"installed here (entry-point group {LOOP_GROUP!r}); installed: "
-                          f"{names}")
-    try:
-        loop = found[name].load()
-    except Exception as exc:  # a broken plugin must not look like a mutune bug
-        raise ConfigError(f"train.loop = {name!r}: loading plugin {found[name].value!r} "
-                          f"failed: {type(exc).__name__}: {exc}") from exc
+    loop = _load(found, name, "train.loop", "training-loop", LOOP_GROUP)
     if not callable(loop):
         raise ConfigError(f"train.loop = {name!r}: entry point {found[name].value!r} is a "
                           f"{type(loop).__name__}, not a function loop(ctx)")
