@@ -108,8 +108,6 @@ class LoopContext:
                 self._on_stop(step - 1)
             self.last_step = step
             yield step
-        if self.max_t > self.start_step and self._stop_check():
-            self._on_stop(self.max_t)
 
     def is_eval_step(self, step: int) -> bool:
         """Whether ``step`` must be reported: a multiple of ``eval_every``, or ``max_t``."""
@@ -352,7 +350,9 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
     from mutune.search.trial.preemption import Preemption
 
     with Preemption() as preempt:
-        stop_check = (lambda: bool(preempt.requested or parallel.any(preempt.requested)[0])) \
+        # under DDP every worker joins the all-reduce at every step (never short-circuited:
+        # a worker that skipped it would leave the others waiting in the collective)
+        stop_check = (lambda: parallel.any(preempt.requested)[0]) \
             if parallel is not None else (lambda: preempt.requested)
         ctx = LoopContext(model=model, net=net, optimizer=opt, scheduler=sched,
                           hparams=hparams, width=width, max_t=max_t, eval_every=eval_every,
