@@ -155,7 +155,8 @@ def test_misspelt_hyperparameter_suggests_the_searchable_one(quick, section, nam
     assert err["field"] == "search"
     assert err["rule"] == (f"unknown hyperparameter {name!r}; searchable: lr, output_mult, "
                            "input_mult, attn_mult, init_std, dropout, beta1, beta2, eps, "
-                           f"weight_decay, grad_clip, warmup_fraction; did you mean {meant!r}?")
+                           f"weight_decay, grad_clip, warmup_fraction, lr_schedule; did you mean "
+                           f"{meant!r}?")
     assert err["rule"] in str(exc.value)
 
 

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 import mutune
+from mutune.config import parse_config
 from mutune.services.cli import app
 
 pytestmark = pytest.mark.slow
@@ -189,10 +190,13 @@ def test_rerun_at_concurrency_one_reproduces_reports(ray_local, tiny_config, tmp
     from mutune.services.store import Store
 
     # no confirmation designs (fixed points, trained like any trial): the searcher's and the
-    # scheduler's decisions are what concurrency 1 must reproduce
-    cfg = tiny_config.model_copy(update={
-        "ray": tiny_config.ray.model_copy(update={"max_concurrent_trials": 1}),
-        "transfer": tiny_config.transfer.model_copy(update={"confirm_replicates": 0})})
+    # scheduler's decisions are what concurrency 1 must reproduce. The schedule is searched
+    # as a categorical knob (names through Ray, the database, the rerun and the rules)
+    d = tiny_config.model_dump(mode="json")
+    d["ray"]["max_concurrent_trials"] = 1
+    d["transfer"]["confirm_replicates"] = 0
+    d["search"]["space"]["lr_schedule"] = {"type": "choice", "values": ["constant", "cosine"]}
+    cfg = parse_config(d)
     url = f"sqlite:///{tmp_path / 'r.db'}"
     first = mutune.run(cfg, db=url, out_dir=tmp_path / "a", progress=False)
     second, warnings = rerun(first.sweep_id, db=url, out_dir=tmp_path / "b", progress=False)
@@ -208,6 +212,10 @@ def test_rerun_at_concurrency_one_reproduces_reports(ray_local, tiny_config, tmp
 
     assert curves(first.sweep_id) == curves(second.sweep_id)
     assert second.report["rules"] == first.report["rules"]
+    rule = {r["hyperparameter"]: r for r in first.report["rules"]}["lr_schedule"]
+    assert rule["verdict"] == "per_choice" and rule["transferred_value"] in ("constant", "cosine")
+    assert all(isinstance(v, str) for v in rule["optima"])
+    assert first.report["target"]["config"]["lr_schedule"] == rule["transferred_value"]
 
 
 def test_provenance_differences_are_named():

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from mutune.config.base import StrictModel
-from mutune.config.spaces import SEARCHABLE, VALID_RANGES, Distribution
+from mutune.config.spaces import CATEGORICAL, SEARCHABLE, VALID_RANGES, Distribution
 from mutune.config.suggest import did_you_mean
 
 __all__ = ["SchedulerConfig", "SearchConfig", "TrainConfig", "TargetConfig", "TransferConfig",
@@ -59,7 +59,9 @@ class SearchConfig(StrictModel):
 
     Raises (on validation): a name in ``space`` or ``fixed`` outside :data:`SEARCHABLE` (with
     the closest searchable names), no ``lr`` in ``space``, a name both searched and fixed, or
-    a fixed value that is not a finite number > 0, ``mode: max`` for a loss metric
+    a fixed value that is not a finite number > 0, a categorical knob
+    (:data:`~mutune.config.spaces.CATEGORICAL`) searched other than as a choice among its
+    names, names in another knob's choice, ``mode: max`` for a loss metric
     (:data:`LOSS_METRICS`).
 
     ``metric``: the report key trials are ranked by — ``val_loss`` (mutune's own evaluation)
@@ -99,7 +101,14 @@ class SearchConfig(StrictModel):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"fixed {name} = {value} must be a finite number > 0")
             _in_valid_range(f"fixed {name}", name, [value])
+        for name in self.fixed:
+            if name in CATEGORICAL:
+                raise ValueError(f"fixed {name}: a name, not a number; set train.{name} "
+                                 "instead (or search it as a choice)")
         for name, dist in self.space.items():
+            _categorical_ok(name, dist)
+            if getattr(dist, "categorical", False):
+                continue
             bounds = getattr(dist, "values", None) or [dist.low, dist.high]
             _in_valid_range(f"space {name}", name, [float(b) for b in bounds])
         kind = self.metric_kind
@@ -127,6 +136,28 @@ class SearchConfig(StrictModel):
         """``loss`` or ``score``: ``metric_kind``, or ``loss`` when it was inferred from the
         metric's name (validation refuses any other metric without a kind)."""
         return self.metric_kind or "loss"
+
+
+def _categorical_ok(name: str, dist: object) -> None:
+    """Raises ValueError unless a :data:`CATEGORICAL` knob is a choice among its own names and
+    every other knob's choice holds numbers."""
+    names = getattr(dist, "values", None)
+    is_names = bool(names) and isinstance(names[0], str)
+    if name in CATEGORICAL:
+        allowed = CATEGORICAL[name]
+        if not is_names:
+            raise ValueError(f"space {name}: a name, searched as a choice among "
+                             f"{', '.join(allowed)} (e.g. {{type: choice, values: "
+                             f"[{allowed[1]}, {allowed[-1]}]}}), not as "
+                             f"{getattr(dist, 'type', dist)!r}")
+        bad = [v for v in names if v not in allowed]
+        if bad:
+            raise ValueError(f"space {name}: {bad[0]!r} is not one of {', '.join(allowed)}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"space {name}: {names} lists a value twice")
+    elif is_names:
+        raise ValueError(f"space {name}: choice values must be numbers, got {names[0]!r} "
+                         f"(only {', '.join(CATEGORICAL)} take names)")
 
 
 def _in_valid_range(what: str, name: str, values: list[float]) -> None:

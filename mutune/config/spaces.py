@@ -8,21 +8,30 @@ from pydantic import Field, model_validator
 
 from mutune.config.base import StrictModel
 
-__all__ = ["SEARCHABLE", "RECIPE_HPARAMS", "NOT_TRANSFERRED", "VALID_RANGES", "clip_valid",
-           "LogUniform", "Uniform", "Choice", "Distribution"]
+__all__ = ["SEARCHABLE", "RECIPE_HPARAMS", "NOT_TRANSFERRED", "VALID_RANGES", "CATEGORICAL",
+           "clip_valid", "is_categorical", "as_value", "fmt_value", "LogUniform", "Uniform", "Choice", "Distribution"]
 
 #: Hyperparameters a search space may name: the learning rate; the μP multipliers
 #: (input/embedding, output/readout, attention logit, init std scale) and ``dropout``, which a
 #: model family takes when it declares them; and the training recipe's knobs
 #: (:data:`RECIPE_HPARAMS`), which override ``train.*`` per trial.
 SEARCHABLE = ("lr", "output_mult", "input_mult", "attn_mult", "init_std", "dropout",
-              "beta1", "beta2", "eps", "weight_decay", "grad_clip", "warmup_fraction")
+              "beta1", "beta2", "eps", "weight_decay", "grad_clip", "warmup_fraction",
+              "lr_schedule")
 
 #: Searchable knobs of the training recipe: Adam's β1, β2 and ε, decoupled weight decay, the
 #: gradient-clipping norm, and the warmup as a fraction of each run's own steps (so a proxy's
 #: max_t and the target's steps get the same shape). A trial's value replaces the config's
 #: ``train.*`` field of the same name (``warmup_fraction`` replaces ``warmup_steps``).
-RECIPE_HPARAMS = ("beta1", "beta2", "eps", "weight_decay", "grad_clip", "warmup_fraction")
+RECIPE_HPARAMS = ("beta1", "beta2", "eps", "weight_decay", "grad_clip", "warmup_fraction",
+                  "lr_schedule")
+
+#: Knobs whose values are names, not numbers, and the names each may take: searched only as a
+#: ``choice`` of these strings (``lr_schedule: {type: choice, values: [cosine, wsd]}``). A
+#: categorical knob is compared per choice and per width in the report, never fitted
+#: (docs/transfer.md §8), and it is not a dimension of the local quadratic that estimates
+#: the numeric optimum: trials of every choice feed that fit.
+CATEGORICAL = {"lr_schedule": ("constant", "cosine", "linear", "wsd")}
 
 #: Not transferred across width (Tensor Programs V, Table 1: regularisation — dropout and
 #: weight decay — is not μTransferable): no rule is fitted; the target takes the widest
@@ -45,6 +54,17 @@ def clip_valid(name: str, value: float) -> float:
     lo, hi = VALID_RANGES[name]
     top = hi - 1e-6 if math.isfinite(hi) else hi
     return min(max(value, lo), top)
+
+
+def as_value(value: object) -> float | str:
+    """A hyperparameter's value as mutune carries it: a name (a :data:`CATEGORICAL` knob's
+    choice) unchanged, anything else as a float."""
+    return value if isinstance(value, str) else float(value)  # type: ignore[arg-type]
+
+
+def fmt_value(value: object, spec: str = ".4g") -> str:
+    """Text of a hyperparameter's value: a name as it is, a number with ``spec``."""
+    return value if isinstance(value, str) else format(value, spec)
 
 
 class LogUniform(StrictModel):
@@ -78,9 +98,21 @@ class Uniform(StrictModel):
 
 
 class Choice(StrictModel):
-    """A uniform choice among the listed values (at least one)."""
+    """A uniform choice among the listed values (at least one): numbers, or — for a
+    :data:`CATEGORICAL` knob — names. A list mixing the two is refused."""
     type: Literal["choice"]
-    values: list[float] = Field(min_length=1)
+    values: list[float] | list[str] = Field(min_length=1)
+
+    @property
+    def categorical(self) -> bool:
+        """True when the values are names (strings), not numbers."""
+        return isinstance(self.values[0], str)
+
+
+def is_categorical(dist: object) -> bool:
+    """True for a ``choice`` among names: a dimension compared per choice, never fitted and
+    never cast to a number."""
+    return isinstance(dist, Choice) and dist.categorical
 
 
 #: One dimension of a search space, told apart by its ``type`` key.

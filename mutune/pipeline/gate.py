@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from mutune.config.spaces import clip_valid
+from mutune.config.spaces import clip_valid, is_categorical
 from mutune.errors import FitError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun
 
@@ -61,8 +61,10 @@ def _refit(run: SweepRun, p: ProxyResult, state: ConfirmState) -> ProxyResult:
         "trial_id": p.best_trial_id, "milestone": p.milestone, "val_loss": p.best_val_loss,
         "config": p.best_config}          # the screening result, which replay reproduces
     try:
+        # a categorical knob was chosen at the sweep's rung (the design keeps its choice):
+        # its evidence stays with the optimum
         opt = {**full_horizon_optimum(run.config, state.outcomes, state.center),
-               "sweep_best": sweep_best}
+               "sweep_best": sweep_best, "choices": p.optimum.get("choices") or {}}
     except FitError as err:
         opt = {**p.optimum, "full_horizon_error": str(err)}
         return dataclasses.replace(p, optimum=opt)
@@ -88,7 +90,11 @@ def confirm_proxies(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
         return swept, {}
     out, states = [], {}
     for i, (p, o) in enumerate(swept):
-        center = {**run.config.search.fixed, **p.best_config}
+        # categorical knobs at the rung's choice (its names' best trials), the rest at the
+        # sweep's best configuration
+        chosen = {n: p.optimum["optimum"][n] for n, d in run.config.search.space.items()
+                  if is_categorical(d) and n in (p.optimum.get("optimum") or {})}
+        center = {**run.config.search.fixed, **p.best_config, **chosen}
         state = ConfirmState(o, [confirm_width(run, p, i, center)], center)
         states[p.width] = state
         out.append((_refit(run, p, state), o))

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from mutune.config import Choice, LogUniform, SweepConfig
-from mutune.config.spaces import NOT_TRANSFERRED, clip_valid
+from mutune.config.spaces import NOT_TRANSFERRED, as_value, clip_valid, is_categorical
 from mutune.pipeline.unfitted_rules import unfitted_rule
 from mutune.errors import FitError
 
@@ -54,8 +54,14 @@ def _fit_rungs(config: SweepConfig, outcome: Any) -> dict[int, dict[str, float]]
     return {m: _finite(v) for m, v in outcome.core.rung_values().items()}
 
 
+def fitted_names(config: SweepConfig) -> list[str]:
+    """The searched knobs the local quadratic estimates, sorted: every one but the
+    categorical ones (a choice among names, :func:`mutune.config.spaces.is_categorical`)."""
+    return sorted(n for n, d in config.search.space.items() if not is_categorical(d))
+
+
 def _needed(config: SweepConfig) -> int:
-    return 2 * len(config.search.space) + 3
+    return 2 * len(fitted_names(config)) + 3
 
 
 def common_rung(config: SweepConfig, outcomes: list[Any]) -> int | None:
@@ -83,11 +89,14 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
                   milestone: int | None = None) -> dict[str, Any]:
     """The optimum of every searched hyperparameter at one proxy width.
 
-    Uses ``milestone`` when given and it holds at least 2·k + 3 finite trials (k
+    Uses ``milestone`` when given and it holds at least 2·k + 3 finite trials (k numeric
     hyperparameters searched; the quadratic needs them; :func:`common_rung` picks one rung
     for all widths), else the highest rung holding that many, else the fullest rung. Falls
     back to the best trial's values, with no interval, when the quadratic cannot be fitted
-    (the reason is kept).
+    (the reason is kept). A categorical knob takes the name that did best at the same rung
+    with the numeric knobs held equal (:func:`mutune.pipeline.choice_optimum.best_choice`, a
+    fixed effect per name beside a quadratic; its evidence under ``choices``); trials of
+    every name feed the numeric quadratic.
 
     Args:
         config: the sweep config. outcome: the width's RunOutcome (trials and scheduler core).
@@ -97,11 +106,14 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
         JSON-able {"milestone", "n_trials", "trial_ids" (the recorder's ids of the trials
         the fit used), "method", "optimum": {name: value},
         "interval": {name: [lo, hi] or None}, "on_edge": {name: bool}, "edge_side",
-        "horizon": {...} or None, "fallback_reason"}; values in each hyperparameter's unit.
+        "horizon": {...} or None, "fallback_reason", "choices": {name: per-name evidence}};
+        values in each hyperparameter's unit.
     """
+    from mutune.pipeline.choice_optimum import best_choice
     from mutune.scaling import estimate_optimum, fit_horizon
 
-    names = sorted(config.search.space)
+    names = fitted_names(config)
+    cats = sorted(set(config.search.space) - set(names))
     hp_of = {t.key: t.point["hparams"] for t in outcome.trials}
     rungs = _fit_rungs(config, outcome)
     need = _needed(config)
@@ -124,24 +136,37 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
                            "trial_ids": sorted(db_id[k] for k in rungs[milestone]),
                            "optimum_horizon": f"rung {milestone} of max_t "
                                               f"{config.search.scheduler.max_t}",
-                           "horizon": None, "fallback_reason": None}
+                           "horizon": None, "fallback_reason": None, "choices": {}}
+    chosen = {}
+    for c in cats:
+        chosen[c], out["choices"][c] = best_choice(
+            c, list(config.search.space[c].values), hp_of, rungs[milestone],
+            mode=config.search.mode, numeric=names, n_boot=config.transfer.n_boot_optimum,
+            seed=seed)
+        if chosen[c] is None:
+            chosen[c] = hp_of[best.trial][c]
+    nofit = {"interval": {c: None for c in cats}, "on_edge": {c: False for c in cats},
+             "edge_side": {c: None for c in cats}}
     try:
         opt = fit(milestone)
     except FitError as err:
         hp = hp_of[best.trial]
-        out.update(method="best-trial", optimum={n: float(hp[n]) for n in names},
-                   interval={n: None for n in names}, on_edge={n: False for n in names},
-                   edge_side={n: None for n in names}, fallback_reason=str(err),
+        out.update(method="best-trial",
+                   optimum={**{n: as_value(hp[n]) for n in names}, **chosen},
+                   interval={n: None for n in [*names, *cats]},
+                   on_edge={n: False for n in [*names, *cats]},
+                   edge_side={n: None for n in [*names, *cats]}, fallback_reason=str(err),
                    milestone=best.milestone, n_trials=best.n_trials,
                    trial_ids=[db_id[best.trial]],
                    optimum_horizon=f"rung {best.milestone} of max_t "
                                    f"{config.search.scheduler.max_t}")
         return out
-    out.update(method=opt.method, optimum={n: opt.value(n) for n in names},
-               interval={n: (list(opt.value_interval(n))
-                             if all(map(math.isfinite, opt.interval[n])) else None)
-                         for n in names},
-               on_edge=dict(opt.on_edge), edge_side=dict(opt.edge_side))
+    out.update(method=opt.method, optimum={**{n: opt.value(n) for n in names}, **chosen},
+               interval={**{n: (list(opt.value_interval(n))
+                                if all(map(math.isfinite, opt.interval[n])) else None)
+                            for n in names}, **nofit["interval"]},
+               on_edge={**dict(opt.on_edge), **nofit["on_edge"]},
+               edge_side={**dict(opt.edge_side), **nofit["edge_side"]})
     if "lr" in names and len(full) >= 2:
         per_rung = []
         for m in sorted(full):

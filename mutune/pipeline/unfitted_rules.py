@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from mutune.config import Choice
-from mutune.config.spaces import clip_valid
+from mutune.config.spaces import clip_valid, fmt_value, is_categorical
 
 __all__ = ["unfitted_rule"]
 
@@ -27,13 +27,16 @@ def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str
     regulariser (not transferred, TP V Table 1). The target takes the widest proxy's optimum
     (snapped to a listed value for a choice); slope, intercept and formula are None."""
     per_choice = isinstance(dist, Choice)
-    values = [float(o["optimum"][name]) for o in optima]
-    if per_choice:
-        values = [_snap(dist, v) for v in values]
-    values = [clip_valid(name, v) for v in values]
+    if is_categorical(dist):           # names: the widths' choices as they are
+        values = [o["optimum"][name] for o in optima]
+    else:
+        values = [float(o["optimum"][name]) for o in optima]
+        if per_choice:
+            values = [_snap(dist, v) for v in values]
+        values = [clip_valid(name, v) for v in values]
     ivs = [o["interval"].get(name) for o in optima]
     value = values[-1]
-    by_width = ", ".join(f"width {w}: {v:.4g}" for w, v in zip(widths, values))
+    by_width = ", ".join(f"width {w}: {fmt_value(v)}" for w, v in zip(widths, values))
     if per_choice:
         agree = len(set(values)) == 1
         reason = (f"{name}: a choice, compared per width, not fitted ({by_width}); "
@@ -42,7 +45,7 @@ def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str
         advice = None if agree else (f"the best {name} changes with width: the target takes "
                                      "the widest proxy's; check it at the target size")
         form = "per choice: the widest proxy's choice"
-        interval = [value, value]
+        interval = None if is_categorical(dist) else [value, value]
     else:
         reason = (f"{name}: regularisation is not transferred across width (Tensor Programs V, "
                   f"Table 1); no rule is fitted ({by_width})")
@@ -64,5 +67,7 @@ def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str
                                                   if o["on_edge"].get(name)],
             "target_width": target_w, "transferred_value": value,
             "transferred_interval": interval, "formula": None, "transfer_form": form,
+            "choice_evidence": ([o.get("choices", {}).get(name) for o in optima]
+                                if is_categorical(dist) else None),
             "verdict": "per_choice" if per_choice else "not_transferred",
             "reason": reason, "advice": advice, "outside_searched_range": False}

@@ -90,11 +90,11 @@ class ProxyTask:
         """This task with the training recipe a trial's point sets: every
         :data:`~mutune.config.spaces.RECIPE_HPARAMS` entry of ``hparams`` replaces the
         ``train`` field of the same name (β1, β2, ε, weight decay, clipping norm, warmup
-        fraction), so the optimizer, the schedule and the clipping of that trial — proxy or
+        fraction, learning-rate schedule), so the optimizer, the schedule and the clipping of that trial — proxy or
         target — use it. Unchanged (the same object) when the point sets none."""
-        from mutune.config.spaces import RECIPE_HPARAMS
+        from mutune.config.spaces import RECIPE_HPARAMS, as_value
 
-        update = {k: float(hparams[k]) for k in RECIPE_HPARAMS if k in hparams}
+        update = {k: as_value(hparams[k]) for k in RECIPE_HPARAMS if k in hparams}
         if not update:
             return self
         return dataclasses.replace(self, train=self.train.model_copy(update=update))

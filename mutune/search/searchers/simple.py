@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from mutune.config import Choice, LogUniform, SearchConfig, Uniform
+from mutune.config.spaces import as_value
 from mutune.search.searchers.base import Searcher
 from mutune.search.searchers.space import sample_configs
 
@@ -51,7 +52,7 @@ def grid_points(search: SearchConfig) -> list[dict[str, float]]:
         d = search.space[name]
         n = search.grid_points
         if isinstance(d, Choice):
-            axes.append([float(v) for v in d.values])
+            axes.append([as_value(v) for v in d.values])
         elif isinstance(d, LogUniform):
             axes.append([float(v) for v in np.exp(np.linspace(math.log(d.low),
                                                               math.log(d.high), n))])

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from mutune.config import Choice, LogUniform, SearchConfig, Uniform
+from mutune.config.spaces import as_value, fmt_value
 
 __all__ = ["sample_configs", "trial_seeds", "width_seed_sequence"]
 
@@ -47,7 +48,7 @@ def sample_configs(search: SearchConfig, sweep_seed: int, width_index: int) -> l
             elif isinstance(dist, Uniform):
                 point[name] = float(rng.uniform(dist.low, dist.high))
             elif isinstance(dist, Choice):
-                point[name] = float(dist.values[int(rng.integers(len(dist.values)))])
+                point[name] = as_value(dist.values[int(rng.integers(len(dist.values)))])
         out.append(point)
     return out
 
@@ -60,4 +61,4 @@ def trial_seeds(sweep_seed: int, width_index: int, n: int) -> list[int]:
 
 def describe(point: Mapping[str, float]) -> str:
     """Short text of a point, e.g. ``lr=0.0031 output_mult=2.1``."""
-    return " ".join(f"{k}={v:.3g}" for k, v in sorted(point.items()))
+    return " ".join(f"{k}={fmt_value(v, '.3g')}" for k, v in sorted(point.items()))

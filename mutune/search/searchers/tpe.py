@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from mutune.config import Choice, LogUniform, SearchConfig
+from mutune.config.spaces import as_value
 from mutune.search.searchers.base import Searcher
 
 __all__ = ["TPESearcher"]
@@ -47,7 +48,7 @@ class TPESearcher(Searcher):
             d = search.space[name]
             if isinstance(d, Choice):
                 self._dists[name] = optuna.distributions.CategoricalDistribution(
-                    [float(v) for v in d.values])
+                    [as_value(v) for v in d.values])
             else:
                 self._dists[name] = optuna.distributions.FloatDistribution(
                     d.low, d.high, log=isinstance(d, LogUniform))
@@ -61,7 +62,7 @@ class TPESearcher(Searcher):
         trial = self.study.ask(self._dists)
         self._trials[key] = trial
         self._steps[key] = set()
-        return {**self._fixed, **{k: float(v) for k, v in trial.params.items()}}
+        return {**self._fixed, **{k: as_value(v) for k, v in trial.params.items()}}
 
     def _observe(self, key: str, step: int, value: float) -> bool:
         trial = self._trials[key]

@@ -33,18 +33,30 @@ def _floats(o: Any) -> Any:
     return o
 
 
-def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, float],
+def _recipe(cfg: Any, hp: dict[str, Any]) -> Any:
+    """The config's ``train`` section with the searched recipe knobs (β1, β2, ε, weight
+    decay, clipping, warmup fraction, schedule) at their transferred values."""
+    from mutune.config.spaces import RECIPE_HPARAMS
+
+    return cfg.train.model_copy(update={k: hp[k] for k in RECIPE_HPARAMS if k in hp})
+
+
+def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, Any],
              settings: dict[str, Any]) -> str:
-    t = cfg.train
+    from mutune.proxies.plugins import MODEL_HPARAMS
+
+    t = _recipe(cfg, hp)
     opt = _OPTIMIZER[t.optimizer]
     # full precision (repr): the snippet trains with exactly the transferred values
     args = f"lr={float(hp['lr'])!r}"
     if t.optimizer != "sgd":
-        args += f", betas=({t.beta1}, {t.beta2})"
+        args += f", betas=({t.beta1!r}, {t.beta2!r}), eps={t.eps!r}"
     if t.optimizer != "adam":
         args += f", weight_decay={float(settings['weight_decay'])!r}"
-    mults = {k: v for k, v in sorted(hp.items()) if k != "lr"}
+    mults = {k: v for k, v in sorted(hp.items()) if k in MODEL_HPARAMS}
     base = cfg.model.base_width
+    warm = (f"{t.warmup_fraction!r} of the run's steps" if t.warmup_fraction is not None
+            else f"{t.warmup_steps} steps")
     lines = [
         "import mup",
         "",
@@ -57,7 +69,12 @@ def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, float],
         "# custom init after this point only with mup.init.* (torch.nn.init undoes μP)",
         f"optimizer = mup.optim.{opt}(model.parameters(), {args})",
         "# LR schedules: scale each param group's lr relative to its initial value",
+        f"# schedule: {t.lr_schedule} after a linear warmup of {warm}, down to "
+        f"{t.min_lr_ratio!r} × each group's starting lr",
     ]
+    if t.grad_clip is not None:
+        lines.append(f"# before each optimizer.step(): torch.nn.utils.clip_grad_norm_("
+                     f"model.parameters(), {float(t.grad_clip)!r})")
     return "\n".join(lines) + "\n"
 
 
@@ -74,6 +91,8 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
         {"sweep_id", "name", "model": {...}, "width", "depth", "hyperparameters": {name:
         value}, "rules": [{"hyperparameter", "value", "interval", "slope", "slope_interval",
         "formula", "transfer_form", "verdict", "reason", "advice"}], "optimizer": {...},
+        "recipe": {schedule, warmup, clipping, micro-batches — the searched knobs at their
+        transferred values, the rest as configured},
         "warnings": [...], "snippet": str}; values in each hyperparameter's unit (lr per step).
     Raises:
         StoreError: the sweep has fewer than 2 finished proxy widths or width/depth < 1.
@@ -118,7 +137,7 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
                           "published_adjustments": r.get("published_adjustments", [])})
         if r["verdict"] != "stable":
             warnings.append(f"{r['hyperparameter']}: verdict {r['verdict']}: {r['reason']}")
-    t = cfg.train
+    t = _recipe(cfg, hp)
     return json_safe({
         "sweep_id": sweep["id"], "name": sweep["name"],
         "model": {"family": cfg.model.family, "parametrization": cfg.model.parametrization,
@@ -127,7 +146,12 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
         "width": width, "depth": d, "hyperparameters": hp, "rules": out_rules,
         "optimizer": {"class": f"mup.optim.{_OPTIMIZER[t.optimizer]}", "lr": hp["lr"],
                       "weight_decay": settings["weight_decay"],
-                      "betas": [t.beta1, t.beta2], "batch_size": settings["batch_size"]},
+                      "betas": [t.beta1, t.beta2], "eps": t.eps,
+                      "batch_size": settings["batch_size"]},
+        "recipe": {"lr_schedule": t.lr_schedule, "warmup_steps": t.warmup_steps,
+                   "warmup_fraction": t.warmup_fraction, "min_lr_ratio": t.min_lr_ratio,
+                   "decay_fraction": t.decay_fraction, "grad_clip": t.grad_clip,
+                   "micro_batches": t.micro_batches},
         "warnings": warnings, "snippet": _snippet(cfg, width, d, hp, settings)})
 
 

@@ -39,7 +39,8 @@ def distributions_from_space(space: Mapping[str, Mapping[str, Any]]) -> dict[str
         elif kind == "uniform":
             out[name] = FloatDistribution(float(d["low"]), float(d["high"]))
         elif kind == "choice":
-            out[name] = CategoricalDistribution([float(v) for v in d["values"]])
+            out[name] = CategoricalDistribution([v if isinstance(v, str) else float(v)
+                                                 for v in d["values"]])
         else:
             raise StoreError(f"search.space.{name}.type = {kind!r}: cannot be exported to "
                              "Optuna (expected loguniform, uniform or choice)")

@@ -26,9 +26,12 @@ COST_KEYS = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gp
              "target_samples_per_device_s")
 
 
-def _f(v: Any) -> float | None:
-    """Floats stay floats; the store's "nan"/"inf" strings come back as floats; None stays."""
-    return None if v is None else float(v)
+def _f(v: Any) -> float | str | None:
+    """Floats stay floats; the store's "nan"/"inf" strings come back as floats; None stays;
+    any other string is a categorical knob's name (``cosine``) and stays a string."""
+    if v is None or (isinstance(v, str) and v not in ("nan", "inf", "-inf")):
+        return v
+    return float(v)
 
 
 def live_proxy_sweeps(rows: dict[str, Any]) -> list[dict[str, Any]]:
@@ -82,7 +85,7 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
                             "fallback_reason": opt.get("fallback_reason")}
             for key in ("optimum_horizon", "n_trials", "n_points", "n_seeds", "edge_side",
                         "clipped", "searched_range", "full_horizon_error", "sweep_best",
-                        "stationary"):
+                        "stationary", "choices"):
                 if key in opt:
                     p["optimum"][key] = opt[key]
             if opt.get("best_test_loss") is not None:
@@ -98,7 +101,8 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
                 "optima": d.get("optima")}
         for key in ("verdict", "reason", "advice", "optimum_source", "published_adjustments",
                     "outside_searched_range", "transfer_form", "optimum_horizons",
-                    "optimum_trials", "optimum_seeds", "optimum_methods", "edge_widths"):
+                    "optimum_trials", "optimum_seeds", "optimum_methods", "edge_widths",
+                    "choice_evidence"):
             if key in d:
                 rule[key] = d[key]
         for key in ("slope_interval", "transferred_interval"):

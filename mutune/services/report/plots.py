@@ -61,6 +61,22 @@ def plot_loss_vs_lr(rows: dict[str, Any], path: Path) -> Path:
     return save_figure(fig, path)
 
 
+def _plot_choices(ax: Any, rule: dict[str, Any], widths: list[int], names: list[str],
+                  report: dict[str, Any]) -> None:
+    """A categorical knob's panel: the name each width chose (matplotlib's categorical axis)
+    and the target's, no line (a choice is compared per width, never fitted)."""
+    ax.plot(widths, names, "o", label="choice per width")
+    tv = rule.get("transferred_value")
+    if tv is not None:
+        tw = report["target"]["width"] if report.get("target") else max(widths) * 4
+        ax.plot([tw], [tv], "*", ms=10, label="transferred (the widest's)")
+    ax.set_xscale("log", base=2)
+    at_least_two_octaves(ax)
+    ax.set_xlabel("width")
+    ax.set_title(f"{rule['hyperparameter']}: {rule.get('verdict', '')}")
+    ax.legend(fontsize=7)
+
+
 def plot_transfer(report: dict[str, Any], path: Path) -> Path:
     """PNG: left, each rule's per-width optima with their 95 % intervals, the fitted line and
     the transferred value at the target width (with its interval); right, the loss law over
@@ -74,6 +90,9 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
     for ax, rule in zip(axes, rules):
         w = rule.get("widths") or []
         y = rule.get("optima") or []
+        if any(isinstance(v, str) for v in y):       # a categorical knob: names per width
+            _plot_choices(ax, rule, w, y, report)
+            continue
         ivs = rule.get("optima_intervals")
         if ivs and all(v is not None for iv in ivs for v in iv):
             # a weighted-mean optimum can sit outside its percentile interval: clamp at 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mutune.services.report.formatting import fmt_interval, fmt_num, unclipped
+from mutune.services.report.formatting import choice_line, fmt_interval, fmt_num, unclipped
 
 __all__ = ["render_report"]
 
@@ -30,7 +30,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                 "best test loss", "best config"):
         t.add_column(col, justify="right" if col != "best config" else "left")
     for p in report["proxies"]:
-        cfg = " ".join(f"{k}={v:.4g}" for k, v in sorted((p["best_config"] or {}).items()))
+        cfg = " ".join(f"{k}={fmt_num(v)}" for k, v in sorted((p["best_config"] or {}).items()))
         t.add_row(str(p["width"]), str(p["trials"]), str(p.get("confirm_trials", 0)),
                   str(p["chosen_rung"]), fmt_num(p["best_val_loss"]),
                   fmt_num(p.get("best_test_loss")), cfg)
@@ -45,7 +45,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         if not opt:
             continue
         edge = opt.get("on_edge") or {}
-        vals = " ".join(f"{k}={v:.4g}{'*' if edge.get(k) else ''} "
+        vals = " ".join(f"{k}={fmt_num(v)}{'*' if edge.get(k) else ''} "
                         f"{fmt_interval((opt.get('intervals') or {}).get(k))}"
                         for k, v in sorted((opt.get("values") or {}).items()))
         hz = opt.get("horizon") or {}
@@ -85,6 +85,9 @@ def render_report(report: dict[str, Any], console: Any) -> None:
             console.print(f"  {rule['verdict']}: {escape(rule.get('reason') or '')}"
                           + (f" — {rule['advice']}" if rule.get("advice") else ""),
                           highlight=False)
+        for w, ev in zip(rule.get("widths") or [], rule.get("choice_evidence") or []):
+            if ev:
+                console.print(f"  width {w}: {choice_line(ev)}", highlight=False)
         for adj in rule.get("published_adjustments") or []:
             console.print(f"  published rule: {adj['rule']}", highlight=False)
         if rule.get("outside_searched_range"):
@@ -93,7 +96,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     _gate(console, report)
     tg = report.get("target")
     if tg:
-        cfg = " ".join(f"{k}={v:.4g}" for k, v in sorted(tg["config"].items()))
+        cfg = " ".join(f"{k}={fmt_num(v)}" for k, v in sorted(tg["config"].items()))
         se = f" ± {tg['val_loss_se']:.2g}" if tg.get("val_loss_se") is not None else ""
         test = (f", test loss {fmt_num(tg['test_loss'])}"
                 + (f" ± {tg['test_loss_se']:.2g}" if tg.get("test_loss_se") else "")

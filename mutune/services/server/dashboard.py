@@ -42,9 +42,12 @@ _env: Any = None
 
 
 def fmt(v: Any, spec: str = ".4g") -> str:
-    """A number for a page: ``format(v, spec)``; ``n/a`` for None or non-numbers."""
+    """A number for a page: ``format(v, spec)``; ``n/a`` for None or non-numbers; a
+    categorical knob's name (``cosine``) as it is (jinja2 escapes it)."""
     if isinstance(v, bool) or v is None:
         return "n/a"
+    if isinstance(v, str) and v.isidentifier():
+        return v
     try:
         x = float(v)
     except Exception:  # not a number, or a missing template value (jinja2 Undefined)
