@@ -8,8 +8,11 @@ trial. Prints one JSON object per run and a final one, the median run (by overhe
 of ``--repeat`` runs:
 
     {"benchmark": "ettr", "trials": 24, "wall_s": …, "productive_s": …,
-     "ettr": productive_s / (wall_s × cpus),
-     "overhead_s_per_trial": (wall_s × cpus − productive_s) / trials, "where": {…}}
+     "ettr": productive_s / Σ trials' allocated seconds (the trial ETTR, as report.json's
+             cost.ettr and cost.trial_ettr),
+     "sweep_ettr": productive_s / (wall_s × cpus) (what the sweep held),
+     "overhead_s_per_trial": (wall_s × cpus − productive_s) / trials,
+     "load_avg": the 1-minute load average when the run ended, "where": {…}}
 
 ``wall_s`` is ``run_trials`` from call to return (the one-time Ray cluster start is excluded:
 the cluster is started before the first run and reused). ``productive_s`` sums the trials'
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -95,7 +99,8 @@ def run_once(cfg, task, storage: Path) -> dict:
     where["actor_start_s_total"] = first_over
     where["steady_in_trial_overhead_s"] = steady
     return {"benchmark": "ettr", "trials": n, "wall_s": wall, "productive_s": productive,
-            "ettr": productive / (wall * cpus),
+            "ettr": productive / held, "sweep_ettr": productive / (wall * cpus),
+            "load_avg": os.getloadavg()[0],
             "overhead_s_per_trial": (wall * cpus - productive) / n,
             "steps": sum(t.last_step for t in trials), "cpus": cpus,
             "statuses": {s: sum(t.status == s for t in trials)

@@ -91,6 +91,16 @@ def test_main_job_end_to_end(ray_local, tiny_config, one_store_url, tmp_path):
     assert c["saved_gpu_hours"] == pytest.approx(c["naive_gpu_hours"] - c["total_gpu_hours"])
     assert c["saved_fraction"] == pytest.approx(c["saved_gpu_hours"] / c["naive_gpu_hours"])
     assert 0 < c["ettr"] < 1
+    # ETTR named per level: the trial figure (ettr kept equal to it) and the sweep's over
+    # what it held from submission; the idle causes add up to held minus the work
+    assert c["trial_ettr"] == c["ettr"] and 0 < c["sweep_ettr"] < 1
+    assert c["held_devices"] == 2.0             # the local cluster's 2 CPUs, 1 per trial
+    assert set(c["idle_gpu_hours_by_cause"]) == {
+        "sweep_startup", "between_widths", "fits", "tails", "target_fewer_devices",
+        "trial_overhead", "recovery"}
+    assert c["idle_gpu_hours_by_cause"]["sweep_startup"] > 0      # data, shapes, pre-flight
+    assert c["idle_gpu_hours_by_cause"]["target_fewer_devices"] > 0   # 1 of 2 CPUs
+    assert c["idle_breakdown_check"]["relative_gap"] < 0.01
     assert result.plot_path.stat().st_size > 10_000
 
     from mutune.services.store import Store

@@ -1,13 +1,15 @@
 """The ``cost`` section: the device table (peak FLOP/s and prices) and who pays."""
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import Field
 
 from mutune.config.base import StrictModel
 
-__all__ = ["DeviceSpec", "DEFAULT_DEVICES", "CostConfig"]
+__all__ = ["DeviceSpec", "DEFAULT_DEVICES", "CostConfig", "device_kind_of"]
 
 
 class DeviceSpec(StrictModel):
@@ -53,6 +55,36 @@ class CostConfig(StrictModel):
         table = {**DEFAULT_DEVICES, **{n.lower(): v for n, v in self.devices.items()}}
         return table.get(k, DeviceSpec())
 
+    def kinds(self) -> list[str]:
+        """Every kind the table prices or knows: the defaults and the config's own."""
+        return sorted({*DEFAULT_DEVICES, *(n.lower() for n in self.devices)})
+
     def price_per_hour(self, kind: str) -> float | None:
         """Price per device-hour of ``kind`` under ``pricing`` (None: not in the table)."""
         return getattr(self.device(kind), self.pricing)
+
+
+def device_kind_of(name: str, known: Iterable[str]) -> str:
+    """The cost table's kind of a device named as the driver or Ray reports it.
+
+    ``name`` is split into words at anything but letters and digits; the first word that is
+    a kind of ``known`` (case-insensitive) names it — ``NVIDIA H100 80GB HBM3`` → ``h100``,
+    ``Tesla V100-SXM2-16GB`` → ``v100``, ``NVIDIA A10G`` → ``a10g`` (never ``a100``), Ray's
+    ``accelerator_type:A100`` → ``a100``. Without such a word: the name's words joined by
+    ``-``, lower-case (``nvidia-rtx-6000``), a kind the table does not price.
+
+    Args:
+        name: a device name (``torch.cuda.get_device_name()``, ``nvidia-smi``, Ray's
+            ``accelerator_type`` resource).
+        known: the kinds of the cost table (:meth:`CostConfig.kinds`).
+    Raises:
+        ValueError: ``name`` has no letter or digit.
+    """
+    words = [w for w in re.split(r"[^0-9a-z]+", name.lower()) if w]
+    if not words:
+        raise ValueError(f"device name {name!r}: no letters or digits to map to a kind")
+    kinds = {k.lower() for k in known}
+    for w in words:
+        if w in kinds:
+            return w
+    return "-".join(words)

@@ -124,12 +124,19 @@ class SweepConfig(StrictModel):
                              f"({tb}, target.batch_size or train.batch_size): each worker "
                              "trains an equal share of every batch")
         if self.budget.money is not None and self.budget.price_per_hour is None:
-            price = self.cost.price_per_hour(self.ray.device_kind)
+            kind = self.ray.priced_kind
+            if kind is None:
+                raise ValueError(f"budget.money ({self.budget.money}) with GPU trials needs a "
+                                 "price before the cluster is seen: set budget.price_per_hour, "
+                                 "or ray.device_kind (e.g. h100) to price from cost.devices")
+            price = self.cost.price_per_hour(kind)
             if price is None or price <= 0:
                 raise ValueError(f"budget.money ({self.budget.money}) needs a price: set "
                                  f"budget.price_per_hour, or a {self.cost.pricing} price for "
-                                 f"device kind {self.ray.device_kind!r} in cost.devices")
-            self.budget = self.budget.model_copy(update={"price_per_hour": price})
+                                 f"device kind {kind!r} in cost.devices")
+            # the model is frozen: the validator fills the price in once, as it is built
+            object.__setattr__(self, "budget",
+                               self.budget.model_copy(update={"price_per_hour": price}))
         return self
 
     @property

@@ -319,7 +319,7 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
             "price_per_hour": pph,
             "money": {k.replace("gpu_hours", "money"): v * pph for k, v in figures.items()}
             if pph else None,
-            "wall_s_estimate": wall, "device_kind": ray.device_kind,
+            "wall_s_estimate": wall, "device_kind": ray.priced_kind or "cuda",
             "devices_per_trial": devices, "overhead_s_per_trial": overhead_s,
             "overhead_s_per_report": report_s,
             "scheduler": sched.kind,

@@ -67,6 +67,7 @@ def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any,
         config, outcomes, target,
         extra_trials=[(width_of[t.trial_id], t) for o in extra for t in o.trials],
         flops_per_sample=lambda width, n_params: flops_per_sample(config, width, n_params),
-        peak_flops=peak, peak_source=source)
+        peak_flops=peak, peak_source=source, resources=run.resources,
+        sweep_start=run.started_at)
     run.recorder.ledger_recorded(run.sweep_id, entries)
     return cost, entries

@@ -177,7 +177,7 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                   if status == "diverged" else f"below the rung cutoff at step {r.last_step}")
         r.status = "running"
         close_record(r, status, reason, devices=ray_cfg.gpus_per_trial
-                     or ray_cfg.cpus_per_trial, device_kind=ray_cfg.device_kind)
+                     or ray_cfg.cpus_per_trial, device_kind=ray_cfg.priced_kind or "cuda")
         recorder.trial_finished(r.trial_id, status, reason, r.timing)
     unfinished, finished, cont = continue_points(records, trial_rows)
     for r in finished:

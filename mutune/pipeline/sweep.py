@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,11 @@ class SweepRun:
     recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: a resumed sweep's latest target-run row (``Store.sweep_rows()["target"]``), or None
     recorded_target: dict[str, Any] | None = None
+    #: when the sweep was submitted (``time.monotonic()``, the trials' clock): the span of
+    #: the sweep's held device-seconds starts here, start-up included
+    started_at: float | None = None
+    #: the Ray cluster's total resources (``ray.cluster_resources()``) once it is up
+    resources: dict[str, float] | None = None
 
 
 @contextlib.contextmanager
@@ -97,9 +103,11 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     anything else (the error propagates; rows recorded before stay).
     """
     from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.pipeline.devices import cluster_resources, with_granted_device
     from mutune.pipeline.provenance import collect_provenance
     from mutune.search.backends.ray_tune.cluster import ray_cluster
 
+    started_at = time.monotonic()
     data = load_task_data(config)
     dataset = {"kind": config.data.kind, "fingerprint": data.fingerprint,
                "size_bytes": data.size_bytes}
@@ -131,9 +139,13 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
             gate = BudgetGate(limit)
         if control is None and isinstance(recorder, SweepControl):
             control = recorder
-        run = SweepRun(config, recorder, task, sweep_id, Path(out_dir),
-                       itertools.count(first_seq), on_progress, gate, control)
         with ray_cluster(config.ray):
+            resources = cluster_resources()
+            # the ledger prices the device the trials are granted (ray.device_kind, or what
+            # Ray detected on the cluster)
+            run = SweepRun(with_granted_device(config, resources), recorder, task, sweep_id,
+                           Path(out_dir), itertools.count(first_seq), on_progress, gate,
+                           control, started_at=started_at, resources=resources)
             yield run
     except SweepStopped as stop:
         recorder.sweep_finished(sweep_id, stop.status, stop.reason)

@@ -1,9 +1,12 @@
-"""Where a trial trains: CPU, or one CUDA device with bf16 autocast and the flash SDPA kernel.
+"""Where a trial trains: CPU, or one CUDA device with the numerics that device supports.
 
-On CUDA, matrix multiplies run under ``torch.autocast(dtype=torch.bfloat16)`` (parameters and
-optimizer state stay float32) and attention is restricted to the FlashAttention kernel of
-``scaled_dot_product_attention`` (Dao et al. 2022, "FlashAttention"), which accepts the μP
-``attn_mult/d_head`` scale through its ``scale`` argument. On CPU both are no-ops.
+On CUDA, matrix multiplies run under ``torch.autocast(dtype=torch.bfloat16)`` where the device
+computes bf16 natively (compute capability 8.0 and newer: A100, A10G, L4, H100, …; parameters
+and optimizer state stay float32); older devices (V100, T4) train in float32, since bf16 is
+emulated there and fp16 would need loss scaling. Attention is restricted to the FlashAttention
+kernel of ``scaled_dot_product_attention`` (Dao et al. 2022, "FlashAttention"; it accepts the
+μP ``attn_mult/d_head`` scale through its ``scale`` argument) only on sm80 and newer, where
+PyTorch ships it; elsewhere SDPA chooses its kernel itself. On CPU both are off.
 """
 from __future__ import annotations
 
@@ -13,7 +16,10 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["TrainDevice", "select_device", "measure_cpu_peak_flops"]
+__all__ = ["TrainDevice", "numerics_for", "select_device", "measure_cpu_peak_flops"]
+
+#: the first compute capability with native bf16 and PyTorch's flash SDPA kernel (Ampere)
+SM80 = (8, 0)
 
 
 @dataclass(frozen=True)
@@ -22,8 +28,9 @@ class TrainDevice:
 
     Attributes:
         device: ``torch.device("cpu")`` or ``torch.device("cuda")``.
-        autocast_dtype: ``torch.bfloat16`` on CUDA, None on CPU (full float32).
-        flash_sdpa: whether attention is restricted to the flash kernel.
+        autocast_dtype: ``torch.bfloat16`` on a CUDA device with native bf16, else None
+            (full float32).
+        flash_sdpa: whether attention is restricted to the flash kernel (sm80 and newer).
     """
     device: torch.device
     autocast_dtype: torch.dtype | None
@@ -36,7 +43,8 @@ class TrainDevice:
 
     @contextlib.contextmanager
     def compute(self) -> Iterator[None]:
-        """Context for forward passes: bf16 autocast and the flash SDPA kernel on CUDA."""
+        """Context for forward passes: bf16 autocast and the flash SDPA kernel where the
+        device takes them (:func:`numerics_for`)."""
         with contextlib.ExitStack() as stack:
             if self.autocast_dtype is not None:
                 stack.enter_context(torch.autocast(device_type=self.device.type,
@@ -47,14 +55,34 @@ class TrainDevice:
             yield
 
 
+def numerics_for(capability: tuple[int, int], *, bf16_supported: bool
+                 ) -> tuple[torch.dtype | None, bool]:
+    """The autocast dtype and whether to force the flash SDPA kernel on a CUDA device.
+
+    Args:
+        capability: the device's compute capability (major, minor), e.g. (9, 0) for H100,
+            (7, 0) for V100, (7, 5) for T4 (``torch.cuda.get_device_capability``).
+        bf16_supported: the device computes bf16 natively
+            (``torch.cuda.is_bf16_supported(including_emulation=False)``).
+    Returns:
+        (``torch.bfloat16`` or None for float32, flash) — flash only on sm80 and newer.
+    """
+    cap = tuple(int(c) for c in capability)
+    return (torch.bfloat16 if bf16_supported else None), cap >= SM80
+
+
 def select_device(prefer_cuda: bool = True) -> TrainDevice:
-    """CUDA (bf16 autocast, flash attention) when asked for and available, else CPU float32.
+    """CUDA, with the numerics the device supports (:func:`numerics_for`), when asked for and
+    available; else CPU float32.
 
     Inside a Ray trial granted a GPU, ``CUDA_VISIBLE_DEVICES`` already names that GPU, so
     ``cuda`` means the trial's own device.
     """
     if prefer_cuda and torch.cuda.is_available():
-        return TrainDevice(torch.device("cuda"), torch.bfloat16, True)
+        dtype, flash = numerics_for(
+            torch.cuda.get_device_capability(),
+            bf16_supported=torch.cuda.is_bf16_supported(including_emulation=False))
+        return TrainDevice(torch.device("cuda"), dtype, flash)
     return TrainDevice(torch.device("cpu"), None, False)
 
 

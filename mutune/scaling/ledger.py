@@ -14,12 +14,15 @@ needs no torch and no model: the pipeline's ledger stage measures them.
                            per-trial overhead (scaling.cost); a second line prices it with the
                            proxies' search.replicates seeds per trial
     saved                = naive − (proxy sweeps + target run)
-    ETTR                 = Σ productive step seconds / Σ allocated seconds
+    trial ETTR (ettr)    = Σ productive step seconds / Σ allocated seconds of the trials
+    sweep ETTR           = Σ productive device-seconds / held device-seconds
     MFU                  = Σ model FLOPs / Σ (productive s × devices) / peak FLOP/s
                            (Chowdhery et al. 2022, App. B; model FLOPs 6·N per sample or
                            token, Kaplan et al. 2020 §2.1)
-    held                 = span (first trial start → last trial end) × devices held; what no
-                           trial used in it is idle waste (scaling.time_split.sweep_waste)
+    held                 = span (the sweep's submission → last trial end) × devices held
+                           (scaling.idle.held_devices, from the cluster's resources); what no
+                           trial used in it is idle waste (scaling.time_split.sweep_waste),
+                           broken down by cause (scaling.idle.idle_breakdown)
 """
 from __future__ import annotations
 
@@ -36,17 +39,20 @@ __all__ = ["compute_cost"]
 def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                  flops_per_sample: Callable[[int, float], float],
                  peak_flops: float | None, peak_source: str,
-                 extra_trials: list[tuple[int, Any]] = ()
+                 extra_trials: list[tuple[int, Any]] = (),
+                 resources: dict[str, float] | None = None,
+                 sweep_start: float | None = None
                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The ledger (docs/architecture.md §6) from the recorded trials: GPU-hours of the proxy sweeps
     and
     the target run, the naive counterfactuals with their formulas, savings, money, ETTR, MFU,
     each trial's time by category and the sweep's waste by category.
 
-    The sweep held ``concurrency × devices per trial`` devices from its first trial's start to
-    its last trial's end (concurrency = ``ray.max_concurrent_trials``, else the CPUs granted
-    over the CPUs per trial); what no trial used in that span is ``idle`` waste
-    (:func:`mutune.scaling.time_split.sweep_waste`).
+    The sweep held ``slots × devices per trial`` devices (:func:`mutune.scaling.idle.
+    held_devices`, from the cluster's resources) from its submission (``sweep_start``, else
+    its first trial's start) to its last trial's end; what no trial used in that span is
+    ``idle`` waste (:func:`mutune.scaling.time_split.sweep_waste`), broken down by cause with
+    the trials' own overhead and recovery (:func:`mutune.scaling.idle.idle_breakdown`).
 
     Args:
         config: the sweep config (its ``cost``, ``ray``, ``search`` and ``target`` sections).
@@ -60,10 +66,15 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
             or token (GPT).
         peak_flops, peak_source: peak FLOP/s per device (None: MFU is not computed) and
             where it came from.
+        resources: the cluster's total resources (``ray.cluster_resources()``); None: the
+            config's ``ray.num_cpus`` CPUs.
+        sweep_start: when the sweep was submitted, on the trials' clock (driver monotonic
+            seconds); None: its first trial's start.
     Returns:
         (cost figures keyed as report.json's ``cost``, ledger entries for the recorder).
     """
     from mutune.scaling.cost import ettr, gpu_hours, naive_sweep_estimate
+    from mutune.scaling.idle import Interval, held_devices, idle_breakdown
     from mutune.scaling.time_split import TIME_CATEGORIES, money, sweep_waste, trial_time
 
     proxy_trials = [t for o in outcomes.values() for t in o.trials]
@@ -136,21 +147,44 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
     saved = naive.gpu_hours - total_h
     e = ettr(sum(t.timing["productive_s"] for t in everything),
              sum(t.timing["allocated_s"] for t in everything))
-    # the sweep's hold on devices: first trial start → last trial end, × devices held
+    # the sweep's hold on devices: its submission → last trial end, × devices held
     r = config.ray
-    per_trial = r.gpus_per_trial or r.cpus_per_trial
-    concurrency = r.max_concurrent_trials or max(int(r.num_cpus // r.cpus_per_trial), 1)
-    held_devices = concurrency * per_trial
-    trial_device_s = sum(trial_time(t.timing).allocated_s * t.timing["devices"]
-                         for t in everything)
+    held = held_devices(resources, cpus_per_trial=r.cpus_per_trial,
+                        gpus_per_trial=r.gpus_per_trial, max_concurrent=r.max_concurrent_trials,
+                        num_cpus=r.num_cpus)
+    splits = [(t, trial_time(t.timing)) for t in everything]
+    trial_device_s = sum(sp.allocated_s * t.timing["devices"] for t, sp in splits)
     # the span needs this process's clock for every trial: a resumed sweep's earlier trials
     # ran under another driver, so there the sweep is taken as the sum of its trials
     timed = all(t.started > 0 and t.ended is not None for t in everything)
-    span = (max(t.ended for t in everything) - min(t.started for t in everything)
-            if timed else None)
+    first = min(t.started for t in everything) if timed else None
+    t0 = min(sweep_start, first) if timed and sweep_start is not None else first
+    span = max(t.ended for t in everything) - t0 if timed else None
+    held_device_s = None if span is None else max(span * held.devices, trial_device_s)
     waste = sweep_waste([(t.status, t.timing, t.timing["devices"]) for t in everything],
-                        held_device_s=None if span is None else
-                        max(span * held_devices, trial_device_s))
+                        held_device_s=held_device_s)
+    productive_device_s = sum(sp.seconds["productive"] * t.timing["devices"]
+                              for t, sp in splits)
+    work_device_s = sum((sp.seconds["productive"] + sp.seconds["eval"]
+                         + sp.seconds["checkpoint"] + sp.seconds["setup"]) * t.timing["devices"]
+                        for t, sp in splits)
+    idle_causes = idle_check = None
+    if held_device_s is not None:
+        extra_ids = {t.trial_id for _, t in extra_trials}
+        intervals = [Interval(t.started, t.ended, t.timing["devices"],
+                              "target" if t is target else
+                              "design" if t.trial_id in extra_ids else "width")
+                     for t in everything]
+        inside = {"trial_overhead": sum(sp.seconds["other"] * t.timing["devices"]
+                                        for t, sp in splits),
+                  "recovery": sum(sp.seconds["recovery"] * t.timing["devices"]
+                                  for t, sp in splits)}
+        causes = idle_breakdown(intervals, start=t0, held=held.devices, inside=inside)
+        idle_causes = {k: v / 3600.0 for k, v in causes.items()}
+        target_h = (held_device_s - work_device_s) / 3600.0
+        got = sum(idle_causes.values())
+        idle_check = {"held_minus_work_gpu_hours": target_h, "causes_sum_gpu_hours": got,
+                      "relative_gap": abs(got - target_h) / target_h if target_h > 0 else 0.0}
     mfu_value = (flops_total / flops_device_s / peak
                  if peak and flops_device_s > 0 else None)
     n_trials = len(proxy_trials)
@@ -168,7 +202,13 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
             "pricing": config.cost.pricing,
             "total_money": money(total_h, price), "naive_money": money(naive.gpu_hours, price),
             "saved_money": None if price is None else saved * price,
-            "ettr": e, "mfu": mfu_value, "peak_flops_per_device": peak,
+            "ettr": e, "trial_ettr": e,
+            "sweep_ettr": (productive_device_s / held_device_s
+                           if held_device_s else None),
+            "held_devices": held.devices, "held_slots": held.slots,
+            "held_source": held.source,
+            "idle_gpu_hours_by_cause": idle_causes, "idle_breakdown_check": idle_check,
+            "mfu": mfu_value, "peak_flops_per_device": peak,
             # the target's throughput across its workers: step time includes the gradient
             # synchronisation; per device = over workers × devices per worker
             "target_devices": tt["devices"],
@@ -196,12 +236,13 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
         entries.append({"scope": "sweep", "name": name, "value": cost[name], "unit": "bytes"})
     overhead_inputs = {"replicates_per_trial": reps, "median_proxy_overhead_s": proxy_overhead,
                        "median_proxy_setup_s": proxy_setup, "target_setup_s": target_setup}
-    units = {"saved_fraction": "1", "ettr": "1", "mfu": "1", "price_per_hour":
+    units = {"saved_fraction": "1", "ettr": "1", "trial_ettr": "1", "sweep_ettr": "1",
+             "mfu": "1", "price_per_hour":
              f"{config.cost.currency}/device-h", "total_money": config.cost.currency,
              "naive_money": config.cost.currency, "saved_money": config.cost.currency,
              "peak_flops_per_device": "FLOP/s"}
     for name in ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "saved_gpu_hours",
-                 "saved_fraction", "ettr", "useful_gpu_hours",
+                 "saved_fraction", "ettr", "trial_ettr", "sweep_ettr", "useful_gpu_hours",
                  "gpu_hours_per_trial", "cost_to_final_metric_gpu_hours", "price_per_hour",
                  "total_money", "naive_money", "saved_money"):
         if cost[name] is not None:
@@ -228,9 +269,17 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
         entries.append({"scope": "waste", "name": cat, "value": v, "unit": "GPU-h"})
     entries.append({"scope": "sweep", "name": "held_gpu_hours",
                     "value": waste.allocated_s / 3600.0, "unit": "GPU-h",
-                    "formula": "span first trial start → last trial end × devices held",
-                    "inputs": {"span_s": span, "devices_held": held_devices,
-                               "concurrency": concurrency}})
+                    "formula": "span (sweep submitted → last trial end) × devices held",
+                    "inputs": {"span_s": span, "devices_held": held.devices,
+                               "slots": held.slots, "source": held.source}})
+    for cause, v in (idle_causes or {}).items():
+        entries.append({"scope": "idle", "name": cause, "value": v, "unit": "GPU-h"})
+    if idle_check is not None:
+        entries.append({"scope": "sweep", "name": "idle_breakdown_check",
+                        "value": idle_check["relative_gap"], "unit": "1",
+                        "formula": "|Σ idle causes − (held − productive − eval − checkpoint − "
+                                   "set-up)| / (held − productive − eval − checkpoint − set-up)",
+                        "inputs": idle_check})
     entries.append({"scope": "sweep", "name": "naive_gpu_hours", "value": naive.gpu_hours,
                     "unit": "GPU-h", "formula": naive.formula + scope_note,
                     "inputs": {**naive.inputs, **overhead_inputs, "seeds_per_trial": 1}})

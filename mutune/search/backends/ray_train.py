@@ -279,7 +279,8 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
     run_dir = Path(storage).resolve() / name
     book = SweepBook(recorder, control=control, sweep_id=sweep_id, proxy_sweep_id=None,
                      kind="target", width=width, max_t=max_t,
-                     devices=(gpus or cpus) * num_workers, device_kind=ray_cfg.device_kind,
+                     devices=(gpus or cpus) * num_workers,
+                     device_kind=ray_cfg.priced_kind or "cuda",
                      seq=seq, metric=metric, on_progress=on_progress, on_started=on_started,
                      heartbeat_s=ray_cfg.heartbeat_s,
                      resumed=resume.records if resume else None,

@@ -18,7 +18,7 @@ __all__ = ["build_report", "write_report_json", "live_proxy_sweeps", "COST_KEYS"
 #: bytes), docs/architecture.md §6.
 COST_KEYS = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
              "naive_replicates_gpu_hours", "naive_grid_gpu_hours", "saved_gpu_hours",
-             "saved_fraction", "ettr", "mfu",
+             "saved_fraction", "ettr", "trial_ettr", "sweep_ettr", "mfu",
              "held_gpu_hours", "useful_gpu_hours", "gpu_hours_per_trial",
              "cost_to_final_metric_gpu_hours", "price_per_hour", "total_money",
              "naive_money", "saved_money", "repeated_steps", "checkpoint_bytes_written",
@@ -160,6 +160,14 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     waste = {e["name"]: _f(e["value"]) for e in rows["ledger"] if e["scope"] == "waste"}
     if waste:
         cost["waste_gpu_hours"] = waste
+    idle = {e["name"]: _f(e["value"]) for e in rows["ledger"] if e["scope"] == "idle"}
+    if idle:
+        cost["idle_gpu_hours_by_cause"] = idle
+    if "idle_breakdown_check" in ledger:
+        cost["idle_breakdown_check"] = ledger["idle_breakdown_check"]["inputs"]
+    if "held_gpu_hours" in ledger:
+        inputs = ledger["held_gpu_hours"].get("inputs") or {}
+        cost["held_devices"] = inputs.get("devices_held")
     cfg = sweep.get("config") or {}
     cost["project"] = sweep.get("project")
     cost["owner"] = (cfg.get("cost") or {}).get("owner")

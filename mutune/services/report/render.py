@@ -143,7 +143,10 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                        ("naive_replicates_gpu_hours", "naive, with the proxies' seeds"),
                        ("naive_grid_gpu_hours", "naive: every sample to max_t"),
                        ("saved_gpu_hours", "saved vs naive"),
-                       ("saved_fraction", "saved fraction"), ("ettr", "ETTR"),
+                       ("saved_fraction", "saved fraction"),
+                       ("ettr" if "trial_ettr" not in c else "", "ETTR"),   # older sweeps
+                       ("trial_ettr", "trial ETTR (productive / each trial's allocation)"),
+                       ("sweep_ettr", "sweep ETTR (productive / held)"),
                        ("mfu", "MFU"),
                        ("target_samples_per_s", "target samples/s (all its devices)"),
                        ("target_devices", "target devices"),
@@ -154,12 +157,14 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                        ("spent_gpu_hours", "spent: every recorded trial"),
                        ("budget_gpu_hours", "budget")):
         if key in c:
-            fmt = ".1%" if key in ("saved_fraction", "ettr") else \
+            fmt = ".1%" if key in ("saved_fraction", "ettr", "trial_ettr", "sweep_ettr") else \
                 ".3%" if key == "mfu" else \
                 ".1f" if key in ("target_samples_per_s", "target_devices") else ".6f"
             ct.add_row(label, fmt_num(c[key], fmt))
     for cat, v in (c.get("waste_gpu_hours") or {}).items():
         ct.add_row(f"waste: {cat.replace('_', ' ')}", fmt_num(v, ".6f"))
+    for cause, v in (c.get("idle_gpu_hours_by_cause") or {}).items():
+        ct.add_row(f"not training: {cause.replace('_', ' ')}", fmt_num(v, ".6f"))
     if c.get("checkpoint_bytes_written") is not None:
         ct.add_row("checkpoints written / kept (MB)",
                    f"{c['checkpoint_bytes_written'] / 1e6:.3f} / "

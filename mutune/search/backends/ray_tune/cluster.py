@@ -95,17 +95,18 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
 
 
 def slots(ray_cfg: RayConfig) -> int:
-    """Trials that can run at once: ``max_concurrent_trials`` if set, else what the connected
-    cluster's CPUs (and GPUs, when trials take some) allow for the per-trial resources."""
-    if ray_cfg.max_concurrent_trials:
-        return ray_cfg.max_concurrent_trials
+    """Trials that can run at once on the connected cluster: what its CPUs (and GPUs, when
+    trials take some — ⌊1/fraction⌋ per card for a fraction of one) allow for the per-trial
+    resources, capped by ``max_concurrent_trials``
+    (:func:`mutune.scaling.idle.held_devices`)."""
     import ray
 
-    res = ray.cluster_resources()
-    n = int(res.get("CPU", ray_cfg.num_cpus) // ray_cfg.cpus_per_trial)
-    if ray_cfg.gpus_per_trial:
-        n = min(n, int(res.get("GPU", 0) // ray_cfg.gpus_per_trial))
-    return max(n, 1)
+    from mutune.scaling.idle import held_devices
+
+    return held_devices(dict(ray.cluster_resources()), cpus_per_trial=ray_cfg.cpus_per_trial,
+                        gpus_per_trial=ray_cfg.gpus_per_trial,
+                        max_concurrent=ray_cfg.max_concurrent_trials,
+                        num_cpus=ray_cfg.num_cpus).slots
 
 
 def shortfall(cpus: float, gpus: float) -> tuple[str, float, float] | None:

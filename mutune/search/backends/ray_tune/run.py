@@ -180,7 +180,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
     log_dir = str(Path(storage).resolve() / "trial_logs" / name)
     book = SweepBook(recorder, control=control, sweep_id=sweep_id,
                      proxy_sweep_id=proxy_sweep_id, kind=kind, width=width, max_t=max_t,
-                     devices=gpus or ray_cfg.cpus_per_trial, device_kind=ray_cfg.device_kind,
+                     devices=gpus or ray_cfg.cpus_per_trial,
+                     device_kind=ray_cfg.priced_kind or "cuda",
                      seq=seq, metric=metric, on_progress=on_progress, on_started=on_started,
                      heartbeat_s=ray_cfg.heartbeat_s,
                      resumed=resume.records if resume else None, log_dir=log_dir,
