@@ -113,3 +113,59 @@ def test_heartbeat_stale_trials_and_mark_stale(store):
         store.mark_stale(999, "x")
     with pytest.raises(StoreError, match="lease_s = 0"):
         store.stale_trials(lease_s=0)
+
+
+def _opener(url: str, i: int, start: object, out: object) -> None:
+    """Child: at the start signal, create-or-upgrade the schema (half through
+    ``mutune db upgrade``'s function, half through ``Store.open``) and record one sweep."""
+    from mutune.services.store import Store, upgrade
+
+    try:
+        out.put((i, "ready"))
+        start.wait(120)
+        if i % 2:
+            upgrade(url)
+            store = Store.open(url, upgrade=False)
+        else:
+            store = Store.open(url)
+        with store:
+            store.sweep_started({"name": f"opener-{i}"}, i, {})
+        out.put((i, "ok"))
+    except BaseException as exc:  # report every failure to the parent
+        out.put((i, f"{type(exc).__name__}: {exc}"[:500]))
+
+
+def test_eight_processes_create_one_fresh_database_at_once(store_url):
+    """Eight processes open one database that does not exist yet, at the same moment: every
+    one succeeds, the schema ends at head, and every process's row is there."""
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import text
+
+    from mutune.services.store import alembic_config, make_engine
+
+    n = 8
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_opener, args=(store_url, i, start, out)) for i in range(n)]
+    for p in procs:
+        p.start()
+    try:
+        assert sorted(out.get(timeout=120)[0] for _ in procs) == list(range(n))
+        start.set()
+        results = dict(out.get(timeout=120) for _ in procs)
+    finally:
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    assert results == {i: "ok" for i in range(n)}
+    head = ScriptDirectory.from_config(alembic_config(store_url)).get_current_head()
+    engine = make_engine(store_url)
+    try:
+        with engine.connect() as c:
+            assert [r[0] for r in c.execute(text("SELECT version_num FROM alembic_version"))] \
+                == [head]
+            names = sorted(r[0] for r in c.execute(text("SELECT name FROM sweeps")))
+    finally:
+        engine.dispose()
+    assert names == sorted(f"opener-{i}" for i in range(n))

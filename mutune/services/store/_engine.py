@@ -3,20 +3,24 @@
 :func:`make_engine` builds a SQLAlchemy engine for a database URL: SQLite files get WAL, a 30 s
 busy timeout and enforced foreign keys on every connection; ``postgresql://`` URLs use the
 psycopg 3 driver. :func:`upgrade` runs the Alembic migrations shipped in ``migrations/`` up to
-head. Nothing here builds an engine at import time.
+head, one process at a time (:func:`schema_lock`). Nothing here builds an engine at import time.
 """
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, create_engine, make_url
 from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import NullPool
 
 from mutune.errors import StoreError
 
-__all__ = ["make_engine", "upgrade", "normalize_url", "alembic_config", "MIGRATIONS_DIR"]
+__all__ = ["make_engine", "upgrade", "schema_lock", "normalize_url", "alembic_config",
+           "MIGRATIONS_DIR"]
 
 #: The Alembic script folder shipped inside the package.
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -137,9 +141,73 @@ def alembic_config(url: str | URL) -> Any:
     return cfg
 
 
+#: The PostgreSQL advisory-lock key that serializes schema upgrades (the bytes "mutune").
+SCHEMA_LOCK_KEY = int.from_bytes(b"mutune", "big")
+
+
+@contextlib.contextmanager
+def schema_lock(url: str | URL) -> Iterator[None]:
+    """Hold the database's schema lock for the block: one process creates or upgrades the
+    schema at a time; the others wait, then find it at head and do nothing.
+
+    PostgreSQL: a session-level advisory lock (``pg_advisory_lock``, key
+    :data:`SCHEMA_LOCK_KEY`) on a connection of its own, released at the end (or when the
+    process dies: the server drops a dead session's locks). SQLite: an exclusive ``flock`` on
+    ``<database>.schema-lock`` beside the file (released by the kernel when the process dies;
+    POSIX only). An in-memory SQLite database needs no lock.
+
+    Raises:
+        StoreError: the lock could not be taken (the database is unreachable).
+    """
+    parsed = normalize_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        engine = create_engine(parsed, poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": SCHEMA_LOCK_KEY})
+                conn.commit()
+                try:
+                    yield
+                finally:
+                    conn.execute(text("SELECT pg_advisory_unlock(:k)"),
+                                 {"k": SCHEMA_LOCK_KEY})
+                    conn.commit()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot take the schema lock of "
+                             f"{parsed.render_as_string(hide_password=True)}: {exc}") from exc
+        finally:
+            engine.dispose()
+        return
+    path = _sqlite_file(parsed) if backend == "sqlite" else None
+    try:
+        import fcntl
+    except ImportError:          # not POSIX: SQLite's own locking is all there is
+        fcntl = None  # type: ignore[assignment]
+    if path is None or fcntl is None:
+        yield
+        return
+    lock = path.expanduser().with_name(path.name + ".schema-lock")
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(lock, "a+b")
+    except OSError as exc:
+        raise StoreError(f"cannot create the schema lock {lock}: {exc}") from exc
+    with fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
 def upgrade(url: str | URL, revision: str = "head") -> None:
     """Migrate the database at ``url`` to ``revision`` (default: head); an empty database gets
-    every table, an up-to-date one is left as it is.
+    every table, an up-to-date one is left as it is. Safe when several processes start on
+    one fresh database at once: they take turns (:func:`schema_lock`).
 
     Raises:
         StoreError: the migration failed (the message carries the database's error).
@@ -148,7 +216,9 @@ def upgrade(url: str | URL, revision: str = "head") -> None:
     from sqlalchemy.exc import SQLAlchemyError
 
     cfg = alembic_config(url)
-    try:
-        command.upgrade(cfg, revision)
-    except SQLAlchemyError as exc:
-        raise StoreError(f"migrating {normalize_url(url)!r} to {revision} failed: {exc}") from exc
+    with schema_lock(url):
+        try:
+            command.upgrade(cfg, revision)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"migrating {normalize_url(url)!r} to {revision} failed: "
+                             f"{exc}") from exc
