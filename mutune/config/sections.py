@@ -11,7 +11,8 @@ from mutune.config.base import StrictModel
 from mutune.config.spaces import CATEGORICAL, SEARCHABLE, VALID_RANGES, Distribution
 from mutune.config.suggest import did_you_mean
 
-__all__ = ["SchedulerConfig", "SearchConfig", "TrainConfig", "TargetConfig", "TransferConfig",
+__all__ = ["PreemptionConfig", "SchedulerConfig", "SearchConfig", "TrainConfig", "TargetConfig",
+           "TransferConfig",
            "RayConfig", "BudgetConfig", "TrackingConfig", "LEASE_FACTOR"]
 
 #: A trial's lease must be at least this many heartbeat intervals (a live trial may miss two).
@@ -296,6 +297,23 @@ class TransferConfig(StrictModel):
     widen_octaves: float = Field(default=3.0, gt=0, le=16)
 
 
+class PreemptionConfig(StrictModel):
+    """Where a trial's worker hears of a spot preemption besides SIGTERM (always on):
+    ``notice_file`` — a path whose appearance is the notice (a node agent or a drain hook
+    touches it); ``notice_url`` — polled every ``poll_s`` seconds, ``notice_style``
+    ``status`` (404 until a notice is posted, then 200: AWS's
+    ``/latest/meta-data/spot/instance-action``, with ``token_url`` for IMDSv2's session
+    token) or ``body`` (200 with ``FALSE`` until it reads ``TRUE``: GCP's
+    ``/computeMetadata/v1/instance/preempted``). On a notice the trial finishes its step,
+    checkpoints it, ends ``preempted`` and is retried from that checkpoint without consuming
+    ``ray.max_failures`` (docs/architecture.md §4)."""
+    notice_file: str | None = Field(default=None, min_length=1)
+    notice_url: str | None = Field(default=None, pattern=r"^https?://")
+    notice_style: Literal["status", "body"] = "status"
+    token_url: str | None = Field(default=None, pattern=r"^https?://")
+    poll_s: float = Field(default=1.0, gt=0, le=60)
+
+
 class RayConfig(StrictModel):
     """Execution on Ray: a local cluster of ``num_cpus`` or an existing cluster at ``address``.
 
@@ -329,6 +347,8 @@ class RayConfig(StrictModel):
     #: killed and not retried (None: never); set it well above a trial's start-up (a fresh Ray
     #: worker imports torch: seconds) and its slowest evaluation interval
     zombie_timeout_s: float | None = Field(default=None, gt=0)
+    #: notice file and URL that preempt a trial (SIGTERM always does)
+    preemption: PreemptionConfig = Field(default_factory=PreemptionConfig)
 
     @property
     def priced_kind(self) -> str | None:

@@ -36,7 +36,8 @@ def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
                           status=t["status"], reason=t["reason"])
         last = reports[-1] if reports else {}
         rec.restarts = int(t.get("restarts") or 0)
-        rec.restarts_booked = rec.restarts
+        rec.preemptions = int(t.get("preemptions") or 0)
+        rec.restarts_booked = rec.restarts + rec.preemptions
         rec.repeated_steps = int(t.get("repeated_steps") or 0)
         rec.recovery_s = float(t.get("recovery_s") or 0.0)
         if t["status"] == "running" or t["allocated_s"] is None:
@@ -46,7 +47,8 @@ def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
         else:
             rec.timing = {k: t[k] for k in ("allocated_s", "productive_s", "eval_s",
                                             "overhead_s", "steps", "samples", "devices",
-                                            "device_kind", "restarts", "repeated_steps",
+                                            "device_kind", "restarts", "preemptions",
+                                            "repeated_steps",
                                             "recovery_s", "checkpoint_s")}
             rec.timing["setup_s"] = float(last.get("setup_s", 0.0))
             rec.timing.update(evals=len(reports), n_params=float(last.get("n_params", 0.0)))

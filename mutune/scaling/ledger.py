@@ -181,10 +181,11 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                                   for t, sp in splits)}
         causes = idle_breakdown(intervals, start=t0, held=held.devices, inside=inside)
         idle_causes = {k: v / 3600.0 for k, v in causes.items()}
-        target_h = (held_device_s - work_device_s) / 3600.0
+        not_work_h = (held_device_s - work_device_s) / 3600.0
         got = sum(idle_causes.values())
-        idle_check = {"held_minus_work_gpu_hours": target_h, "causes_sum_gpu_hours": got,
-                      "relative_gap": abs(got - target_h) / target_h if target_h > 0 else 0.0}
+        idle_check = {"held_minus_work_gpu_hours": not_work_h, "causes_sum_gpu_hours": got,
+                      "relative_gap": (abs(got - not_work_h) / not_work_h
+                                       if not_work_h > 0 else 0.0)}
     mfu_value = (flops_total / flops_device_s / peak
                  if peak and flops_device_s > 0 else None)
     n_trials = len(proxy_trials)

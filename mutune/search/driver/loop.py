@@ -296,6 +296,22 @@ class SweepDriver:
         told = status if status in STATUS_OF.values() else "failed"
         self.groups[t.group].searcher.complete(t.key, told)
 
+    def requeue(self, key: str, point: dict[str, Any]) -> None:
+        """A running trial was preempted (the backend has its checkpoint in ``point``'s
+        ``restore_from``): it waits first in line, before any new trial, and starts again
+        under its key. Its core and searcher are not told: a preemption is no decision.
+
+        Raises:
+            SearchError: an unknown trial, or one that is not running.
+        """
+        t = self._trial(key)
+        if t.state != "running":
+            raise SearchError(f"trial {key!r} is {t.state}: only a running trial can be "
+                              "preempted and requeued")
+        t.point = {**point, "key": key}
+        self._move(t, "pending")
+        self._queue.insert(0, key)
+
     def ended(self, key: str, status: str, reason: str | None = None) -> bool:
         """The backend ended trial ``key`` without a decision of the driver (it raised, was
         cancelled, became a zombie, or its recorded data ran out): ``status`` is one of

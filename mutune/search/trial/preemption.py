@@ -1,33 +1,167 @@
-"""A SIGTERM flag for a training loop (spot preemption: finish the step, checkpoint, exit).
+"""Preemption notices for a training loop (spot capacity: finish the step, checkpoint, end).
 
-The handler is installed only when the loop runs in the main thread (a standalone run, the
-tests): Python cannot install signal handlers in other threads, and Ray Tune runs function
-trainables in a thread of its actor (:mod:`mutune.search.trial.trainable` says what then
-bounds the lost work).
+A notice comes from any of three sources, and each sets one flag per worker process that the
+loop checks after every step (:class:`Preemption`):
+
+* **SIGTERM** to the worker process. In a plain process (a standalone run, the tests) the
+  handler is installed when the loop starts in the main thread. Under Ray Tune the loop runs
+  in a thread of the trial's actor, where Python cannot install handlers, and Ray's worker
+  installs its own SIGTERM handler that exits the process; the mixin
+  :class:`PreemptibleTrainable` therefore installs mutune's handler in the actor's main
+  thread when the trainable is set up (Ray runs an actor's methods there). A second SIGTERM
+  while the first is still pending goes to the handler that was there before (Ray's: exit).
+* **A notice file** (``ray.preemption.notice_file``): the notice is the file's appearance.
+* **A polled URL** (``ray.preemption.notice_url``) in either common cloud style:
+  ``status`` — 404 until a notice is posted, then 200 (AWS's ``spot/instance-action``), with
+  an optional session token fetched first by ``PUT token_url`` as IMDSv2 needs; ``body`` —
+  200 with a body that flips from ``FALSE`` to ``TRUE`` (GCP's ``instance/preempted``).
+
+A polled notice is edge-triggered: it fires once when it appears, so a worker that ends its
+trial on it does not end every later trial while the notice stays posted. The flag is cleared
+when a loop ends on it (:meth:`Preemption.consume`): the trial is then retried from its
+checkpoint (:mod:`mutune.search.backends.ray_tune.callback`), wherever Ray places it.
 """
 from __future__ import annotations
 
 import signal
 import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Preemption"]
+__all__ = ["Preemption", "PreemptibleTrainable", "NoticeWatcher", "notice", "install_sigterm"]
+
+#: the worker process's notice: set by SIGTERM or a watcher, checked by the loop
+_NOTICE = threading.Event()
+_REASON: list[str] = []
+_INSTALLED: list[Any] = []      # the handler that was there before mutune's (once per process)
+
+
+def notice(reason: str) -> None:
+    """Post a preemption notice to every loop of this process (``reason`` is kept)."""
+    _REASON.append(reason)
+    _NOTICE.set()
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    if _NOTICE.is_set() and _INSTALLED and callable(_INSTALLED[0]):
+        _INSTALLED[0](signum, frame)      # a second SIGTERM: the previous handler's turn
+        return
+    notice("SIGTERM")
+
+
+def install_sigterm() -> bool:
+    """Install the notice's SIGTERM handler in this process; only from the main thread (the
+    first call keeps the previous handler for a second SIGTERM). Returns whether it is
+    installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if not _INSTALLED:
+        _INSTALLED.append(signal.signal(signal.SIGTERM, _on_sigterm))
+    return True
+
+
+class PreemptibleTrainable:
+    """Mixin for Ray Tune's function trainable (``fn.__mixins__``): its ``setup`` runs in the
+    actor's main thread, where it installs the SIGTERM notice handler."""
+
+    def setup(self, config: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        install_sigterm()
+        return super().setup(config, *args, **kwargs)  # type: ignore[misc]
+
+
+def _poll_url(url: str, style: str, token_url: str | None, timeout: float) -> bool:
+    """Whether the notice URL posts a notice now (see the module docstring for the styles);
+    an unreachable URL is no notice."""
+    headers = {"Metadata-Flavor": "Google"} if style == "body" else {}
+    try:
+        if token_url:
+            req = urllib.request.Request(token_url, method="PUT", headers={
+                "X-aws-ec2-metadata-token-ttl-seconds": "300"})
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                headers["X-aws-ec2-metadata-token"] = r.read().decode().strip()
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                    timeout=timeout) as r:
+            body = r.read().decode(errors="replace").strip()
+            return r.status == 200 and (style == "status" or body.upper() == "TRUE")
+    except (urllib.error.URLError, OSError, ValueError):
+        return False            # 404 (no notice yet), refused, timed out
+
+
+class NoticeWatcher:
+    """A daemon thread polling a notice file and/or URL every ``poll_s`` seconds; posts
+    :func:`notice` when one appears (edge-triggered). ``settings``: the ``ray.preemption``
+    section as a dict (``notice_file``, ``notice_url``, ``notice_style``, ``token_url``,
+    ``poll_s``); nothing is started when it names no source."""
+
+    def __init__(self, settings: dict[str, Any] | None) -> None:
+        s = dict(settings or {})
+        self.file = Path(s["notice_file"]) if s.get("notice_file") else None
+        self.url, self.style = s.get("notice_url"), s.get("notice_style") or "status"
+        self.token_url, self.poll_s = s.get("token_url"), float(s.get("poll_s") or 1.0)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._seen = False
+
+    def _posted(self) -> str | None:
+        if self.file is not None and self.file.exists():
+            return f"notice file {self.file}"
+        if self.url and _poll_url(self.url, self.style, self.token_url,
+                                  min(self.poll_s, 2.0)):
+            return f"notice at {self.url}"
+        return None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            got = self._posted()
+            if got and not self._seen:
+                notice(got)
+            self._seen = got is not None
+
+    def __enter__(self) -> "NoticeWatcher":
+        if self.file is not None or self.url:
+            self._seen = self._posted() is not None     # a notice already up is not new
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name="mutune-preemption-notice")
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
 
 
 class Preemption:
-    """A flag set by SIGTERM while the loop runs (main thread only); restores the handler."""
+    """Whether a preemption notice is pending for the loop (:attr:`requested`), from its own
+    SIGTERM handler (installed in the main thread, restored on exit) or the process's notice
+    (:func:`notice`; the Ray mixin's SIGTERM handler, a :class:`NoticeWatcher`)."""
 
     def __init__(self) -> None:
-        self.requested = False
+        self._own = False
         self._old: Any = None
 
+    @property
+    def requested(self) -> bool:
+        """True once a notice arrived."""
+        return self._own or _NOTICE.is_set()
+
+    @property
+    def reason(self) -> str:
+        """What posted the notice (``SIGTERM``, ``notice file …``, ``notice at …``)."""
+        return _REASON[-1] if _REASON else "SIGTERM"
+
+    def consume(self) -> None:
+        """The loop ended on the notice: clear it for the next trial of this process."""
+        self._own = False
+        _NOTICE.clear()
+
     def __enter__(self) -> "Preemption":
-        if threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is threading.main_thread() and not _INSTALLED:
             self._old = signal.signal(signal.SIGTERM, self._on_term)
         return self
 
     def _on_term(self, signum: int, frame: Any) -> None:
-        self.requested = True
+        self._own = True
 
     def __exit__(self, *exc: object) -> None:
         if self._old is not None:

@@ -39,10 +39,17 @@ state, so on CPU a resumed trial's reports are bit-identical to an uninterrupted
 A non-finite training loss is reported at once as a non-finite ``val_loss`` so the scheduler
 stops the trial as diverged instead of training on garbage.
 
-SIGTERM: the handler is installed when the loop runs in the main thread (a standalone run, the
-tests). Ray Tune runs function trainables in a thread of the actor, where Python cannot install
-signal handlers; there the periodic checkpoints bound the lost work, and Ray retries the trial
-from the last one (``max_failures``).
+Preemption (:mod:`mutune.search.trial.preemption`): a notice — SIGTERM to the worker (under
+Ray, through the handler :class:`~mutune.search.trial.preemption.PreemptibleTrainable`
+installs in the actor's main thread), a notice file or a polled notice URL — ends the loop
+after the step in progress: it evaluates, checkpoints that step, and reports it with
+``preempted`` = 1 (and ``at_eval``: whether the step was an evaluation step anyway). The
+trainable then returns normally — no error, so Ray's ``max_failures`` is not consumed — and
+the driver retries the trial from that checkpoint before any new trial
+(:meth:`mutune.search.backends.ray_tune.callback.SweepBook.on_trial_complete`); a report
+that exists only because of the preemption is not recorded, so the retried trial's reports
+equal an uninterrupted one's. A hard kill (SIGKILL, the OOM killer) is a failure: Ray retries
+it from the last checkpoint within ``ray.max_failures``.
 """
 from __future__ import annotations
 
@@ -54,13 +61,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mutune.search.trial.preemption import NoticeWatcher as _NoticeWatcher
 from mutune.search.trial.preemption import Preemption as _Preemption
 
-__all__ = ["train_trial", "run_training", "Preempted"]
-
-
-class Preempted(RuntimeError):
-    """Raised by :func:`train_trial` after a SIGTERM checkpoint, so Ray retries the trial."""
+__all__ = ["train_trial", "run_training"]
 
 
 def run_training(config: dict[str, Any], task: Any, *,
@@ -90,9 +94,10 @@ def run_training(config: dict[str, Any], task: Any, *,
             standard errors (:func:`mutune.search.driver.types.beyond_limit`), and the run ends as
             ``"cancelled"`` when ``parallel.stop_requested()`` says so.
     Returns:
-        ``"completed"`` (max_t reached), ``"diverged"``, ``"preempted"`` (SIGTERM: the last
-        report carried a checkpoint at the step reached) or, with ``parallel``,
-        ``"cancelled"``.
+        ``"completed"`` (max_t reached), ``"diverged"``, ``"preempted"`` (a preemption
+        notice: the last report carried a checkpoint at the step reached, ``preempted`` = 1)
+        or, with ``parallel``, ``"cancelled"``. ``config["preemption"]``: the
+        ``ray.preemption`` section (notice file and URL to poll), optional.
     Raises:
         ProxyError: the model cannot be built. SearchError: an unreadable checkpoint.
     """
@@ -185,7 +190,10 @@ def run_training(config: dict[str, Any], task: Any, *,
 
     # CUDA trials sample NVML utilization and memory while they train (None on CPU)
     monitor = GpuMonitor.for_visible_devices() if dev.kind == "cuda" else None
-    with _Preemption() as preempt, contextlib.ExitStack() as stack:
+    with _Preemption() as preempt, _NoticeWatcher(config.get("preemption")), \
+            contextlib.ExitStack() as stack:
+        # however the loop ends, a notice it saw is spent (the next trial here starts clean)
+        stack.callback(lambda: preempt.consume() if preempt.requested else None)
         if monitor is not None:
             stack.callback(monitor.stop)
         for step in range(start + 1, max_t + 1):
@@ -235,6 +243,8 @@ def run_training(config: dict[str, Any], task: Any, *,
                        "wall_s": time.perf_counter() - t0}
             if tests:     # the test split: only at max_t, only reported
                 metrics["test_loss"], metrics["test_loss_se"] = _mean(tests), _se(tests)
+            if stop_now and step < max_t:     # the driver retries it from this checkpoint
+                metrics["preempted"], metrics["at_eval"] = 1.0, float(at_eval)
             if at_eval:   # a preemption report between evaluations keeps the running mean
                 loss_sum, loss_n = 0.0, 0
             if step in limits and beyond_limit(metrics["val_loss"], metrics["val_loss_se"],
@@ -253,7 +263,7 @@ def run_training(config: dict[str, Any], task: Any, *,
             report(metrics, folder)
             if diverged:
                 return "diverged"
-            if stop_now:
+            if stop_now and step < max_t:
                 return "preempted"
             if parallel is not None and step < max_t and parallel.stop_requested():
                 return "cancelled"
@@ -306,8 +316,10 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
     Args:
         config: as :func:`run_training`.
         task: a :class:`mutune.proxies.task.ProxyTask`.
+    A preempted trial returns normally after its checkpointed report (the driver retries
+    it; see the module docstring).
+
     Raises:
-        Preempted: SIGTERM arrived; the checkpoint was reported, so Ray's retry resumes it.
         ProxyError: the model cannot be built (reported by Ray as a failed trial).
     """
     from ray import tune
@@ -341,5 +353,4 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
             with ckpt.as_directory() as restore_dir:
                 status = run_training(config, task, report=report, restore_dir=restore_dir,
                                       checkpoint_root=root)
-    if status == "preempted":
-        raise Preempted("SIGTERM: checkpoint saved; retry resumes from it")
+    del status      # how it ended is in its reports (a preemption's carries preempted = 1)

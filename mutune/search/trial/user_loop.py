@@ -343,13 +343,16 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
     def on_stop(step: int) -> None:        # SIGTERM: evaluate, checkpoint, report, end
         val, se = ctx.evaluate("val")
         # a metric of the loop's own keeps its last reported value (mutune cannot compute it)
-        emit({"step": step, "val_loss": val, "val_loss_se": se,
+        # ``preempted``: the driver retries the trial from this checkpoint; ``at_eval`` 0:
+        # a report only the preemption made (an evaluation step was reported already)
+        emit({"step": step, "val_loss": val, "val_loss_se": se, "preempted": 1.0,
+              "at_eval": 0.0,
               **({} if metric == "val_loss" else {metric: clock["last_value"]})},
              None, stop_now=True)
 
-    from mutune.search.trial.preemption import Preemption
+    from mutune.search.trial.preemption import NoticeWatcher, Preemption
 
-    with Preemption() as preempt:
+    with Preemption() as preempt, NoticeWatcher(config.get("preemption")):
         # under DDP every worker joins the all-reduce at every step (never short-circuited:
         # a worker that skipped it would leave the others waiting in the collective)
         stop_check = (lambda: parallel.any(preempt.requested)[0]) \
@@ -364,6 +367,9 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
             task.loop(ctx)
         except _LoopEnd as end:
             return end.status
+        finally:
+            if preempt.requested:       # spent: the next trial of this process starts clean
+                preempt.consume()
     if clock["last_report"] < max_t:
         raise SearchError(f"train.loop = {task.train.loop!r} returned after step "
                           f"{clock['last_report']} was reported; a run ends at max_t = "

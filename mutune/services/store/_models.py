@@ -113,6 +113,7 @@ class Trial(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     checkpoint_dir: Mapped[str | None] = mapped_column(Text)               # 0004
     restarts: Mapped[int | None] = mapped_column(Integer)                  # 0004
+    preemptions: Mapped[int | None] = mapped_column(Integer)               # 0007
     repeated_steps: Mapped[int | None] = mapped_column(Integer)            # 0004
     recovery_s: Mapped[float | None] = mapped_column(Float)                # 0004
     checkpoint_s: Mapped[float | None] = mapped_column(Float)              # 0004

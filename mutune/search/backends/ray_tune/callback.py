@@ -118,11 +118,16 @@ class SweepBook(Callback):
         key = str(point.get("key", trial.trial_id))
         now = time.monotonic()
         old = self.resumed.pop(key, None)
-        if old is not None:            # a trial of an interrupted run continues
+        if old is not None:   # a trial of an interrupted run, or a preempted one, continues
             old.status, old.segment_start, old.restarting = "running", now, True
-            old.restarts += 1
+            if old.requeued:            # a preemption: counted apart from failures
+                old.requeued = False
+                reason = f"preempted at step {old.last_step}: retried from its checkpoint"
+            else:
+                old.restarts += 1
+                reason = old.reason or "resumed"
             self.trials[trial.trial_id] = old
-            self.recorder.trial_resumed(old.trial_id, old.reason or "resumed")
+            self.recorder.trial_resumed(old.trial_id, reason)
             rec_id = old.trial_id
         else:
             rec_id = self.recorder.trial_started(self.sweep_id, self.proxy_sweep_id, self.kind,
@@ -161,6 +166,8 @@ class SweepBook(Callback):
         if rec is None:   # removed before it started: nothing ran, nothing to record
             return
         decided = self.driver.status(rec.key) if self.driver else None
+        if decided is None and rec.preempt_pending and self._requeue(trial, rec):
+            return
         if decided is None:            # Ray ended it without a decision (it returned early)
             reason = f"ended at step {rec.last_step} < max_t {self.max_t}"
             if self.driver:
@@ -170,6 +177,26 @@ class SweepBook(Callback):
         self._finish(rec, status, reason)
         if status in ("stopped", "diverged"):
             drop_checkpoints(rec.trial_dir)   # its rung closed on it: nothing resumes it
+
+    def _requeue(self, trial: Any, rec: TrialRecord) -> bool:
+        """A preempted trial ended (its loop checkpointed the step reached and returned): hand
+        it back to the driver, which starts it again from that checkpoint before any new
+        trial, as a new Ray trial under the same key and database row. No failure is
+        counted and no scheduler decision changes. False when Ray holds no checkpoint of it
+        (then it ends as an early return: failed)."""
+        path = getattr(getattr(trial, "checkpoint", None), "path", None)
+        if path is None or self.driver is None:
+            return False
+        rec.preempt_pending, rec.requeued = False, True
+        rec.preemptions += 1
+        if rec.segment_start is not None:        # its resources are free until the retry
+            rec.held_s += time.monotonic() - rec.segment_start
+            rec.segment_start = None
+        del self.trials[trial.trial_id]
+        self.resumed[rec.key] = rec
+        self.driver.requeue(rec.key, {**rec.point, "restore_from": str(path)})
+        self._progress()
+        return True
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Ray will retry the failed trial from its last checkpoint (``max_failures``)."""
@@ -209,13 +236,19 @@ class SweepBook(Callback):
         rec = self.trials[trial.trial_id]
         rec.last_progress = time.monotonic()
         step = int(result["step"])
+        if result.get("preempted"):
+            rec.preempt_pending = True
+            if not result.get("at_eval"):
+                # a report only the preemption made: its checkpoint is kept, its figures are
+                # not (the retried trial reports exactly what an uninterrupted one would)
+                return False
         node = result.get("node_id")
         if node and node not in rec.nodes:
             rec.nodes.append(str(node))       # the Ray nodes the trial ran on, in order
         if rec.restarting and "restored_step" in result:
             rec.restarting = False
-            if rec.restarts > rec.restarts_booked:      # a retry after a failure
-                rec.restarts_booked = rec.restarts
+            if rec.restarts + rec.preemptions > rec.restarts_booked:   # a retry
+                rec.restarts_booked = rec.restarts + rec.preemptions
                 restored = int(result["restored_step"])
                 repeated = max(rec.last_step - restored, 0)
                 last = rec.reports[-1] if rec.reports else {}

@@ -95,10 +95,11 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
 
 
 def slots(ray_cfg: RayConfig) -> int:
-    """Trials that can run at once on the connected cluster: what its CPUs (and GPUs, when
-    trials take some — ⌊1/fraction⌋ per card for a fraction of one) allow for the per-trial
-    resources, capped by ``max_concurrent_trials``
-    (:func:`mutune.scaling.idle.held_devices`)."""
+    """Trials that can run at once: ``max_concurrent_trials`` if set, else what the connected
+    cluster's CPUs (and GPUs, when trials take some — ⌊1/fraction⌋ per card for a fraction of
+    one) allow for the per-trial resources (:func:`mutune.scaling.idle.held_devices`)."""
+    if ray_cfg.max_concurrent_trials:
+        return ray_cfg.max_concurrent_trials
     import ray
 
     from mutune.scaling.idle import held_devices

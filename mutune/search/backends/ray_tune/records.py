@@ -13,10 +13,13 @@ records (docs/architecture.md §6):
     overhead_s    allocated_s − productive_s − eval_s (start-up, model build, reporting,
                   checkpoints, recovery, teardown)
     restarts      times the trial started again after a failure (``max_failures`` retries)
+    preemptions   times it was preempted (a notice: it checkpointed its step and ended) and
+                  retried from that checkpoint — not failures, never counted in ``restarts``
     resumes       times a paused trial was promoted and resumed from its checkpoint
     repeated_steps  steps trained again after a restart: waste
     recovery_s    seconds of restart set-up and checkpoint loading, plus the repeated steps'
-                  productive seconds (their measured seconds per step): waste
+                  productive seconds (their measured seconds per step), after a failure or a
+                  preemption: waste
 """
 from __future__ import annotations
 
@@ -41,7 +44,14 @@ class TrialRecord:
     held_s: float = 0.0
     segment_start: float | None = None
     restarts: int = 0
+    #: restarts and preemptions whose recovery is booked (the first report after each)
     restarts_booked: int = 0
+    preemptions: int = 0
+    #: a preemption report arrived: when Ray ends the trial undecided, it is retried from
+    #: its latest checkpoint (the one that report carried)
+    preempt_pending: bool = False
+    #: True while a preempted trial waits to be started again (its next start is a retry)
+    requeued: bool = False
     resumes: int = 0
     restarting: bool = False
     repeated_steps: int = 0
@@ -78,6 +88,7 @@ def close_record(rec: TrialRecord, status: str, reason: str | None, *, devices: 
                   "evals": rec.n_evals, "n_params": float(last.get("n_params", 0.0)),
                   "devices": devices, "device_kind": device_kind,
                   "restarts": rec.restarts, "resumes": rec.resumes,
+                  "preemptions": rec.preemptions,
                   "repeated_steps": rec.repeated_steps, "recovery_s": rec.recovery_s,
                   "checkpoint_s": float(last.get("checkpoint_s", 0.0)),
                   "setup_s": float(last.get("setup_s", 0.0)),

@@ -156,6 +156,7 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
     from mutune.search.backends.ray_tune.searcher_adapter import RaySearcher
     from mutune.search.driver import Group, SweepDriver
     from mutune.search.searchers.simple import FixedSearcher
+    from mutune.search.trial.preemption import PreemptibleTrainable
     from mutune.search.trial.trainable import train_trial
 
     if points is not None and not points and (resume is None or not resume.points):
@@ -205,6 +206,9 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
     ray_scheduler = RayScheduler(driver, book, metric, mode)
     resources = {"cpu": ray_cfg.cpus_per_trial, **({"gpu": gpus} if gpus else {})}
     fn = trainable or tune.with_parameters(train_trial, task=task)
+    if not hasattr(fn, "__mixins__"):
+        # the SIGTERM notice handler, installed in each actor's main thread at set-up
+        fn.__mixins__ = (PreemptibleTrainable,)
     threads = max(int(ray_cfg.cpus_per_trial), 1)
     # promotion resumes paused trials from a checkpoint at the rung; the stopping variant
     # checkpoints only every ``checkpoint_every`` steps (and on SIGTERM): a rung checkpoint
@@ -216,7 +220,7 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
         param_space={"width": width, "max_t": max_t, "threads": threads, "gpus": gpus,
                      "checkpoint_every": int(checkpoint_every), "keep_final": keep_final,
                      "checkpoint_at": list(milestones), "log_dir": log_dir,
-                     "metric": metric},
+                     "metric": metric, "preemption": ray_cfg.preemption.model_dump()},
         tune_config=tune.TuneConfig(scheduler=ray_scheduler, search_alg=ray_searcher,
                                     num_samples=-1, reuse_actors=True,
                                     metric=metric, mode=mode),
