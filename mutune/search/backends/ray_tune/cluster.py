@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -67,7 +68,9 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
 
     A cluster already initialized in this process is used as it is and left running; one
     started here (``num_cpus`` CPUs, dashboard off, worker logs not forwarded) is shut down
-    on exit. ``cfg.address`` connects to an existing cluster instead.
+    on exit. ``cfg.address`` connects to an existing cluster instead. Before a local cluster
+    starts, what a killed driver's local cluster left running is ended, with a warning
+    naming it (:mod:`mutune.search.backends.ray_tune.orphans`).
     """
     import ray
 
@@ -82,16 +85,35 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False,
                                   logging_level=logging.ERROR, configure_logging=True,
                                   runtime_env={"env_vars": worker_env()})
+    entry = None
     if cfg.address:
         ray.init(address=cfg.address, **kwargs)
     else:
+        from mutune.search.backends.ray_tune.orphans import reap_orphans, register
+
+        for found in reap_orphans():      # what a killed driver's cluster left running
+            names = ", ".join(f"{p['name']} (PID {p['pid']})" for p in found["ended"])
+            warnings.warn(f"ended {len(found['ended'])} process(es) of the local Ray cluster "
+                          f"left by driver PID {found['driver_pid']} "
+                          f"({found['session_dir']}): {names or 'none left'}", stacklevel=3)
         # address="local": always a new local cluster, never one another process started
         # on this machine (ray.init() without an address joins the latest `ray start` one)
         ray.init(address="local", num_cpus=cfg.num_cpus, **kwargs)
+        entry = register(_session_dir())
     try:
         yield
     finally:
         ray.shutdown()
+        if entry is not None:
+            from mutune.search.backends.ray_tune.orphans import unregister
+            unregister(entry)
+
+
+def _session_dir() -> str:
+    """The session folder of the local cluster this process started (Ray's own record)."""
+    import ray
+
+    return ray._private.worker.global_worker.node.get_session_dir_path()
 
 
 def slots(ray_cfg: RayConfig) -> int:
