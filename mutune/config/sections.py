@@ -343,10 +343,13 @@ class RayConfig(StrictModel):
     max_failures: int = Field(default=1, ge=0)
     heartbeat_s: float = Field(default=10.0, gt=0)
     lease_s: float = Field(default=60.0, gt=0)
-    #: a running trial with no report for this many seconds is a zombie: flagged, its worker
-    #: killed and not retried (None: never); set it well above a trial's start-up (a fresh Ray
-    #: worker imports torch: seconds) and its slowest evaluation interval
+    #: a running trial with no report for this many seconds since its last one is a zombie:
+    #: flagged, its worker killed and not retried (None: never); set it above the slowest
+    #: evaluation interval (a cold start before the first report is ``start_timeout_s``'s)
     zombie_timeout_s: float | None = Field(default=None, gt=0)
+    #: a trial (a start, a promotion, a retry) with no first report this many seconds after
+    #: its grant is a zombie too (None: never); the zombie timeout counts from that report
+    start_timeout_s: float | None = Field(default=None, gt=0)
     #: notice file and URL that preempt a trial (SIGTERM always does)
     preemption: PreemptionConfig = Field(default_factory=PreemptionConfig)
 

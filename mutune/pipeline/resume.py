@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from mutune.errors import SearchError
@@ -106,6 +107,8 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
         run.recorded = {t["key"]: t for t in rows["trials"]
                         if t["kind"] in ("confirm", "target")}
         run.recorded_target = rows.get("target")
+        if run.budget is not None:     # what the sweep spent before it was interrupted
+            run.budget.add_prior(spent_before(rows))
         swept = []
         for i, width in enumerate(config.widths):
             ps = next((p for p in rows["proxy_sweeps"] if p["width"] == width
@@ -113,6 +116,18 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
             swept.append(sweep_width(run, width, i) if ps is None
                          else resume_width(run, width, i, ps, rows))
         return finish_sweep(run, swept)
+
+
+def spent_before(rows: dict[str, Any]) -> float:
+    """Device-hours the sweep's finished trials spent before the interruption (allocated
+    seconds × devices / 3600 of every trial row that ended; the unfinished ones are counted
+    by the run that continues them, from their recorded seconds)."""
+    total = 0.0
+    for t in rows["trials"]:
+        rec = SimpleNamespace(status=t["status"], reason=t.get("reason"))
+        if not _unfinished(rec) and t.get("allocated_s") is not None:
+            total += float(t["allocated_s"]) * float(t.get("devices") or 1.0)
+    return total / 3600.0
 
 
 def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
@@ -179,6 +194,8 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
         close_record(r, status, reason, devices=ray_cfg.gpus_per_trial
                      or ray_cfg.cpus_per_trial, device_kind=ray_cfg.priced_kind or "cuda")
         recorder.trial_finished(r.trial_id, status, reason, r.timing)
+        if run.budget is not None:        # ended here, held before: spent, in no book
+            run.budget.add_prior(r.timing["allocated_s"] * r.timing["devices"] / 3600.0)
     unfinished, finished, cont = continue_points(records, trial_rows)
     for r in finished:
         searcher.complete(r.key, r.status)

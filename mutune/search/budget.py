@@ -7,8 +7,11 @@ answers one question before Ray gives a slot to a new trial:
 
     spent + committed + new > limit   →   refuse
 
-* spent: device-hours of finished trials (allocated seconds × devices / 3600) plus the elapsed
-  device-hours of running ones;
+* spent: what the sweep spent before an interruption (:meth:`BudgetGate.add_prior`, from the
+  database when ``mutune resume`` continues it), device-hours of finished trials (allocated
+  seconds × devices / 3600) and, for running ones, the seconds they have held their devices:
+  earlier segments plus the current one since its grant — a resumed trial's clock restarts
+  at its resume, and time paused at a rung (promotion: resources free) is not spent;
 * committed: what each running trial needs to reach its next rung (steps × its measured seconds
   per step) — it will finish that rung;
 * new: the new trial's first rung (grace period × the width's measured seconds per step) plus
@@ -47,6 +50,21 @@ class BudgetGate:
         self.limit = float(limit_gpu_hours)
         self.books: list[Any] = []
         self.exhausted: str | None = None
+        #: device-hours spent before this driver (a resumed sweep's finished trials)
+        self.prior_gpu_hours = 0.0
+
+    def add_prior(self, gpu_hours: float) -> None:
+        """Count ``gpu_hours`` spent before this driver started (an interrupted sweep's
+        finished trials, which no book of this driver holds).
+
+        Raises:
+            ValueError: a negative or non-finite figure.
+        """
+        import math
+
+        if not (math.isfinite(gpu_hours) and gpu_hours >= 0):
+            raise ValueError(f"gpu_hours = {gpu_hours}: must be a finite number >= 0")
+        self.prior_gpu_hours += float(gpu_hours)
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune snapshots the scheduler (which holds the gate): no live books in the pickle
@@ -60,16 +78,19 @@ class BudgetGate:
         return [r for b in self.books for r in b.trials.values()]
 
     def spent_gpu_hours(self) -> float:
-        """Device-hours of finished trials plus the elapsed ones of running trials."""
+        """Device-hours spent: before this driver, by finished trials, and by running (or
+        paused, or waiting to continue) trials over the segments they held their devices."""
         now = time.monotonic()
         total = 0.0
         for b in self.books:
-            for r in b.trials.values():
+            waiting = list(getattr(b, "resumed", {}).values())   # not yet started again
+            for r in [*b.trials.values(), *waiting]:
                 if r.status == "running":
-                    total += (now - r.started) * b.devices
+                    total += (r.held_s + (now - r.segment_start if r.segment_start is not None
+                                          else 0.0)) * b.devices
                 else:
                     total += r.timing.get("allocated_s", 0.0) * b.devices
-        return total / 3600.0
+        return self.prior_gpu_hours + total / 3600.0
 
     @staticmethod
     def _s_per_step(book: Any) -> float | None:

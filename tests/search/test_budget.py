@@ -126,3 +126,44 @@ def test_spent_committed_and_estimates():
 def test_planned_steps_follow_successive_halving(n, kind, expected):
     steps = planned_trial_steps(n, kind=kind, grace_period=3, reduction_factor=3, max_t=27)
     assert steps == sorted(expected) and len(steps) == n
+
+
+def test_spent_counts_held_segments_not_uptime_and_what_came_before():
+    """A trial restored by ``mutune resume`` (started = 0.0 on this clock) counts its recorded
+    seconds plus its new segment, not the node's uptime; a paused one (promotion) counts
+    only what it held; a trial waiting to be continued counts its recorded seconds; what
+    the sweep spent before the interruption is added once."""
+    import time as _time
+
+    from mutune.search.backends.ray_tune.records import TrialRecord
+
+    now = _time.monotonic()
+    rec = MemoryRecorder()
+    book = SweepBook(rec, control=rec, sweep_id=1, proxy_sweep_id=2, kind="proxy", width=16,
+                     max_t=27, devices=2, device_kind="cpu", seq=itertools.count(1))
+    book.trials = {
+        "resumed": TrialRecord("r", 1, {}, 0.0, held_s=10.0, segment_start=now - 5.0),
+        "paused": TrialRecord("p", 2, {}, now - 500.0, held_s=7.0, segment_start=None),
+        "done": TrialRecord("d", 3, {}, now - 600.0, status="completed",
+                            timing={"allocated_s": 3.0})}
+    book.resumed = {"w": TrialRecord("w", 4, {}, 0.0, held_s=4.0)}
+    gate = BudgetGate(1.0)
+    gate.register(book)
+    held = (10.0 + 5.0 + 7.0 + 3.0 + 4.0) * 2 / 3600.0
+    assert gate.spent_gpu_hours() == pytest.approx(held, abs=2 * 0.5 / 3600)
+    gate.add_prior(0.25)
+    assert gate.spent_gpu_hours() == pytest.approx(0.25 + held, abs=2 * 0.5 / 3600)
+    with pytest.raises(ValueError, match="gpu_hours"):
+        gate.add_prior(-1.0)
+
+
+def test_spent_before_a_resume_counts_the_finished_trial_rows_once():
+    from mutune.pipeline.resume import spent_before
+
+    rows = {"trials": [
+        {"status": "completed", "reason": None, "allocated_s": 360.0, "devices": 1.0},
+        {"status": "stopped", "reason": "below", "allocated_s": 36.0, "devices": 0.5},
+        {"status": "running", "reason": None, "allocated_s": None, "devices": None},
+        {"status": "failed", "reason": "stale: no heartbeat", "allocated_s": 99.0,
+         "devices": 1.0}]}
+    assert spent_before(rows) == pytest.approx((360.0 + 18.0) / 3600.0)

@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -57,3 +58,42 @@ def test_a_trial_without_progress_is_flagged_and_stopped(ray_local, tiny_config,
     assert ok.status == "completed" and ok.last_step == 27
     finished = {e["trial_id"]: e for e in rec.of("trial_finished")}
     assert finished[hung.trial_id]["status"] == "zombie"
+
+
+def test_the_zombie_clock_starts_at_the_first_report_and_a_start_has_its_own(monkeypatch):
+    """A cold start (no report yet in this segment) is judged by ``start_timeout_s`` only;
+    after the first report, silence is judged by ``zombie_timeout_s``; a promoted or retried
+    trial's new segment starts cold again."""
+    import ray
+    from ray.tune.experiment import Trial
+
+    from mutune.search.backends.ray_tune.records import TrialRecord
+    from mutune.search.backends.ray_tune.zombies import ZombieReaper
+
+    killed = []
+    monkeypatch.setattr(ray, "kill", lambda actor, no_restart: killed.append(actor))
+
+    def trial(tid):
+        return SimpleNamespace(trial_id=tid, status=Trial.RUNNING, max_failures=3,
+                               num_failures=0,
+                               temporary_state=SimpleNamespace(ray_actor=f"actor-{tid}"))
+
+    def rec(segment_start, last_progress):
+        return TrialRecord("k", 1, {}, 0.0, segment_start=segment_start,
+                           last_progress=last_progress)
+
+    now = 1000.0
+    records = {"cold": rec(now - 30, None),                  # 30 s, no report yet
+               "slow-start": rec(now - 90, None),            # 90 s, no report yet
+               "quiet": rec(now - 100, now - 25),            # reported, then 25 s quiet
+               "retried": rec(now - 30, now - 200)}          # new segment: cold again
+    trials = [trial(t) for t in records]
+    only_zombie = ZombieReaper(20.0, devices=1, device_kind="cpu")
+    assert only_zombie.reap(trials, records, now) == ["quiet"]
+    assert only_zombie.flagged["quiet"].startswith("zombie: no report for 25.0 s > "
+                                                   "ray.zombie_timeout_s 20 s")
+    both = ZombieReaper(20.0, devices=1, device_kind="cpu", start_timeout_s=60.0)
+    assert both.reap([trial(t) for t in records], records, now) == ["slow-start", "quiet"]
+    assert both.flagged["slow-start"].startswith(
+        "zombie: no first report 90.0 s after its start > ray.start_timeout_s 60 s")
+    assert killed == ["actor-quiet", "actor-slow-start", "actor-quiet"]

@@ -71,7 +71,8 @@ class SweepBook(Callback):
                  on_started: Callable[[int], None] | None = None,
                  heartbeat_s: float = 10.0,
                  resumed: dict[str, TrialRecord] | None = None,
-                 log_dir: str | None = None, zombie_timeout_s: float | None = None) -> None:
+                 log_dir: str | None = None, zombie_timeout_s: float | None = None,
+                 start_timeout_s: float | None = None) -> None:
         self.recorder, self.control = recorder, control
         self.sweep_id, self.proxy_sweep_id = sweep_id, proxy_sweep_id
         self.kind, self.width, self.max_t = kind, width, max_t
@@ -82,8 +83,10 @@ class SweepBook(Callback):
         self.resumed = dict(resumed or {})
         self.trials: dict[str, TrialRecord] = {}
         self.log_dir = log_dir
-        self.reaper = (ZombieReaper(zombie_timeout_s, devices=devices, device_kind=device_kind)
-                       if zombie_timeout_s is not None else None)
+        self.reaper = (ZombieReaper(zombie_timeout_s, devices=devices, device_kind=device_kind,
+                                    start_timeout_s=start_timeout_s)
+                       if zombie_timeout_s is not None or start_timeout_s is not None
+                       else None)
         self.last_seq = 0
         self._last_beat = time.monotonic()
 

@@ -186,7 +186,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                      seq=seq, metric=metric, on_progress=on_progress, on_started=on_started,
                      heartbeat_s=ray_cfg.heartbeat_s,
                      resumed=resume.records if resume else None, log_dir=log_dir,
-                     zombie_timeout_s=ray_cfg.zombie_timeout_s)
+                     zombie_timeout_s=ray_cfg.zombie_timeout_s,
+                     start_timeout_s=ray_cfg.start_timeout_s)
     admission = (BudgetAdmission(budget, book, core.grace_period)
                  if budget is not None and core is not None else None)
     driver = SweepDriver(

@@ -2,8 +2,10 @@
 
 A trial that holds its devices with no report for longer than ``ray.zombie_timeout_s`` (a
 hanging data fetch, a deadlocked collective) is flagged, its worker killed with ``ray.kill``
-and not retried; it ends ``zombie`` with the reason. The clock starts at the trial's grant, so
-the timeout must exceed a cold worker's start-up (a fresh Ray worker imports torch: seconds).
+and not retried; it ends ``zombie`` with the reason. That clock starts at the trial's first
+report of each segment (a start, a promotion, a retry): before it, a cold worker is still
+starting (a fresh Ray worker imports torch: seconds), and ``ray.start_timeout_s`` bounds that
+start instead (None: a start is never reaped).
 """
 from __future__ import annotations
 
@@ -16,15 +18,35 @@ class ZombieReaper:
     """Flags and kills zombie trials of one Ray Tune run (driver side).
 
     Args:
-        timeout_s: seconds without a report after which a running trial is a zombie.
+        timeout_s: seconds without a report, counted from the segment's first report, after
+            which a running trial is a zombie (None: never).
+        start_timeout_s: seconds a segment may take to its first report (None: unbounded).
         devices, device_kind: what each trial holds (named in the reason).
     Attributes:
         flagged: Ray trial id → the reason it was flagged.
     """
 
-    def __init__(self, timeout_s: float, *, devices: float, device_kind: str) -> None:
+    def __init__(self, timeout_s: float | None, *, devices: float, device_kind: str,
+                 start_timeout_s: float | None = None) -> None:
         self.timeout_s, self.devices, self.device_kind = timeout_s, devices, device_kind
+        self.start_timeout_s = start_timeout_s
         self.flagged: dict[str, str] = {}
+
+    def _overdue(self, rec: Any, now: float) -> str | None:
+        """Why ``rec`` is a zombie now, or None: quiet since its segment's first report for
+        longer than the zombie timeout, or not reporting at all for longer than the start
+        timeout."""
+        started = rec.last_progress is not None and rec.last_progress >= rec.segment_start
+        if not started:
+            quiet = now - rec.segment_start
+            if self.start_timeout_s is None or quiet <= self.start_timeout_s:
+                return None
+            return (f"zombie: no first report {quiet:.1f} s after its start > "
+                    f"ray.start_timeout_s {self.start_timeout_s:g} s")
+        quiet = now - rec.last_progress
+        if self.timeout_s is None or quiet <= self.timeout_s:
+            return None
+        return f"zombie: no report for {quiet:.1f} s > ray.zombie_timeout_s {self.timeout_s:g} s"
 
     def reap(self, trials: list[Any], records: dict[str, Any], now: float) -> list[str]:
         """Kill the workers of running trials quiet for longer than the timeout; returns the
@@ -38,14 +60,13 @@ class ZombieReaper:
             if (rec is None or trial.status != Trial.RUNNING or rec.segment_start is None
                     or trial.trial_id in self.flagged):
                 continue
-            quiet = now - max(rec.segment_start, rec.last_progress or 0.0)
+            why = self._overdue(rec, now)
             actor = getattr(trial.temporary_state, "ray_actor", None)
-            if quiet <= self.timeout_s or actor is None:
+            if why is None or actor is None:
                 continue
             self.flagged[trial.trial_id] = (
-                f"zombie: no report for {quiet:.1f} s > ray.zombie_timeout_s "
-                f"{self.timeout_s:g} s while holding {self.devices:g} "
-                f"{self.device_kind} device(s); worker killed")
+                f"{why} while holding {self.devices:g} {self.device_kind} device(s); "
+                "worker killed")
             trial.max_failures = trial.num_failures     # flagged: stopped, not retried
             ray.kill(actor, no_restart=True)
             out.append(trial.trial_id)
