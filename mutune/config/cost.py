@@ -9,7 +9,7 @@ from pydantic import Field
 
 from mutune.config.base import StrictModel
 
-__all__ = ["DeviceSpec", "DEFAULT_DEVICES", "CostConfig", "device_kind_of"]
+__all__ = ["DeviceSpec", "DEFAULT_DEVICES", "SpotConfig", "CostConfig", "device_kind_of"]
 
 
 class DeviceSpec(StrictModel):
@@ -38,6 +38,18 @@ DEFAULT_DEVICES: dict[str, DeviceSpec] = {
 }
 
 
+class SpotConfig(StrictModel):
+    """Spot capacity's numbers (docs/architecture.md §4.6): ``mtbp_s`` — mean time between
+    preemptions, seconds (None: the report prices no spot risk and ``train.checkpoint_every:
+    auto`` is refused); ``restart_s`` — what a restart costs beyond the checkpoint restore
+    (reschedule, image pull, data reload; default 3 minutes); ``checkpoint_min_interval_s`` —
+    the least spacing between checkpoints under ``auto`` (a remote flush of a large
+    checkpoint is worth minutes, not every epoch)."""
+    mtbp_s: float | None = Field(default=None, gt=0)
+    restart_s: float = Field(default=180.0, ge=0)
+    checkpoint_min_interval_s: float = Field(default=0.0, ge=0)
+
+
 class CostConfig(StrictModel):
     """How the ledger prices and attributes the sweep (docs/architecture.md §6): the device
     table (peak FLOP/s and prices per device kind, over :data:`DEFAULT_DEVICES`), which price
@@ -47,6 +59,7 @@ class CostConfig(StrictModel):
     currency: str = Field(default="USD", min_length=1, max_length=8)
     pricing: Literal["on_demand", "spot"] = "on_demand"
     devices: dict[str, DeviceSpec] = Field(default_factory=dict)
+    spot: SpotConfig = Field(default_factory=SpotConfig)
 
     def device(self, kind: str) -> DeviceSpec:
         """The table entry of ``kind`` (case-insensitive): the config's, else the default,

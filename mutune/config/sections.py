@@ -181,7 +181,10 @@ class TrainConfig(StrictModel):
     ``val_loss_se``, is then small against the differences a sweep ranks).
 
     Trials checkpoint (atomically) every ``checkpoint_every`` steps when > 0 (rounded up to
-    the next evaluation), on SIGTERM, and under promotion ASHA at every rung milestone; a
+    the next evaluation) — with ``auto``, at the first evaluation at least Young's interval
+    √(2·C·M) seconds after the last checkpoint (C measured, M ``cost.spot.mtbp_s``,
+    :mod:`mutune.scaling.spot`) — on a preemption notice, and under promotion ASHA at every
+    rung milestone; a
     retried, promoted or resumed trial continues from its last checkpoint (without one, from
     step 0).
 
@@ -220,12 +223,17 @@ class TrainConfig(StrictModel):
     decay_fraction: float = Field(default=0.2, gt=0, le=1)
     grad_clip: float | None = Field(default=None, gt=0)
     micro_batches: int = Field(default=1, ge=1)
-    checkpoint_every: int = Field(default=0, ge=0)
+    #: steps between checkpoints (0: off), or ``auto``: Young's interval √(2·C·M) in seconds
+    #: from the measured checkpoint time C and ``cost.spot.mtbp_s`` M
+    checkpoint_every: int | Literal["auto"] = Field(default=0)
     checkpoint_keep: int = Field(default=1, ge=1)
     loop: str | None = Field(default=None, min_length=1, max_length=200)
 
     @model_validator(mode="after")
     def _micro_batches(self) -> "TrainConfig":
+        if self.checkpoint_every != "auto" and self.checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every = {self.checkpoint_every}: steps >= 0, or "
+                             "'auto' (Young's interval from cost.spot.mtbp_s)")
         if self.batch_size % self.micro_batches:
             raise ValueError(f"micro_batches ({self.micro_batches}) must divide batch_size "
                              f"({self.batch_size}): every micro-batch holds the same share")

@@ -115,6 +115,10 @@ class SweepConfig(StrictModel):
                                  f"{self.train.loop!r}: a training-loop plugin trains one "
                                  "model per trial; use replicates: 1 (seeds are then separate "
                                  "trials)")
+        if self.train.checkpoint_every == "auto" and self.cost.spot.mtbp_s is None:
+            raise ValueError("train.checkpoint_every = 'auto' needs cost.spot.mtbp_s (the mean "
+                             "time between preemptions, seconds) for Young's interval "
+                             "√(2·C·M)")
         if self.ray.cpus_per_trial > self.ray.num_cpus:
             raise ValueError(f"ray.cpus_per_trial ({self.ray.cpus_per_trial}) must be <= "
                              f"ray.num_cpus ({self.ray.num_cpus})")

@@ -159,6 +159,7 @@ def confirm_width(run: SweepRun, proxy: ProxyResult, index: int, center: dict[st
                                                    f"confirm width {proxy.width}", len(points)),
                          tracking=config.tracking,
                          checkpoint_every=config.train.checkpoint_every,
+                         spot=config.cost.spot.model_dump(),
                          checkpoint_keep=config.train.checkpoint_keep, budget=run.budget)
     if outcome.stopped is not None:
         raise SweepStopped("cancelled", outcome.stopped)

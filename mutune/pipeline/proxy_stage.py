@@ -59,6 +59,7 @@ def run_width(run: SweepRun, width: int, index: int, proxy_sweep_id: int, search
                          scheduler_seed=config.seed, searcher=searcher,
                          seeds=width_seeds(run, index),
                          checkpoint_every=config.train.checkpoint_every,
+                         spot=config.cost.spot.model_dump(),
                          checkpoint_keep=config.train.checkpoint_keep, core=core,
                          resume=resume, budget=run.budget, tracking=config.tracking,
                          replicates=search.replicates)

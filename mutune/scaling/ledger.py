@@ -226,6 +226,9 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
             "cost_to_final_metric_gpu_hours": total_h,
             "repeated_steps": sum(int(t.timing.get("repeated_steps") or 0)
                                   for t in everything),
+            "preemptions": sum(int(t.timing.get("preemptions") or 0) for t in everything),
+            "recovery_s": sum(float(t.timing.get("recovery_s") or 0.0) for t in everything),
+            "spot": _spot(config, proxy_trials, kind),
             "checkpoint_bytes_written": sum(float(t.timing.get("checkpoint_bytes") or 0.0)
                                             for t in everything),
             "checkpoint_bytes_kept": sum(float(t.timing.get("checkpoint_bytes_kept") or 0.0)
@@ -233,6 +236,13 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
             "project": config.cost.project, "owner": config.cost.owner}
     entries.append({"scope": "sweep", "name": "repeated_steps",
                     "value": float(cost["repeated_steps"]), "unit": "steps"})
+    for name, unit in (("preemptions", "preemptions"), ("recovery_s", "s")):
+        entries.append({"scope": "sweep", "name": name, "value": float(cost[name]),
+                        "unit": unit})
+    if cost["spot"] is not None:
+        entries.append({"scope": "sweep", "name": "spot_economics",
+                        "value": cost["spot"].get("overhead_fraction"), "unit": "1",
+                        "formula": cost["spot"].get("formula"), "inputs": cost["spot"]})
     for name in ("checkpoint_bytes_written", "checkpoint_bytes_kept"):
         entries.append({"scope": "sweep", "name": name, "value": cost[name], "unit": "bytes"})
     overhead_inputs = {"replicates_per_trial": reps, "median_proxy_overhead_s": proxy_overhead,
@@ -293,3 +303,33 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                     "unit": "GPU-h", "formula": grid.formula,
                     "inputs": {**grid.inputs, **overhead_inputs}})
     return cost, entries
+
+
+def _spot(config: SweepConfig, trials: list[Any], kind: str) -> dict[str, Any] | None:
+    """Spot economics of this sweep's trials (:func:`mutune.scaling.spot.spot_economics`)
+    when ``cost.spot.mtbp_s`` is set: T the proxy trials' median allocated seconds, C their
+    measured seconds per checkpoint, the restore their median measured checkpoint load (C
+    when no trial restored one). None without ``mtbp_s``; ``{"error"}`` when no checkpoint
+    was written to measure C."""
+    from mutune.scaling.spot import spot_economics
+
+    sp = config.cost.spot
+    if sp.mtbp_s is None or not trials:
+        return None
+    lasts = [t.reports[-1] for t in trials if t.reports]
+    n = sum(float(r.get("checkpoints") or 0.0) for r in lasts)
+    if n <= 0:
+        return {"mtbp_s": sp.mtbp_s, "error": "no checkpoint was written to measure its "
+                "seconds: set train.checkpoint_every (steps, or auto)"}
+    c = sum(float(r.get("checkpoint_s") or 0.0) for r in lasts
+            if r.get("checkpoints")) / n
+    restores = [float(r["restore_s"]) for t in trials for r in t.reports
+                if r.get("restored_step") and r.get("restore_s") is not None]
+    dev = config.cost.device(kind)
+    out = spot_economics(statistics.median(t.timing["allocated_s"] for t in trials),
+                         checkpoint_s=c, restore_s=statistics.median(restores) if restores
+                         else c, mtbp_s=sp.mtbp_s, restart_s=sp.restart_s,
+                         min_interval_s=sp.checkpoint_min_interval_s, spot_price=dev.spot,
+                         on_demand_price=dev.on_demand)
+    out["restore_measured"] = bool(restores)
+    return out

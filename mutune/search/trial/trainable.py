@@ -76,7 +76,9 @@ def run_training(config: dict[str, Any], task: Any, *,
 
     Args:
         config: ``width`` (int), ``max_t`` (steps), ``threads`` (torch intra-op threads),
-            ``gpus`` (> 0: CUDA with bf16 autocast), ``checkpoint_every`` (steps, 0: off),
+            ``gpus`` (> 0: CUDA with bf16 autocast), ``checkpoint_every`` (steps, 0: off; or
+            ``"auto"`` with ``spot`` = ``cost.spot`` as a dict:
+            :class:`~mutune.search.trial.cadence.Cadence`),
             ``checkpoint_at`` (steps, e.g. the rung milestones), ``keep_final`` (also
             checkpoint the trained model at ``max_t``: the target run), and ``point`` =
             {"hparams": {name: value}, "seed": int, "index": int, optional
@@ -121,7 +123,6 @@ def run_training(config: dict[str, Any], task: Any, *,
     task = task.for_point(hparams)      # the point's recipe knobs (betas, eps, clip, …)
     seeds = [int(s) for s in point.get("replicate_seeds") or [point["seed"]]]
     width, max_t = int(config["width"]), int(config["max_t"])
-    every = int(config.get("checkpoint_every") or 0)
     keep_final = bool(config.get("keep_final"))     # the target: its trained model is kept
     marks = sorted(int(m) for m in config.get("checkpoint_at") or ())
     eval_every = task.train.eval_every
@@ -166,7 +167,11 @@ def run_training(config: dict[str, Any], task: Any, *,
         checkpoint_bytes = int(state.get("checkpoint_bytes", 0)) + sum(
             f.stat().st_size for f in Path(restore_dir).iterdir() if f.is_file())
         restore_s = time.perf_counter() - tr
-    last_ckpt = start
+    from mutune.search.trial.cadence import Cadence
+
+    # every N steps, or ``auto``: Young's interval from the measured checkpoint seconds
+    cadence = Cadence(config.get("checkpoint_every"), start_step=start,
+                      spot=config.get("spot"))
     root = Path(checkpoint_root) if checkpoint_root else Path(tempfile.mkdtemp(
         prefix="mutune-ckpt-"))
 
@@ -182,8 +187,10 @@ def run_training(config: dict[str, Any], task: Any, *,
             "rng_cuda": torch.cuda.get_rng_state() if dev.kind == "cuda" else None,
             "productive_s": productive_s, "eval_s": eval_s, "loss_sum": loss_sum,
             "loss_n": loss_n, "checkpoint_bytes": checkpoint_bytes})
-        checkpoint_s += time.perf_counter() - tc
+        took = time.perf_counter() - tc
+        checkpoint_s += took
         checkpoint_bytes += written.stat().st_size
+        cadence.wrote(step, took)
         return folder
 
     from mutune.search.trial.gpu_monitor import GpuMonitor
@@ -252,11 +259,12 @@ def run_training(config: dict[str, Any], task: Any, *,
                 diverged = True      # worse than the run's divergence limit at this step
             folder = None
             if not diverged and ((final and keep_final) or step < max_t and (
-                    stop_now or (every and step - last_ckpt >= every)
-                    or any(last_ckpt < m <= step for m in marks))):
+                    stop_now or cadence.due(step)
+                    or any(cadence.last_step < m <= step for m in marks))):
                 folder = save(step) if lead else None
-                last_ckpt = step
+                cadence.last_step = step        # every worker (only the lead writes)
             metrics["checkpoint_s"] = checkpoint_s
+            metrics["checkpoints"] = float(cadence.n)
             metrics["checkpoint_bytes"] = float(checkpoint_bytes)
             if monitor is not None:
                 metrics.update(monitor.figures())

@@ -222,7 +222,6 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
     seed, hparams = seeds[0], point["hparams"]
     task = task.for_point(hparams)      # the point's recipe knobs (betas, eps, clip, …)
     width, max_t = int(config["width"]), int(config["max_t"])
-    every = int(config.get("checkpoint_every") or 0)
     keep_final = bool(config.get("keep_final"))
     marks = sorted(int(m) for m in config.get("checkpoint_at") or ())
     metric = str(config.get("metric") or "val_loss")
@@ -262,6 +261,9 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
     else:
         prior_eval_s = 0.0
     roots = [Path(checkpoint_root)] if checkpoint_root else []
+    from mutune.search.trial.cadence import Cadence
+
+    cadence = Cadence(config.get("checkpoint_every"), start_step=start, spot=config.get("spot"))
     clock = {"loop_t0": 0.0, "held_s": 0.0, "checkpoint_s": 0.0, "last_ckpt": start,
              "last_report": start, "bytes": checkpoint_bytes, "last_value": math.nan}
 
@@ -283,8 +285,10 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
             "productive_s": productive(), "eval_s": prior_eval_s + ctx.eval_s,
             "loss_sum": 0.0, "loss_n": 0, "checkpoint_bytes": clock["bytes"],
             "loop_state": loop_state})
-        clock["checkpoint_s"] += time.perf_counter() - tc
+        took = time.perf_counter() - tc
+        clock["checkpoint_s"] += took
         clock["bytes"] += written.stat().st_size
+        cadence.wrote(step, took)
         return folder
 
     def emit(metrics: dict[str, Any], loop_state: Any, *, stop_now: bool = False) -> None:
@@ -303,10 +307,10 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
         final = step == max_t and not diverged
         folder = None
         if not diverged and ((final and keep_final) or step < max_t and (
-                stop_now or (every and step - clock["last_ckpt"] >= every)
+                stop_now or cadence.due(step)
                 or any(clock["last_ckpt"] < m <= step for m in marks))):
             folder = save(step, loop_state) if lead else None
-            clock["last_ckpt"] = step
+            clock["last_ckpt"] = cadence.last_step = step
         metrics.update({
             "productive_s": productive(), "eval_s": prior_eval_s + ctx.eval_s,
             "setup_s": setup_s, "samples": step * task.samples_per_step, "n_params": n_params,

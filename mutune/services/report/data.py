@@ -21,7 +21,8 @@ COST_KEYS = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gp
              "saved_fraction", "ettr", "trial_ettr", "sweep_ettr", "mfu",
              "held_gpu_hours", "useful_gpu_hours", "gpu_hours_per_trial",
              "cost_to_final_metric_gpu_hours", "price_per_hour", "total_money",
-             "naive_money", "saved_money", "repeated_steps", "checkpoint_bytes_written",
+             "naive_money", "saved_money", "repeated_steps", "preemptions", "recovery_s",
+             "checkpoint_bytes_written",
              "checkpoint_bytes_kept", "target_devices", "target_samples_per_s",
              "target_samples_per_device_s")
 
@@ -163,6 +164,8 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     idle = {e["name"]: _f(e["value"]) for e in rows["ledger"] if e["scope"] == "idle"}
     if idle:
         cost["idle_gpu_hours_by_cause"] = idle
+    if "spot_economics" in ledger:
+        cost["spot"] = ledger["spot_economics"]["inputs"]
     if "idle_breakdown_check" in ledger:
         cost["idle_breakdown_check"] = ledger["idle_breakdown_check"]["inputs"]
     if "held_gpu_hours" in ledger:

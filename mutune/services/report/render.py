@@ -165,6 +165,10 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         ct.add_row(f"waste: {cat.replace('_', ' ')}", fmt_num(v, ".6f"))
     for cause, v in (c.get("idle_gpu_hours_by_cause") or {}).items():
         ct.add_row(f"not training: {cause.replace('_', ' ')}", fmt_num(v, ".6f"))
+    if c.get("preemptions"):
+        ct.add_row("preemptions (retried from their checkpoints)",
+                   f"{int(c['preemptions'])}, recovery {c.get('recovery_s', 0.0):.1f} s, "
+                   f"{int(c.get('repeated_steps') or 0)} steps retrained")
     if c.get("checkpoint_bytes_written") is not None:
         ct.add_row("checkpoints written / kept (MB)",
                    f"{c['checkpoint_bytes_written'] / 1e6:.3f} / "
@@ -186,10 +190,28 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     if c.get("project") or c.get("owner"):
         console.print(f"billed to project {c.get('project')}, owner {c.get('owner')}",
                       highlight=False)
+    sp = c.get("spot")
+    if sp:
+        console.print(_spot_line(sp), highlight=False)
     if (c.get("price_per_hour") and c.get("spent_gpu_hours") is not None
             and c.get("total_money") is None):
         console.print(f"money spent: {c['spent_gpu_hours'] * c['price_per_hour']:.4f} at "
                       f"{c['price_per_hour']:g} per device-hour", highlight=False)
+
+
+def _spot_line(sp: dict[str, Any]) -> str:
+    """The report's spot economics (:func:`mutune.scaling.spot.spot_economics`) in a line."""
+    if sp.get("error"):
+        return f"spot (preemptions every {sp['mtbp_s']:g} s): not priced: {sp['error']}"
+    verdict = {True: "spot pays", False: "spot does not pay", None: "no price to compare"}[
+        sp.get("spot_pays")]
+    return (f"spot (preemptions every {sp['mtbp_s']:g} s): checkpoint every "
+            f"{sp['interval_s']:.1f} s (Young, C = {sp['checkpoint_s']:.3g} s); a hard "
+            f"preemption loses {sp['expected_lost_s_per_hard_preemption']:.1f} s of work on "
+            f"average, each costs {sp['recovery_s_per_preemption']:.1f} s to recover; "
+            f"overhead {sp['overhead_fraction']:.1%} on {sp['trial_s']:.1f}-s trials → "
+            f"{verdict} (effective {fmt_num(sp.get('spot_effective_price'))} against "
+            f"{fmt_num(sp.get('on_demand_price'))} on demand)")
 
 
 def _gate(console: Any, report: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ __all__ = ["SweepBook", "KEPT_METRICS"]
 #: plugin reported, listed in the report's ``loop_keys``).
 KEPT_METRICS = ("val_loss", "val_loss_se", "test_loss", "test_loss_se", "train_loss",
                 "productive_s", "eval_s", "setup_s", "samples", "n_params", "replicates",
-                "checkpoint_s", "restored_step", "wall_s",
+                "checkpoint_s", "checkpoints", "restored_step", "restore_s", "wall_s",
                 "checkpoint_bytes", "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes")
 
 

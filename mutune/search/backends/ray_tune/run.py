@@ -103,7 +103,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                on_progress: Callable[[int, int], None] | None = None,
                on_started: Callable[[int], None] | None = None,
                scheduler_seed: int = 0, searcher: Any = None,
-               seeds: list[int] | None = None, checkpoint_every: int = 0,
+               seeds: list[int] | None = None, checkpoint_every: int | str = 0,
+               spot: dict[str, Any] | None = None,
                callbacks: list[Any] | None = None, core: Any = None,
                resume: "ResumeState | None" = None, budget: Any = None,
                tracking: Any = None, replicates: int = 1,
@@ -127,7 +128,9 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
             bracket assignment.
         storage: folder for Ray Tune's experiment state and the trials' checkpoints.
         checkpoint_every: also checkpoint every this many steps (0: only at rung milestones
-            under promotion, and on SIGTERM).
+            under promotion, and on a preemption notice), or ``"auto"``: Young's interval
+            from ``spot`` (``cost.spot`` as a dict, :class:`~mutune.search.trial.cadence.
+            Cadence`).
         checkpoint_keep: checkpoints Ray keeps per trial: the best this many by ``metric``,
             plus always the latest; a stopped or diverged trial's are deleted when it ends.
         callbacks: extra Ray Tune callbacks (driver side).
@@ -219,7 +222,9 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
     tuner = tune.Tuner(
         tune.with_resources(fn, resources),
         param_space={"width": width, "max_t": max_t, "threads": threads, "gpus": gpus,
-                     "checkpoint_every": int(checkpoint_every), "keep_final": keep_final,
+                     "checkpoint_every": (checkpoint_every if checkpoint_every == "auto"
+                                          else int(checkpoint_every)),
+                     "spot": dict(spot or {}), "keep_final": keep_final,
                      "checkpoint_at": list(milestones), "log_dir": log_dir,
                      "metric": metric, "preemption": ray_cfg.preemption.model_dump()},
         tune_config=tune.TuneConfig(scheduler=ray_scheduler, search_alg=ray_searcher,
