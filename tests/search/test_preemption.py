@@ -195,6 +195,13 @@ def test_a_sigkill_is_a_failure_that_consumes_max_failures(ray_local, tiny_confi
     assert t.status == "failed" and t.timing["preemptions"] == 0
 
 
+def _wait_for(p, timeout_s=5.0):
+    """Until the notice reaches ``p`` (a Preemption), at most ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while not p.requested and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_notice_sources_without_ray(tmp_path):
     """The file and both URL styles post one notice each, edge-triggered: a notice already
     up when the watcher starts is not new; the loop's flag clears when consumed."""
@@ -203,9 +210,7 @@ def test_notice_sources_without_ray(tmp_path):
         assert not p.requested
         with NoticeWatcher({"notice_file": str(flag), "poll_s": 0.02}):
             flag.touch()
-            deadline = time.monotonic() + 5
-            while not p.requested and time.monotonic() < deadline:
-                time.sleep(0.01)
+            _wait_for(p)
         assert p.requested and p.reason == f"notice file {flag}"
         p.consume()
         assert not p.requested
@@ -221,9 +226,7 @@ def test_notice_sources_without_ray(tmp_path):
                                                    "notice_style": style, "token_url": token,
                                                    "poll_s": 0.02}):
                 srv.post()
-                deadline = time.monotonic() + 5
-                while not p.requested and time.monotonic() < deadline:
-                    time.sleep(0.01)
+                _wait_for(p)
                 assert p.requested and p.reason == f"notice at {srv.url}/n"
                 p.consume()
         finally:
