@@ -254,3 +254,25 @@ def test_the_dashboard_shows_a_name_as_it_is():
 
     assert fmt("cosine") == "cosine" and fmt(0.0123456) == "0.01235"
     assert fmt(None) == "n/a" and fmt(float("nan")) == "nan"
+
+
+def test_a_later_rung_that_disagrees_with_the_choice_is_said():
+    from mutune.pipeline.transfer_stage import _late_disagreement
+    from mutune.services.report.formatting import choice_line
+
+    hp = {"a": {"lr_schedule": "constant"}, "b": {"lr_schedule": "cosine"}}
+    rungs = {20: {"a": 1.0, "b": 1.2}, 60: {"a": 0.9, "b": 0.5}}
+    assert _late_disagreement("lr_schedule", "constant", rungs, 20, hp, "min") == {
+        "late_rung": 60, "late_best": "cosine"}
+    assert _late_disagreement("lr_schedule", "cosine", rungs, 20, hp, "min") == {}
+    assert _late_disagreement("lr_schedule", "constant", rungs, 60, hp, "min") == {}
+    ev = {"method": "fixed-effects quadratic", "n_trials": 12, "milestone": 20,
+          "metric": "val_loss", "late_rung": 60, "late_best": "cosine",
+          "per_name": {"constant": {"n_trials": 6, "effect": 0.0, "p_best": 0.7},
+                       "cosine": {"n_trials": 6, "effect": 0.36,
+                                  "effect_interval": [-0.99, 2.9], "p_best": 0.3}}}
+    assert choice_line(ev) == (
+        "fixed-effects quadratic over 12 trials at rung 20: constant chosen (p_best 0.70, "
+        "6 trials); cosine +0.36 val_loss [-0.99, 2.9] (p_best 0.30, 6 trials) — but the best "
+        "trial at rung 60 used cosine: a schedule's effect shows late in a run; check the "
+        "choice at full length")

@@ -44,12 +44,19 @@ def choice_line(evidence: dict[str, Any]) -> str:
             parts.append(f"{name} no finite trial")
         elif evidence["method"] != "top-k mean":
             eff = e.get("effect")
+            unit = f" {evidence['metric']}" if evidence.get("metric") else ""
             head = (f"{name} chosen" if eff == 0
-                    else f"{name} {eff:+.3g} {fmt_interval(e.get('effect_interval'))}")
+                    else f"{name} {eff:+.3g}{unit} {fmt_interval(e.get('effect_interval'))}")
             pb = e.get("p_best")
             parts.append(f"{head} ({'' if pb is None else f'p_best {pb:.2f}, '}{n})")
         else:
             sd = f", sd {e['spread']:.2g}" if e.get("spread") is not None else ""
             parts.append(f"{name} {fmt_num(e['score'])} "
                          f"(mean of its best {e['top_k']} of {n}{sd})")
-    return f"{evidence['method']} over {evidence['n_trials']} trials: " + "; ".join(parts)
+    at = f" at rung {evidence['milestone']}" if evidence.get("milestone") else ""
+    line = f"{evidence['method']} over {evidence['n_trials']} trials{at}: " + "; ".join(parts)
+    if evidence.get("late_rung"):
+        line += (f" — but the best trial at rung {evidence['late_rung']} used "
+                 f"{evidence['late_best']}: a schedule's effect shows late in a run; check "
+                 "the choice at full length")
+    return line

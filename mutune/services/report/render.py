@@ -8,6 +8,14 @@ from mutune.services.report.formatting import choice_line, fmt_interval, fmt_num
 
 __all__ = ["render_report"]
 
+#: the report's words for each cause of held time that did not train (mutune.scaling.idle)
+IDLE_LABELS = {"sweep_startup": "before the first trial", "between_widths": "between widths",
+               "fits": "fits and designs (no trial running)",
+               "tails": "slots empty while other trials ran",
+               "target_fewer_devices": "devices the target left idle",
+               "trial_overhead": "inside trials: start/stop, report waits",
+               "recovery": "inside trials: recovery"}
+
 
 def render_report(report: dict[str, Any], console: Any) -> None:
     """Print ``report`` (:func:`~mutune.services.report.data.build_report`'s dict) on a rich
@@ -164,7 +172,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     for cat, v in (c.get("waste_gpu_hours") or {}).items():
         ct.add_row(f"waste: {cat.replace('_', ' ')}", fmt_num(v, ".6f"))
     for cause, v in (c.get("idle_gpu_hours_by_cause") or {}).items():
-        ct.add_row(f"not training: {cause.replace('_', ' ')}", fmt_num(v, ".6f"))
+        label = IDLE_LABELS.get(cause, cause.replace("_", " "))
+        ct.add_row(f"held, not training: {label}", fmt_num(v, ".6f"))
     if c.get("preemptions"):
         ct.add_row("preemptions (retried from their checkpoints)",
                    f"{int(c['preemptions'])}, recovery {c.get('recovery_s', 0.0):.1f} s, "
@@ -180,6 +189,10 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         if c.get(key) is not None:
             ct.add_row(label, f"{c[key]:.4f} {cur}")
     console.print(unclipped(ct))
+    if c.get("idle_gpu_hours_by_cause"):
+        console.print("held, not training = held − productive − evaluation − checkpoint − "
+                      "set-up (stopped trials' steps count as productive here); waste: idle = "
+                      "slots no trial held + completed trials' overhead", highlight=False)
     if c.get("naive_formula"):
         console.print(f"naive = {c['naive_formula']}", highlight=False)
     if c.get("mfu_formula"):
