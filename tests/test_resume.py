@@ -57,7 +57,9 @@ class DyingRecorder:
 def _config(tiny_config, variant="stopping"):
     d = tiny_config.model_dump(mode="json")
     d["search"]["scheduler"]["variant"] = variant
-    d["ray"].update(max_concurrent_trials=1, heartbeat_s=0.2, lease_s=0.8)
+    # a lease of 3 s: "right away" after a driver dies must hold on a loaded machine too (Ray
+    # tears its run down in between; a 0.8 s lease expired there under load)
+    d["ray"].update(max_concurrent_trials=1, heartbeat_s=0.2, lease_s=3.0)
     d["train"]["checkpoint_every"] = 6        # checkpoints at steps 6, 12, …
     return type(tiny_config).model_validate(d)
 

@@ -19,16 +19,17 @@ from __future__ import annotations
 from mutune.config.cost import DEFAULT_DEVICES, CostConfig, DeviceSpec
 from mutune.config.loading import default_config_path, load_config, parse_config
 from mutune.config.model import DigitsData, GPTModel, MLPModel, ModelSpec, TextData, TokenData
-from mutune.config.sections import (LEASE_FACTOR, BudgetConfig, RayConfig, SchedulerConfig,
-                                    SearchConfig, TargetConfig, TrackingConfig, TrainConfig,
-                                    TransferConfig)
+from mutune.config.ray_section import LEASE_FACTOR, PreemptionConfig, RayConfig
+from mutune.config.sections import (BudgetConfig, SchedulerConfig, SearchConfig, TargetConfig,
+                                    TrackingConfig, TrainConfig, TransferConfig)
 from mutune.config.spaces import SEARCHABLE, Choice, LogUniform, Uniform
 from mutune.config.sweep import SweepConfig
 
 __all__ = [
     "SweepConfig", "ModelSpec", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData",
     "LogUniform", "Uniform", "Choice", "SearchConfig", "SchedulerConfig", "TrainConfig",
-    "TargetConfig", "TransferConfig", "RayConfig", "BudgetConfig", "TrackingConfig",
+    "TargetConfig", "TransferConfig", "RayConfig", "PreemptionConfig", "BudgetConfig",
+    "TrackingConfig",
     "CostConfig", "DeviceSpec", "DEFAULT_DEVICES",
     "load_config", "parse_config", "default_config_path", "SEARCHABLE", "LEASE_FACTOR",
 ]

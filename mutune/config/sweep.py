@@ -11,7 +11,8 @@ from mutune.config.base import StrictModel
 from mutune.config.cost import CostConfig
 from mutune.config.model import (DigitsData, GPTModel, ModelSpec, TextData, TokenData,
                                  model_spec_class)
-from mutune.config.sections import (BudgetConfig, RayConfig, SearchConfig, TargetConfig,
+from mutune.config.ray_section import RayConfig
+from mutune.config.sections import (BudgetConfig, SearchConfig, TargetConfig,
                                     TrackingConfig, TrainConfig, TransferConfig)
 
 __all__ = ["SweepConfig"]

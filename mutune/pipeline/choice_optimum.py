@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["TOP_K", "FIXED_EFFECTS", "TOP_K_MEAN", "best_choice"]
+__all__ = ["TOP_K", "FIXED_EFFECTS", "TOP_K_MEAN", "best_choice", "late_disagreement"]
 
 #: trials per name whose values are averaged in the fallback score
 TOP_K = 3
@@ -157,3 +157,18 @@ def best_choice(name: str, values: Sequence[str], hparams: Mapping[str, Mapping[
                   "score": float(sign * (centre + delta[i]))}
     return present[chosen], {"method": FIXED_EFFECTS, "n_trials": len(keys),
                              "n_boot_used": len(B), "per_name": per}
+
+
+def late_disagreement(name: str, chosen: Any, rungs: dict[int, dict[str, float]],
+                       milestone: int, hp_of: dict[str, Any], mode: str) -> dict[str, Any]:
+    """``{"late_rung", "late_best"}`` when the best trial at the highest rung above
+    ``milestone`` used another value of the categorical knob ``name`` than the one chosen
+    there: a schedule's effect shows late in a run, so the report says so; {} otherwise."""
+    late = [m for m in rungs if m > milestone and rungs[m]]
+    if not late:
+        return {}
+    top = max(late)
+    pick = min if mode == "min" else max
+    best = pick(rungs[top], key=rungs[top].get)
+    value = hp_of[best].get(name)
+    return {} if value == chosen else {"late_rung": top, "late_best": value}

@@ -54,21 +54,6 @@ def _fit_rungs(config: SweepConfig, outcome: Any) -> dict[int, dict[str, float]]
     return {m: _finite(v) for m, v in outcome.core.rung_values().items()}
 
 
-def _late_disagreement(name: str, chosen: Any, rungs: dict[int, dict[str, float]],
-                       milestone: int, hp_of: dict[str, Any], mode: str) -> dict[str, Any]:
-    """``{"late_rung", "late_best"}`` when the best trial at the highest rung above
-    ``milestone`` used another value of the categorical knob ``name`` than the one chosen
-    there: a schedule's effect shows late in a run, so the report says so; {} otherwise."""
-    late = [m for m in rungs if m > milestone and rungs[m]]
-    if not late:
-        return {}
-    top = max(late)
-    pick = min if mode == "min" else max
-    best = pick(rungs[top], key=rungs[top].get)
-    value = hp_of[best].get(name)
-    return {} if value == chosen else {"late_rung": top, "late_best": value}
-
-
 def fitted_names(config: SweepConfig) -> list[str]:
     """The searched knobs the local quadratic estimates, sorted: every one but the
     categorical ones (a choice among names, :func:`mutune.config.spaces.is_categorical`)."""
@@ -124,7 +109,7 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
         "horizon": {...} or None, "fallback_reason", "choices": {name: per-name evidence}};
         values in each hyperparameter's unit.
     """
-    from mutune.pipeline.choice_optimum import best_choice
+    from mutune.pipeline.choice_optimum import best_choice, late_disagreement
     from mutune.scaling import estimate_optimum, fit_horizon
 
     names = fitted_names(config)
@@ -161,8 +146,8 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
         if chosen[c] is None:
             chosen[c] = hp_of[best.trial][c]
         out["choices"][c].update(milestone=milestone, metric=config.search.metric,
-                                 **_late_disagreement(c, chosen[c], rungs, milestone, hp_of,
-                                                      config.search.mode))
+                                 **late_disagreement(c, chosen[c], rungs, milestone, hp_of,
+                                                     config.search.mode))
     nofit = {"interval": {c: None for c in cats}, "on_edge": {c: False for c in cats},
              "edge_side": {c: None for c in cats}}
     try:

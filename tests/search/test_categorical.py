@@ -257,7 +257,7 @@ def test_the_dashboard_shows_a_name_as_it_is():
 
 
 def test_a_later_rung_that_disagrees_with_the_choice_is_said():
-    from mutune.pipeline.transfer_stage import _late_disagreement
+    from mutune.pipeline.choice_optimum import late_disagreement as _late_disagreement
     from mutune.services.report.formatting import choice_line
 
     hp = {"a": {"lr_schedule": "constant"}, "b": {"lr_schedule": "cosine"}}
