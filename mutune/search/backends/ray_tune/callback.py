@@ -125,10 +125,9 @@ class SweepBook(Callback):
             old.status, old.segment_start, old.restarting = "running", now, True
             if old.requeued:            # a preemption: counted apart from failures
                 old.requeued = False
-                reason = f"preempted at step {old.last_step}: retried from its checkpoint"
             else:
                 old.restarts += 1
-                reason = old.reason or "resumed"
+            reason = old.reason or "resumed"
             self.trials[trial.trial_id] = old
             self.recorder.trial_resumed(old.trial_id, reason)
             rec_id = old.trial_id
@@ -169,7 +168,7 @@ class SweepBook(Callback):
         if rec is None:   # removed before it started: nothing ran, nothing to record
             return
         decided = self.driver.status(rec.key) if self.driver else None
-        if decided is None and rec.preempt_pending and self._requeue(trial, rec):
+        if decided is None and rec.preempt_pending is not None and self._requeue(trial, rec):
             return
         if decided is None:            # Ray ended it without a decision (it returned early)
             reason = f"ended at step {rec.last_step} < max_t {self.max_t}"
@@ -190,8 +189,9 @@ class SweepBook(Callback):
         path = getattr(getattr(trial, "checkpoint", None), "path", None)
         if path is None or self.driver is None:
             return False
-        rec.preempt_pending, rec.requeued = False, True
+        step, rec.preempt_pending, rec.requeued = rec.preempt_pending, None, True
         rec.preemptions += 1
+        rec.reason = f"preempted at step {step}: retried from its checkpoint"
         if rec.segment_start is not None:        # its resources are free until the retry
             rec.held_s += time.monotonic() - rec.segment_start
             rec.segment_start = None
@@ -240,7 +240,7 @@ class SweepBook(Callback):
         rec.last_progress = time.monotonic()
         step = int(result["step"])
         if result.get("preempted"):
-            rec.preempt_pending = True
+            rec.preempt_pending = step
             if not result.get("at_eval"):
                 # a report only the preemption made: its checkpoint is kept, its figures are
                 # not (the retried trial reports exactly what an uninterrupted one would)

@@ -47,9 +47,9 @@ class TrialRecord:
     #: restarts and preemptions whose recovery is booked (the first report after each)
     restarts_booked: int = 0
     preemptions: int = 0
-    #: a preemption report arrived: when Ray ends the trial undecided, it is retried from
-    #: its latest checkpoint (the one that report carried)
-    preempt_pending: bool = False
+    #: the step a preemption report carried (None: none pending): when Ray ends the trial
+    #: undecided, it is retried from its latest checkpoint (the one that report carried)
+    preempt_pending: int | None = None
     #: True while a preempted trial waits to be started again (its next start is a retry)
     requeued: bool = False
     resumes: int = 0
