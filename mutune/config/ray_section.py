@@ -10,6 +10,9 @@ from mutune.config.base import StrictModel
 
 __all__ = ["PreemptionConfig", "RayConfig", "LEASE_FACTOR"]
 
+#: URI schemes ``ray.storage`` takes (pyarrow.fs.FileSystem.from_uri).
+STORAGE_SCHEMES = frozenset({"s3", "gs", "gcs", "hdfs", "viewfs", "file", "abfs", "abfss"})
+
 #: A trial's lease must be at least this many heartbeat intervals (a live trial may miss two).
 LEASE_FACTOR = 3.0
 
@@ -21,7 +24,8 @@ class PreemptionConfig(StrictModel):
     ``status`` (404 until a notice is posted, then 200: AWS's
     ``/latest/meta-data/spot/instance-action``, with ``token_url`` for IMDSv2's session
     token) or ``body`` (200 with ``FALSE`` until it reads ``TRUE``: GCP's
-    ``/computeMetadata/v1/instance/preempted``). On a notice the trial finishes its step,
+    ``/computeMetadata/v1/instance/preempted``); ``ray_drain`` — Ray draining the trial's
+    node (a drain Ray accepts for a busy node is a preemption). On a notice the trial finishes its step,
     checkpoints it, ends ``preempted`` and is retried from that checkpoint without consuming
     ``ray.max_failures`` (docs/architecture.md §4)."""
     notice_file: str | None = Field(default=None, min_length=1)
@@ -29,6 +33,7 @@ class PreemptionConfig(StrictModel):
     notice_style: Literal["status", "body"] = "status"
     token_url: str | None = Field(default=None, pattern=r"^https?://")
     poll_s: float = Field(default=1.0, gt=0, le=60)
+    ray_drain: bool = True
 
 
 class RayConfig(StrictModel):
@@ -49,7 +54,8 @@ class RayConfig(StrictModel):
     running trial; ``lease_s``: how old a running trial's last beat may be before a resume
     treats it as stale (at least ``LEASE_FACTOR`` × heartbeat_s).
 
-    Raises (on validation): ``lease_s`` below ``LEASE_FACTOR`` × ``heartbeat_s``;
+    Raises (on validation): a ``storage`` URI whose scheme pyarrow does not open;
+    ``lease_s`` below ``LEASE_FACTOR`` × ``heartbeat_s``;
     ``gpus_per_trial`` above 1 and not whole."""
     address: str | None = None
     num_cpus: int = Field(default=2, ge=1)
@@ -69,6 +75,12 @@ class RayConfig(StrictModel):
     start_timeout_s: float | None = Field(default=None, gt=0)
     #: notice file and URL that preempt a trial (SIGTERM always does)
     preemption: PreemptionConfig = Field(default_factory=PreemptionConfig)
+    #: remote checkpoint storage (None: the node-local copy only): a folder every node
+    #: mounts at the same path, or a pyarrow filesystem URI (``s3://bucket/prefix``,
+    #: ``gs://…``, ``hdfs://…``, ``file:///…``); checkpoints are uploaded in the background
+    #: and a trial restarted without its local copy restores from there
+    #: (mutune/search/trial/remote.py, docs/architecture.md §4.6)
+    storage: str | None = Field(default=None, min_length=1)
 
     @property
     def priced_kind(self) -> str | None:
@@ -78,6 +90,12 @@ class RayConfig(StrictModel):
 
     @model_validator(mode="after")
     def _lease(self) -> "RayConfig":
+        if self.storage and "://" in self.storage:
+            scheme = self.storage.split("://", 1)[0].lower()
+            if scheme not in STORAGE_SCHEMES:
+                raise ValueError(f"ray.storage = {self.storage!r}: scheme {scheme!r} is not "
+                                 "a pyarrow filesystem (use a shared folder's path or one of "
+                                 f"{', '.join(sorted(STORAGE_SCHEMES))})")
         g = self.gpus_per_trial
         if g > 1 and g != int(g):
             raise ValueError(f"ray.gpus_per_trial = {g}: above 1 it must be a whole number "

@@ -40,6 +40,8 @@ def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
         rec.restarts_booked = rec.restarts + rec.preemptions
         rec.repeated_steps = int(t.get("repeated_steps") or 0)
         rec.recovery_s = float(t.get("recovery_s") or 0.0)
+        if t.get("upload_s"):     # the starts before the interruption, as one
+            rec.upload_s_by_start[-1.0] = float(t["upload_s"])
         if t["status"] == "running" or t["allocated_s"] is None:
             # never released: the seconds it is known to have held are its reported ones
             rec.held_s = sum(float(last.get(k, 0.0)) for k in ("productive_s", "eval_s",
@@ -49,7 +51,7 @@ def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
                                             "overhead_s", "steps", "samples", "devices",
                                             "device_kind", "restarts", "preemptions",
                                             "repeated_steps",
-                                            "recovery_s", "checkpoint_s")}
+                                            "recovery_s", "checkpoint_s", "upload_s")}
             rec.timing["setup_s"] = float(last.get("setup_s", 0.0))
             rec.timing.update(evals=len(reports), n_params=float(last.get("n_params", 0.0)))
         out.append(rec)
@@ -65,14 +67,17 @@ def unfinished(rec: Any) -> bool:
 def continue_points(records: list[Any], trial_rows: list[dict[str, Any]]
                     ) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
     """(unfinished records, ended records, the unfinished trials' points with their
-    ``key`` and ``restore_from``: the latest checkpoint in the row's folder, or None)."""
+    ``key`` and ``restore_from``: the latest checkpoint in the row's folder, or else
+    ``CONTINUE``: the remote latest where ``ray.storage`` holds one, a fresh start if not)."""
     from mutune.search.trial.checkpoint import latest_checkpoint
+    from mutune.search.trial.remote_trial import CONTINUE
 
     trial_dir = {t["id"]: t.get("checkpoint_dir") for t in trial_rows}
     left = [r for r in records if unfinished(r)]
     ended = [r for r in records if not unfinished(r)]
     return left, ended, [
-        {**r.point, "key": r.key, "restore_from": latest_checkpoint(trial_dir[r.trial_id])}
+        {**r.point, "key": r.key,
+         "restore_from": latest_checkpoint(trial_dir[r.trial_id]) or CONTINUE}
         for r in left]
 
 

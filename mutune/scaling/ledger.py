@@ -101,7 +101,14 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
             entries[-2].update(   # the recovery_s line (TIME_CATEGORIES ends recovery, other)
                 formula="restart set-up + checkpoint load + repeated_steps × productive s/step",
                 inputs={"restarts": tm.get("restarts", 0),
+                        "preemptions": tm.get("preemptions", 0),
                         "repeated_steps": tm.get("repeated_steps", 0)})
+        if tm.get("preemptions"):
+            entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "preemptions",
+                            "value": float(tm["preemptions"]), "unit": "preemptions"})
+        if tm.get("upload_s"):     # a background thread's seconds: not held time lost
+            entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "upload_s",
+                            "value": float(tm["upload_s"]), "unit": "s"})
         per_sample = flops_per_sample(widths[t.trial_id], tm["n_params"])
         steps = max(tm["steps"], 1)
         entries.append({"scope": "trial", "trial_id": t.trial_id, "name": "flops_per_step",
@@ -228,6 +235,7 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                                   for t in everything),
             "preemptions": sum(int(t.timing.get("preemptions") or 0) for t in everything),
             "recovery_s": sum(float(t.timing.get("recovery_s") or 0.0) for t in everything),
+            "upload_s": sum(float(t.timing.get("upload_s") or 0.0) for t in everything),
             "spot": _spot(config, proxy_trials, kind),
             "checkpoint_bytes_written": sum(float(t.timing.get("checkpoint_bytes") or 0.0)
                                             for t in everything),
@@ -236,7 +244,7 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
             "project": config.cost.project, "owner": config.cost.owner}
     entries.append({"scope": "sweep", "name": "repeated_steps",
                     "value": float(cost["repeated_steps"]), "unit": "steps"})
-    for name, unit in (("preemptions", "preemptions"), ("recovery_s", "s")):
+    for name, unit in (("preemptions", "preemptions"), ("recovery_s", "s"), ("upload_s", "s")):
         entries.append({"scope": "sweep", "name": name, "value": float(cost[name]),
                         "unit": unit})
     if cost["spot"] is not None:

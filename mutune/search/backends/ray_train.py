@@ -26,6 +26,16 @@ thread. A worker failure is retried from the latest checkpoint by Ray Train itse
 (``FailureConfig(max_failures=ray.max_failures)``); a rerun with the same name and storage
 (``mutune resume``) continues from it too.
 
+A preemption notice (the notice file, the notice URL, Ray draining a worker's node; see
+:mod:`mutune.search.trial.preemption`) reaches every worker's loop; the workers agree on it at
+the step (``DataParallel.any``), the leading worker checkpoints that step, every worker ends the
+loop and the fit returns cleanly. :func:`run_target` then starts the next fit under the same
+name and storage, which continues from that checkpoint with a fresh failure budget: Ray Train's
+``FailureConfig`` counts every worker failure, so a preemption is kept out of it and counted in
+the run's ``preemptions``. SIGTERM does not reach a Ray Train worker's loop (Ray Train runs it
+in a thread of the worker actor and offers no hook in the actor's main thread, where a handler
+would have to be installed): on Ray Train the notice comes from the other sources.
+
 FSDP is refused (``target.parallelism: fsdp``, :func:`refuse_sharded`, before any device
 time is spent): mup's width metadata (``infshape``) lives on the parameter tensors, and
 FSDP's flat parameters drop it (microsoft/mup#59).
@@ -34,7 +44,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -169,67 +178,20 @@ def train_worker(config: dict[str, Any]) -> None:
         ckpt = ray.train.Checkpoint.from_directory(str(folder)) if folder else None
         ray.train.report(metrics, checkpoint=ckpt)
 
+    from mutune.search.trial.remote_trial import CONTINUE
+
     ckpt = ray.train.get_checkpoint()
+    restore_from = config["point"].get("restore_from")
     with tempfile.TemporaryDirectory(prefix="mutune-ckpt-") as root:
         if ckpt is None:
             status = run_training(config, task, report=report, parallel=parallel,
-                                  restore_dir=config["point"].get("restore_from"),
-                                  checkpoint_root=root)
+                                  restore_dir=None if restore_from == CONTINUE
+                                  else restore_from, checkpoint_root=root)
         else:
             with ckpt.as_directory() as restore_dir:
                 status = run_training(config, task, report=report, parallel=parallel,
                                       restore_dir=restore_dir, checkpoint_root=root)
     ray.train.report({"ended": status})
-
-
-def _stop_flag() -> Any:
-    import ray
-
-    @ray.remote(num_cpus=0)
-    class StopFlag:
-        """Set by the driver (``mutune cancel``); read by the leading worker."""
-
-        def __init__(self) -> None:
-            self.value = False
-
-        def set(self) -> None:
-            self.value = True
-
-        def get(self) -> bool:
-            return self.value
-
-    return StopFlag.remote()
-
-
-def _relay(queue: Any) -> Any:
-    from ray.train.v2.api.callback import UserCallback
-
-    class Relay(UserCallback):
-        """On Ray Train's controller: every report (the leading worker's metrics and the
-        persisted checkpoint's path) and every worker failure, into the driver's queue."""
-
-        def after_report(self, run_context: Any, metrics: list, checkpoint: Any) -> None:
-            queue.put({"metrics": dict(metrics[0]),
-                       "checkpoint": checkpoint.path if checkpoint is not None else None})
-
-        def after_exception(self, run_context: Any, worker_exceptions: dict) -> None:
-            queue.put({"failure": {int(k): repr(v)[:500]
-                                   for k, v in worker_exceptions.items()}})
-
-    return Relay()
-
-
-@dataclass
-class _RunHandle:
-    """What :class:`~.ray_tune.callback.SweepBook` reads of a Ray trial, for the Ray Train
-    run: its id, config (the point) and folder."""
-    trial_id: str
-    config: dict[str, Any]
-    path: str
-    error: str | None = None
-
-    def get_error(self) -> str | None:
-        return self.error
 
 
 def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, recorder: Any,
@@ -261,6 +223,7 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
     from ray.train.torch import TorchConfig, TorchTrainer
     from ray.util.queue import Empty, Queue
 
+    from mutune.search.backends.ray_train_relay import RunHandle, relay, stop_flag
     from mutune.search.backends.ray_tune.callback import SweepBook
     from mutune.search.backends.ray_tune.cluster import shortfall
     from mutune.search.backends.ray_tune.retention import checkpoint_bytes_on_disk
@@ -286,37 +249,30 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
                      resumed=resume.records if resume else None,
                      log_dir=str(Path(storage).resolve() / "trial_logs" / name),
                      zombie_timeout_s=None)
-    handle = _RunHandle(trial_id=name, config={"point": point}, path=str(run_dir))
-    queue, stop = Queue(), _stop_flag()
+    handle = RunHandle(trial_id=name, config={"point": point}, path=str(run_dir))
+    queue, stop = Queue(), stop_flag()
     loop_config = {"task": task, "stop_flag": stop, "point": point, "width": width,
                    "max_t": max_t, "threads": max(int(cpus), 1), "gpus": gpus,
                    "checkpoint_every": int(checkpoint_every), "keep_final": keep_final,
-                   "metric": metric,
+                   "metric": metric, "preemption": ray_cfg.preemption.model_dump(),
                    "diverge_above": {int(k): float(v) for k, v in (diverge_above or {}).items()}}
-    trainer = TorchTrainer(
-        train_worker, train_loop_config=loop_config,
-        torch_config=TorchConfig(backend="nccl" if gpus else "gloo"),
-        scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=bool(gpus),
-                                     resources_per_worker={"CPU": cpus,
-                                                           **({"GPU": gpus} if gpus else {})}),
-        run_config=RunConfig(name=name, storage_path=str(Path(storage).resolve()),
-                             failure_config=FailureConfig(max_failures=ray_cfg.max_failures),
-                             checkpoint_config=CheckpointConfig(num_to_keep=max(checkpoint_keep,
-                                                                                1)),
-                             callbacks=[_relay(queue)]))
-    outcome: dict[str, Any] = {}
-
-    def fit() -> None:
-        try:
-            outcome["result"] = trainer.fit()
-        except Exception as exc:  # noqa: BLE001 - any failure of the run is recorded
-            outcome["error"] = exc
+    def make_trainer() -> Any:
+        return TorchTrainer(
+            train_worker, train_loop_config=loop_config,
+            torch_config=TorchConfig(backend="nccl" if gpus else "gloo"),
+            scaling_config=ScalingConfig(
+                num_workers=num_workers, use_gpu=bool(gpus),
+                resources_per_worker={"CPU": cpus, **({"GPU": gpus} if gpus else {})}),
+            run_config=RunConfig(
+                name=name, storage_path=str(Path(storage).resolve()),
+                failure_config=FailureConfig(max_failures=ray_cfg.max_failures),
+                checkpoint_config=CheckpointConfig(num_to_keep=max(checkpoint_keep, 1)),
+                callbacks=[relay(queue)]))
 
     book.on_trial_start(0, [], handle)
     rec = book.trials[handle.trial_id]
-    thread = threading.Thread(target=fit, name=f"mutune-{name}", daemon=True)
-    thread.start()
     ended, stopped, last_beat = None, None, time.monotonic()
+    outcome: dict[str, Any] = {}
 
     def drain(timeout: float) -> None:
         nonlocal ended
@@ -334,25 +290,48 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
         elif "step" in m:
             book.record_report(handle, m)
 
-    try:
-        while thread.is_alive():
-            drain(0.5)
-            if stopped is None and control is not None and control.stop_requested(sweep_id):
-                stopped = "cancel requested"
-                stop.set.remote()
-            if control is not None and time.monotonic() - last_beat >= ray_cfg.heartbeat_s:
-                control.heartbeat(rec.trial_id)
-                last_beat = time.monotonic()
-    except BaseException:
-        # the driver cannot record any more (its database, an interrupt): the workers stop
-        # at their next evaluation instead of training on unrecorded; what they checkpointed
-        # stays for `mutune resume`
-        stop.set.remote()
-        thread.join(timeout=120)
-        raise
-    thread.join()
-    while not queue.empty():
-        drain(0.1)
+    while True:
+        # one fit; a preempted group ends it cleanly and the next fit (same name and
+        # storage) continues from the preemption's checkpoint, with a fresh failure budget
+        outcome.clear()
+        ended = None
+        trainer = make_trainer()
+
+        def fit() -> None:
+            try:
+                outcome["result"] = trainer.fit()
+            except Exception as exc:  # noqa: BLE001 - any failure of the run is recorded
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=fit, name=f"mutune-{name}", daemon=True)
+        thread.start()
+        try:
+            while thread.is_alive():
+                drain(0.5)
+                if (stopped is None and control is not None
+                        and control.stop_requested(sweep_id)):
+                    stopped = "cancel requested"
+                    stop.set.remote()
+                if control is not None and time.monotonic() - last_beat >= ray_cfg.heartbeat_s:
+                    control.heartbeat(rec.trial_id)
+                    last_beat = time.monotonic()
+        except BaseException:
+            # the driver cannot record any more (its database, an interrupt): the workers
+            # stop at their next evaluation instead of training on unrecorded; what they
+            # checkpointed stays for `mutune resume`
+            stop.set.remote()
+            thread.join(timeout=120)
+            raise
+        thread.join()
+        while not queue.empty():
+            drain(0.1)
+        failed = outcome.get("error") or getattr(outcome.get("result"), "error", None)
+        if ended != "preempted" or failed is not None or stopped is not None:
+            break
+        step = rec.preempt_pending if rec.preempt_pending is not None else rec.last_step
+        rec.preemptions += 1              # not a failure: Ray Train's budget is untouched
+        rec.preempt_pending, rec.restarting = None, True
+        rec.reason = f"preempted at step {step}: the worker group restarts from its checkpoint"
     err = outcome.get("error") or getattr(outcome.get("result"), "error", None)
     if err is not None:
         handle.error = str(err)

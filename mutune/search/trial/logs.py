@@ -10,8 +10,11 @@ an exception, whose traceback it adds. The driver's
 :class:`~mutune.search.backends.ray_tune.callback.SweepBook` reads it with :func:`collect` when Ray
 reports the trial
 finished and records it (``Recorder.trial_logged``). ``log_dir`` lies under the sweep's Ray
-storage folder, which a local cluster shares with the driver; on a remote cluster without shared
-storage the file is absent and the driver keeps Ray's own copy of the traceback.
+storage folder, which a local cluster shares with the driver. With ``ray.storage`` set the
+record is also uploaded beside the trial's checkpoints when the block ends
+(:mod:`mutune.search.trial.remote`), and the driver reads it from there when its own copy is
+absent (a trial that ran on another node); with neither, the driver keeps Ray's own copy of the
+traceback.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import io
 import json
 import sys
 import traceback as tb
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +81,12 @@ class Captured:
 
 
 @contextlib.contextmanager
-def capture(log_dir: str | Path | None, key: str,
-            limit: int = LOG_TAIL_CHARS) -> Iterator[Captured]:
+def capture(log_dir: str | Path | None, key: str, limit: int = LOG_TAIL_CHARS,
+            upload: Callable[[Path], None] | None = None) -> Iterator[Captured]:
     """Tee stdout/stderr of the block and write them (with the traceback of an exception,
-    which is re-raised) to ``log_dir/key.json``; ``log_dir`` None writes nothing."""
+    which is re-raised) to ``log_dir/key.json``; ``log_dir`` None writes nothing. ``upload``
+    (the remote tier's) is called with the file when the block ends; its failure is printed,
+    not raised (the local file stands)."""
     cap = Captured(log_dir, key, limit)
     trace: str | None = None
     try:
@@ -92,16 +97,28 @@ def capture(log_dir: str | Path | None, key: str,
         raise
     finally:
         cap.save(trace)
+        if upload is not None and cap.path is not None:
+            try:
+                upload(cap.path)
+            except Exception as exc:  # noqa: BLE001 - the local record stands
+                print(f"mutune: the trial log was not uploaded: {exc}", file=sys.stderr)
 
 
-def collect(log_dir: str | Path | None, key: str) -> dict[str, Any] | None:
-    """The record :func:`capture` wrote for ``key`` (and delete the file), or None."""
+def collect(log_dir: str | Path | None, key: str,
+            remote: Any = None) -> dict[str, Any] | None:
+    """The record :func:`capture` wrote for ``key`` (and delete the file), or None; where the
+    file is absent, the copy uploaded to ``remote`` (a
+    :class:`~mutune.search.trial.remote.CheckpointStore`), if any."""
     if log_dir is None:
         return None
     path = _path(log_dir, key)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        raw = remote.get_log(key) if remote is not None else None
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
     path.unlink(missing_ok=True)
     return data

@@ -1,6 +1,6 @@
 """Preemption notices for a training loop (spot capacity: finish the step, checkpoint, end).
 
-A notice comes from any of three sources, and each sets one flag per worker process that the
+A notice comes from any of four sources, and each sets one flag per worker process that the
 loop checks after every step (:class:`Preemption`):
 
 * **SIGTERM** to the worker process. In a plain process (a standalone run, the tests) the
@@ -16,6 +16,15 @@ loop checks after every step (:class:`Preemption`):
   an optional session token fetched first by ``PUT token_url`` as IMDSv2 needs; ``body`` —
   200 with a body that flips from ``FALSE`` to ``TRUE`` (GCP's ``instance/preempted``).
 
+* **Ray draining the node** (``ray.preemption.ray_drain``, on by default): inside a Ray worker
+  the watcher also asks Ray's control store whether this node is draining
+  (``get_draining_nodes``: node id → deadline). Ray accepts a drain of a node with running
+  work only with reason ``PREEMPTION`` (an ``IDLE_TERMINATION`` drain of a busy node is
+  rejected), and its own graceful node shutdown drains with that reason too: a trial that
+  sees its node draining is being preempted, whatever reason a cloud's autoscaler gave.
+  Ray's node state carries no reason until the node is dead (ray-project/ray#41285), and
+  ``get_draining_nodes`` is Ray's private state API: a Ray without it is no notice.
+
 A polled notice is edge-triggered: it fires once when it appears, so a worker that ends its
 trial on it does not end every later trial while the notice stays posted. The flag is cleared
 when a loop ends on it (:meth:`Preemption.consume`): the trial is then retried from its
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -35,7 +45,9 @@ __all__ = ["Preemption", "PreemptibleTrainable", "NoticeWatcher", "notice", "ins
 #: the worker process's notice: set by SIGTERM or a watcher, checked by the loop
 _NOTICE = threading.Event()
 _REASON: list[str] = []
-_INSTALLED: list[Any] = []      # the handler that was there before mutune's (once per process)
+_INSTALLED: list[Any] = []
+#: seconds between two questions to Ray whether this node drains (at least ``poll_s``)
+DRAIN_POLL_S = 1.0      # the handler that was there before mutune's (once per process)
 
 
 def notice(reason: str) -> None:
@@ -71,6 +83,7 @@ class PreemptibleTrainable:
         return super().setup(config, *args, **kwargs)  # type: ignore[misc]
 
 
+
 def _poll_url(url: str, style: str, token_url: str | None, timeout: float) -> bool:
     """Whether the notice URL posts a notice now (see the module docstring for the styles);
     an unreachable URL is no notice."""
@@ -89,17 +102,40 @@ def _poll_url(url: str, style: str, token_url: str | None, timeout: float) -> bo
         return False            # 404 (no notice yet), refused, timed out
 
 
+def _ray_node() -> str | None:
+    """This process's Ray node id (hex), or None outside a connected Ray worker."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    except Exception:  # noqa: BLE001 - no Ray here: no drain source
+        return None
+
+
+def _draining(node: str) -> int | None:
+    """Ray's drain deadline for ``node`` (ms since the epoch; 0: none set), or None when it
+    is not draining or Ray cannot say."""
+    try:
+        from ray._private.state import state
+
+        return state.get_draining_nodes().get(node)
+    except Exception:  # noqa: BLE001 - a Ray without this API, or its GCS unreachable
+        return None
+
+
 class NoticeWatcher:
     """A daemon thread polling a notice file and/or URL every ``poll_s`` seconds; posts
     :func:`notice` when one appears (edge-triggered). ``settings``: the ``ray.preemption``
     section as a dict (``notice_file``, ``notice_url``, ``notice_style``, ``token_url``,
-    ``poll_s``); nothing is started when it names no source."""
+    ``poll_s``, ``ray_drain``); nothing is started when it names no source (Ray's drain counts
+    only inside a Ray worker)."""
 
     def __init__(self, settings: dict[str, Any] | None) -> None:
         s = dict(settings or {})
         self.file = Path(s["notice_file"]) if s.get("notice_file") else None
         self.url, self.style = s.get("notice_url"), s.get("notice_style") or "status"
         self.token_url, self.poll_s = s.get("token_url"), float(s.get("poll_s") or 1.0)
+        self.node = _ray_node() if s.get("ray_drain") else None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._seen = False
@@ -110,6 +146,12 @@ class NoticeWatcher:
         if self.url and _poll_url(self.url, self.style, self.token_url,
                                   min(self.poll_s, 2.0)):
             return f"notice at {self.url}"
+        if self.node is not None:      # one question to Ray's control store per poll
+            deadline = _draining(self.node)
+            if deadline is not None:
+                return (f"Ray drains node {self.node[:8]}" + (
+                    f" (deadline in {max(deadline / 1000 - time.time(), 0):.0f} s)"
+                    if deadline else ""))
         return None
 
     def _run(self) -> None:
@@ -120,7 +162,7 @@ class NoticeWatcher:
             self._seen = got is not None
 
     def __enter__(self) -> "NoticeWatcher":
-        if self.file is not None or self.url:
+        if self.file is not None or self.url or self.node is not None:
             self._seen = self._posted() is not None     # a notice already up is not new
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name="mutune-preemption-notice")

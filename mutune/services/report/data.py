@@ -22,7 +22,7 @@ COST_KEYS = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gp
              "held_gpu_hours", "useful_gpu_hours", "gpu_hours_per_trial",
              "cost_to_final_metric_gpu_hours", "price_per_hour", "total_money",
              "naive_money", "saved_money", "repeated_steps", "preemptions", "recovery_s",
-             "checkpoint_bytes_written",
+             "upload_s", "checkpoint_bytes_written",
              "checkpoint_bytes_kept", "target_devices", "target_samples_per_s",
              "target_samples_per_device_s")
 

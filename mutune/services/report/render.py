@@ -178,6 +178,9 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         ct.add_row("preemptions (retried from their checkpoints)",
                    f"{int(c['preemptions'])}, recovery {c.get('recovery_s', 0.0):.1f} s, "
                    f"{int(c.get('repeated_steps') or 0)} steps retrained")
+    if c.get("upload_s"):
+        ct.add_row("checkpoint uploads to remote storage (background)",
+                   f"{c['upload_s']:.1f} s")
     if c.get("checkpoint_bytes_written") is not None:
         ct.add_row("checkpoints written / kept (MB)",
                    f"{c['checkpoint_bytes_written'] / 1e6:.3f} / "

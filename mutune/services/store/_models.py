@@ -117,6 +117,7 @@ class Trial(Base):
     repeated_steps: Mapped[int | None] = mapped_column(Integer)            # 0004
     recovery_s: Mapped[float | None] = mapped_column(Float)                # 0004
     checkpoint_s: Mapped[float | None] = mapped_column(Float)              # 0004
+    upload_s: Mapped[float | None] = mapped_column(Float)                  # 0008
 
 
 class TrialReport(Base):

@@ -39,7 +39,7 @@ _BACKOFF_S = 0.05
 
 TRIAL_KINDS = ("proxy", "confirm", "target")
 _TIMING_FLOATS = ("allocated_s", "productive_s", "eval_s", "overhead_s", "devices",
-                  "recovery_s", "checkpoint_s")
+                  "recovery_s", "checkpoint_s", "upload_s")
 _TIMING_INTS = ("steps", "samples", "restarts", "repeated_steps", "preemptions")
 
 

@@ -32,7 +32,8 @@ __all__ = ["SweepBook", "KEPT_METRICS"]
 KEPT_METRICS = ("val_loss", "val_loss_se", "test_loss", "test_loss_se", "train_loss",
                 "productive_s", "eval_s", "setup_s", "samples", "n_params", "replicates",
                 "checkpoint_s", "checkpoints", "restored_step", "restore_s", "wall_s",
-                "checkpoint_bytes", "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes")
+                "checkpoint_bytes", "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes",
+                "upload_s", "uploads", "remote_step", "remote_restore_s")
 
 
 class SweepBook(Callback):
@@ -83,6 +84,8 @@ class SweepBook(Callback):
         self.resumed = dict(resumed or {})
         self.trials: dict[str, TrialRecord] = {}
         self.log_dir = log_dir
+        #: the run's remote store (``ray.storage``): trial logs written on another node
+        self.remote: Any = None
         self.reaper = (ZombieReaper(zombie_timeout_s, devices=devices, device_kind=device_kind,
                                     start_timeout_s=start_timeout_s)
                        if zombie_timeout_s is not None or start_timeout_s is not None
@@ -179,27 +182,39 @@ class SweepBook(Callback):
         self._finish(rec, status, reason)
         if status in ("stopped", "diverged"):
             drop_checkpoints(rec.trial_dir)   # its rung closed on it: nothing resumes it
+            if self.remote is not None:
+                self.remote.drop(rec.key)
 
     def _requeue(self, trial: Any, rec: TrialRecord) -> bool:
         """A preempted trial ended (its loop checkpointed the step reached and returned): hand
         it back to the driver, which starts it again from that checkpoint before any new
         trial, as a new Ray trial under the same key and database row. No failure is
-        counted and no scheduler decision changes. False when Ray holds no checkpoint of it
-        (then it ends as an early return: failed)."""
+        counted and no scheduler decision changes. False when neither Ray nor remote storage
+        (``ray.storage``, where Ray is handed no checkpoint) holds one of it (then it ends as
+        an early return: failed)."""
+        from mutune.search.trial.remote_trial import CONTINUE
+
         path = getattr(getattr(trial, "checkpoint", None), "path", None)
+        if self.remote is not None and path is None:
+            path = CONTINUE if self.remote.latest(rec.key) is not None else None
         if path is None or self.driver is None:
             return False
-        step, rec.preempt_pending, rec.requeued = rec.preempt_pending, None, True
+        step, rec.preempt_pending = rec.preempt_pending, None
         rec.preemptions += 1
-        rec.reason = f"preempted at step {step}: retried from its checkpoint"
+        self._hand_back(trial, rec, str(path),
+                        f"preempted at step {step}: retried from its checkpoint")
+        return True
+
+    def _hand_back(self, trial: Any, rec: TrialRecord, restore_from: str, reason: str) -> None:
+        """The driver starts ``rec`` again (first in line) from ``restore_from``."""
+        rec.requeued, rec.reason = True, reason
         if rec.segment_start is not None:        # its resources are free until the retry
             rec.held_s += time.monotonic() - rec.segment_start
             rec.segment_start = None
         del self.trials[trial.trial_id]
         self.resumed[rec.key] = rec
-        self.driver.requeue(rec.key, {**rec.point, "restore_from": str(path)})
+        self.driver.requeue(rec.key, {**rec.point, "restore_from": restore_from})
         self._progress()
-        return True
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Ray will retry the failed trial from its last checkpoint (``max_failures``)."""
@@ -239,6 +254,9 @@ class SweepBook(Callback):
         rec = self.trials[trial.trial_id]
         rec.last_progress = time.monotonic()
         step = int(result["step"])
+        if "upload_s" in result:     # cumulative within a start; summed over starts
+            rec.upload_s_by_start[float(result.get("start_wall", 0.0))] = float(
+                result["upload_s"])
         if result.get("preempted"):
             rec.preempt_pending = step
             if not result.get("at_eval"):
@@ -258,7 +276,9 @@ class SweepBook(Callback):
                 per_step = float(last.get("productive_s", 0.0)) / max(rec.last_step, 1)
                 rec.repeated_steps += repeated
                 rec.recovery_s += (float(result.get("setup_s", 0.0))
-                                   + float(result.get("restore_s", 0.0)) + repeated * per_step)
+                                   + float(result.get("restore_s", 0.0))
+                                   + float(result.get("remote_restore_s", 0.0))
+                                   + repeated * per_step)
         if rec.reports and int(rec.reports[-1]["step"]) >= step:
             return False
         # a training-loop plugin's own numeric keys travel named in ``loop_keys``
@@ -332,7 +352,7 @@ class SweepBook(Callback):
             return
         close_record(rec, status, reason, devices=self.devices, device_kind=self.device_kind)
         self.recorder.trial_finished(rec.trial_id, status, reason, rec.timing)
-        log = collect(self.log_dir, rec.key)
+        log = collect(self.log_dir, rec.key, self.remote)
         if log is not None or ray_error is not None:
             log = log or {"stdout": "", "stderr": "", "traceback": None}
             # a traceback only for a trial that failed (a stopped trial's thread may be ended

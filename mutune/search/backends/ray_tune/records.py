@@ -17,9 +17,11 @@ records (docs/architecture.md §6):
                   retried from that checkpoint — not failures, never counted in ``restarts``
     resumes       times a paused trial was promoted and resumed from its checkpoint
     repeated_steps  steps trained again after a restart: waste
-    recovery_s    seconds of restart set-up and checkpoint loading, plus the repeated steps'
-                  productive seconds (their measured seconds per step), after a failure or a
-                  preemption: waste
+    recovery_s    seconds of restart set-up and checkpoint loading (a download from
+                  ``ray.storage`` included), plus the repeated steps' productive seconds
+                  (their measured seconds per step), after a failure or a preemption: waste
+    upload_s      seconds the trial's background thread spent uploading checkpoints to
+                  ``ray.storage``, summed over its starts (0 without remote storage)
 """
 from __future__ import annotations
 
@@ -60,6 +62,8 @@ class TrialRecord:
     trial_dir: str | None = None
     last_progress: float | None = None
     nodes: list[str] = field(default_factory=list)
+    #: each start's (its ``start_wall``) cumulative upload seconds, as last reported
+    upload_s_by_start: dict[float, float] = field(default_factory=dict)
 
     @property
     def last_step(self) -> int:
@@ -91,6 +95,7 @@ def close_record(rec: TrialRecord, status: str, reason: str | None, *, devices: 
                   "preemptions": rec.preemptions,
                   "repeated_steps": rec.repeated_steps, "recovery_s": rec.recovery_s,
                   "checkpoint_s": float(last.get("checkpoint_s", 0.0)),
+                  "upload_s": sum(rec.upload_s_by_start.values()),
                   "setup_s": float(last.get("setup_s", 0.0)),
                   "checkpoint_bytes": float(last.get("checkpoint_bytes", 0.0))}
     return rec.timing

@@ -26,6 +26,7 @@ from mutune.search.budget import BudgetAdmission
 from mutune.search.recording import SweepControl, TrialRecorder
 from mutune.search.schedulers.contract import Scheduler
 from mutune.search.schedulers.factory import make_scheduler
+from mutune.search.trial.remote_trial import remote_settings, remote_store
 
 __all__ = ["run_trials", "RunOutcome", "ResumeState", "make_core"]
 
@@ -200,6 +201,7 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
         resume={gname: [(str(p["key"]), p) for p in resume.points]} if resume else None,
         dormant={gname: dict(resume.dormant)} if resume and resume.dormant else None)
     book.driver = driver
+    book.remote = remote_store(ray_cfg, name)
     if budget is not None:
         budget.register(book)
     stopper = CancelStopper(control, sweep_id)
@@ -226,7 +228,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                                           else int(checkpoint_every)),
                      "spot": dict(spot or {}), "keep_final": keep_final,
                      "checkpoint_at": list(milestones), "log_dir": log_dir,
-                     "metric": metric, "preemption": ray_cfg.preemption.model_dump()},
+                     "metric": metric, "preemption": ray_cfg.preemption.model_dump(),
+                     "remote": remote_settings(ray_cfg, name, spot)},
         tune_config=tune.TuneConfig(scheduler=ray_scheduler, search_alg=ray_searcher,
                                     num_samples=-1, reuse_actors=True,
                                     metric=metric, mode=mode),

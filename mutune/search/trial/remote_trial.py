@@ -1,0 +1,160 @@
+"""A trial's remote checkpoint tier (``ray.storage``): what the trainable does with it.
+
+:class:`RemoteTier` joins a trial to :mod:`mutune.search.trial.remote`:
+
+- checkpoints are written to a node-local cache folder of the trial
+  (``<temp dir>/mutune-ckpt/<run>/<key>/<Ray trial id>``, its newest two kept) and queued for
+  background upload; Ray is handed only the final one (``keep_final``: the trained target
+  stays in Ray's storage as without ``ray.storage``), so a retry or a promotion is restarted by
+  Ray without a checkpoint and restores itself (:meth:`RemoteTier.restore`): from the cache
+  where this node has it, else from remote storage;
+- at a report after which the trial stops or pauses (a preemption notice, ``max_t``, a rung
+  milestone under promotion) it waits for the upload first, so the checkpoint its retry or
+  promotion resumes from is remote before the trial ends;
+- a fresh start restores nothing, unless remote storage holds a checkpoint this very Ray trial
+  wrote (Ray restarted it after a failure or a pause) or the driver continues the trial
+  (``restore_from``: a preempted trial's retry, ``mutune resume``).
+
+Each report carries ``upload_s`` (seconds uploading in this start), ``uploads``,
+``remote_step`` (the newest remote checkpoint, −1: none yet), ``remote_restore_s`` (seconds
+downloading at this start) and ``start_wall`` (this start's wall clock: the driver sums
+``upload_s`` over starts).
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mutune.search.trial.remote import CheckpointStore, Uploader
+
+__all__ = ["RemoteTier", "remote_settings", "remote_store", "CONTINUE"]
+
+#: ``restore_from`` of a trial the driver continues with no local checkpoint folder known:
+#: restore the remote latest if there is one (``ray.storage``), else start fresh.
+CONTINUE = "ray.storage:latest"
+#: Seconds a stopping trial waits for its last upload before it gives up (the local copy and
+#: the previous remote checkpoint stand).
+FLUSH_TIMEOUT_S = 600.0
+_KEEP_LOCAL = 2
+
+
+def _step_of(folder: Path) -> int:
+    return int(folder.name.rsplit("_", 1)[-1])
+
+
+class RemoteTier:
+    """The remote tier of one trial start (see the module docstring)."""
+
+    def __init__(self, store: CheckpointStore, key: str, owner: str, *,
+                 min_interval_s: float, stop_at: set[int], max_t: int) -> None:
+        self.store, self.key, self.owner = store, key, owner
+        self.stop_at, self.max_t = stop_at, max_t
+        self.uploader = Uploader(store, key, min_interval_s=min_interval_s, owner=owner)
+        self.remote_restore_s = 0.0
+        self.start_wall = time.time()
+        tag = hashlib.sha1(f"{store.storage}|{store.run}".encode()).hexdigest()[:12]
+        self.cache_dir = (Path(tempfile.gettempdir()) / "mutune-ckpt" / tag
+                          / _safe(key) / _safe(owner))
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def for_trial(cls, config: dict[str, Any], key: str, owner: str) -> "RemoteTier | None":
+        """The tier ``config["remote"]`` (``{"storage", "run", "min_interval_s"}``) names
+        for trial ``key`` started as Ray trial ``owner``, or None without ``ray.storage``."""
+        settings = config.get("remote")
+        if not settings or not settings.get("storage"):
+            return None
+        store = CheckpointStore(str(settings["storage"]), str(settings["run"]))
+        return cls(store, key, owner,
+                   min_interval_s=float(settings.get("min_interval_s") or 0.0),
+                   stop_at={int(m) for m in config.get("checkpoint_at") or ()},
+                   max_t=int(config["max_t"]))
+
+    def for_ray(self, folder: Path | None, step: int) -> Path | None:
+        """The checkpoint folder to hand Ray with this report: only the final one."""
+        return folder if folder is not None and step >= self.max_t else None
+
+    def checkpointed(self, metrics: dict[str, Any], folder: Path | None) -> None:
+        """Before a report: queue ``folder``'s checkpoint; wait for it where the trial stops
+        or pauses; add the upload figures to ``metrics``."""
+        from mutune.search.trial.checkpoint import STATE_FILE
+
+        step = int(metrics.get("step", 0))
+        if folder is not None:
+            self.uploader.submit(step, Path(folder) / STATE_FILE)
+            if metrics.get("preempted") or step >= self.max_t or step in self.stop_at:
+                self.uploader.flush(FLUSH_TIMEOUT_S)
+            self._trim()
+        up = self.uploader
+        metrics.update({"upload_s": up.upload_s, "uploads": float(up.uploads),
+                        "remote_step": float(-1 if up.uploaded_step is None
+                                             else up.uploaded_step),
+                        "remote_restore_s": self.remote_restore_s,
+                        "start_wall": self.start_wall})
+        if up.error:
+            metrics["upload_error"] = up.error
+
+    def _local(self) -> list[Path]:
+        from mutune.search.trial.checkpoint import STATE_FILE
+
+        return sorted((p.parent for p in self.cache_dir.glob(f"step_*/{STATE_FILE}")),
+                      key=_step_of)
+
+    def _trim(self) -> None:
+        """Keep the cache's newest checkpoints (an older one being uploaded reads on from
+        its open file)."""
+        for old in self._local()[:-_KEEP_LOCAL]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def restore(self, dest: Path, *, continued: bool) -> str | None:
+        """The folder to restore from: the cache's newest (this Ray trial's, on this node)
+        unless remote storage holds a newer one, which is downloaded into ``dest``; remote
+        checkpoints of another Ray trial only when ``continued`` (the driver continues the
+        trial). None: nothing to restore (a fresh start)."""
+        local = self._local()
+        entry = self.store.latest_entry(self.key)
+        if entry is not None and not continued and entry[1] != self.owner:
+            entry = None
+        if local and (entry is None or _step_of(local[-1]) >= entry[0]):
+            return str(local[-1])
+        if entry is None:
+            return None
+        t0 = time.perf_counter()
+        got = self.store.fetch(self.key, dest, owner=None if continued else self.owner)
+        self.remote_restore_s = time.perf_counter() - t0
+        return None if got is None else str(got[1])
+
+    def upload_log(self, local_file: Path) -> None:
+        """Upload the trial's log record (at the end of its start)."""
+        self.store.put_log(self.key, local_file)
+
+    def close(self, finished: bool) -> None:
+        """Wait for the last queued upload (bounded), then stop the upload thread; a trial
+        that reached ``max_t`` clears its cache (nothing resumes it)."""
+        self.uploader.flush(FLUSH_TIMEOUT_S)
+        self.uploader.close()
+        if finished:
+            shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "_"
+
+
+def remote_settings(ray_cfg: Any, run: str, spot: dict[str, Any] | None) -> dict[str, Any]:
+    """What a trial's config carries of the remote tier: ``{"storage", "run",
+    "min_interval_s"}`` (``storage`` None: no remote tier). Uploads are spaced by
+    ``cost.spot.checkpoint_min_interval_s``."""
+    return {"storage": getattr(ray_cfg, "storage", None), "run": run,
+            "min_interval_s": float((spot or {}).get("checkpoint_min_interval_s") or 0.0)}
+
+
+def remote_store(ray_cfg: Any, run: str) -> CheckpointStore | None:
+    """The driver's handle on run ``run``'s remote store (trial logs of other nodes,
+    stopped trials' checkpoints), or None without ``ray.storage``."""
+    storage = getattr(ray_cfg, "storage", None)
+    return CheckpointStore(storage, run) if storage else None
