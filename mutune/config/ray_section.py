@@ -34,6 +34,9 @@ class PreemptionConfig(StrictModel):
     token_url: str | None = Field(default=None, pattern=r"^https?://")
     poll_s: float = Field(default=1.0, gt=0, le=60)
     ray_drain: bool = True
+    #: seconds between two questions to Ray whether the node drains (one RPC to Ray's
+    #: control store per trial each time; a cloud's drain deadline is tens of seconds)
+    drain_poll_s: float = Field(default=1.0, gt=0, le=60)
 
 
 class RayConfig(StrictModel):

@@ -40,8 +40,8 @@ _SCRIPT = textwrap.dedent("""
     d["ray"].update(address=cluster.address, num_cpus=2, max_failures=0 if drain else 2,
                     storage=sys.argv[3] if kill else None)
     d["train"].update(checkpoint_every=3)
-    if drain:   # the trials are milliseconds long: ask Ray about the drain every 10 ms
-        d["ray"]["preemption"].update(poll_s=0.01)
+    if drain:   # the trials are a second long: ask Ray about the drain every 50 ms
+        d["ray"]["preemption"].update(drain_poll_s=0.05)
     d["search"].update(num_samples=6)
     d["search"]["scheduler"].update(grace_period=9)   # every trial reaches step 6 unjudged
     cfg = type(cfg).model_validate(d)

@@ -181,38 +181,48 @@ def test_a_killed_worker_is_retried_by_ray_train_from_the_last_checkpoint(
 @pytest.mark.slow
 def test_a_preempted_target_restarts_its_worker_group_without_a_failure(
         ray_local, tiny_config, tmp_path):
-    """The notice file appears mid-run with ``max_failures: 0``: both workers agree on the
-    step, the leading one checkpoints it, the fit ends cleanly and the next fit continues
-    from that checkpoint; the run completes with one preemption, no restart, no step lost,
-    and its reports equal an uninterrupted run's."""
+    """SIGTERM to the workers mid-run with ``max_failures: 0`` (the handler the backend
+    installed in each worker actor's main thread hears it): the workers agree on the step,
+    the leading one checkpoints it (and uploads it to ``ray.storage``), the fit ends cleanly
+    and the next fit continues from that checkpoint; the run completes with one preemption,
+    no restart, no step lost, and its reports equal an uninterrupted run's. (The notice file,
+    URL and Ray's drain set the same flag: their sources are tested in test_preemption.)"""
+    import contextlib
+    import os
+    import signal
+    import subprocess
     import threading
     import time
 
     MAX_T = 120       # long enough that the notice lands mid-run
     cfg = tiny_config
     task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
-    flag = tmp_path / "notice"
-    ray_cfg = cfg.ray.model_copy(update={
-        "max_failures": 0,
-        "preemption": cfg.ray.preemption.model_copy(update={"notice_file": str(flag),
-                                                           "poll_s": 0.01})})
+    ray_cfg = cfg.ray.model_copy(update={"max_failures": 0})
     point = {"hparams": {"lr": 0.02, "output_mult": 1.0}, "seed": 5, "index": 0,
              "key": "target-t0"}
 
-    def run(name, recorder):
+    def run(name, recorder, **ray_update):
         return run_target(point, task=task, width=64, max_t=MAX_T, recorder=recorder,
-                          sweep_id=1, ray_cfg=ray_cfg, storage=tmp_path, name=name,
+                          sweep_id=1, ray_cfg=ray_cfg.model_copy(update=ray_update),
+                          storage=tmp_path, name=name,
                           seq=itertools.count(1), num_workers=2, checkpoint_every=60)
 
     ref_rec = MemoryRecorder()
     ref = run("ref", ref_rec)
     rec, box = MemoryRecorder(), {}
-    thread = threading.Thread(target=lambda: box.update(out=run("spot", rec)))
+    # the preempted run keeps its checkpoints on remote storage (a shared folder) too
+    remote = str(tmp_path / "remote")
+    thread = threading.Thread(target=lambda: box.update(out=run("spot", rec, storage=remote)))
     thread.start()
     deadline = time.monotonic() + 240
     while not rec.of("trial_reported") and time.monotonic() < deadline:
         time.sleep(0.05)
-    flag.write_text("preempt")
+    pids = subprocess.run(["pgrep", "-f", "RayTrainWorker"], capture_output=True,
+                          text=True).stdout.split()
+    assert pids, "no Ray Train worker process found"
+    for pid in pids:      # this run's workers (an idle one of the reference run hears it too)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGTERM)
     thread.join(timeout=600)
     (t,) = box["out"].trials
     assert t.status == "completed" and t.last_step == MAX_T, (t.status, t.reason)
@@ -221,3 +231,6 @@ def test_a_preempted_target_restarts_its_worker_group_without_a_failure(
     traj = [(r["step"], r["metrics"]["val_loss"]) for r in rec.of("trial_reported")]
     assert traj == [(r["step"], r["metrics"]["val_loss"]) for r in ref_rec.of("trial_reported")]
     assert ref.trials[0].timing["preemptions"] == 0
+    from mutune.search.trial.remote import CheckpointStore
+
+    assert t.timing["upload_s"] > 0 and CheckpointStore(remote, "spot").latest("target-t0")

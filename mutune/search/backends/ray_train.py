@@ -26,15 +26,15 @@ thread. A worker failure is retried from the latest checkpoint by Ray Train itse
 (``FailureConfig(max_failures=ray.max_failures)``); a rerun with the same name and storage
 (``mutune resume``) continues from it too.
 
-A preemption notice (the notice file, the notice URL, Ray draining a worker's node; see
-:mod:`mutune.search.trial.preemption`) reaches every worker's loop; the workers agree on it at
-the step (``DataParallel.any``), the leading worker checkpoints that step, every worker ends the
-loop and the fit returns cleanly. :func:`run_target` then starts the next fit under the same
-name and storage, which continues from that checkpoint with a fresh failure budget: Ray Train's
-``FailureConfig`` counts every worker failure, so a preemption is kept out of it and counted in
-the run's ``preemptions``. SIGTERM does not reach a Ray Train worker's loop (Ray Train runs it
-in a thread of the worker actor and offers no hook in the actor's main thread, where a handler
-would have to be installed): on Ray Train the notice comes from the other sources.
+A preemption notice (SIGTERM to a worker, the notice file, the notice URL, Ray draining a
+worker's node; see :mod:`mutune.search.trial.preemption`) reaches the workers' loops; they agree
+on it at the step (``DataParallel.any``), the leading worker checkpoints that step, every worker
+ends the loop and the fit returns cleanly. (Ray Train runs the loop in a thread of the worker
+actor, where no signal handler can be installed: the backend's set-up installs it in each
+actor's main thread, :func:`~.ray_train_relay.preemptible_torch_config`.) :func:`run_target`
+then starts the next fit under the same name and storage, which continues from that checkpoint
+with a fresh failure budget: Ray Train's ``FailureConfig`` counts every worker failure, so a
+preemption is kept out of it and counted in the run's ``preemptions``.
 
 FSDP is refused (``target.parallelism: fsdp``, :func:`refuse_sharded`, before any device
 time is spent): mup's width metadata (``infshape``) lives on the parameter tensors, and
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -150,8 +151,11 @@ def train_worker(config: dict[str, Any]) -> None:
     """Ray Train's ``train_loop_per_worker``: :func:`run_training` with :class:`DataParallel`
     on this worker, reports through ``ray.train.report`` (the leading worker's checkpoint
     folder, when it wrote one), resuming from ``ray.train.get_checkpoint()`` (a retry, or a
-    resumed sweep) or else from ``point["restore_from"]``; the run's end state goes in a last
-    ``{"ended": status}`` report."""
+    resumed sweep) or else from ``point["restore_from"]`` — with ``ray.storage``, from the
+    node's cache or remote storage (:func:`~mutune.search.trial.remote_trial.restore_dir_for`,
+    this run's ``owner`` token telling its own checkpoints); the run's end state goes in a
+    last ``{"ended": status}`` report."""
+    import contextlib
     import tempfile
 
     import ray.train
@@ -173,24 +177,30 @@ def train_worker(config: dict[str, Any]) -> None:
     parallel = DataParallel(ctx.get_world_rank(), ctx.get_world_size(), device=device,
                             stop=lambda: bool(ray.get(stop.get.remote())))
 
+    from mutune.search.trial.remote_trial import RemoteTier, restore_dir_for
+
+    # ``ray.storage``: the leading worker uploads in the background; Ray Train keeps only the
+    # final checkpoint; a restarted group restores from the node's cache or remote storage
+    remote = RemoteTier.for_trial(config, str(config["point"].get("key") or "target"),
+                                  str(config.get("owner") or ""))
+
     def report(metrics: dict[str, Any], folder: Path | None) -> None:
         metrics["node_id"] = node
+        if remote is not None:
+            remote.checkpointed(metrics, folder)
+            folder = remote.for_ray(folder, int(metrics.get("step", 0)))
         ckpt = ray.train.Checkpoint.from_directory(str(folder)) if folder else None
         ray.train.report(metrics, checkpoint=ckpt)
 
-    from mutune.search.trial.remote_trial import CONTINUE
-
-    ckpt = ray.train.get_checkpoint()
-    restore_from = config["point"].get("restore_from")
-    with tempfile.TemporaryDirectory(prefix="mutune-ckpt-") as root:
-        if ckpt is None:
-            status = run_training(config, task, report=report, parallel=parallel,
-                                  restore_dir=None if restore_from == CONTINUE
-                                  else restore_from, checkpoint_root=root)
-        else:
-            with ckpt.as_directory() as restore_dir:
-                status = run_training(config, task, report=report, parallel=parallel,
-                                      restore_dir=restore_dir, checkpoint_root=root)
+    with tempfile.TemporaryDirectory(prefix="mutune-ckpt-") as tmp, \
+            contextlib.ExitStack() as stack:
+        restore_dir = restore_dir_for(ray.train.get_checkpoint(),
+                                      config["point"].get("restore_from"), remote, tmp, stack)
+        status = run_training(config, task, report=report, parallel=parallel,
+                              restore_dir=restore_dir,
+                              checkpoint_root=str(remote.cache_dir) if remote else tmp)
+        if remote is not None:     # the leading worker clears the cache of a finished run
+            remote.close(finished=parallel.lead and status == "completed")
     ray.train.report({"ended": status})
 
 
@@ -220,10 +230,12 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
     """
     import ray
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.train.torch import TorchTrainer
     from ray.util.queue import Empty, Queue
 
-    from mutune.search.backends.ray_train_relay import RunHandle, relay, stop_flag
+    from mutune.search.backends.ray_train_relay import (RunHandle, preemptible_torch_config,
+                                                        relay, stop_flag)
+    from mutune.search.trial.remote_trial import remote_settings, remote_store
     from mutune.search.backends.ray_tune.callback import SweepBook
     from mutune.search.backends.ray_tune.cluster import shortfall
     from mutune.search.backends.ray_tune.retention import checkpoint_bytes_on_disk
@@ -255,11 +267,12 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
                    "max_t": max_t, "threads": max(int(cpus), 1), "gpus": gpus,
                    "checkpoint_every": int(checkpoint_every), "keep_final": keep_final,
                    "metric": metric, "preemption": ray_cfg.preemption.model_dump(),
+                   "remote": remote_settings(ray_cfg, name, None), "owner": uuid.uuid4().hex,
                    "diverge_above": {int(k): float(v) for k, v in (diverge_above or {}).items()}}
     def make_trainer() -> Any:
         return TorchTrainer(
             train_worker, train_loop_config=loop_config,
-            torch_config=TorchConfig(backend="nccl" if gpus else "gloo"),
+            torch_config=preemptible_torch_config("nccl" if gpus else "gloo"),
             scaling_config=ScalingConfig(
                 num_workers=num_workers, use_gpu=bool(gpus),
                 resources_per_worker={"CPU": cpus, **({"GPU": gpus} if gpus else {})}),
@@ -271,6 +284,7 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
 
     book.on_trial_start(0, [], handle)
     rec = book.trials[handle.trial_id]
+    book.remote = remote_store(ray_cfg, name)
     ended, stopped, last_beat = None, None, time.monotonic()
     outcome: dict[str, Any] = {}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RunHandle", "relay", "stop_flag"]
+__all__ = ["RunHandle", "relay", "stop_flag", "preemptible_torch_config"]
 
 
 def stop_flag() -> Any:
@@ -60,3 +60,28 @@ class RunHandle:
 
     def get_error(self) -> str | None:
         return self.error
+
+
+def preemptible_torch_config(backend: str) -> Any:
+    """Ray Train's ``TorchConfig`` for ``backend`` (``gloo``/``nccl``) whose set-up also
+    installs mutune's SIGTERM notice handler in every worker actor's main thread (Ray Train
+    runs the training loop in another thread, where no handler can be installed; its
+    backend's ``on_start`` runs a function on each worker through an actor method, which
+    runs in the actor's main thread). Ray's ``_TorchBackend`` is subclassed: a private class
+    of Ray Train (checked by the target's SIGTERM test)."""
+    from ray.train.torch import TorchConfig
+    from ray.train.torch.config import _TorchBackend
+
+    from mutune.search.trial.preemption import install_sigterm
+
+    class PreemptibleBackend(_TorchBackend):
+        def on_start(self, worker_group: Any, backend_config: Any) -> None:
+            super().on_start(worker_group, backend_config)
+            worker_group.execute(install_sigterm)
+
+    class PreemptibleTorchConfig(TorchConfig):
+        @property
+        def backend_cls(self) -> Any:
+            return PreemptibleBackend
+
+    return PreemptibleTorchConfig(backend=backend)

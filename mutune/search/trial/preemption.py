@@ -127,7 +127,7 @@ class NoticeWatcher:
     """A daemon thread polling a notice file and/or URL every ``poll_s`` seconds; posts
     :func:`notice` when one appears (edge-triggered). ``settings``: the ``ray.preemption``
     section as a dict (``notice_file``, ``notice_url``, ``notice_style``, ``token_url``,
-    ``poll_s``, ``ray_drain``); nothing is started when it names no source (Ray's drain counts
+    ``poll_s``, ``ray_drain``, ``drain_poll_s``); nothing is started when it names no source (Ray's drain counts
     only inside a Ray worker)."""
 
     def __init__(self, settings: dict[str, Any] | None) -> None:
@@ -136,6 +136,7 @@ class NoticeWatcher:
         self.url, self.style = s.get("notice_url"), s.get("notice_style") or "status"
         self.token_url, self.poll_s = s.get("token_url"), float(s.get("poll_s") or 1.0)
         self.node = _ray_node() if s.get("ray_drain") else None
+        self.drain_poll_s, self._next_drain = float(s.get("drain_poll_s") or 1.0), 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._seen = False
@@ -146,7 +147,8 @@ class NoticeWatcher:
         if self.url and _poll_url(self.url, self.style, self.token_url,
                                   min(self.poll_s, 2.0)):
             return f"notice at {self.url}"
-        if self.node is not None:      # one question to Ray's control store per poll
+        if self.node is not None and time.monotonic() >= self._next_drain:
+            self._next_drain = time.monotonic() + self.drain_poll_s
             deadline = _draining(self.node)
             if deadline is not None:
                 return (f"Ray drains node {self.node[:8]}" + (

@@ -31,7 +31,7 @@ from typing import Any
 
 from mutune.search.trial.remote import CheckpointStore, Uploader
 
-__all__ = ["RemoteTier", "remote_settings", "remote_store", "CONTINUE"]
+__all__ = ["RemoteTier", "remote_settings", "remote_store", "restore_dir_for", "CONTINUE"]
 
 #: ``restore_from`` of a trial the driver continues with no local checkpoint folder known:
 #: restore the remote latest if there is one (``ray.storage``), else start fresh.
@@ -158,3 +158,34 @@ def remote_store(ray_cfg: Any, run: str) -> CheckpointStore | None:
     stopped trials' checkpoints), or None without ``ray.storage``."""
     storage = getattr(ray_cfg, "storage", None)
     return CheckpointStore(storage, run) if storage else None
+
+
+def restore_dir_for(ckpt: Any, restore_from: str | None, remote: Any, tmp: str,
+                    stack: Any) -> str | None:
+    """Where a trial (re)starts from (None: a fresh start):
+
+    1. Ray's checkpoint (a retry, a promotion), where this node has it;
+    2. ``restore_from`` (a preempted trial's retry, ``mutune resume``), where this node has it;
+    3. with ``ray.storage``: the node-local cache or the remote latest
+       (:meth:`~mutune.search.trial.remote_trial.RemoteTier.restore`).
+
+    Raises:
+        SearchError: a checkpoint Ray or the driver names is not on this node and no
+            ``ray.storage`` is set to restore it from.
+    """
+    from mutune.errors import SearchError
+    from mutune.search.trial.checkpoint import STATE_FILE
+
+    if ckpt is not None:
+        path = getattr(ckpt, "path", None)
+        local = getattr(getattr(ckpt, "filesystem", None), "type_name", "local") == "local"
+        if not local or (path and Path(path, STATE_FILE).is_file()):
+            return stack.enter_context(ckpt.as_directory())
+    if restore_from and restore_from != CONTINUE and Path(restore_from, STATE_FILE).is_file():
+        return restore_from
+    if remote is not None:
+        return remote.restore(Path(tmp) / "remote", continued=bool(restore_from))
+    if ckpt is not None or (restore_from and restore_from != CONTINUE):
+        raise SearchError(f"the trial's checkpoint {getattr(ckpt, 'path', None) or restore_from}"
+                          " is not on this node and no ray.storage is set to restore it from")
+    return None

@@ -61,7 +61,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mutune.errors import SearchError
 from mutune.search.trial.preemption import NoticeWatcher as _NoticeWatcher
 from mutune.search.trial.preemption import Preemption as _Preemption
 
@@ -336,7 +335,7 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
     import ray
 
     from mutune.search.trial.logs import capture
-    from mutune.search.trial.remote_trial import RemoteTier
+    from mutune.search.trial.remote_trial import RemoteTier, restore_dir_for
 
     node = ray.get_runtime_context().get_node_id()
     log = None
@@ -360,8 +359,8 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
             tempfile.TemporaryDirectory(prefix="mutune-ckpt-") as tmp, \
             contextlib.ExitStack() as stack:
         root = str(remote.cache_dir) if remote is not None else tmp
-        restore_dir = _restore_dir(tune.get_checkpoint(), config["point"].get("restore_from"),
-                                   remote, tmp, stack)
+        restore_dir = restore_dir_for(tune.get_checkpoint(),
+                                      config["point"].get("restore_from"), remote, tmp, stack)
         try:
             status = run_training(config, task, report=report, restore_dir=restore_dir,
                                   checkpoint_root=root)
@@ -372,34 +371,3 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
         if remote is not None:   # no rung pauses it (stopping variant), or it reached max_t
             remote.close(finished=status == "completed" or not remote.stop_at)
     del status      # how it ended is in its reports (a preemption's carries preempted = 1)
-
-
-def _restore_dir(ckpt: Any, restore_from: str | None, remote: Any, tmp: str,
-                 stack: contextlib.ExitStack) -> str | None:
-    """Where a trial (re)starts from (None: a fresh start):
-
-    1. Ray's checkpoint (a retry, a promotion), where this node has it;
-    2. ``restore_from`` (a preempted trial's retry, ``mutune resume``), where this node has it;
-    3. with ``ray.storage``: the node-local cache or the remote latest
-       (:meth:`~mutune.search.trial.remote_trial.RemoteTier.restore`).
-
-    Raises:
-        SearchError: a checkpoint Ray or the driver names is not on this node and no
-            ``ray.storage`` is set to restore it from.
-    """
-    from mutune.search.trial.checkpoint import STATE_FILE
-    from mutune.search.trial.remote_trial import CONTINUE
-
-    if ckpt is not None:
-        path = getattr(ckpt, "path", None)
-        local = getattr(getattr(ckpt, "filesystem", None), "type_name", "local") == "local"
-        if not local or (path and Path(path, STATE_FILE).is_file()):
-            return stack.enter_context(ckpt.as_directory())
-    if restore_from and restore_from != CONTINUE and Path(restore_from, STATE_FILE).is_file():
-        return restore_from
-    if remote is not None:
-        return remote.restore(Path(tmp) / "remote", continued=bool(restore_from))
-    if ckpt is not None or (restore_from and restore_from != CONTINUE):
-        raise SearchError(f"the trial's checkpoint {getattr(ckpt, 'path', None) or restore_from}"
-                          " is not on this node and no ray.storage is set to restore it from")
-    return None
