@@ -67,14 +67,15 @@ def preemptible_torch_config(backend: str) -> Any:
     installs mutune's SIGTERM notice handler in every worker actor's main thread (Ray Train
     runs the training loop in another thread, where no handler can be installed; its
     backend's ``on_start`` runs a function on each worker through an actor method, which
-    runs in the actor's main thread). Ray's ``_TorchBackend`` is subclassed: a private class
-    of Ray Train (checked by the target's SIGTERM test)."""
+    runs in the actor's main thread). The backend class ``TorchConfig.backend_cls`` names
+    is subclassed (a class Ray Train keeps private; checked by the target's SIGTERM test)."""
     from ray.train.torch import TorchConfig
-    from ray.train.torch.config import _TorchBackend
 
     from mutune.search.trial.preemption import install_sigterm
 
-    class PreemptibleBackend(_TorchBackend):
+    base = TorchConfig(backend=backend).backend_cls
+
+    class PreemptibleBackend(base):  # type: ignore[misc, valid-type]
         def on_start(self, worker_group: Any, backend_config: Any) -> None:
             super().on_start(worker_group, backend_config)
             worker_group.execute(install_sigterm)

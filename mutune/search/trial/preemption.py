@@ -45,9 +45,8 @@ __all__ = ["Preemption", "PreemptibleTrainable", "NoticeWatcher", "notice", "ins
 #: the worker process's notice: set by SIGTERM or a watcher, checked by the loop
 _NOTICE = threading.Event()
 _REASON: list[str] = []
+#: the SIGTERM handler that was there before mutune's (installed once per process)
 _INSTALLED: list[Any] = []
-#: seconds between two questions to Ray whether this node drains (at least ``poll_s``)
-DRAIN_POLL_S = 1.0      # the handler that was there before mutune's (once per process)
 
 
 def notice(reason: str) -> None:
@@ -156,8 +155,16 @@ class NoticeWatcher:
                     if deadline else ""))
         return None
 
+    @property
+    def wait_s(self) -> float:
+        """Seconds between two polls: the shortest period among the sources it watches."""
+        periods = [self.poll_s] if (self.file is not None or self.url) else []
+        if self.node is not None:
+            periods.append(self.drain_poll_s)
+        return min(periods or [self.poll_s])
+
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
+        while not self._stop.wait(self.wait_s):
             got = self._posted()
             if got and not self._seen:
                 notice(got)
