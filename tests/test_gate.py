@@ -52,19 +52,22 @@ def bowl(monkeypatch):
     ran, ids = [], itertools.count(1000)
     state = {"noise": 0.002}
 
-    def run_trials(points, *, max_t, group, **kw):
-        trials = []
-        for i, p in enumerate(points):
-            v = _loss(p["hparams"], p["seed"], state["noise"])
-            trials.append(TrialRecord(
-                key=f"{group}-t{i}", trial_id=next(ids), point=p, started=0.0,
-                reports=[{"step": max_t, "val_loss": v, "val_loss_se": 0.001,
-                          "test_loss": v + 0.01}],
-                status="completed", timing={"allocated_s": 2.0, "devices": 1}))
-        ran.append((group, [p["hparams"] for p in points]))
-        return SimpleNamespace(trials=trials, stopped=None)
+    def run_groups(specs, *, max_t, **kw):
+        out = {}
+        for spec in specs:            # one Ray Tune run holds every width's design
+            trials = []
+            for i, p in enumerate(spec.points):
+                v = _loss(p["hparams"], p["seed"], state["noise"])
+                trials.append(TrialRecord(
+                    key=f"{spec.group}-t{i}", trial_id=next(ids), point=p, started=0.0,
+                    reports=[{"step": max_t, "val_loss": v, "val_loss_se": 0.001,
+                              "test_loss": v + 0.01}],
+                    status="completed", timing={"allocated_s": 2.0, "devices": 1}))
+            ran.append((spec.group, [p["hparams"] for p in spec.points]))
+            out[spec.group] = SimpleNamespace(trials=trials, stopped=None)
+        return out
 
-    monkeypatch.setattr(ray_run, "run_trials", run_trials)
+    monkeypatch.setattr(ray_run, "run_groups", run_groups)
     return SimpleNamespace(ran=ran, state=state)
 
 
@@ -165,6 +168,6 @@ def test_noisy_rule_gets_replicates_on_the_same_points(bowl):
     assert gate["first_verdicts"] == {"lr": "noisy", "output_mult": "noisy"}
     acts = gate["rounds"][0]["actions"]
     assert [a["action"] for a in acts] == ["replicates"] * 3
-    assert bowl.ran[3][1] == bowl.ran[0][1]          # width 16's design again, new seeds
+    assert bowl.ran[3][1] == bowl.ran[0][1]          # the widest design again, new seeds
     assert [(p.optimum["n_trials"], p.optimum["n_seeds"]) for p, _ in swept] == [(22, 22)] * 3
     assert gate["outcome"] in ("passed", "proceeded")

@@ -226,9 +226,10 @@ def test_mutune_resume_finishes_an_interrupted_main_job(ray_local, tiny_config, 
 
 def test_resume_during_the_confirmation_design_keeps_what_it_had_trained(ray_local, tiny_config,
                                                                          tmp_path):
-    """The driver dies as width 32's 4th design trial starts (its first three completed, and
-    every trial of width 16's design): the resume keeps those rows as they are, continues the
-    4th under its own row and trains only the 5 missing points — no design trial twice."""
+    """Both widths' designs run in one Ray Tune run, the widest's first (concurrency 1). The
+    driver dies as width 16's 4th design trial starts (its first three completed, and every
+    trial of width 32's design): the resume keeps those rows as they are, continues the 4th
+    under its own row and trains only the 5 missing points — no design trial twice."""
     from mutune.pipeline import run_pipeline
     from mutune.services.api import resume
 
@@ -236,12 +237,12 @@ def test_resume_during_the_confirmation_design_keeps_what_it_had_trained(ray_loc
     url = f"sqlite:///{tmp_path / 'e.db'}"
     with Store.open(url) as e:
         dying = DyingRecorder(e, lambda name, args, kw: name == "trial_started"
-                              and args[2] == "confirm" and args[3] == "c0w32-t3")
+                              and args[2] == "confirm" and args[3] == "c0w16-t3")
         with pytest.raises(Exception):
             run_pipeline(cfg, dying, out_dir=tmp_path / "e")
         before = {t["key"]: t for t in e.sweep_rows(1)["trials"] if t["kind"] == "confirm"}
-    assert len(before) == 9 + 4 and before["c0w32-t3"]["status"] == "running"
-    assert all(t["status"] == "completed" for k, t in before.items() if k != "c0w32-t3")
+    assert len(before) == 9 + 4 and before["c0w16-t3"]["status"] == "running"
+    assert all(t["status"] == "completed" for k, t in before.items() if k != "c0w16-t3")
     time.sleep(cfg.ray.lease_s + 0.2)
     result = resume(1, db=url, out_dir=tmp_path / "e")
     assert result.report["status"] == "completed"
@@ -254,9 +255,9 @@ def test_resume_during_the_confirmation_design_keeps_what_it_had_trained(ray_loc
     after = {t["key"]: t for t in confirm}
     for k, t in before.items():                  # the same rows; the ended ones untouched
         assert after[k]["id"] == t["id"]
-        if k != "c0w32-t3":
+        if k != "c0w16-t3":
             assert after[k]["reports"] == t["reports"] and not after[k]["restarts"]
-    assert after["c0w32-t3"]["status"] == "completed" and after["c0w32-t3"]["restarts"] == 1
+    assert after["c0w16-t3"]["status"] == "completed" and after["c0w16-t3"]["restarts"] == 1
     assert all(t["status"] == "completed" for t in confirm)
     # each optimum rests on its 9 design trials and the sweep's trials that reached max_t
     max_t = cfg.search.scheduler.max_t

@@ -36,7 +36,7 @@ from mutune.config.spaces import clip_valid
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["design_names", "design_points", "design_allocation", "trials_per_design",
-           "confirm_width", "CONFIRM_SEED_BASE"]
+           "confirm_width", "confirm_widths", "CONFIRM_SEED_BASE"]
 
 #: the confirmation trials' seed streams start here (width index + round × 100 added), far
 #: from the proxy sweeps' (0 … k−1) and the target's (k)
@@ -112,56 +112,72 @@ def trials_per_design(config: SweepConfig) -> int:
 
 def confirm_width(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str, float], *,
                   round_: int = 0) -> Any:
-    """Train the design around ``center`` at ``proxy.width`` to ``max_t`` steps as
-    ``confirm`` trials of the width's proxy sweep, seeds per point from
-    :func:`design_allocation` (``transfer.confirm_replicates``, and
+    """One width's design alone in its Ray Tune run (:func:`confirm_widths` of one job);
+    returns its RunOutcome.
+
+    Raises:
+        SweepStopped: ``mutune cancel`` stopped it.
+    """
+    return confirm_widths(run, [(proxy, index, center)], round_=round_)[0]
+
+
+def confirm_widths(run: SweepRun, jobs: list[tuple[ProxyResult, int, dict[str, float]]], *,
+                   round_: int = 0) -> list[Any]:
+    """Train each job's design around its ``center`` at its ``proxy.width`` to ``max_t``
+    steps as ``confirm`` trials of that width's proxy sweep — every width's design in **one**
+    Ray Tune run (one driver group per width, ``c{round}w{width}``, the slots shared) — seeds
+    per point from :func:`design_allocation` (``transfer.confirm_replicates``, and
     ``transfer.confirm_center_replicates`` at the centre; separate trials, so the fit's
     bootstrap can resample them). In a resumed sweep the design's recorded trials (keys
     ``c{round}w{width}-t{k}``) are kept or continued, and only the rest are trained
-    (:func:`mutune.pipeline.recorded.recorded_trials`).
+    (:func:`mutune.pipeline.recorded.recorded_trials`). The widest width's design is
+    issued first (its trials are the longest).
 
     Args:
-        proxy: the width's sweep result (its proxy sweep id).
-        index: the width's position among the proxies (seeds its trials).
-        center: the design's centre (every searched and fixed hyperparameter).
+        jobs: (the width's sweep result (its proxy sweep id), the width's position among the
+            proxies (seeds its trials), the design's centre (every searched and fixed
+            hyperparameter)) per width.
         round_: 0 for the first design, 1, 2, … for the gate's rounds (fresh seeds each).
     Returns:
-        The run's RunOutcome (its trials in a terminal state).
+        The RunOutcome of each job, in ``jobs`` order (its trials in a terminal state).
     Raises:
         SweepStopped: ``mutune cancel`` stopped it.
     """
     from mutune.errors import SweepStopped
-    from mutune.search.backends.ray_tune.run import run_trials
+    from mutune.pipeline.recorded import recorded_trials
+    from mutune.search.backends.ray_tune.run import GroupSpec, run_groups
     from mutune.search.searchers.space import trial_seeds
 
     config = run.config
     names = design_names(config)
     tr = config.transfer
-    pts = design_points(center, names, tr.confirm_step)
     alloc = design_allocation(len(names), tr.confirm_replicates, tr.confirm_center_replicates)
-    seeds = trial_seeds(config.seed, CONFIRM_SEED_BASE + 100 * round_ + index, sum(alloc))
-    hps = [p for p, n in zip(pts, alloc) for _ in range(n)]
-    group = f"c{round_}w{proxy.width}"
-    points = [{"hparams": p, "seed": seeds[k], "index": k, "key": f"{group}-t{k}"}
-              for k, p in enumerate(hps)]
-    from mutune.pipeline.recorded import recorded_trials
-
-    new, resume = recorded_trials(run, points, seeds)
-    max_t = config.search.scheduler.max_t
-    outcome = run_trials(new, task=run.task, width=proxy.width, max_t=max_t,
-                         recorder=run.recorder, control=run.control, sweep_id=run.sweep_id,
-                         proxy_sweep_id=proxy.proxy_sweep_id, kind="confirm",
-                         scheduler=None, metric=config.search.metric, mode=config.search.mode,
-                         ray_cfg=config.ray, storage=run.out_dir / "ray",
-                         name=f"sweep{run.sweep_id}-w{proxy.width}-confirm{round_}",
-                         seq=run.seq, group=group, resume=resume,
-                         on_progress=bind_progress(run.on_progress,
-                                                   f"confirm width {proxy.width}", len(points)),
-                         tracking=config.tracking,
-                         checkpoint_every=config.train.checkpoint_every,
-                         spot=config.cost.spot.model_dump(),
-                         checkpoint_keep=config.train.checkpoint_keep, budget=run.budget)
-    if outcome.stopped is not None:
-        raise SweepStopped("cancelled", outcome.stopped)
-    return outcome
-
+    specs = []
+    for proxy, index, center in jobs:
+        pts = design_points(center, names, tr.confirm_step)
+        seeds = trial_seeds(config.seed, CONFIRM_SEED_BASE + 100 * round_ + index, sum(alloc))
+        hps = [p for p, n in zip(pts, alloc) for _ in range(n)]
+        group = f"c{round_}w{proxy.width}"
+        points = [{"hparams": p, "seed": seeds[k], "index": k, "key": f"{group}-t{k}"}
+                  for k, p in enumerate(hps)]
+        new, resume = recorded_trials(run, points, seeds)
+        specs.append(GroupSpec(proxy.width, proxy.proxy_sweep_id, group, points=new,
+                               resume=resume, on_progress=bind_progress(
+                                   run.on_progress, f"confirm width {proxy.width}",
+                                   len(points))))
+    widths = "-".join(f"w{p.width}" for p, _, _ in jobs)
+    outcomes = run_groups(sorted(specs, key=lambda s: -s.width), task=run.task,
+                          max_t=config.search.scheduler.max_t, recorder=run.recorder,
+                          control=run.control, sweep_id=run.sweep_id, kind="confirm",
+                          scheduler=None, metric=config.search.metric,
+                          mode=config.search.mode, ray_cfg=config.ray,
+                          storage=run.out_dir / "ray",
+                          name=f"sweep{run.sweep_id}-{widths}-confirm{round_}", seq=run.seq,
+                          tracking=config.tracking,
+                          checkpoint_every=config.train.checkpoint_every,
+                          spot=config.cost.spot.model_dump(),
+                          checkpoint_keep=config.train.checkpoint_keep, budget=run.budget)
+    stopped = next((o.stopped for o in outcomes.values() if o.stopped is not None), None)
+    if stopped is not None:
+        raise SweepStopped("cancelled", stopped)
+    return [outcomes[s.group] for s in specs]

@@ -84,18 +84,21 @@ def confirm_proxies(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
     Returns:
         (the swept list with refitted ProxyResults, width → :class:`ConfirmState`).
     """
-    from mutune.pipeline.confirm_stage import confirm_width
+    from mutune.pipeline.confirm_stage import confirm_widths
 
     if run.config.transfer.confirm_replicates == 0:
         return swept, {}
-    out, states = [], {}
+    jobs = []
     for i, (p, o) in enumerate(swept):
         # categorical knobs at the rung's choice (its names' best trials), the rest at the
         # sweep's best configuration
         chosen = {n: p.optimum["optimum"][n] for n, d in run.config.search.space.items()
                   if is_categorical(d) and n in (p.optimum.get("optimum") or {})}
-        center = {**run.config.search.fixed, **p.best_config, **chosen}
-        state = ConfirmState(o, [confirm_width(run, p, i, center)], center)
+        jobs.append((p, i, {**run.config.search.fixed, **p.best_config, **chosen}))
+    out, states = [], {}
+    # every width's design in one Ray Tune run
+    for (p, _, center), design, (_, o) in zip(jobs, confirm_widths(run, jobs), swept):
+        state = ConfirmState(o, [design], center)
         states[p.width] = state
         out.append((_refit(run, p, state), o))
     return out, states
@@ -159,7 +162,7 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
             and ``transfer.gate`` is ``widen`` or ``stop`` (rules and gate row recorded).
         FitError: a rule cannot be fitted.
     """
-    from mutune.pipeline.confirm_stage import confirm_width, design_names
+    from mutune.pipeline.confirm_stage import confirm_widths, design_names
     from mutune.pipeline.transfer_stage import transfer_rules
 
     config = run.config
@@ -182,13 +185,12 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
         before = _gpu_hours([d for s in states.values() for d in s.designs])
         actions = []
         edges = sorted(n for n, v in bad.items() if v == "edge" and n in continuous)
-        new = []
+        jobs = []
         for i, (p, o) in enumerate(swept):
             state = states[p.width]
             if edges:
                 at_edge = [n for n in edges if p.optimum["on_edge"].get(n)]
                 if not at_edge:
-                    new.append((p, o))
                     continue
                 center = _widen_center(run, p, at_edge)
                 actions.append({"width": p.width, "action": "widen",
@@ -201,8 +203,16 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                                 "added_seeds_per_point": tr.confirm_replicates,
                                 "added_seeds_at_center": max(tr.confirm_replicates,
                                                              tr.confirm_center_replicates)})
-            state.designs.append(confirm_width(run, p, i, center, round_=rnd))
-            new.append((_refit(run, p, state), o))
+            jobs.append((p, i, center))
+        # every width this round acts on: its design in one Ray Tune run
+        designs = dict(zip((p.width for p, _, _ in jobs),
+                           confirm_widths(run, jobs, round_=rnd) if jobs else []))
+        new = []
+        for p, o in swept:
+            if p.width in designs:
+                states[p.width].designs.append(designs[p.width])
+                p = _refit(run, p, states[p.width])
+            new.append((p, o))
         swept = new
         rules, hp, settings = fit()
         after = _gpu_hours([d for s in states.values() for d in s.designs])

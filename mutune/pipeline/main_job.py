@@ -15,7 +15,7 @@ from mutune.errors import SweepStopped
 from mutune.pipeline.gate import confirm_proxies, gate_rules
 from mutune.pipeline.importance import proxy_importance
 from mutune.pipeline.ledger_stage import record_cost
-from mutune.pipeline.proxy_stage import align_optima, sweep_width
+from mutune.pipeline.proxy_stage import align_optima, sweep_widths
 from mutune.pipeline.recording import Recorder
 from mutune.pipeline.sweep import PipelineResult, Progress, ProxyResult, SweepRun, open_sweep
 from mutune.pipeline.target_stage import (admit_target, predict_target_loss, proxy_curve,
@@ -42,8 +42,7 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
             that status, the error carries the sweep id.
     """
     with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress) as run:
-        return finish_sweep(run, [sweep_width(run, width, i)
-                                  for i, width in enumerate(config.widths)])
+        return finish_sweep(run, sweep_widths(run, list(config.widths)))
 
 
 def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> PipelineResult:

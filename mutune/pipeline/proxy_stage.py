@@ -1,18 +1,22 @@
-"""The proxy stage: one sweep per proxy width, each width's best trial and optimum.
+"""The proxy stage: every proxy width's sweep, each width's best trial and optimum.
 
-:func:`sweep_width` runs one width's ASHA/Hyperband sweep on the Ray Tune backend and picks its
-best trial at equal budget (the highest rung holding at least 3 trials, docs/architecture.md §4);
-:func:`align_optima` then re-estimates every width's optimum at one common rung.
+:func:`sweep_widths` runs every width's ASHA/Hyperband sweep in one Ray Tune run (one scheduler
+core and searcher per width, the slots shared, so no width waits for another's tail) and
+picks each width's best trial at equal budget (the highest rung holding at least 3 trials,
+docs/architecture.md §4); :func:`align_optima` then re-estimates every width's optimum at one
+common rung.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
-from mutune.errors import SweepStopped
+from mutune.errors import SearchError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
-__all__ = ["sweep_width", "run_width", "width_result", "align_optima", "record_best",
+__all__ = ["sweep_widths", "sweep_width", "run_widths", "run_width", "width_spec",
+           "new_width", "width_result", "width_results", "align_optima", "record_best",
            "trial_curves", "proxy_settings", "width_seeds"]
 
 
@@ -35,37 +39,64 @@ def width_seeds(run: SweepRun, index: int) -> list[int]:
     return trial_seeds(run.config.seed, index, search.num_samples * search.replicates)
 
 
-def run_width(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searcher: Any, *,
-              core: Any = None, resume: Any = None, name: str | None = None) -> Any:
-    """The Ray Tune run of one proxy width (a fresh one, or an interrupted one continued with
-    its restored ``core``, ``searcher`` and :class:`~mutune.search.backends.ray_tune.run.
-    ResumeState`); returns its RunOutcome.
+def width_spec(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searcher: Any, *,
+               core: Any = None, resume: Any = None) -> Any:
+    """The :class:`~mutune.search.backends.ray_tune.run.GroupSpec` of proxy width ``width``
+    (number ``index``, which seeds its trials): a fresh sweep, or an interrupted one
+    continued with its restored ``core``, ``searcher`` and
+    :class:`~mutune.search.backends.ray_tune.run.ResumeState`."""
+    from mutune.search.backends.ray_tune.run import GroupSpec
+
+    search = run.config.search
+    return GroupSpec(width, proxy_sweep_id, f"w{width}", searcher=searcher,
+                     seeds=width_seeds(run, index), replicates=search.replicates, core=core,
+                     resume=resume, on_progress=bind_progress(run.on_progress,
+                                                              f"width {width}",
+                                                              search.num_samples))
+
+
+def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None) -> list[Any]:
+    """The proxy widths of ``specs`` (:func:`width_spec`) in **one** Ray Tune run: each width
+    keeps its own scheduler core and searcher, all share the slots; new trials are taken
+    from the widest width first (its trials are the longest; the smallest fill the tail;
+    :func:`~mutune.search.backends.ray_tune.run.run_groups`). Returns the RunOutcomes in
+    ``specs`` order.
 
     Raises:
         SweepStopped: ``mutune cancel`` stopped it.
     """
-    from mutune.search.backends.ray_tune.run import run_trials
+    from mutune.search.backends.ray_tune.run import run_groups
 
     config = run.config
     search, sched = config.search, config.search.scheduler
-    outcome = run_trials(None, task=run.task, width=width, max_t=sched.max_t,
-                         recorder=run.recorder, control=run.control, sweep_id=run.sweep_id,
-                         proxy_sweep_id=proxy_sweep_id, kind="proxy", scheduler=sched,
-                         metric=search.metric, mode=search.mode, ray_cfg=config.ray,
-                         storage=run.out_dir / "ray",
-                         name=name or f"sweep{run.sweep_id}-w{width}", seq=run.seq,
-                         on_progress=bind_progress(run.on_progress, f"width {width}",
-                                                   search.num_samples),
-                         scheduler_seed=config.seed, searcher=searcher,
-                         seeds=width_seeds(run, index),
-                         checkpoint_every=config.train.checkpoint_every,
-                         spot=config.cost.spot.model_dump(),
-                         checkpoint_keep=config.train.checkpoint_keep, core=core,
-                         resume=resume, budget=run.budget, tracking=config.tracking,
-                         replicates=search.replicates)
-    if outcome.stopped is not None:
-        raise SweepStopped("cancelled", outcome.stopped)
-    return outcome
+    widths = "-".join(f"w{s.width}" for s in specs)
+    outcomes = run_groups(sorted(specs, key=lambda s: -s.width), task=run.task,
+                          max_t=sched.max_t, recorder=run.recorder, control=run.control,
+                          sweep_id=run.sweep_id, kind="proxy", scheduler=sched,
+                          metric=search.metric, mode=search.mode, ray_cfg=config.ray,
+                          storage=run.out_dir / "ray",
+                          name=name or f"sweep{run.sweep_id}-{widths}", seq=run.seq,
+                          scheduler_seed=config.seed,
+                          checkpoint_every=config.train.checkpoint_every,
+                          spot=config.cost.spot.model_dump(),
+                          checkpoint_keep=config.train.checkpoint_keep,
+                          budget=run.budget, tracking=config.tracking)
+    stopped = next((o.stopped for o in outcomes.values() if o.stopped is not None), None)
+    if stopped is not None:
+        raise SweepStopped("cancelled", stopped)
+    return [outcomes[s.group] for s in specs]
+
+
+def run_width(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searcher: Any, *,
+              core: Any = None, resume: Any = None, name: str | None = None) -> Any:
+    """One proxy width alone in its Ray Tune run (:func:`run_widths` of one
+    :func:`width_spec`); returns its RunOutcome.
+
+    Raises:
+        SweepStopped: ``mutune cancel`` stopped it.
+    """
+    spec = width_spec(run, width, index, proxy_sweep_id, searcher, core=core, resume=resume)
+    return run_widths(run, [spec], name=name)[0]
 
 
 def width_result(run: SweepRun, width: int, proxy_sweep_id: int, outcome: Any, *,
@@ -92,36 +123,65 @@ def width_result(run: SweepRun, width: int, proxy_sweep_id: int, outcome: Any, *
     return result
 
 
-def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any]:
-    """One ASHA/Hyperband sweep at ``width`` (proxy number ``index``, which seeds its trials),
-    and its best trial at the highest rung with at least 3 trials (docs/architecture.md §4).
+def new_width(run: SweepRun, width: int, index: int) -> Any:
+    """Record the proxy sweep row of ``width`` (number ``index``) and return its fresh
+    :func:`width_spec`."""
+    from mutune.search.searchers import make_searcher
+
+    searcher = make_searcher(run.config.search, run.config.seed, index)
+    ps_id = run.recorder.proxy_sweep_started(run.sweep_id, width, proxy_settings(run))
+    return width_spec(run, width, index, ps_id, searcher)
+
+
+def sweep_widths(run: SweepRun, widths: list[int]) -> list[tuple[ProxyResult, Any]]:
+    """Every width of ``widths`` (proxy number = its position) swept in one Ray Tune run
+    (:func:`run_widths`), and each width's best trial at the highest rung with at least 3
+    trials (docs/architecture.md §4).
 
     Returns:
-        (ProxyResult, the run's :class:`~mutune.search.backends.ray_tune.run.RunOutcome`).
+        (ProxyResult, RunOutcome) per width, in ``widths`` order.
+    Raises:
+        SearchError: every trial of a width diverged or failed.
+        SweepStopped: cancelled, or the budget ran out (``budget_exhausted``).
+    """
+    specs = [new_width(run, w, i) for i, w in enumerate(widths)]
+    return width_results(run, [(s.width, s.proxy_sweep_id, o)
+                               for s, o in zip(specs, run_widths(run, specs))])
+
+
+def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any]:
+    """One ASHA/Hyperband sweep at ``width`` alone (proxy number ``index``, which seeds its
+    trials): :func:`sweep_widths` of one width, as (ProxyResult, RunOutcome).
+
     Raises:
         SearchError: every trial diverged or failed.
         SweepStopped: cancelled, or the budget ran out (``budget_exhausted``).
     """
-    from mutune.search.searchers import make_searcher
-
-    config = run.config
-    searcher = make_searcher(config.search, config.seed, index)
-    ps_id = run.recorder.proxy_sweep_started(run.sweep_id, width, proxy_settings(run))
-    outcome = run_width(run, width, index, ps_id, searcher)
-    return _after_budget(run, width, ps_id, outcome)
+    spec = new_width(run, width, index)
+    return width_results(run, [(width, spec.proxy_sweep_id, run_widths(run, [spec])[0])])[0]
 
 
-def _after_budget(run: SweepRun, width: int, ps_id: int, outcome: Any
-                  ) -> tuple[ProxyResult, Any]:
+def width_results(run: SweepRun, ran: list[tuple[int, int, Any]]
+                  ) -> list[tuple[ProxyResult, Any]]:
+    """(width, proxy sweep id, RunOutcome) per width → (ProxyResult, RunOutcome) per width,
+    recorded (:func:`width_result`). When the budget ran out, every width that got trials
+    is recorded as far as it went and the sweep stops.
+
+    Raises:
+        SweepStopped: ``budget_exhausted`` (the reason names what each width kept).
+        SearchError: a width's trials all diverged or failed.
+    """
     cut = run.budget.exhausted if run.budget is not None else None
-    if cut is not None and not any(t.reports for t in outcome.trials):
-        raise SweepStopped("budget_exhausted", f"{cut}; width {width} got no trial")
-    result = width_result(run, width, ps_id, outcome)
-    if cut is not None:
-        raise SweepStopped("budget_exhausted", f"{cut}; width {width} kept "
-                                               f"{len(outcome.trials)} of "
-                                               f"{run.config.search.num_samples} trials")
-    return result, outcome
+    if cut is None:
+        return [(width_result(run, w, ps, o), o) for w, ps, o in ran]
+    kept = []
+    for w, ps, o in ran:
+        if any(t.reports for t in o.trials):
+            with contextlib.suppress(SearchError):     # too few trials for a rung
+                width_result(run, w, ps, o)
+        kept.append(f"width {w} kept {len(o.trials)} of {run.config.search.num_samples} "
+                    "trials" if o.trials else f"width {w} got no trial")
+    raise SweepStopped("budget_exhausted", f"{cut}; " + "; ".join(kept))
 
 
 def record_best(run: SweepRun, p: ProxyResult, rung_trials: int) -> None:

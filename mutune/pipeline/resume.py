@@ -12,7 +12,7 @@ What continues how (docs/architecture.md §4):
   fed to both again in sequence order (:func:`mutune.search.driver.catch_up`), its unfinished
   trials resume from their latest checkpoints under their own rows and keys, and only the
   missing trials start, so the width ends with exactly ``num_samples`` trials;
-* widths never started are swept;
+* widths never started are swept, in the same Ray Tune run as the interrupted ones;
 * each width's confirmation design keeps the trials that had ended, continues the ones left
   running from their latest checkpoints under their own rows, and trains only the rest
   (:func:`mutune.pipeline.recorded.recorded_trials`; keys ``c{round}w{width}-t{k}``);
@@ -30,13 +30,15 @@ from typing import Any
 
 from mutune.errors import SearchError
 from mutune.pipeline.main_job import finish_sweep
-from mutune.pipeline.proxy_stage import run_width, sweep_width, width_result, width_seeds
+from mutune.pipeline.proxy_stage import (new_width, run_widths, width_result, width_results,
+                                         width_seeds, width_spec)
 from mutune.pipeline.recorded import continue_points, trial_records
 from mutune.pipeline.recorded import unfinished as _unfinished
 from mutune.pipeline.recording import Recorder
 from mutune.pipeline.sweep import PipelineResult, Progress, ProxyResult, SweepRun, open_sweep
 
-__all__ = ["resume_pipeline", "resume_width", "trial_records", "RecordedOnce"]
+__all__ = ["resume_pipeline", "resume_width", "restore_width", "trial_records",
+           "RecordedOnce"]
 
 
 class RecordedOnce:
@@ -109,13 +111,23 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
         run.recorded_target = rows.get("target")
         if run.budget is not None:     # what the sweep spent before it was interrupted
             run.budget.add_prior(spent_before(rows))
-        swept = []
+        # completed widths are rebuilt; the interrupted ones and those never started run
+        # together in one Ray Tune run
+        done, specs = {}, []
         for i, width in enumerate(config.widths):
             ps = next((p for p in rows["proxy_sweeps"] if p["width"] == width
                        and "check" not in (p["settings"] or {})), None)
-            swept.append(sweep_width(run, width, i) if ps is None
-                         else resume_width(run, width, i, ps, rows))
-        return finish_sweep(run, swept)
+            got = new_width(run, width, i) if ps is None else restore_width(run, width, i,
+                                                                            ps, rows)
+            if isinstance(got, tuple):
+                done[width] = got
+            else:
+                specs.append(got)
+        if specs:
+            ran = run_widths(run, specs, name=f"sweep{run.sweep_id}-resumed")
+            done.update((p.width, (p, o)) for p, o in width_results(
+                run, [(s.width, s.proxy_sweep_id, o) for s, o in zip(specs, ran)]))
+        return finish_sweep(run, [done[w] for w in config.widths])
 
 
 def spent_before(rows: dict[str, Any]) -> float:
@@ -132,7 +144,26 @@ def spent_before(rows: dict[str, Any]) -> float:
 
 def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                  rows: dict[str, Any]) -> tuple[ProxyResult, Any]:
-    """Continue (or, if it completed, rebuild) the proxy sweep ``ps`` at ``width``.
+    """Continue (or, if it completed, rebuild) the proxy sweep ``ps`` at ``width`` alone in
+    its Ray Tune run (:func:`restore_width`, then the run).
+
+    Returns:
+        (ProxyResult, RunOutcome), as :func:`~mutune.pipeline.proxy_stage.sweep_width`.
+    Raises:
+        SearchError: the recorded state disagrees with the seed and settings.
+    """
+    got = restore_width(run, width, index, ps, rows)
+    if isinstance(got, tuple):
+        return got
+    (outcome,) = run_widths(run, [got], name=f"sweep{run.sweep_id}-w{width}-resumed")
+    return width_result(run, width, ps["id"], outcome), outcome
+
+
+def restore_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
+                  rows: dict[str, Any]) -> tuple[ProxyResult, Any] | Any:
+    """Rebuild the proxy sweep ``ps`` at ``width`` from the database: a completed one as its
+    result, an interrupted one as the :func:`~mutune.pipeline.proxy_stage.width_spec` that
+    continues it.
 
     The scheduler core and searcher come back from their saved state and catch up with the
     reports recorded after that save; finished trials are kept; unfinished ones continue from
@@ -140,7 +171,7 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
     trials start until ``num_samples`` were proposed.
 
     Returns:
-        (ProxyResult, RunOutcome), as :func:`~mutune.pipeline.proxy_stage.sweep_width`.
+        (ProxyResult, RunOutcome) of a completed width, else its GroupSpec.
     Raises:
         SearchError: the searcher, rebuilt from the seed, proposes other points than the
             recorded trials ran (the seed or the settings changed).
@@ -204,7 +235,5 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
     resume = ResumeState([p for k, p in points.items() if k not in paused],
                          {r.key: r for r in unfinished}, finished,
                          dormant={k: p for k, p in points.items() if k in paused})
-    outcome = run_width(run, width, index, ps["id"], searcher, core=core, resume=resume,
-                        name=f"sweep{run.sweep_id}-w{width}-resumed")
-    return width_result(run, width, ps["id"], outcome), outcome
+    return width_spec(run, width, index, ps["id"], searcher, core=core, resume=resume)
 

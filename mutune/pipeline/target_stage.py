@@ -181,8 +181,10 @@ def admit_target(run: SweepRun, law: dict[str, Any]) -> None:
     n_params, target_params = law.get("n_params") or [], law.get("target_params")
     ratio = (float(target_params) / float(n_params[-1]) if n_params and target_params
              else (run.config.target.width / run.config.widths[-1]) ** 2)
-    proxy_books = [b for b in gate.books if b.kind == "proxy"]
-    est = gate.estimate_gpu_hours(proxy_books[-1], run.config.target_steps, scale=ratio)
+    book = [b for b in gate.books if b.kind == "proxy"][-1]
+    widest = f"w{run.config.widths[-1]}"      # the widest proxy's group in its run
+    est = gate.estimate_gpu_hours(book, run.config.target_steps, scale=ratio,
+                                  group=widest if widest in book.groups else None)
     if not gate.admits(est, f"the target run at width {run.config.target.width}"):
         raise SweepStopped("budget_exhausted", gate.exhausted)
 

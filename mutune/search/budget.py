@@ -93,9 +93,10 @@ class BudgetGate:
         return self.prior_gpu_hours + total / 3600.0
 
     @staticmethod
-    def _s_per_step(book: Any) -> float | None:
+    def _s_per_step(book: Any, group: str | None = None) -> float | None:
         rates = [r.reports[-1]["productive_s"] / r.last_step
-                 for r in book.trials.values() if r.reports and r.last_step > 0]
+                 for r in book.trials.values() if r.reports and r.last_step > 0
+                 and (group is None or book.group_of(r.key) == group)]
         return statistics.median(rates) if rates else None
 
     def _overhead_s(self) -> float:
@@ -115,12 +116,12 @@ class BudgetGate:
         return total / 3600.0
 
     def estimate_gpu_hours(self, book: Any, steps: int, *, scale: float = 1.0,
-                           devices: float | None = None) -> float:
-        """A new trial of ``book``'s run training ``steps`` steps, device-hours: its width's
-        measured seconds per step (else the slowest width seen so far) × ``scale`` (e.g. the
-        parameter ratio of a wider model), plus the median per-trial overhead, × ``devices``
-        (default: the book's)."""
-        rate = self._s_per_step(book)
+                           devices: float | None = None, group: str | None = None) -> float:
+        """A new trial of ``book``'s run (of its ``group``, one width, when given) training
+        ``steps`` steps, device-hours: its width's measured seconds per step (else the
+        slowest width seen so far) × ``scale`` (e.g. the parameter ratio of a wider model),
+        plus the median per-trial overhead, × ``devices`` (default: the book's)."""
+        rate = self._s_per_step(book, group)
         if rate is None:
             rates = [x for x in (self._s_per_step(b) for b in self.books) if x is not None]
             rate = max(rates) if rates else 0.0
@@ -158,8 +159,11 @@ class BudgetAdmission:
 
     def admit(self, group: str) -> bool:
         """Whether a new trial fits; a refusal closes the gate for good."""
-        return self.gate.admits(self.gate.estimate_gpu_hours(self.book, self.first_rung),
-                                f"a new trial at width {self.book.width}")
+        width = self.book.groups.get(group, (self.book.width,))[0]
+        return self.gate.admits(
+            self.gate.estimate_gpu_hours(self.book, self.first_rung,
+                                         group=group if self.book.groups else None),
+            f"a new trial at width {width}")
 
     @property
     def closed(self) -> bool:

@@ -82,7 +82,9 @@ def run_training(config: dict[str, Any], task: Any, *,
             ``checkpoint_at`` (steps, e.g. the rung milestones), ``keep_final`` (also
             checkpoint the trained model at ``max_t``: the target run), and ``point`` =
             {"hparams": {name: value}, "seed": int, "index": int, optional
-            "replicate_seeds": [int, …]} (replicates train in lockstep, the mean is reported).
+            "replicate_seeds": [int, …] (replicates train in lockstep, the mean is reported),
+            optional "width" (the trial's own width, in a run of several widths; default
+            ``config["width"]``)}.
         task: a :class:`mutune.proxies.task.ProxyTask`.
         report: called with (metrics, checkpoint folder or None) after each evaluation.
         restore_dir: a checkpoint folder to resume from (None: a fresh start).
@@ -122,7 +124,7 @@ def run_training(config: dict[str, Any], task: Any, *,
     hparams = point["hparams"]
     task = task.for_point(hparams)      # the point's recipe knobs (betas, eps, clip, …)
     seeds = [int(s) for s in point.get("replicate_seeds") or [point["seed"]]]
-    width, max_t = int(config["width"]), int(config["max_t"])
+    width, max_t = int(point.get("width") or config["width"]), int(config["max_t"])
     keep_final = bool(config.get("keep_final"))     # the target: its trained model is kept
     marks = sorted(int(m) for m in config.get("checkpoint_at") or ())
     eval_every = task.train.eval_every

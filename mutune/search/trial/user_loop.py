@@ -221,7 +221,7 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
                           "(search.replicates or a transfer check's seeds): use 1")
     seed, hparams = seeds[0], point["hparams"]
     task = task.for_point(hparams)      # the point's recipe knobs (betas, eps, clip, …)
-    width, max_t = int(config["width"]), int(config["max_t"])
+    width, max_t = int(point.get("width") or config["width"]), int(config["max_t"])
     keep_final = bool(config.get("keep_final"))
     marks = sorted(int(m) for m in config.get("checkpoint_at") or ())
     metric = str(config.get("metric") or "val_loss")

@@ -37,14 +37,15 @@ KEPT_METRICS = ("val_loss", "val_loss_se", "test_loss", "test_loss_se", "train_l
 
 
 class SweepBook(Callback):
-    """Records one Ray Tune run (one proxy width's sweep, or the target run).
+    """Records one Ray Tune run (every proxy width's sweep, a confirmation stage, or the
+    target run).
 
     Args:
         recorder: where trial rows go (the results store, or a MemoryRecorder in tests).
         control: heartbeats go here (usually the same store).
         sweep_id, proxy_sweep_id: ids from the recorder (proxy_sweep_id None for the target).
         kind: ``proxy`` or ``target``.
-        width: model width of every trial in this run.
+        width: model width of the run's trials (default of :attr:`groups`).
         max_t: steps a completed trial reaches.
         devices: devices granted per trial; device_kind: e.g. ``cpu``.
         seq: a shared counter ordering reports and decisions across the whole sweep.
@@ -61,7 +62,9 @@ class SweepBook(Callback):
             :class:`TrialRecord`): they keep their database row instead of getting a new one.
 
     Trials are identified by ``point["key"]``, the driver's key: a resumed sweep continues a
-    trial under a new Ray trial id and the same key.
+    trial under a new Ray trial id and the same key. A run of several groups (widths) sets
+    :attr:`groups`: group → (width, proxy sweep id, on_progress); a trial is recorded with
+    its group's width and proxy sweep, and its group's core and searcher state is saved.
     """
 
     def __init__(self, recorder: TrialRecorder, *, control: SweepControl | None = None,
@@ -92,6 +95,7 @@ class SweepBook(Callback):
                        else None)
         self.last_seq = 0
         self._last_beat = time.monotonic()
+        self.groups: dict[str, tuple[int, int | None, Any]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # Ray Tune pickles its run config (callbacks, scheduler) into its experiment snapshot
@@ -99,17 +103,24 @@ class SweepBook(Callback):
         # driver or callbacks: mutune resumes from its own database, never from that snapshot.
         state = dict(self.__dict__)
         state.update(recorder=None, control=None, seq=None, on_progress=None,
-                     on_started=None, driver=None)
+                     on_started=None, driver=None, groups={})
         return state
 
     def _next_seq(self) -> int:
         self.last_seq = next(self.seq)
         return self.last_seq
 
-    @property
-    def core(self) -> Any:
-        """The scheduler core of this run's group (None: the target run)."""
-        return self.driver.groups[self.driver.order[0]].core if self.driver else None
+    def group_of(self, key: str) -> str | None:
+        """The driver group of trial ``key`` (None without a driver)."""
+        if self.driver is None:
+            return None
+        t = self.driver.trials.get(key)
+        return t.group if t is not None else self.driver.order[0]
+
+    def core_of(self, key: str) -> Any:
+        """The scheduler core of trial ``key``'s group (None: the target run)."""
+        g = self.group_of(key)
+        return self.driver.groups[g].core if g is not None else None
 
     # -- Ray Tune callback hooks (driver) ---------------------------------------------------
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -135,9 +146,10 @@ class SweepBook(Callback):
             self.recorder.trial_resumed(old.trial_id, reason)
             rec_id = old.trial_id
         else:
-            rec_id = self.recorder.trial_started(self.sweep_id, self.proxy_sweep_id, self.kind,
-                                                 key, self.width, point["hparams"],
-                                                 int(point["seed"]))
+            width, ps_id, _ = self.groups.get(self.group_of(key) or "",
+                                              (self.width, self.proxy_sweep_id, None))
+            rec_id = self.recorder.trial_started(self.sweep_id, ps_id, self.kind, key,
+                                                 width, point["hparams"], int(point["seed"]))
             self.trials[trial.trial_id] = TrialRecord(key, rec_id, point, now,
                                                       segment_start=now)
         if getattr(trial, "path", None):
@@ -309,7 +321,7 @@ class SweepBook(Callback):
         """Record the promotion of a dormant trial (paused when an earlier driver died): Ray
         starts it next, as a new Ray trial with the same key."""
         self._decided(self.resumed[key].trial_id, j)
-        self.save_state()
+        self.save_state(key)
 
     def finish_dormant(self, key: str, j: Judgement) -> None:
         """A dormant paused trial was stopped by the scheduler's ``finish()``: record the
@@ -323,14 +335,17 @@ class SweepBook(Callback):
         self.recorder.trial_finished(rec.trial_id, status, reason, rec.timing)
         self._progress()
 
-    def save_state(self) -> None:
-        """Save the core's and the searcher's state as of the last sequence number."""
-        core = self.core
-        if core is None or self.proxy_sweep_id is None:
+    def save_state(self, key: str | None = None) -> None:
+        """Save the scheduler core's and the searcher's state as of the last sequence number
+        on the proxy sweep row: of trial ``key``'s group, or of every group (None)."""
+        if self.driver is None:
             return
-        searcher = self.driver.groups[self.driver.order[0]].searcher
-        self.recorder.scheduler_saved(self.proxy_sweep_id, core.state_dict(),
-                                      searcher.state_dict(), self.last_seq)
+        for g in [self.group_of(key)] if key is not None else self.driver.order:
+            core, searcher = self.driver.groups[g].core, self.driver.groups[g].searcher
+            ps_id = self.groups.get(g, (None, self.proxy_sweep_id, None))[1]
+            if core is not None and ps_id is not None:
+                self.recorder.scheduler_saved(ps_id, core.state_dict(),
+                                              searcher.state_dict(), self.last_seq)
 
     def key_of(self, trial: Any) -> str:
         """The driver's key of a Ray trial."""
@@ -342,7 +357,7 @@ class SweepBook(Callback):
     def next_milestone(self, rec: TrialRecord) -> int:
         """The next step at which trial ``rec`` will be judged (its bracket's rungs), or max_t
         when no rung is left (or there is no scheduler). Assigns no Hyperband bracket."""
-        core = self.core
+        core = self.core_of(rec.key)
         return self.max_t if core is None else core.next_milestone(rec.key, rec.last_step)
 
     # -- helpers -----------------------------------------------------------------------------
@@ -360,10 +375,12 @@ class SweepBook(Callback):
             trace = (log.get("traceback") or ray_error) if status == "failed" else None
             self.recorder.trial_logged(rec.trial_id, log.get("stdout") or "",
                                        log.get("stderr") or "", trace)
-        self.save_state()
+        self.save_state(rec.key)
         self._progress()
 
     def _progress(self) -> None:
-        if self.on_progress is not None:
-            done = sum(r.status != "running" for r in self.trials.values())
-            self.on_progress(done, len(self.trials))
+        for g, (_, _, cb) in (self.groups or {None: (0, 0, self.on_progress)}).items():
+            if cb is not None:
+                mine = [r for r in self.trials.values()
+                        if g is None or self.group_of(r.key) == g]
+                cb(sum(r.status != "running" for r in mine), len(mine))

@@ -70,7 +70,7 @@ class RayScheduler(FIFOScheduler):
         for j in out.judgements:
             self.book.record_judgement(trial, j)
         if out.judgements:
-            self.book.save_state()
+            self.book.save_state(key)
         if out.action == "end":
             return TrialScheduler.STOP
         if out.action == "pause":
@@ -87,7 +87,7 @@ class RayScheduler(FIFOScheduler):
         if act.kind is ActionKind.PROMOTE:
             trial = paused[act.key]
             self.book.record_judgement(trial, act.judgement)
-            self.book.save_state()
+            self.book.save_state(act.key)
             return trial
         if act.kind is ActionKind.DONE and act.finished:
             for j in act.finished:
