@@ -134,3 +134,23 @@ def test_a_sweep_on_a_cluster_that_declares_gpus_packs_and_bills_fractions(tmp_p
     assert c["price_per_hour"] == DEFAULT_DEVICES["h100"].on_demand
     assert c["trial_ettr"] == c["ettr"] and 0 < c["sweep_ettr"] < 1
     assert c["idle_breakdown_check"]["relative_gap"] < 0.01
+
+
+def test_a_one_process_cpu_target_holds_every_cpu_the_sweep_holds(tiny_config):
+    """On a local CPU cluster the target trains on every CPU the sweep holds (slots ×
+    cpus_per_trial), so none idles under it; a cluster address, GPU trials, a concurrency
+    cap and ``target.cpus`` change that."""
+    from mutune.pipeline.target_stage import target_cpus
+
+    def cpus(target=None, **ray):
+        d = tiny_config.model_dump(mode="json")
+        d["ray"].update(ray)
+        d["target"].update(target or {})
+        return target_cpus(type(tiny_config).model_validate(d))
+
+    assert cpus(num_cpus=2, cpus_per_trial=1) == 2
+    assert cpus(num_cpus=5, cpus_per_trial=2) == 4          # 2 slots of 2 CPUs
+    assert cpus(num_cpus=4, cpus_per_trial=1, max_concurrent_trials=3) == 3
+    assert cpus(num_cpus=2, cpus_per_trial=1, address="127.0.0.1:6379") == 1
+    assert cpus(num_cpus=2, cpus_per_trial=1, gpus_per_trial=1) == 1
+    assert cpus({"cpus": 1}, num_cpus=2, cpus_per_trial=1) == 1

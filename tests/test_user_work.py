@@ -221,8 +221,10 @@ def test_dry_run_prices_each_reports_round_trip_to_the_driver(tiny_config, monke
         assert m["gpu_hours"] - b["gpu_hours"] == pytest.approx(
             0.5 * (m["evals"] + design_evals) / 3600)
     t_evals = -(-tiny_config.target_steps // every)
+    # the one-process CPU target holds every CPU the sweep holds (ray.num_cpus: 2)
+    assert more["target"]["devices"] == tiny_config.ray.num_cpus
     assert more["target_gpu_hours"] - base["target_gpu_hours"] == pytest.approx(
-        0.5 * t_evals / 3600)
+        0.5 * t_evals * more["target"]["devices"] / 3600)
     with pytest.raises(ValueError, match="report_s = -1"):
         dry.plan_sweep(tiny_config, report_s=-1.0)
 
@@ -329,7 +331,9 @@ def test_dry_run_extrapolates_a_large_target_from_its_flops(tiny_config, monkeyp
     w = cfg.widths[-1]
     ratio = (flops_per_sample(cfg, cfg.target.width, task.n_params(cfg.target.width, {}))
              / flops_per_sample(cfg, w, task.n_params(w, {})))
-    assert tgt["s_per_step"] == pytest.approx(0.01 * ratio)      # same batch size
+    # same batch size; the one-process CPU target's 2 threads assumed to scale fully
+    assert tgt["devices"] == 2
+    assert tgt["s_per_step"] == pytest.approx(0.01 * ratio / 2)
     small = dry.plan_sweep(tiny_config, overhead_s=1.0)
     assert small["target"]["timing"] == "timed" and tiny_config.target.width in built
 
@@ -348,6 +352,7 @@ def test_dry_run_prices_a_target_on_several_workers(tiny_config, monkeypatch):
     for w in (1, 2):
         d = tiny_config.model_dump(mode="json")
         d["target"]["num_workers"] = w
+        d["target"]["cpus"] = 1         # one worker holds one trial's CPUs, as each of two
         batches.clear()
         plans[w] = dry.plan_sweep(parse_config(d), overhead_s=1.0)
         assert batches[tiny_config.target.width] == tiny_config.train.batch_size // w

@@ -249,13 +249,17 @@ class TargetConfig(StrictModel):
     single Ray Tune trial, without a worker group's start-up.
     ``parallelism``: ``ddp`` (every worker holds the whole model); ``fsdp`` is refused before
     anything trains, naming the parameters whose μP width metadata FSDP would drop
-    (microsoft/mup#59)."""
+    (microsoft/mup#59).
+    ``cpus``: CPUs (and torch threads) of a target that trains as one process on CPUs; None
+    (default) = every CPU the sweep holds on a local cluster, so none idles while the target
+    trains, else ``ray.cpus_per_trial`` (``mutune.pipeline.target_stage.target_cpus``)."""
     width: int = Field(ge=1)
     steps: int | None = Field(default=None, ge=1)
     batch_size: int | None = Field(default=None, ge=1)
     checkpoint_every: int | None = Field(default=None, ge=0)
     num_workers: int | None = Field(default=None, ge=1)
     parallelism: Literal["ddp", "fsdp"] = "ddp"
+    cpus: int | None = Field(default=None, ge=1)
 
 
 class TransferConfig(StrictModel):

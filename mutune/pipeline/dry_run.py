@@ -18,7 +18,9 @@ A target on W data-parallel workers (``target.num_workers``, or its default,
 :func:`mutune.pipeline.target_stage.target_workers`) is timed on one worker's share of the
 batch (batch ÷ W) and billed W × devices per trial; the gradient all-reduce between workers
 is not timed (benchmarks/target_workers.py measures it: 2 CPU workers stepped 1.19× slower
-than one on the whole batch, so on CPUs W > 1 is an underestimate).
+than one on the whole batch, so on CPUs W > 1 is an underestimate). A target that trains as
+one process on CPUs is timed on its :func:`~mutune.pipeline.target_stage.target_cpus`
+threads and billed that many CPUs.
 
 ``overhead_s`` is the per-trial start-up and teardown of a Ray trial (the target, a run of its
 own, adds ``TARGET_RUN_OVERHEAD_S``) and ``report_s`` each report's round trip to the driver
@@ -65,8 +67,9 @@ def _evals(steps: int, every: int) -> int:
 
 def _time_all(task: Any, ttask: Any, config: SweepConfig, hp: dict[str, float],
               warmup_steps: int, threads: int, timed_max_params: float,
-              prefer_cuda: bool) -> dict[str, Any]:
-    """Every width's warm-up and the target's timing (:func:`_target_timing`), in the
+              prefer_cuda: bool, target_threads: int | None = None) -> dict[str, Any]:
+    """Every width's warm-up (on ``threads`` torch threads) and the target's timing
+    (:func:`_target_timing`, on ``target_threads``, default ``threads``), in the
     process this runs in (the driver, or a Ray task holding one trial's resources), on the
     device a trial there would get. Returns {"widths": [...], "target": {...},
     "timed_on": {"device", "device_name", "host"}}."""
@@ -83,7 +86,7 @@ def _time_all(task: Any, ttask: Any, config: SweepConfig, hp: dict[str, float],
     widths = [{"width": w, **_warmup(task, w, hp, warmup_steps, threads, dev)}
               for w in config.widths]
     target = _target_timing(config, task, ttask, widths[-1], hp, warmup_steps, threads,
-                            timed_max_params, dev)
+                            timed_max_params, dev, target_threads or threads)
     name = torch.cuda.get_device_name(dev.device) if dev.kind == "cuda" else "cpu"
     return {"widths": widths, "target": target,
             "timed_on": {"device": dev.kind, "device_name": name,
@@ -92,7 +95,8 @@ def _time_all(task: Any, ttask: Any, config: SweepConfig, hp: dict[str, float],
 
 def _time_on_trial_device(config: SweepConfig, task: Any, ttask: Any, hp: dict[str, float],
                           warmup_steps: int, threads: int, timed_max_params: float,
-                          on_ray: bool | None) -> dict[str, Any]:
+                          on_ray: bool | None, target_threads: int | None = None
+                          ) -> dict[str, Any]:
     """:func:`_time_all` where a trial would run: in this process when trials get this
     machine's CPUs (``on_ray`` None and neither ``ray.gpus_per_trial`` nor ``ray.address``),
     else as one Ray task with a trial's ``num_cpus``/``num_gpus``.
@@ -105,7 +109,7 @@ def _time_on_trial_device(config: SweepConfig, task: Any, ttask: Any, hp: dict[s
     if on_ray is None:
         on_ray = bool(rc.gpus_per_trial) or bool(rc.address)
     args = (task, ttask, config, hp, warmup_steps, threads, timed_max_params,
-            bool(rc.gpus_per_trial))
+            bool(rc.gpus_per_trial), target_threads)
     if not on_ray:
         return {**_time_all(*args), "timed_in": "driver"}
     import ray
@@ -128,18 +132,23 @@ def _time_on_trial_device(config: SweepConfig, task: Any, ttask: Any, hp: dict[s
 
 def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str, Any],
                    hp: dict[str, float], warmup_steps: int, threads: int,
-                   timed_max_params: float, dev: Any = None) -> dict[str, Any]:
+                   timed_max_params: float, dev: Any = None,
+                   target_threads: int | None = None) -> dict[str, Any]:
     """The target's seconds per step, per evaluation and to build: timed like a proxy when
     its parameter count (from the meta device) is at most ``timed_max_params``; above it,
     extrapolated from its training FLOPs per step (Kaplan et al. 2020 §2.1) at the FLOP/s
     the widest proxy achieved in its timed steps — so no process materialises the target's
     weights before the target run. Small models reach a lower fraction of a device's peak
-    than large ones, so the extrapolation is an upper estimate of the target's time."""
+    than large ones, so the extrapolation is an upper estimate of the target's time.
+    The target is timed on ``target_threads`` torch threads (default ``threads``); an
+    extrapolated target assumes its threads scale perfectly (the quickstart's width-4096
+    target measured 0.8× per CPU on 2 threads: there the estimate is low by that)."""
+    t_threads = target_threads or threads
     from mutune.pipeline.ledger_stage import flops_per_sample
 
     t_params = ttask.n_params(config.target.width, hp)
     if t_params <= timed_max_params:
-        return {**_warmup(ttask, config.target.width, hp, warmup_steps, threads, dev),
+        return {**_warmup(ttask, config.target.width, hp, warmup_steps, t_threads, dev),
                 "n_params": t_params, "timing": "timed"}
     w = widest["width"]
     w_params = task.n_params(w, hp)
@@ -147,13 +156,15 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
     f_t = flops_per_sample(config, config.target.width, t_params)
     step_w, step_t = f_w * task.samples_per_step, f_t * ttask.samples_per_step
     achieved = step_w / widest["s_per_step"]                 # FLOP/s in the timed steps
+    achieved *= t_threads / threads                          # its threads, scaling fully
     return {"setup_s": widest["setup_s"] * t_params / w_params,
             "s_per_step": step_t / achieved,
             "s_per_eval": widest["s_per_eval"] * f_t / f_w,   # the same evaluation set
             "warmup_s": 0.0, "n_params": t_params, "timing": "extrapolated",
             "achieved_flops_per_s": achieved,
-            "formula": (f"s_step = FLOPs/step ÷ FLOP/s of width {w} = {step_t:.4g} ÷ "
-                        f"{achieved:.4g}; s_eval = {widest['s_per_eval']:.4g} s × "
+            "formula": (f"s_step = FLOPs/step ÷ FLOP/s of width {w}"
+                        f"{f' × {t_threads}/{threads} threads' if t_threads != threads else ''}"
+                        f" = {step_t:.4g} ÷ {achieved:.4g}; s_eval = {widest['s_per_eval']:.4g} s × "
                         f"{f_t:.4g}/{f_w:.4g}; build = {widest['setup_s']:.4g} s × "
                         f"{t_params:,}/{w_params:,} parameters")}
 
@@ -205,8 +216,9 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         "confirm_trials", "confirm_gpu_hours", "gpu_hours" (sweep
         and confirmation design)}], "target": {same for one run, plus "workers" (its
         data-parallel workers, each holding a trial's devices and timed on its share of the
-        batch, "batch_per_worker"; the gradient all-reduce is not timed) and
-        "run_overhead_s"}, "confirm", "gate",
+        batch, "batch_per_worker"; the gradient all-reduce is not timed), "devices" (all
+        it holds: a one-process CPU target's :func:`~mutune.pipeline.target_stage.
+        target_cpus`) and "run_overhead_s"}, "confirm", "gate",
         "gate_gpu_hours_max", "total_gpu_hours_max",
         "proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
         "naive_grid_gpu_hours", "price_per_hour", "money": {name: amount} or None,
@@ -246,24 +258,32 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     evals = [_evals(s, every) for s in trial_steps]
 
     def price(m: dict[str, float], steps: list[int], n_evals: list[int],
-              replicates: int = 1, extra_s: float = 0.0, workers: int = 1) -> float:
+              replicates: int = 1, extra_s: float = 0.0, workers: int = 1,
+              devs: float | None = None) -> float:
         # a proxy trial with R replicate seeds trains and evaluates R models in lockstep;
         # a target on W data-parallel workers holds W trials' devices
         seconds = (replicates * (sum(steps) * m["s_per_step"] + sum(n_evals) * m["s_per_eval"])
                    + sum(n_evals) * report_s
                    + len(steps) * (replicates * m["setup_s"] + overhead_s) + extra_s)
-        return seconds * devices * workers / 3600.0
+        return seconds * (devs or devices) * workers / 3600.0
+
+    from mutune.pipeline.target_stage import target_cpus
 
     tb = config.target.batch_size or config.train.batch_size
     if on_ray is None:
         on_ray = bool(ray.gpus_per_trial) or bool(ray.address)
     with (ray_cluster(ray) if on_ray else contextlib.nullcontext()):
         n_workers = _planned_target_workers(config, tb, on_ray)
+        # a one-process CPU target holds target_cpus CPUs, one torch thread each
+        t_devices = (target_cpus(config) if n_workers == 1 and not ray.gpus_per_trial
+                     else devices)
         wb = tb // n_workers          # each worker's share of the global batch
         ttask = task if wb == config.train.batch_size else dataclasses.replace(
             task, train=task.train.model_copy(update={"batch_size": wb}))
         timed = _time_on_trial_device(config, task, ttask, hp, warmup_steps, threads,
-                                      timed_max_params, on_ray)
+                                      timed_max_params, on_ray,
+                                      max(int(t_devices), 1) if t_devices != devices
+                                      else threads)
     widths = []
     for m in timed["widths"]:
         widths.append({**m, "trials": len(trial_steps), "steps": sum(trial_steps),
@@ -276,8 +296,10 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
               "evals": _evals(t_steps, every), **tm,
               "run_overhead_s": TARGET_RUN_OVERHEAD_S,
               "workers": n_workers, "batch_per_worker": wb,
+              "devices": t_devices * n_workers,
               "gpu_hours": price(tm, [t_steps], [_evals(t_steps, every)],
-                                 extra_s=TARGET_RUN_OVERHEAD_S, workers=n_workers)}
+                                 extra_s=TARGET_RUN_OVERHEAD_S, workers=n_workers,
+                                 devs=t_devices)}
     from mutune.pipeline.confirm_stage import design_names, design_points, trials_per_design
 
     tr = config.transfer
@@ -294,13 +316,14 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     rounds = 0 if tr.gate == "stop" or not n_confirm else tr.gate_rounds
     gate_h = rounds * sum(x["confirm_gpu_hours"] for x in widths)
     proxy_h = sum(x["gpu_hours"] for x in widths)
-    naive_h = price(tm, trial_steps, evals, workers=n_workers)
+    naive_h = price(tm, trial_steps, evals, workers=n_workers, devs=t_devices)
     grid = [sched.max_t] * len(trial_steps)
-    grid_h = price(tm, grid, [_evals(s, every) for s in grid], workers=n_workers)
+    grid_h = price(tm, grid, [_evals(s, every) for s in grid], workers=n_workers,
+                   devs=t_devices)
     total = proxy_h + target["gpu_hours"]
     slots = ray.max_concurrent_trials or max(int(ray.num_cpus // ray.cpus_per_trial), 1)
     wall = (proxy_h * 3600 / devices) / min(slots, len(trial_steps)) \
-        + target["gpu_hours"] * 3600 / (devices * n_workers)
+        + target["gpu_hours"] * 3600 / (t_devices * n_workers)
     b = config.budget
     pph = b.price_per_hour
     figures = {"proxy_gpu_hours": proxy_h, "target_gpu_hours": target["gpu_hours"],
