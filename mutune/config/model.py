@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from mutune.config.base import StrictModel
 
@@ -30,17 +30,69 @@ class ModelSpec(StrictModel):
         return self.model_dump(exclude={"family", "parametrization", "base_width"})
 
 
-class MLPModel(ModelSpec):
-    """μP MLP (``mutune.proxies.mlp``, plugin ``mlp``): ``depth`` hidden layers of size width."""
+class DepthOptions(StrictModel):
+    """Depth-wise μP of a built-in family (:mod:`mutune.proxies.depth`):
+    ``depth_parametrization`` ``none`` (default), ``depth_mup`` (residual branches × (L/L₀)^-½,
+    Yang et al. 2023) or ``completep`` (× (L/L₀)^-1 with the matching per-group lr and Adam
+    ε, Dey et al. 2025); ``base_depth`` L₀, the depth at which the model equals its unscaled
+    self (None: ``depth``), recorded beside the base shapes; it may not exceed ``depth``."""
+    depth_parametrization: Literal["none", "depth_mup", "completep"] = "none"
+    base_depth: int | None = Field(default=None, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _base_depth(self) -> "DepthOptions":
+        depth = getattr(self, "depth", None)
+        if self.base_depth is not None and depth is not None and self.base_depth > depth:
+            raise ValueError(f"base_depth = {self.base_depth} is above depth = {depth}: the "
+                             "base depth must be at or below the smallest proxy depth")
+        return self
+
+    def depth_scaling(self) -> Any:
+        """The model's :class:`~mutune.proxies.depth.DepthScaling`."""
+        from mutune.proxies.depth import DepthScaling
+
+        depth = int(getattr(self, "depth"))
+        return DepthScaling(self.depth_parametrization, depth, self.base_depth or depth)
+
+    def depth_options(self) -> dict[str, Any]:
+        """``branch_mult`` for the family's ``build`` (only when depth-scaled, so the
+        unscaled model is built exactly as before)."""
+        if self.depth_parametrization == "none":
+            return {}
+        return {"branch_mult": self.depth_scaling().branch_multiplier}
+
+
+class MLPModel(DepthOptions, ModelSpec):
+    """μP MLP (``mutune.proxies.mlp``, plugin ``mlp``): ``depth`` hidden layers of size width;
+    with ``residual: true``, an input layer and ``depth`` residual blocks (each branch one
+    width × width layer), which a depth parametrization needs (:class:`DepthOptions`)."""
     family: Literal["mlp"]
+    residual: bool = False
+
+    @model_validator(mode="after")
+    def _residual(self) -> "MLPModel":
+        if self.depth_parametrization != "none" and not self.residual:
+            raise ValueError(f"depth_parametrization = {self.depth_parametrization!r} needs "
+                             "residual branches to scale: set model.residual: true")
+        return self
+
+    def build_options(self) -> dict[str, Any]:
+        """``depth``, ``residual`` and, when depth-scaled, ``branch_mult``."""
+        opts = super().build_options()
+        for key in ("depth_parametrization", "base_depth"):
+            opts.pop(key, None)
+        if not self.residual:
+            opts.pop("residual", None)
+        return {**opts, **self.depth_options()}
 
 
-class GPTModel(ModelSpec):
+class GPTModel(DepthOptions, ModelSpec):
     """μP byte-level GPT-style pre-LN decoder (``mutune.proxies.gpt``, plugin ``gpt``).
     ``d_head``: features per attention head (widths must be multiples of it); ``seq_len``:
     tokens per sample; ``vocab``: token ids (256 for byte-level text; above 65,536 token files
     must be ``uint32``, ``data.dtype``); ``readout_zero_init``:
-    an untied readout starts at zero instead of mup's μP init (docs/transfer.md §7)."""
+    an untied readout starts at zero instead of mup's μP init (docs/transfer.md §7);
+    ``depth_parametrization``, ``base_depth``: :class:`DepthOptions`."""
     family: Literal["gpt"]
     base_width: int = Field(default=32, ge=1)
     d_head: int = Field(default=16, ge=1)
@@ -54,7 +106,10 @@ class GPTModel(ModelSpec):
     def build_options(self) -> dict[str, Any]:
         """The section's options plus ``sp_style`` (SP conventions for an SP model: logits
         scaled 1/√d_head, no zero init of the query; :class:`mutune.proxies.gpt.MuGPT`)."""
-        return {**super().build_options(), "sp_style": self.parametrization == "sp"}
+        opts = super().build_options()
+        for key in ("depth_parametrization", "base_depth"):
+            opts.pop(key, None)
+        return {**opts, "sp_style": self.parametrization == "sp", **self.depth_options()}
 
 
 class DigitsData(StrictModel):

@@ -72,6 +72,11 @@ class SweepConfig(StrictModel):
         if self.target.width <= w[-1]:
             raise ValueError(f"target.width ({self.target.width}) must be > the largest "
                              f"proxy width ({w[-1]})")
+        depth_p = getattr(self.model, "depth_parametrization", "none")
+        if depth_p != "none" and self.train.optimizer == "sgd":
+            raise ValueError(f"model.depth_parametrization = {depth_p!r} with train.optimizer "
+                             "= 'sgd': its per-group learning-rate and ε factors are Adam's "
+                             "(Dey et al. 2025, Table 1); use adam or adamw")
         if isinstance(self.model, GPTModel):
             for width in [*w, self.target.width, self.model.base_width,
                           2 * self.model.base_width]:

@@ -54,10 +54,10 @@ class _Block(nn.Module):
     """Pre-LN block: x + Attn(LN(x)), then x + MLP(LN(x)); shapes (B, T, width) → same."""
 
     def __init__(self, width: int, d_head: int, ffn_ratio: int, attn_scale: float,
-                 rotary: bool = False):
+                 rotary: bool = False, branch_mult: float = 1.0):
         super().__init__()
         self.n_heads, self.d_head, self.attn_scale = width // d_head, d_head, attn_scale
-        self.rotary = rotary
+        self.rotary, self.branch_mult = rotary, branch_mult
         self.ln_1 = nn.LayerNorm(width)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
@@ -75,8 +75,9 @@ class _Block(nn.Module):
         # μP: logits attn_mult·q·k / d_head (not / √d_head), TP V Appendix D.2; SP style:
         # attn_mult·q·k / √d_head (Vaswani et al. 2017).
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.attn_scale)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, w))
-        return x + self.fc_out(F.gelu(self.fc(self.ln_2(x))))
+        # CompleteP / Depth-μP: each branch × (L/L₀)^-α (1 without a depth parametrization)
+        x = x + self.branch_mult * self.proj(y.transpose(1, 2).reshape(b, t, w))
+        return x + self.branch_mult * self.fc_out(F.gelu(self.fc(self.ln_2(x))))
 
 
 class MuGPT(nn.Module):
@@ -109,6 +110,8 @@ class MuGPT(nn.Module):
         sp_style: standard-parametrization conventions: logits scaled attn_mult/√d_head and
             no zero init of the query (the SP twin of a μP model); False: μP style
             (attn_mult/d_head, zero query).
+        branch_mult: each block's two residual branches are multiplied by it before they
+            are added ((L/L₀)^-α under a depth parametrization, :mod:`mutune.proxies.depth`).
         readout_zero_init: an untied readout's weight starts at zero (TP V Appendix D.2's
             option) instead of mup's μP init — PyTorch's U(±1/√fan_in) multiplied by
             √width_mult, which the readout's 1/width_mult output multiplier turns into an
@@ -131,7 +134,7 @@ class MuGPT(nn.Module):
                  output_mult: float = 1.0, attn_mult: float | None = None,
                  init_std: float | None = None, positions: str = "learned",
                  tied: bool = False, sp_style: bool = False,
-                 readout_zero_init: bool = False):
+                 readout_zero_init: bool = False, branch_mult: float = 1.0):
         super().__init__()
         if attn_mult is None:
             attn_mult = 1.0 if sp_style else 8.0
@@ -143,7 +146,7 @@ class MuGPT(nn.Module):
                             ("depth", depth), ("d_head", d_head), ("ffn_ratio", ffn_ratio)):
             check_count(name, value)
         for name, value in (("input_mult", input_mult), ("output_mult", output_mult),
-                            ("attn_mult", attn_mult)):
+                            ("attn_mult", attn_mult), ("branch_mult", branch_mult)):
             check_positive(name, value)
         if init_std is not None:
             check_positive("init_std", init_std)
@@ -159,8 +162,10 @@ class MuGPT(nn.Module):
         scale = attn_mult / (d_head ** 0.5 if sp_style else d_head)
         self.tok_emb = nn.Embedding(vocab, width)
         self.pos_emb = nn.Embedding(seq_len, width) if positions == "learned" else None
+        self.branch_mult = branch_mult
         self.blocks = nn.ModuleList(_Block(width, d_head, ffn_ratio, scale,
-                                           rotary=positions == "rotary")
+                                           rotary=positions == "rotary",
+                                           branch_mult=branch_mult)
                                     for _ in range(depth))
         self.ln_f = nn.LayerNorm(width)
         self.readout = (mup.MuSharedReadout(self.tok_emb.weight, bias=False,
@@ -228,6 +233,21 @@ class MuGPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.readout(self.ln_f(x))
+
+    def depth_groups(self) -> dict[str, str]:
+        """Parameter name → layer group (:mod:`mutune.proxies.depth`; CompleteP's reference
+        code's groups): token and position embeddings; the blocks' matrices (hidden
+        weights) and their LayerNorm gains and biases (hidden vectors); the final LayerNorm
+        and the readout (output; a tied readout is the token embedding)."""
+        out = {}
+        for name, p in self.named_parameters():
+            if name.startswith(("tok_emb.", "pos_emb.")):
+                out[name] = "embedding"
+            elif name.startswith("blocks."):
+                out[name] = "hidden_weight" if p.dim() == 2 else "hidden_vector"
+            else:
+                out[name] = "output"
+        return out
 
 
 def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, ffn_ratio: int,

@@ -34,6 +34,11 @@ class MuMLP(nn.Module):
     divides its input by the width multiplier. The input layer's weight is divided by
     √input_mult at init and its output multiplied by √input_mult in ``forward``.
 
+    With ``residual=True``: h₀ = √input_mult · W_in x, then ``depth`` residual blocks
+    h_l = h_(l-1) + branch_mult · W_l ReLU(h_(l-1)) (Yang et al. 2023, Tensor Programs VI,
+    eq. 1; ``branch_mult`` = (L/L₀)^-α under a depth parametrization,
+    :mod:`mutune.proxies.depth`), and the readout of ReLU(h_depth).
+
     Args:
         d_in: input features. width: hidden features (the μP width). n_classes: logits.
         depth: hidden layers of size ``width``, >= 1.
@@ -41,16 +46,18 @@ class MuMLP(nn.Module):
         init_std: multiplier on the He-normal init of input and hidden weights.
         dropout: probability of zeroing each hidden activation in training (0: none);
             regularisation, not transferred across width (TP V Table 1).
+        residual: residual blocks (above) instead of a plain stack.
+        branch_mult: each residual branch's output multiplier (needs ``residual``).
     Raises:
-        ProxyError: a count < 1, a multiplier that is not a finite number > 0, or a dropout
-            outside [0, 1).
+        ProxyError: a count < 1, a multiplier that is not a finite number > 0, a dropout
+            outside [0, 1), or a ``branch_mult`` other than 1 without ``residual``.
     References:
         Yang et al. 2022, Tensor Programs V, Table 3; mup 1.0.0 ``examples/MLP/main.py``.
     """
 
     def __init__(self, d_in: int, width: int, n_classes: int, *, depth: int = 2,
                  input_mult: float = 1.0, output_mult: float = 1.0, init_std: float = 1.0,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, residual: bool = False, branch_mult: float = 1.0):
         super().__init__()
         if not 0.0 <= dropout < 1.0:
             raise ProxyError(f"dropout = {dropout}: must be in [0, 1)")
@@ -59,12 +66,17 @@ class MuMLP(nn.Module):
         check_count("n_classes", n_classes)
         check_count("depth", depth)
         for name, value in (("input_mult", input_mult), ("output_mult", output_mult),
-                            ("init_std", init_std)):
+                            ("init_std", init_std), ("branch_mult", branch_mult)):
             check_positive(name, value)
+        if branch_mult != 1.0 and not residual:
+            raise ProxyError(f"branch_mult = {branch_mult} needs residual=True (a plain "
+                             "stack has no branches to scale)")
         self.d_in, self.width, self.n_classes, self.depth = d_in, width, n_classes, depth
+        self.residual, self.branch_mult = residual, branch_mult
         self.input_mult, self.output_mult, self.init_std = input_mult, output_mult, init_std
         self.input = nn.Linear(d_in, width, bias=False)
-        self.hidden = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(depth - 1))
+        blocks = depth if residual else depth - 1
+        self.hidden = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(blocks))
         self.readout = mup.MuReadout(width, n_classes, bias=False, output_mult=output_mult)
         # Identity at 0: the forward pass (and its RNG use) is exactly the dropout-free one
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
@@ -86,10 +98,23 @@ class MuMLP(nn.Module):
         """Logits of shape (B, n_classes) for float inputs of shape (B, d_in)."""
         if x.dim() != 2 or x.shape[1] != self.d_in:
             raise ProxyError(f"MuMLP expects input of shape (B, {self.d_in}), got {tuple(x.shape)}")
+        if self.residual:
+            h = self.input(x) * math.sqrt(self.input_mult)
+            for layer in self.hidden:
+                h = h + self.branch_mult * layer(self.drop(torch.relu(h)))
+            return self.readout(self.drop(torch.relu(h)))
         h = self.drop(torch.relu(self.input(x) * math.sqrt(self.input_mult)))
         for layer in self.hidden:
             h = self.drop(torch.relu(layer(h)))
         return self.readout(h)
+
+    def depth_groups(self) -> dict[str, str]:
+        """Parameter name → layer group (:mod:`mutune.proxies.depth`): the input layer is
+        the embedding, the hidden layers (the residual branches) hidden weights, the
+        readout the output."""
+        return {name: ("embedding" if name.startswith("input.") else
+                       "output" if name.startswith("readout.") else "hidden_weight")
+                for name, _ in self.named_parameters()}
 
 
 def build_mlp(width: int, *, d_in: int, n_classes: int, depth: int, base_width: int,

@@ -12,7 +12,7 @@ References:
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import mup
 import torch
@@ -172,7 +172,7 @@ def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_wid
 
 def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                   kind: str = "adamw") -> torch.optim.Optimizer:
+                   kind: str = "adamw", depth: Any = None) -> torch.optim.Optimizer:
     """μP optimizer for a model built by :func:`build_parametrized` (μP or SP).
 
     ``"adamw"`` → ``mup.optim.MuAdamW`` (decoupled weight decay), ``"adam"`` → ``mup.optim.MuAdam``,
@@ -188,10 +188,15 @@ def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
         betas: Adam moment decays, each in [0, 1).
         eps: Adam's ε (added to the root of the second moment), finite and > 0; unused by SGD.
         kind: ``"adamw"``, ``"adam"`` or ``"sgd"``.
+        depth: a :class:`~mutune.proxies.depth.DepthScaling` (None or ``none``: no depth
+            scaling): each layer group's lr, ε and weight decay multiplied by its factors
+            (:func:`~mutune.proxies.depth.depth_param_groups`; CompleteP, Dey et al. 2025,
+            Table 1) before mup's width scaling.
     Raises:
         ProxyError: unknown kind; bad lr / weight_decay / betas / eps; ``"adam"`` with weight
             decay;
-            a parameter without ``infshape``.
+            a parameter without ``infshape``; a depth scaling with SGD (its factors are
+            Adam's) or on a model without ``depth_groups``.
     References:
         Yang et al. 2022, Tensor Programs V, Table 3 (μP Adam / SGD learning-rate scaling);
         Loshchilov & Hutter 2019 (decoupled weight decay).
@@ -220,11 +225,20 @@ def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
         raise ProxyError(f"parameters with shapes {missing[:3]} have no infshape; build the model "
                          "with build_parametrized (mup.set_base_shapes) before the optimizer")
     betas = (float(betas[0]), float(betas[1]))
+    groups: list[Any] = params
+    if depth is not None and depth.alpha is not None:
+        from mutune.proxies.depth import depth_param_groups
+
+        if kind == "sgd":
+            raise ProxyError(f"depth parametrization {depth.parametrization!r} with "
+                             "kind='sgd': its per-group factors are Adam's (Dey et al. 2025, "
+                             "Table 1); use adam or adamw")
+        groups = depth_param_groups(model, depth, lr=lr, eps=eps, weight_decay=weight_decay)
     if kind == "adamw":
-        return mup.optim.MuAdamW(params, lr=lr, weight_decay=weight_decay, betas=betas,
+        return mup.optim.MuAdamW(groups, lr=lr, weight_decay=weight_decay, betas=betas,
                                  eps=eps)
     if kind == "adam":
-        return mup.optim.MuAdam(params, lr=lr, betas=betas, eps=eps)
+        return mup.optim.MuAdam(groups, lr=lr, betas=betas, eps=eps)
     return mup.optim.MuSGD(params, lr=lr, weight_decay=weight_decay)
 
 

@@ -182,10 +182,14 @@ class ProxyTask:
         return count_parameters(model)
 
     def optimizer(self, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
-        """The μP optimizer (MuAdamW by default) at learning rate ``lr`` (per step)."""
+        """The μP optimizer (MuAdamW by default) at learning rate ``lr`` (per step), with the
+        model section's depth parametrization's per-group factors when it has one
+        (:mod:`mutune.proxies.depth`)."""
         t = self.train
+        scaling = getattr(self.model, "depth_scaling", None)
         return make_optimizer(model, lr=lr, weight_decay=t.weight_decay,
-                              betas=(t.beta1, t.beta2), eps=t.eps, kind=t.optimizer)
+                              betas=(t.beta1, t.beta2), eps=t.eps, kind=t.optimizer,
+                              depth=scaling() if callable(scaling) else None)
 
     @property
     def samples_per_step(self) -> int:

@@ -1,0 +1,144 @@
+"""Depth-wise μP: residual branches scaled with depth, and the learning rate, Adam ε and weight
+decay of each layer group adjusted to match, so hyperparameters transfer across depth as
+well as width.
+
+For a model of ``depth`` L (blocks of the GPT, hidden layers of the residual MLP) and base
+depth L₀, m_L = L / L₀ and α the parametrization's exponent (``completep``: α = 1, Dey et al.
+2025; ``depth_mup``: α = 1/2, Yang et al. 2023):
+
+    group           what it holds                              forward     lr          ε
+    embedding       input layer / token and position           ·1          ·1          ·m_L^-α
+                    embeddings
+    hidden_weight   matrices inside residual blocks            ·1          ·m_L^(α-1)  ·m_L^-α
+    hidden_vector   LayerNorm gains and biases inside blocks   ·1          ·m_L^(α-1)  ·m_L^-α
+    output          final LayerNorm, readout                   ·1          ·1          ·m_L^-α
+    residual branch each block's output before it is added     ·m_L^-α
+
+Weight decay is not scaled with depth (the reference code scales it with width only; mup's
+``MuAdamW`` already multiplies it by the width multiplier on hidden matrices, as it divides
+their learning rate). Initialisation does not change with depth. ``none`` leaves every factor
+at 1. The factors are Adam's (the table is for Adam/AdamW); SGD is refused by the config.
+
+Width scaling stays mup's: a hidden matrix's learning rate is divided by its width
+multiplier inside ``mup.optim.MuAdamW``, after the depth factors here are applied to its group.
+The reference code also divides ε by the width multiplier; mutune's μP leaves ε alone across
+width, as mup does.
+
+References:
+    Dey et al. 2025, "Don't be lazy: CompleteP enables compute-efficient deep transformers",
+    arXiv 2505.01618, Table 1 and §3, and its reference code (nanoGPT-mup:
+    ``Block.forward`` scales each branch by ``depth_multiplier ** -depth_alpha_exp``;
+    ``configure_optimizers`` multiplies the hidden groups' lr by
+    ``depth_multiplier ** (depth_alpha_exp - 1)`` and ε by
+    ``depth_multiplier ** -depth_alpha_exp``); Yang et al. 2023, "Tensor Programs VI:
+    Feature Learning in Infinite-Depth Neural Networks", arXiv 2310.02244, §3 (1/√L
+    branches, Depth-μP).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from mutune.errors import ProxyError
+
+__all__ = ["DEPTH_PARAMETRIZATIONS", "LAYER_GROUPS", "DepthScaling", "depth_param_groups"]
+
+#: depth parametrization → α (None: no depth scaling)
+DEPTH_PARAMETRIZATIONS: dict[str, float | None] = {"none": None, "depth_mup": 0.5,
+                                                    "completep": 1.0}
+#: the layer groups a model assigns each parameter to (``model.depth_groups()``)
+LAYER_GROUPS = ("embedding", "hidden_weight", "hidden_vector", "output")
+
+
+@dataclass(frozen=True)
+class DepthScaling:
+    """Depth parametrization ``parametrization`` of a model ``depth`` deep with base depth
+    ``base_depth`` (the depth at which it equals the unscaled model).
+
+    Raises:
+        ProxyError: an unknown parametrization, or a depth or base depth below 1.
+    """
+    parametrization: str
+    depth: int
+    base_depth: int
+
+    def __post_init__(self) -> None:
+        if self.parametrization not in DEPTH_PARAMETRIZATIONS:
+            raise ProxyError(f"depth parametrization {self.parametrization!r}: use one of "
+                             f"{sorted(DEPTH_PARAMETRIZATIONS)}")
+        for name in ("depth", "base_depth"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ProxyError(f"{name} = {value!r}: must be an integer >= 1")
+
+    @property
+    def alpha(self) -> float | None:
+        """The exponent α (1 CompleteP, 1/2 Depth-μP; None without depth scaling)."""
+        return DEPTH_PARAMETRIZATIONS[self.parametrization]
+
+    @property
+    def multiplier(self) -> float:
+        """m_L = depth / base_depth."""
+        return self.depth / self.base_depth
+
+    @property
+    def branch_multiplier(self) -> float:
+        """What each residual branch's output is multiplied by: m_L^-α (1 without)."""
+        return 1.0 if self.alpha is None else self.multiplier ** -self.alpha
+
+    def factors(self, group: str) -> dict[str, float]:
+        """{"lr", "eps", "weight_decay"}: what the layer group's Adam learning rate, ε and
+        weight decay are multiplied by (the module's table).
+
+        Raises:
+            ProxyError: ``group`` not in :data:`LAYER_GROUPS`.
+        """
+        if group not in LAYER_GROUPS:
+            raise ProxyError(f"layer group {group!r}: use one of {LAYER_GROUPS}")
+        a = self.alpha
+        if a is None:
+            return {"lr": 1.0, "eps": 1.0, "weight_decay": 1.0}
+        m = self.multiplier
+        lr = m ** (a - 1.0) if group in ("hidden_weight", "hidden_vector") else 1.0
+        return {"lr": lr, "eps": m ** -a, "weight_decay": 1.0}
+
+
+def depth_param_groups(model: nn.Module, scaling: DepthScaling, *, lr: float, eps: float,
+                       weight_decay: float) -> list[dict[str, Any]]:
+    """The optimizer's parameter groups of ``model`` under ``scaling``: one per layer group
+    that holds parameters, each with its own ``lr``, ``eps`` and ``weight_decay`` (the
+    module's table), in :data:`LAYER_GROUPS` order. mup's optimizers then split each by
+    width multiplier.
+
+    ``model.depth_groups()`` maps every parameter name (``named_parameters``) to its group.
+
+    Raises:
+        ProxyError: the model has no ``depth_groups``, or a parameter has no group or an
+            unknown one.
+    """
+    groups_of = getattr(model, "depth_groups", None)
+    if not callable(groups_of):
+        raise ProxyError(f"{type(model).__name__} has no depth_groups(): a depth "
+                         "parametrization needs the model to name each parameter's layer "
+                         "group (the built-in mlp with residual: true, and gpt)")
+    named = groups_of()
+    out: dict[str, list[Any]] = {g: [] for g in LAYER_GROUPS}
+    for name, p in model.named_parameters():
+        group = named.get(name)
+        if group not in out:
+            raise ProxyError(f"parameter {name!r} of {type(model).__name__}: layer group "
+                             f"{group!r}, expected one of {LAYER_GROUPS}")
+        out[group].append(p)
+    result = []
+    for group, params in out.items():
+        if params:
+            f = scaling.factors(group)
+            result.append({"params": params, "lr": lr * f["lr"], "eps": eps * f["eps"],
+                           "weight_decay": weight_decay * f["weight_decay"],
+                           "layer_group": group})
+    if not math.isfinite(sum(g["lr"] for g in result)):
+        raise ProxyError(f"depth scaling {scaling} gave a non-finite learning rate")
+    return result
