@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from mutune.config.base import StrictModel
 
@@ -39,13 +39,14 @@ class DepthOptions(StrictModel):
     depth_parametrization: Literal["none", "depth_mup", "completep"] = "none"
     base_depth: int | None = Field(default=None, ge=1, le=64)
 
-    @model_validator(mode="after")
-    def _base_depth(self) -> "DepthOptions":
-        depth = getattr(self, "depth", None)
-        if self.base_depth is not None and depth is not None and self.base_depth > depth:
-            raise ValueError(f"base_depth = {self.base_depth} is above depth = {depth}: the "
-                             "base depth must be at or below the smallest proxy depth")
-        return self
+    @field_validator("base_depth")
+    @classmethod
+    def _base_depth(cls, value: int | None, info: ValidationInfo) -> int | None:
+        depth = info.data.get("depth")
+        if value is not None and depth is not None and value > depth:
+            raise ValueError(f"base_depth = {value} is above depth = {depth}: the base "
+                             "depth must be at or below the smallest proxy depth")
+        return value
 
     def depth_scaling(self) -> Any:
         """The model's :class:`~mutune.proxies.depth.DepthScaling`."""
@@ -67,14 +68,16 @@ class MLPModel(DepthOptions, ModelSpec):
     with ``residual: true``, an input layer and ``depth`` residual blocks (each branch one
     width × width layer), which a depth parametrization needs (:class:`DepthOptions`)."""
     family: Literal["mlp"]
-    residual: bool = False
+    residual: bool = Field(default=False, validate_default=True)
 
-    @model_validator(mode="after")
-    def _residual(self) -> "MLPModel":
-        if self.depth_parametrization != "none" and not self.residual:
-            raise ValueError(f"depth_parametrization = {self.depth_parametrization!r} needs "
-                             "residual branches to scale: set model.residual: true")
-        return self
+    @field_validator("residual")
+    @classmethod
+    def _residual(cls, value: bool, info: ValidationInfo) -> bool:
+        kind = info.data.get("depth_parametrization", "none")
+        if kind != "none" and not value:
+            raise ValueError(f"depth_parametrization = {kind!r} needs residual branches to "
+                             "scale: set model.residual: true")
+        return value
 
     def build_options(self) -> dict[str, Any]:
         """``depth``, ``residual`` and, when depth-scaled, ``branch_mult``."""

@@ -163,10 +163,16 @@ def _model_section(train_sgd: bool = False, **over):
 
 
 def test_the_config_checks_depth_options_and_builds_a_scaled_trainable_model():
-    with pytest.raises(ConfigError, match="base_depth = 4 is above depth = 3"):
+    with pytest.raises(ConfigError, match="model.base_depth = 4: base_depth = 4 is above"):
         _model_section(residual=True, depth_parametrization="completep", base_depth=4)
-    with pytest.raises(ConfigError, match="'completep' needs residual branches"):
+    with pytest.raises(ConfigError, match="model.residual = False: depth_parametrization"):
         _model_section(depth_parametrization="completep")
+    from mutune.config import load_config, parse_config
+
+    d = load_config().model_dump(mode="json")
+    d["model"] = {"family": "mlp", "depth_parametrization": "completep"}   # residual omitted
+    with pytest.raises(ConfigError, match="model.residual = False"):
+        parse_config(d)
     with pytest.raises(ConfigError, match="train.optimizer = 'sgd'"):
         _model_section(residual=True, depth_parametrization="depth_mup", train_sgd=True)
     cfg = _model_section(residual=True, depth_parametrization="completep", depth=4,

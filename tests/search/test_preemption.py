@@ -221,7 +221,7 @@ def test_notice_sources_without_ray(tmp_path):
         srv = _MetadataServer(style)
         token = srv.url + "/token" if style == "status" else None
         try:
-            assert not preemption._poll_url(srv.url + "/n", style, token, 1.0)
+            assert preemption._poll_url(srv.url + "/n", style, token, 1.0) is False
             with Preemption() as p, NoticeWatcher({"notice_url": srv.url + "/n",
                                                    "notice_style": style, "token_url": token,
                                                    "poll_s": 0.02}):
@@ -231,7 +231,31 @@ def test_notice_sources_without_ray(tmp_path):
                 p.consume()
         finally:
             srv.close()
-    assert not preemption._poll_url("http://127.0.0.1:9/none", "status", None, 0.5)
+    # a URL that cannot be asked says nothing either way (not "no notice")
+    assert preemption._poll_url("http://127.0.0.1:9/none", "status", None, 0.5) is None
+
+
+def test_a_notice_url_that_stops_answering_does_not_fire_twice():
+    """Edge-triggered across failed polls: the notice posted (fires once), the URL then
+    unreachable for a while and back with the notice still up — no second notice (a timed-out
+    poll on a loaded node once looked like the notice going away, and the retried trial was
+    preempted again)."""
+    srv = _MetadataServer("body")
+    try:
+        with Preemption() as p:
+            w = NoticeWatcher({"notice_url": srv.url + "/n", "notice_style": "body",
+                               "poll_s": 0.02})
+            with w:
+                srv.post()
+                _wait_for(p)
+                p.consume()
+                good, w.url = w.url, "http://127.0.0.1:9/none"      # unreachable
+                time.sleep(0.2)
+                w.url = good                                        # back, still posted
+                time.sleep(0.3)
+            assert not p.requested
+    finally:
+        srv.close()
 
 
 def test_the_loop_ends_preempted_with_a_checkpointed_report(tiny_config, tmp_path):

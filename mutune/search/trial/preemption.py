@@ -83,9 +83,16 @@ class PreemptibleTrainable:
 
 
 
-def _poll_url(url: str, style: str, token_url: str | None, timeout: float) -> bool:
-    """Whether the notice URL posts a notice now (see the module docstring for the styles);
-    an unreachable URL is no notice."""
+#: the shortest wait for the notice URL's answer, s: a metadata service answers in
+#: milliseconds, but a poll that times out on a loaded node says nothing either way
+URL_TIMEOUT_MIN_S = 1.0
+
+
+def _poll_url(url: str, style: str, token_url: str | None, timeout: float) -> bool | None:
+    """Whether the notice URL posts a notice now (see the module docstring for the styles):
+    True or False when it answered (an HTTP error status — 404 before a notice — is False),
+    None when it could not be asked (refused, unreachable, timed out): that says nothing
+    about the notice, so the watcher keeps what it knew."""
     headers = {"Metadata-Flavor": "Google"} if style == "body" else {}
     try:
         if token_url:
@@ -97,8 +104,10 @@ def _poll_url(url: str, style: str, token_url: str | None, timeout: float) -> bo
                                     timeout=timeout) as r:
             body = r.read().decode(errors="replace").strip()
             return r.status == 200 and (style == "status" or body.upper() == "TRUE")
+    except urllib.error.HTTPError:
+        return False            # 404 (no notice yet) or another refusal: no notice
     except (urllib.error.URLError, OSError, ValueError):
-        return False            # 404 (no notice yet), refused, timed out
+        return None             # refused, unreachable, timed out: unknown
 
 
 def _ray_node() -> str | None:
@@ -140,12 +149,18 @@ class NoticeWatcher:
         self._thread: threading.Thread | None = None
         self._seen = False
 
-    def _posted(self) -> str | None:
+    def _posted(self) -> str | None | bool:
+        """The notice's source when one is posted; None when none is; False when the URL
+        could not be asked and no other source posts one (unknown)."""
         if self.file is not None and self.file.exists():
             return f"notice file {self.file}"
-        if self.url and _poll_url(self.url, self.style, self.token_url,
-                                  min(self.poll_s, 2.0)):
-            return f"notice at {self.url}"
+        unknown = False
+        if self.url:
+            got = _poll_url(self.url, self.style, self.token_url,
+                            max(min(self.poll_s, 2.0), URL_TIMEOUT_MIN_S))
+            if got:
+                return f"notice at {self.url}"
+            unknown = got is None
         if self.node is not None and time.monotonic() >= self._next_drain:
             self._next_drain = time.monotonic() + self.drain_poll_s
             deadline = _draining(self.node)
@@ -153,7 +168,7 @@ class NoticeWatcher:
                 return (f"Ray drains node {self.node[:8]}" + (
                     f" (deadline in {max(deadline / 1000 - time.time(), 0):.0f} s)"
                     if deadline else ""))
-        return None
+        return False if unknown else None
 
     @property
     def wait_s(self) -> float:
@@ -166,13 +181,15 @@ class NoticeWatcher:
     def _run(self) -> None:
         while not self._stop.wait(self.wait_s):
             got = self._posted()
+            if got is False:        # the URL could not be asked: the state stays as it was
+                continue
             if got and not self._seen:
                 notice(got)
             self._seen = got is not None
 
     def __enter__(self) -> "NoticeWatcher":
         if self.file is not None or self.url or self.node is not None:
-            self._seen = self._posted() is not None     # a notice already up is not new
+            self._seen = bool(self._posted())       # a notice already up is not new
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name="mutune-preemption-notice")
             self._thread.start()
