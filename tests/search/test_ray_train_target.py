@@ -194,7 +194,7 @@ def test_a_preempted_target_restarts_its_worker_group_without_a_failure(
     import threading
     import time
 
-    MAX_T = 120       # long enough that the notice lands mid-run
+    MAX_T = 60        # long enough that the notice lands mid-run (sent after the 1st report)
     cfg = tiny_config
     task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
     ray_cfg = cfg.ray.model_copy(update={"max_failures": 0})
@@ -205,7 +205,7 @@ def test_a_preempted_target_restarts_its_worker_group_without_a_failure(
         return run_target(point, task=task, width=64, max_t=MAX_T, recorder=recorder,
                           sweep_id=1, ray_cfg=ray_cfg.model_copy(update=ray_update),
                           storage=tmp_path, name=name,
-                          seq=itertools.count(1), num_workers=2, checkpoint_every=60)
+                          seq=itertools.count(1), num_workers=2, checkpoint_every=30)
 
     ref_rec = MemoryRecorder()
     ref = run("ref", ref_rec)
