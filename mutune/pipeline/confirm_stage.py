@@ -36,7 +36,7 @@ from mutune.config.spaces import clip_valid
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["design_names", "design_points", "design_allocation", "trials_per_design",
-           "confirm_width", "confirm_widths", "CONFIRM_SEED_BASE"]
+           "confirm_widths", "CONFIRM_SEED_BASE"]
 
 #: the confirmation trials' seed streams start here (width index + round × 100 added), far
 #: from the proxy sweeps' (0 … k−1) and the target's (k)
@@ -108,17 +108,6 @@ def trials_per_design(config: SweepConfig) -> int:
     if tr.confirm_replicates == 0 or d == 0:
         return 0
     return sum(design_allocation(d, tr.confirm_replicates, tr.confirm_center_replicates))
-
-
-def confirm_width(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str, float], *,
-                  round_: int = 0) -> Any:
-    """One width's design alone in its Ray Tune run (:func:`confirm_widths` of one job);
-    returns its RunOutcome.
-
-    Raises:
-        SweepStopped: ``mutune cancel`` stopped it.
-    """
-    return confirm_widths(run, [(proxy, index, center)], round_=round_)[0]
 
 
 def confirm_widths(run: SweepRun, jobs: list[tuple[ProxyResult, int, dict[str, float]]], *,

@@ -15,7 +15,7 @@ from typing import Any
 from mutune.errors import SearchError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
-__all__ = ["sweep_widths", "sweep_width", "run_widths", "run_width", "width_spec",
+__all__ = ["sweep_widths", "sweep_width", "run_widths", "width_spec",
            "new_width", "width_result", "width_results", "align_optima", "record_best",
            "trial_curves", "proxy_settings", "width_seeds"]
 
@@ -85,18 +85,6 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None) -> l
     if stopped is not None:
         raise SweepStopped("cancelled", stopped)
     return [outcomes[s.group] for s in specs]
-
-
-def run_width(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searcher: Any, *,
-              core: Any = None, resume: Any = None, name: str | None = None) -> Any:
-    """One proxy width alone in its Ray Tune run (:func:`run_widths` of one
-    :func:`width_spec`); returns its RunOutcome.
-
-    Raises:
-        SweepStopped: ``mutune cancel`` stopped it.
-    """
-    spec = width_spec(run, width, index, proxy_sweep_id, searcher, core=core, resume=resume)
-    return run_widths(run, [spec], name=name)[0]
 
 
 def width_result(run: SweepRun, width: int, proxy_sweep_id: int, outcome: Any, *,
