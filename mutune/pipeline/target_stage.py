@@ -222,15 +222,16 @@ def target_cpus(config: Any) -> float:
     The quickstart's width-4096 target stepped 1.6× faster on 2 threads than on 1 on 2
     quiet cores (0.27 s against 0.44 s per step): 0.8× the work per CPU-second, so its MFU
     per device falls by that, while the CPUs it held no longer idle."""
+    from mutune.scaling.idle import held_devices
+
     r = config.ray
     if config.target.cpus is not None:
         return float(config.target.cpus)
     if r.gpus_per_trial or r.address:
         return float(r.cpus_per_trial)
-    slots = max(int(r.num_cpus // r.cpus_per_trial), 1)
-    if r.max_concurrent_trials:
-        slots = min(slots, int(r.max_concurrent_trials))
-    return float(max(slots * r.cpus_per_trial, r.cpus_per_trial))
+    return float(held_devices(None, cpus_per_trial=r.cpus_per_trial, gpus_per_trial=0.0,
+                              max_concurrent=r.max_concurrent_trials,
+                              num_cpus=r.num_cpus).devices)
 
 
 def train_target(run: SweepRun, target_hp: dict[str, float],
