@@ -16,12 +16,7 @@ from mutune.proxies.mlp import MuMLP
 GPT_KW = dict(vocab=64, seq_len=8, d_head=8, ffn_ratio=2)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")        # tests/proxies/conftest.py
 
 
 @pytest.mark.parametrize("kind, alpha", [("completep", 1.0), ("depth_mup", 0.5)])

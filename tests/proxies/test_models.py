@@ -20,12 +20,7 @@ from mutune.proxies import (MuGPT, MuMLP, build_gpt, build_mlp, build_parametriz
 GPT_KW = dict(vocab=256, seq_len=16, depth=2, d_head=8, ffn_ratio=4)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")        # tests/proxies/conftest.py
 
 
 @contextlib.contextmanager
