@@ -190,10 +190,12 @@ def test_target_checkpoint_interval_defaults_to_a_tenth_of_its_steps_at_evaluati
 
     d = load_config().model_dump(mode="json")       # 200 target steps, eval every 10
     assert parse_config(d).target_checkpoint_every == 20
+    assert parse_config(d).target_checkpoint_max_share == 0.05    # at most ~5 % of the run
     d["target"]["steps"] = 95                        # a tenth is 9.5 → the next evaluation
     assert parse_config(d).target_checkpoint_every == 10
     d["target"]["checkpoint_every"] = 0              # only the final model
     assert parse_config(d).target_checkpoint_every == 0
+    assert parse_config(d).target_checkpoint_max_share is None    # given: kept exactly
     d["target"]["checkpoint_every"] = -1
     with pytest.raises(ConfigError, match="target.checkpoint_every"):
         parse_config(d)

@@ -241,7 +241,11 @@ class TargetConfig(StrictModel):
     ``batch_size`` default to the proxies' max_t and batch size. ``checkpoint_every``: the
     target checkpoints every this many steps (rounded up to the next evaluation) so an
     interrupted sweep resumes it from there; None (default) = about ten checkpoints over the
-    run (``SweepConfig.target_checkpoint_every``), 0 = only its final model (always kept).
+    run (``SweepConfig.target_checkpoint_every``), each held back until the seconds since
+    the last one are at least the mean checkpoint's seconds ÷ ``checkpoint_max_share``
+    (default 0.05: periodic checkpoints take at most about 5 % of the run; a large model's
+    checkpoints are written less often); 0 = only its final model (always kept). An explicit
+    ``checkpoint_every`` is kept exactly (``checkpoint_max_share`` then does not apply).
     ``num_workers``: data-parallel workers (devices, each with one trial's resources) the
     target trains on; None (default) = every slot the sweep holds when trials get GPUs, 1 on
     CPUs (``mutune.pipeline.target_stage.target_workers``). Two or more run one Ray Train
@@ -257,6 +261,7 @@ class TargetConfig(StrictModel):
     steps: int | None = Field(default=None, ge=1)
     batch_size: int | None = Field(default=None, ge=1)
     checkpoint_every: int | None = Field(default=None, ge=0)
+    checkpoint_max_share: float = Field(default=0.05, gt=0.0, le=1.0)
     num_workers: int | None = Field(default=None, ge=1)
     parallelism: Literal["ddp", "fsdp"] = "ddp"
     cpus: int | None = Field(default=None, ge=1)

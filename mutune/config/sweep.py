@@ -164,3 +164,12 @@ class SweepConfig(StrictModel):
             return self.target.checkpoint_every
         every = self.train.eval_every
         return max(every, -(-self.target_steps // 10 // every) * every)
+
+    @property
+    def target_checkpoint_max_share(self) -> float | None:
+        """The largest share of the target run its periodic checkpoints may take
+        (``target.checkpoint_max_share``), or None when ``target.checkpoint_every`` is given
+        (then every interval is kept exactly)."""
+        if self.target.checkpoint_every is not None:
+            return None
+        return self.target.checkpoint_max_share

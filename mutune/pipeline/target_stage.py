@@ -303,6 +303,7 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
                   on_progress=bind_progress(run.on_progress, f"target {config.target.width}",
                                             1),
                   on_started=open_target, checkpoint_every=config.target_checkpoint_every,
+                  checkpoint_max_share=config.target_checkpoint_max_share,
                   checkpoint_keep=config.train.checkpoint_keep, keep_final=True,
                   diverge_above=diverge)
     if workers > 1:             # one Ray Train run, DDP across the devices

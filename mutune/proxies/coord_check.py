@@ -6,6 +6,14 @@ module with parameters, the mean absolute value of its output coordinates. Under
 module's size stays Θ(1) as width grows (slope of log size against log width ≈ 0); under
 standard parametrization the readout (and with Adam the hidden layers) blow up with width
 (slope ≈ 1 for the readout).
+
+The same check runs across depth (``axis="depth"``, at a fixed width): modules are then matched
+by role — the first and the last block of a ``ModuleList`` (``blocks.first``, ``blocks.last``),
+the embeddings, the final norm, the readout — and each block's own output (the residual stream)
+is recorded too. With CompleteP's 1/L branches every role stays Θ(1) as depth grows; without a
+depth parametrization the residual stream, and what reads it, grow with depth (Dey et al. 2025,
+"Don't be lazy: CompleteP enables compute-efficient deep transformers", arXiv 2505.01618, §3;
+Yang et al. 2023, Tensor Programs VI, arXiv 2310.02244, §3).
 """
 from __future__ import annotations
 
@@ -18,7 +26,7 @@ from torch import nn
 
 from mutune.errors import ProxyError
 
-__all__ = ["CoordCheck", "coord_check", "slope_table", "plot_coord_check"]
+__all__ = ["CoordCheck", "coord_check", "depth_role", "slope_table", "plot_coord_check"]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -28,23 +36,42 @@ class CoordCheck:
     """Activation sizes and slopes of one parametrization.
 
     Attributes:
-        parametrization: ``mup`` or ``sp``.
-        widths: the widths checked, increasing.
-        sizes: module → array (n_steps + 1, n_widths) of mean |output| averaged over seeds;
+        parametrization: ``mup`` or ``sp`` (across depth: ``completep``, ``depth_mup``,
+            ``none``).
+        widths: the sizes checked along ``axis``, increasing (widths, or depths).
+        sizes: module → array (n_steps + 1, n_sizes) of mean |output| averaged over seeds;
             row t is the forward pass after t optimizer steps.
-        slopes: module → slope of log size against log width at the last row (after the last
-            step), from a least-squares line.
+        slopes: module → slope of log size against log width (log depth) at the last row
+            (after the last step), from a least-squares line.
+        axis: ``width`` or ``depth``.
     """
     parametrization: str
     widths: tuple[int, ...]
     sizes: dict[str, np.ndarray] = field(repr=False)
     slopes: dict[str, float]
+    axis: str = "width"
 
 
-def _modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """Modules that own parameters directly (Linear, Embedding, LayerNorm, MuReadout, …)."""
+def _modules(model: nn.Module, blocks: bool = False) -> list[tuple[str, nn.Module]]:
+    """Modules that own parameters directly (Linear, Embedding, LayerNorm, MuReadout, …),
+    and with ``blocks`` every element of a ``ModuleList`` (a residual block's output)."""
+    lists = {name for name, m in model.named_modules() if isinstance(m, nn.ModuleList)}
     return [(name, m) for name, m in model.named_modules()
-            if name and any(True for _ in m.parameters(recurse=False))]
+            if name and (any(True for _ in m.parameters(recurse=False))
+                         or blocks and name.rpartition(".")[0] in lists)]
+
+
+def depth_role(name: str, depth: int) -> str | None:
+    """A module's role across depth: ``blocks.0.fc`` → ``blocks.first.fc``,
+    ``blocks.{depth-1}`` → ``blocks.last``; a middle block's modules → None (not compared);
+    names without a block index unchanged. ``depth`` ≥ 2: the model's number of blocks."""
+    parts = name.split(".")
+    for i, part in enumerate(parts):
+        if part.isdigit():
+            k = int(part)
+            role = "first" if k == 0 else "last" if k == depth - 1 else None
+            return None if role is None else ".".join([*parts[:i], role, *parts[i + 1:]])
+    return name
 
 
 def coord_check(build: Callable[[int, str], nn.Module],
@@ -52,29 +79,39 @@ def coord_check(build: Callable[[int, str], nn.Module],
                 batch: Callable[[int, int], Batch], loss: Callable[[torch.Tensor, torch.Tensor],
                                                                    torch.Tensor], *,
                 widths: Sequence[int], parametrization: str, steps: int = 3,
-                seeds: Sequence[int] = (0, 1, 2)) -> CoordCheck:
-    """Record mean |output| of every module over the first ``steps`` steps at each width.
+                seeds: Sequence[int] = (0, 1, 2), axis: str = "width") -> CoordCheck:
+    """Record mean |output| of every module over the first ``steps`` steps at each width (or
+    depth, with ``axis="depth"``: ``build`` then takes the depth, modules are compared by
+    :func:`depth_role` and block outputs are recorded too).
 
     Args:
         build: ``(width, parametrization) -> model`` with base shapes set.
         make_optimizer: the μP optimizer for a model (same learning rate at every width).
         batch: ``(seed, step) -> (inputs, targets)``, the training batches.
         loss: ``(outputs, targets) -> scalar`` loss.
-        widths: increasing widths, at least 2.
+        widths: increasing widths (depths, ≥ 2 each, with ``axis="depth"``), at least 2.
         parametrization: ``mup`` or ``sp`` (passed to ``build``).
         steps: optimizer steps; sizes are recorded before the first and after every step, and
             slopes use the forward pass after the last one (zero-initialized modules such as
             the readout are non-zero by then).
         seeds: model-init and batch seeds averaged over.
+        axis: ``width`` or ``depth``.
     Returns:
-        CoordCheck with sizes (n_steps + 1, n_widths) per module and the final slopes.
+        CoordCheck with sizes (n_steps + 1, n_sizes) per module and the final slopes.
     Raises:
-        ProxyError: fewer than 2 widths, widths not increasing, steps < 1, no seeds, or a
-            non-finite activation (the learning rate is too large for the check).
+        ProxyError: fewer than 2 sizes, sizes not increasing, a depth below 2, steps < 1, no
+            seeds, an unknown axis, or a non-finite activation (the learning rate is too large
+            for the check).
     """
     widths = [int(w) for w in widths]
+    if axis not in ("width", "depth"):
+        raise ProxyError(f"coord check axis {axis!r}: must be 'width' or 'depth'")
     if len(widths) < 2 or any(b <= a for a, b in zip(widths, widths[1:])):
-        raise ProxyError(f"coord check widths {widths}: need at least 2, strictly increasing")
+        raise ProxyError(f"coord check {axis}s {widths}: need at least 2, strictly increasing")
+    if axis == "depth" and widths[0] < 2:
+        raise ProxyError(f"coord check depths {widths}: each must be ≥ 2 (a first and a last "
+                         "block)")
+    by_depth = axis == "depth"
     if steps < 1 or not seeds:
         raise ProxyError(f"coord check needs steps >= 1 (got {steps}) and at least one seed")
     per_width: list[dict[str, np.ndarray]] = []
@@ -86,10 +123,12 @@ def coord_check(build: Callable[[int, str], nn.Module],
                 model = build(width, parametrization)
             opt = make_optimizer(model)
             record: dict[str, list[float]] = {}
+            named = [(depth_role(name, width) if by_depth else name, m)
+                     for name, m in _modules(model, blocks=by_depth)]
             hooks = [m.register_forward_hook(
                 lambda _m, _i, out, name=name: record.setdefault(name, []).append(
                     float(out.detach().abs().mean())))
-                for name, m in _modules(model)]
+                for name, m in named if name is not None]
             try:
                 for step in range(steps + 1):
                     x, y = batch(int(seed), step + 1)
@@ -106,7 +145,7 @@ def coord_check(build: Callable[[int, str], nn.Module],
             for name, vals in record.items():
                 acc[name] = acc.get(name, 0.0) + np.asarray(vals) / len(seeds)
         per_width.append(acc)
-    names = list(per_width[0])
+    names = [n for n in per_width[0] if all(n in pw for pw in per_width)]
     sizes = {n: np.stack([pw[n] for pw in per_width], axis=1) for n in names}
     log_w = np.log(widths)
     slopes = {}
@@ -120,13 +159,14 @@ def coord_check(build: Callable[[int, str], nn.Module],
                              f"{last.tolist()} after {steps} steps ({parametrization}); "
                              "lower the learning rate")
         slopes[n] = float(np.polyfit(log_w, np.log(last), 1)[0])
-    return CoordCheck(parametrization, tuple(widths), sizes, slopes)
+    return CoordCheck(parametrization, tuple(widths), sizes, slopes, axis)
 
 
 def slope_table(checks: Sequence[CoordCheck]) -> dict[str, dict[str, dict[str, float]]]:
-    """``{"mup": {"slopes": {module: slope}}, "sp": {...}}`` — the coord_check.json contract."""
+    """``{"mup": {"slopes": {module: slope}, "widths": [...]}, "sp": {...}}`` — the
+    coord_check.json contract (across depth: ``"depths"`` instead of ``"widths"``)."""
     return {c.parametrization: {"slopes": dict(c.slopes),
-                                "widths": list(c.widths)} for c in checks}
+                                f"{c.axis}s": list(c.widths)} for c in checks}
 
 
 def plot_coord_check(checks: Sequence[CoordCheck], path: str) -> None:
@@ -143,7 +183,7 @@ def plot_coord_check(checks: Sequence[CoordCheck], path: str) -> None:
                     label=f"{name} (slope {c.slopes[name]:.2f})")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("width")
+        ax.set_xlabel(c.axis)
         ax.set_ylabel("mean |output| after the last step")
         ax.set_title(f"coord check: {c.parametrization}")
         ax.legend(fontsize=7)

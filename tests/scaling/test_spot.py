@@ -60,3 +60,19 @@ def test_cadence_every_n_steps_and_auto():
                                                   "checkpoint_min_interval_s": 60})
     floored.wrote(1, 0.0001)
     assert floored.interval_s() == 60 and not floored.due(2)
+
+
+def test_cadence_holds_checkpoints_back_to_a_share_of_the_time():
+    # a 0.05 s checkpoint at a 0.5 share may come 0.1 s after the last one at the earliest
+    c = Cadence(2, start_step=0, max_share=0.5)
+    assert c.due(2)                               # the first one measures its seconds
+    c.wrote(2, 0.05)
+    assert not c.due(3) and not c.due(4)          # steps due, but only ~0 s since
+    time.sleep(0.12)
+    assert c.due(4) and not c.due(3)              # the step rule still holds too
+    exact = Cadence(2, start_step=0)              # no share: every interval, however slow
+    exact.wrote(2, 10.0)
+    assert exact.due(4)
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="max_share"):
+            Cadence(2, start_step=0, max_share=bad)

@@ -57,6 +57,20 @@ def test_save_is_atomic_and_load_round_trips(tmp_path):
         load_trial_state(tmp_path / "missing")
 
 
+def test_the_checkpoint_share_holds_periodic_checkpoints_back(tiny_config, tmp_path):
+    task = _task(tiny_config)
+    # every 3 steps, exactly: nine checkpoints over 27 steps (the last at max_t is not one)
+    _, exact = _run(task, _config(checkpoint_every=3), checkpoint_root=tmp_path / "a")
+    assert [r["step"] for r in exact if r["folder"]] == [3, 6, 9, 12, 15, 18, 21, 24]
+    # a share of one millionth: after the first (which measures its seconds) the next would
+    # be due seconds × 10⁶ later — none in a run of a second
+    _, held = _run(task, _config(checkpoint_every=3, checkpoint_max_share=1e-6),
+                   checkpoint_root=tmp_path / "b")
+    assert [r["step"] for r in held if r["folder"]] == [3]
+    assert held[-1]["checkpoints"] == 1.0
+    assert [r["val_loss"] for r in held] == [r["val_loss"] for r in exact]   # same training
+
+
 def test_interrupted_then_resumed_is_bit_identical(tiny_config, tmp_path):
     task = _task(tiny_config)
     status, full = _run(task, _config(), checkpoint_root=tmp_path / "a")

@@ -210,7 +210,8 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
                on_progress: Callable[[int, int], None] | None = None,
                on_started: Callable[[int], None] | None = None, checkpoint_every: int = 0,
                checkpoint_keep: int = 1, keep_final: bool = True,
-               diverge_above: dict[int, float] | None = None, resume: Any = None) -> Any:
+               diverge_above: dict[int, float] | None = None, resume: Any = None,
+               checkpoint_max_share: float | None = None) -> Any:
     """Train the target on ``num_workers`` Ray Train workers and record it like a trial.
 
     Args:
@@ -221,6 +222,8 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
             ``storage/name``.
         diverge_above: step → validation loss above which the run ends as ``diverged``.
         resume: a :class:`~.ray_tune.run.ResumeState` whose record continues (same rows).
+        checkpoint_max_share: periodic checkpoints' largest share of the run (the leading
+            worker, which writes them, decides; :class:`~mutune.search.trial.cadence.Cadence`).
         Others: as :func:`~.ray_tune.run.run_trials`.
     Returns:
         A :class:`~.ray_tune.run.RunOutcome` with the one trial (status ``completed``,
@@ -266,6 +269,7 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
     loop_config = {"task": task, "stop_flag": stop, "point": point, "width": width,
                    "max_t": max_t, "threads": max(int(cpus), 1), "gpus": gpus,
                    "checkpoint_every": int(checkpoint_every), "keep_final": keep_final,
+                   "checkpoint_max_share": checkpoint_max_share,
                    "metric": metric, "preemption": ray_cfg.preemption.model_dump(),
                    "remote": remote_settings(ray_cfg, name, None), "owner": uuid.uuid4().hex,
                    "diverge_above": {int(k): float(v) for k, v in (diverge_above or {}).items()}}

@@ -7,6 +7,11 @@ Both of mutune's loops (:mod:`mutune.search.trial.trainable`, the user-loop runn
 tell :meth:`Cadence.wrote` after every checkpoint they write (periodic, rung, preemption), so
 the interval counts from the latest one. Under ``auto`` the first evaluation checkpoints, to
 measure C.
+
+``max_share`` (the target run's default, ``target.checkpoint_max_share``) also holds a
+periodic checkpoint back until the seconds since the last one are at least the mean checkpoint
+seconds ÷ ``max_share``: periodic checkpoints then take at most about that share of the run,
+however large the model (a checkpoint of C seconds every C/f seconds costs f of the time).
 """
 from __future__ import annotations
 
@@ -24,12 +29,15 @@ class Cadence:
         start_step: the step the trial starts from (its last checkpoint's, or 0).
         spot: ``cost.spot`` as a dict (``mtbp_s``, ``checkpoint_min_interval_s``); needed
             for ``auto``.
+        max_share: with ``every`` steps, the largest share (0, 1] of the time the periodic
+            checkpoints may take; None: every interval is kept exactly.
     Raises:
-        ValueError: ``auto`` without ``spot["mtbp_s"]``, or a negative step count.
+        ValueError: ``auto`` without ``spot["mtbp_s"]``, a negative step count, or
+            ``max_share`` outside (0, 1].
     """
 
     def __init__(self, every: int | str | None, *, start_step: int,
-                 spot: dict[str, Any] | None = None) -> None:
+                 spot: dict[str, Any] | None = None, max_share: float | None = None) -> None:
         self.auto = every == "auto"
         self.every = 0 if self.auto else int(every or 0)
         if self.every < 0:
@@ -39,6 +47,9 @@ class Cadence:
         self.min_interval_s = float(spot.get("checkpoint_min_interval_s") or 0.0)
         if self.auto and not self.mtbp_s:
             raise ValueError("checkpoint_every = 'auto' needs cost.spot.mtbp_s")
+        if max_share is not None and not 0.0 < float(max_share) <= 1.0:
+            raise ValueError(f"checkpoint max_share = {max_share}: must be in (0, 1]")
+        self.max_share = None if max_share is None else float(max_share)
         self.last_step = int(start_step)
         self.last_t = time.perf_counter()
         self.n, self.seconds = 0, 0.0
@@ -58,7 +69,11 @@ class Cadence:
         if self.auto:
             tau = self.interval_s()
             return tau is None or time.perf_counter() - self.last_t >= tau
-        return bool(self.every) and step - self.last_step >= self.every
+        if not self.every or step - self.last_step < self.every:
+            return False
+        if self.max_share is None or self.n == 0:
+            return True
+        return time.perf_counter() - self.last_t >= self.seconds / self.n / self.max_share
 
     def wrote(self, step: int, seconds: float) -> None:
         """A checkpoint of ``step`` was written in ``seconds``."""

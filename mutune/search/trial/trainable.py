@@ -57,7 +57,7 @@ import contextlib
 import math
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,8 @@ def run_training(config: dict[str, Any], task: Any, *,
             "replicate_seeds": [int, …] (replicates train in lockstep, the mean is reported),
             optional "width" (the trial's own width, in a run of several widths; default
             ``config["width"]``)}.
-        task: a :class:`mutune.proxies.task.ProxyTask`.
+        task: a :class:`mutune.proxies.task.ProxyTask`, or group name → task (a run whose
+            groups train different models): the point's ``"task"`` names its own.
         report: called with (metrics, checkpoint folder or None) after each evaluation.
         restore_dir: a checkpoint folder to resume from (None: a fresh start).
         checkpoint_root: where checkpoint folders are made (default: a temporary folder).
@@ -105,6 +106,8 @@ def run_training(config: dict[str, Any], task: Any, *,
     Raises:
         ProxyError: the model cannot be built. SearchError: an unreadable checkpoint.
     """
+    if isinstance(task, Mapping):      # one task per group (a run of several depths)
+        task = task[config["point"]["task"]]
     if getattr(task, "loop", None) is not None:     # the user's own loop (a plugin)
         from mutune.search.trial.user_loop import run_user_loop
 
@@ -173,7 +176,7 @@ def run_training(config: dict[str, Any], task: Any, *,
 
     # every N steps, or ``auto``: Young's interval from the measured checkpoint seconds
     cadence = Cadence(config.get("checkpoint_every"), start_step=start,
-                      spot=config.get("spot"))
+                      spot=config.get("spot"), max_share=config.get("checkpoint_max_share"))
     root = Path(checkpoint_root) if checkpoint_root else Path(tempfile.mkdtemp(
         prefix="mutune-ckpt-"))
 

@@ -263,7 +263,8 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
     roots = [Path(checkpoint_root)] if checkpoint_root else []
     from mutune.search.trial.cadence import Cadence
 
-    cadence = Cadence(config.get("checkpoint_every"), start_step=start, spot=config.get("spot"))
+    cadence = Cadence(config.get("checkpoint_every"), start_step=start, spot=config.get("spot"),
+                      max_share=config.get("checkpoint_max_share"))
     clock = {"loop_t0": 0.0, "held_s": 0.0, "checkpoint_s": 0.0, "last_ckpt": start,
              "last_report": start, "bytes": checkpoint_bytes, "last_value": math.nan}
 

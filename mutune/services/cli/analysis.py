@@ -123,6 +123,11 @@ def export(sweep_id: int = typer.Argument(..., help="Sweep id in the results dat
         typer.echo(text, nl=False)
 
 
+def _num(v: Any) -> str:
+    """``v`` with two decimals, or ``n/a`` (None: an interval no bootstrap replicate fixed)."""
+    return "n/a" if v is None else f"{v:.2f}"
+
+
 def middle_lr(cfg: Any) -> float:
     """The geometric middle of ``cfg.search.space["lr"]`` (arithmetic when its low is ≤ 0; the
     middle listed value of a choice)."""
@@ -141,8 +146,14 @@ def coord_check_cmd(
                                                       "middle of the config's lr range)."),
         steps: int = typer.Option(3, help="Optimizer steps before the activations are read."),
         seeds: int = typer.Option(3, help="Seeds averaged."),
+        axis: str = typer.Option("width", help="width (μP against SP) or depth (CompleteP, "
+                                               "Depth-μP and none, at --width)."),
+        depths: str = typer.Option("2,4,8", help="Comma-separated depths (--axis depth)."),
+        width: Optional[int] = typer.Option(None, min=1, help="The width of --axis depth "
+                                            "(default: the config's smallest proxy width)."),
         out: Path = typer.Option(Path("mutune-out"), "--out", help="Output folder.")) -> None:
-    """Activation size per module against width, μP and SP: coord_check.json and a PNG."""
+    """Activation size per module against width (μP and SP) or depth (each depth
+    parametrization): coord_check.json and a PNG."""
     from rich.table import Table
 
     from mutune.services.report.formatting import unclipped
@@ -151,20 +162,29 @@ def coord_check_cmd(
     from mutune.errors import MutuneError
     from mutune.pipeline.preflight import run_coord_check
 
+    if axis not in ("width", "depth"):
+        fail(ValueError(f"--axis {axis!r}: use width or depth"))
     try:
         cfg = load_config(config)
         rate = lr if lr is not None else middle_lr(cfg)
-        table = run_coord_check(cfg, widths=parse_widths(widths), lr=rate, steps=steps,
-                                seeds=tuple(range(seeds)), out_dir=out)
+        if axis == "depth":
+            from mutune.pipeline.depth_check import run_depth_coord_check
+            table = run_depth_coord_check(cfg, width=width or min(cfg.widths),
+                                          depths=parse_widths(depths), lr=rate, steps=steps,
+                                          seeds=tuple(range(seeds)), out_dir=out)
+        else:
+            table = run_coord_check(cfg, widths=parse_widths(widths), lr=rate, steps=steps,
+                                    seeds=tuple(range(seeds)), out_dir=out)
     except MutuneError as err:
         fail(err)
-    t = Table(title=f"coord check: slope of log mean|output| vs log width (lr {rate:.3g}, "
+    pars = [k for k in table if isinstance(table[k], dict) and "slopes" in table[k]]
+    t = Table(title=f"coord check: slope of log mean|output| vs log {axis} (lr {rate:.3g}, "
                     f"after {steps} steps)")
     t.add_column("module")
-    t.add_column("μP", justify="right")
-    t.add_column("SP", justify="right")
-    for name, v in table["mup"]["slopes"].items():
-        t.add_row(name, f"{v:.3f}", f"{table['sp']['slopes'][name]:.3f}")
+    for par in pars:
+        t.add_column({"mup": "μP", "sp": "SP"}.get(par, par), justify="right")
+    for name in table[pars[0]]["slopes"]:
+        t.add_row(name, *(f"{table[p]['slopes'][name]:.3f}" for p in pars))
     make_console().print(unclipped(t))
     typer.echo(f"wrote {out / 'coord_check.json'} and {out / 'coord_check.png'}")
 
@@ -178,23 +198,49 @@ def transfer_check_cmd(
         num_lrs: int = typer.Option(11, help="Grid points between them."),
         seeds: int = typer.Option(6, help="Replicate seeds per point (trained in one trial)."),
         steps: int = typer.Option(60, help="Training steps per run."),
+        axis: str = typer.Option("width", help="width (μP beside SP) or depth (CompleteP, "
+                                               "Depth-μP and none at --width; one trial per "
+                                               "seed, optima with bootstrap intervals)."),
+        depths: str = typer.Option("2,4,8", help="Comma-separated depths (--axis depth)."),
+        width: Optional[int] = typer.Option(None, min=1, help="The width of --axis depth "
+                                            "(default: the config's smallest proxy width)."),
         db: Optional[str] = DbOption,
         out: Path = typer.Option(Path("mutune-out"), "--out", help="Output folder.")) -> None:
-    """Loss against log2 LR per width, μP beside SP (Ray Tune trials, recorded as a sweep)."""
+    """Loss against log2 LR per width (μP beside SP) or per depth (each depth
+    parametrization): Ray Tune trials, recorded as a sweep; transfer_check.json and a PNG."""
     import numpy as np
 
     from mutune.config import load_config
     from mutune.errors import MutuneError
     from mutune.pipeline.preflight import run_transfer_check
 
+    if axis not in ("width", "depth"):
+        fail(ValueError(f"--axis {axis!r}: use width or depth"))
     try:
         cfg = load_config(config)
         grid = np.linspace(log2_lr_min, log2_lr_max, num_lrs).tolist()
         with open_store(db, create=True) as store:
-            res = run_transfer_check(cfg, store, widths=parse_widths(widths), log2_lrs=grid,
-                                     seeds=seeds, steps=steps, out_dir=out)
+            if axis == "depth":
+                from mutune.pipeline.depth_check import run_depth_transfer_check
+                res = run_depth_transfer_check(cfg, store, width=width or min(cfg.widths),
+                                               depths=parse_widths(depths), log2_lrs=grid,
+                                               seeds=seeds, steps=steps, out_dir=out)
+            else:
+                res = run_transfer_check(cfg, store, widths=parse_widths(widths),
+                                         log2_lrs=grid, seeds=seeds, steps=steps, out_dir=out)
     except MutuneError as err:
         fail(err)
+    if axis == "depth":
+        for par in ("completep", "depth_mup", "none"):
+            e = res[par]
+            opt = ", ".join(f"{d}: {v:.2f} [{_num(lo)}, {_num(hi)}]" for (d, v), (lo, hi)
+                            in zip(e["optimum_log2_lr"].items(),
+                                   e["optimum_log2_lr_interval"].values()))
+            typer.echo(f"{par}: optimum log2 lr per depth {{{opt}}}; spread "
+                       f"{e['spread_octaves']:.2f}, drift {e['drift_octaves']:.2f} octaves; "
+                       f"depth slope {e['slope']:+.3f} {e['rule']['verdicts']['depth']}")
+        typer.echo(f"wrote {out / 'transfer_check.json'} and {out / 'transfer_check.png'}")
+        return
     for par, key in (("mup", "spread_octaves"), ("sp", "drift_octaves")):
         opt = ", ".join(f"{w}: {v:.2f}" for w, v in res[par]["optimum_log2_lr"].items())
         typer.echo(f"{par}: optimum log2 lr per width {{{opt}}}; {key} = {res[par][key]:.2f}")

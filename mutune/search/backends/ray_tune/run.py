@@ -90,6 +90,8 @@ class GroupSpec:
         on_progress: (finished, started) of this group's trials after each change.
         diverge_above: step → the limit above which a report diverges
             (:class:`~mutune.search.driver.Group`).
+        task: the group's own :class:`~mutune.proxies.task.ProxyTask` (another depth or
+            depth parametrization; its points name it), or None: the run's.
     """
     width: int
     proxy_sweep_id: int | None
@@ -102,6 +104,11 @@ class GroupSpec:
     resume: "ResumeState | None" = None
     on_progress: Callable[[int, int], None] | None = None
     diverge_above: dict[int, float] | None = None
+    task: Any = None
+
+    def tags(self) -> dict[str, Any]:
+        """What each of the group's points carries: its width, and the name of its own task."""
+        return {"width": self.width, **({"task": self.group} if self.task is not None else {})}
 
 
 def _key_of(points: list[dict[str, Any]] | None, group: str, i: int) -> str:
@@ -113,9 +120,9 @@ def _key_of(points: list[dict[str, Any]] | None, group: str, i: int) -> str:
 
 
 def _make_point(points: list[dict[str, Any]] | None, seeds: list[int] | None,
-                replicates: int, width: int) -> Callable[[int, dict], dict]:
+                replicates: int, tags: dict[str, Any]) -> Callable[[int, dict], dict]:
     if points is not None:
-        given = [{**p, "width": width} for p in points]
+        given = [{**p, **tags} for p in points]
         return lambda i, hp: dict(given[i])
     r = max(replicates, 1)
     if seeds is None or len(seeds) % r:
@@ -125,7 +132,7 @@ def _make_point(points: list[dict[str, Any]] | None, seeds: list[int] | None,
     def make_point(i: int, hp: dict) -> dict:
         # ``replicates`` seeds per trial: trial i trains seeds[i·r : (i+1)·r] in lockstep
         own = [int(x) for x in seeds[i * r:(i + 1) * r]]
-        return {"hparams": hp, "seed": own[0], "index": i, "width": width,
+        return {"hparams": hp, "seed": own[0], "index": i, **tags,
                 **({"replicate_seeds": own} if r > 1 else {})}
     return make_point
 
@@ -146,7 +153,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                checkpoint_keep: int = 1, group: str | None = None,
                trainable: Callable[..., Any] | None = None,
                diverge_above: dict[int, float] | None = None,
-               keep_final: bool = False) -> RunOutcome:
+               keep_final: bool = False,
+               checkpoint_max_share: float | None = None) -> RunOutcome:
     """Run trials at ``width`` for up to ``max_t`` steps each on Ray Tune (one group:
     :func:`run_groups` with one :class:`GroupSpec`).
 
@@ -179,7 +187,8 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                       on_started=on_started, scheduler_seed=scheduler_seed,
                       checkpoint_every=checkpoint_every, spot=spot, callbacks=callbacks,
                       budget=budget, tracking=tracking, checkpoint_keep=checkpoint_keep,
-                      trainable=trainable, keep_final=keep_final)[spec.group]
+                      trainable=trainable, keep_final=keep_final,
+                      checkpoint_max_share=checkpoint_max_share)[spec.group]
 
 
 def _driver_group(spec: GroupSpec, core: Any, max_t: int) -> tuple[Any, Any]:
@@ -201,7 +210,7 @@ def _driver_group(spec: GroupSpec, core: Any, max_t: int) -> tuple[Any, Any]:
         searcher = FixedSearcher([p["hparams"] for p in points])
     elif searcher is None or spec.seeds is None:
         raise SearchError(f"group {spec.group}: a run needs points, or a searcher and seeds")
-    make_point = _make_point(points, spec.seeds, spec.replicates, spec.width)
+    make_point = _make_point(points, spec.seeds, spec.replicates, spec.tags())
     return Group(spec.group, searcher, core, max_t, make_point=make_point,
                  key_of=lambda i: _key_of(points, spec.group, i),
                  diverge_above=spec.diverge_above), searcher
@@ -223,7 +232,8 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
                callbacks: list[Any] | None = None, budget: Any = None,
                tracking: Any = None, checkpoint_keep: int = 1,
                trainable: Callable[..., Any] | None = None,
-               keep_final: bool = False) -> dict[str, RunOutcome]:
+               keep_final: bool = False,
+               checkpoint_max_share: float | None = None) -> dict[str, RunOutcome]:
     """Run the trials of every group in ``specs`` — one width each — up to ``max_t`` steps
     each, in **one** Ray Tune run: the groups share the run's slots (``ray.num_cpus`` /
     ``ray.cpus_per_trial`` …), so no width waits for another width's tail, while each keeps
@@ -248,6 +258,9 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
             under promotion, and on a preemption notice), or ``"auto"``: Young's interval
             from ``spot`` (``cost.spot`` as a dict, :class:`~mutune.search.trial.cadence.
             Cadence`).
+        checkpoint_max_share: with ``checkpoint_every`` steps, hold a periodic checkpoint
+            back until its mean seconds are at most this share of the time since the last
+            one (the target run's default); None: every interval exactly.
         checkpoint_keep: checkpoints Ray keeps per trial: the best this many by ``metric``,
             plus always the latest; a stopped or diverged trial's are deleted when it ends.
         callbacks: extra Ray Tune callbacks (driver side).
@@ -308,9 +321,9 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
     driver = SweepDriver(
         [built[s.group][0] for s in live], concurrency=slots(ray_cfg), metric=metric,
         admission=admission,
-        resume={s.group: [(str(p["key"]), {**p, "width": s.width}) for p in s.resume.points]
+        resume={s.group: [(str(p["key"]), {**p, **s.tags()}) for p in s.resume.points]
                 for s in live if s.resume} or None,
-        dormant={s.group: {k: {**p, "width": s.width} for k, p in s.resume.dormant.items()}
+        dormant={s.group: {k: {**p, **s.tags()} for k, p in s.resume.dormant.items()}
                  for s in live if s.resume and s.resume.dormant} or None)
     book.driver = driver
     book.remote = remote_store(ray_cfg, name)
@@ -330,7 +343,10 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
     ray_searcher = RaySearcher(driver, book, metric=metric, mode=mode)
     ray_scheduler = RayScheduler(driver, book, metric, mode)
     resources = {"cpu": ray_cfg.cpus_per_trial, **({"gpu": gpus} if gpus else {})}
-    fn = trainable or tune.with_parameters(train_trial, task=task)
+    # groups with their own task (e.g. one per depth) ship every task once, by group name
+    own = {s.group: s.task for s in live if s.task is not None}
+    fn = trainable or tune.with_parameters(
+        train_trial, task={**{s.group: task for s in live}, **own} if own else task)
     if not hasattr(fn, "__mixins__"):
         # the SIGTERM notice handler, installed in each actor's main thread at set-up
         fn.__mixins__ = (PreemptibleTrainable,)
@@ -346,6 +362,7 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
                      "checkpoint_every": (checkpoint_every if checkpoint_every == "auto"
                                           else int(checkpoint_every)),
                      "spot": dict(spot or {}), "keep_final": keep_final,
+                     "checkpoint_max_share": checkpoint_max_share,
                      "checkpoint_at": list(milestones), "log_dir": log_dir,
                      "metric": metric, "preemption": ray_cfg.preemption.model_dump(),
                      "remote": remote_settings(ray_cfg, name, spot)},
