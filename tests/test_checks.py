@@ -105,6 +105,12 @@ def test_depth_transfer_check_runs_every_depth_and_parametrization_in_one_ray_ru
     finished = rec.of("trial_finished")
     assert len(finished) == 32 and all(f["timing"]["steps"] == 9 for f in finished)
     assert len(rec.of("proxy_sweep_started")) == 4
+    # the depth base is recorded beside the width base shapes (the sweep's config: the
+    # deepest depth under the first parametrization, base depth the smallest)
+    prov = rec.of("sweep_started")[0]["provenance"]
+    assert "base_shapes" in prov and prov["depth_base"] == {
+        "depth_parametrization": "completep", "base_depth": 2, "depth": 6, "alpha": 1.0,
+        "branch_multiplier": pytest.approx(1 / 3)}
     # each group trained its own model: depth 6 has 4 more residual blocks (16 × 16 each)
     params = {r["metrics"]["n_params"] for r in rec.of("trial_reported")}
     assert len(params) == 2 and max(params) - min(params) == 4 * 16 * 16

@@ -120,6 +120,12 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         provenance["base_shapes"] = task.base_shapes
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "base_shapes.bsh").write_text(task.base_shapes)
+    scaling = getattr(config.model, "depth_scaling", None)
+    if callable(scaling):       # the depth base, beside the width base shapes
+        d = scaling()
+        provenance["depth_base"] = {"depth_parametrization": d.parametrization,
+                                    "base_depth": d.base_depth, "depth": d.depth,
+                                    "alpha": d.alpha, "branch_multiplier": d.branch_multiplier}
     if resume is None:
         from mutune.pipeline.preflight_checks import run_preflight
 
