@@ -65,6 +65,9 @@ def test_coord_check_across_depth_keeps_completep_flat_and_shows_none_grow(tiny_
     assert max(table["completep"]["slopes"].values()) < 0.1     # CompleteP: nothing grows
     # without depth scaling the residual stream grows with depth, and the readout with it
     assert table["none"]["slopes"]["readout"] > table["completep"]["slopes"]["readout"] + 0.2
+    for par in ("completep", "none"):      # each slope with its interval over the 2 seeds
+        for role, (lo, hi) in table[par]["slope_intervals"].items():
+            assert lo < hi, (par, role)
     assert json.loads((tmp_path / "coord_check.json").read_text())["settings"]["width"] == 32
     assert (tmp_path / "coord_check.png").stat().st_size > 10_000
 
@@ -78,6 +81,21 @@ def test_depth_checks_refuse_a_model_without_residual_branches(tiny_config, tmp_
     with pytest.raises(ConfigError, match="at least 2 distinct depths"):
         run_depth_coord_check(_residual_config(tiny_config), width=32, depths=[4, 4],
                               lr=1e-2, out_dir=tmp_path)
+
+
+def test_depth_transfer_check_refuses_a_bad_model_before_creating_the_database(tiny_config,
+                                                                              tmp_path):
+    import yaml
+
+    cfg = tmp_path / "plain.yaml"          # the plain MLP: no residual branches to scale
+    cfg.write_text(yaml.safe_dump(tiny_config.model_dump(mode="json")))
+    db = tmp_path / "x.db"
+    out = CliRunner().invoke(app, ["transfer-check", str(cfg), "--axis", "depth", "--db",
+                                   f"sqlite:///{db}", "--out", str(tmp_path / "o")])
+    assert out.exit_code != 0 and "model.residual = False" in out.output
+    assert not db.exists()
+    out = CliRunner().invoke(app, ["coord-check", str(cfg), "--axis", "height"])
+    assert out.exit_code != 0 and "use width or depth" in out.output
 
 
 @pytest.mark.slow

@@ -37,7 +37,8 @@ from mutune.config import SweepConfig
 from mutune.errors import ConfigError, FitError
 from mutune.pipeline.recording import Recorder
 
-__all__ = ["DEPTH_PARAMETRIZATIONS", "depth_config", "depth_task", "run_depth_transfer_check",
+__all__ = ["DEPTH_PARAMETRIZATIONS", "depth_config", "depth_configs", "depth_task",
+           "run_depth_transfer_check",
            "run_depth_coord_check", "depth_optima", "depth_slope_verdict"]
 
 #: the parametrizations a depth check compares (α = 1, α = ½, no depth scaling)
@@ -78,6 +79,25 @@ def _check_depths(depths: Sequence[int]) -> list[int]:
     if len(out) < 2 or out[0] < 1:
         raise ConfigError(f"depths = {list(depths)}: give at least 2 distinct depths ≥ 1")
     return out
+
+
+def depth_configs(config: SweepConfig, depths: Sequence[int],
+                  parametrizations: Sequence[str] = DEPTH_PARAMETRIZATIONS
+                  ) -> dict[tuple[str, int], SweepConfig]:
+    """Every (parametrization, depth) the checks build, validated before anything is opened
+    or trained; the base depth is the smallest depth.
+
+    Raises:
+        ConfigError: fewer than 2 distinct depths, an unknown parametrization, or a model that
+            cannot take a depth parametrization (:func:`depth_config`).
+    """
+    depths = _check_depths(depths)
+    unknown = [p for p in parametrizations if p not in DEPTH_PARAMETRIZATIONS]
+    if unknown or not parametrizations:
+        raise ConfigError(f"parametrizations {list(parametrizations)}: each must be one of "
+                          f"{list(DEPTH_PARAMETRIZATIONS)}")
+    return {(p, d): depth_config(config, d, p, depths[0])
+            for p in parametrizations for d in depths}
 
 
 def depth_optima(log2_lr: Sequence[float], losses: dict[int, np.ndarray], *,
@@ -194,20 +214,18 @@ def run_depth_transfer_check(config: SweepConfig, recorder: Recorder, *, width: 
     from mutune.search.backends.ray_tune.run import GroupSpec, run_groups
     from mutune.search.searchers.space import trial_seeds
 
+    configs = depth_configs(config, depths, parametrizations)
     depths = _check_depths(depths)
-    unknown = [p for p in parametrizations if p not in DEPTH_PARAMETRIZATIONS]
-    if unknown or not parametrizations:
-        raise ConfigError(f"parametrizations {list(parametrizations)}: each must be one of "
-                          f"{list(DEPTH_PARAMETRIZATIONS)}")
     if seeds < 1 or steps < 1:
         raise ConfigError(f"seeds = {seeds}, steps = {steps}: both must be ≥ 1")
     grid = [float(e) for e in log2_lrs]
-    configs = {(p, d): depth_config(config, d, p, depths[0])
-               for p in parametrizations for d in depths}
     seed_list = trial_seeds(config.seed, 0, seeds)
     hp_fixed = dict(config.search.fixed)
-    cfg = configs[(parametrizations[0], depths[-1])].model_copy(
-        update={"name": f"{config.name}-depth-check"})
+    # the sweep's row lists what the check trains: one width, no target
+    deepest = configs[(parametrizations[0], depths[-1])]
+    cfg = deepest.model_copy(update={
+        "name": f"{config.name}-depth-check", "widths": [int(width)],
+        "target": deepest.target.model_copy(update={"width": int(width)})})
     result: dict[str, Any] = {"axis": "depth", "width": int(width), "depths": depths,
                               "log2_lr": grid, "seeds": seeds, "steps": steps,
                               "model": config.model.family}
@@ -324,13 +342,14 @@ def run_depth_coord_check(config: SweepConfig, *, width: int, depths: Sequence[i
     from mutune.proxies.coord_check import coord_check, plot_coord_check, slope_table
     from mutune.proxies.task import ProxyTask, load_task_data
 
+    configs = depth_configs(config, depths, parametrizations)
     depths = _check_depths(depths)
     hp = dict(config.search.fixed)
     data = load_task_data(config)
     checks = []
     for par in parametrizations:
-        tasks = {d: ProxyTask(depth_config(config, d, par, depths[0]).model, config.train,
-                              data).with_base_shapes() for d in depths}
+        tasks = {d: ProxyTask(configs[(par, d)].model, config.train, data).with_base_shapes()
+                 for d in depths}
         checks.append(coord_check(
             lambda d, p, tasks=tasks: tasks[d].build(width, hp),
             lambda m: tasks[_depth_of(m, tasks)].optimizer(m, lr),
@@ -341,7 +360,7 @@ def run_depth_coord_check(config: SweepConfig, *, width: int, depths: Sequence[i
     table: dict[str, Any] = {"axis": "depth", **slope_table(checks)}
     table["settings"] = {"lr": lr, "steps": steps, "seeds": list(seeds), "width": width,
                          "base_depth": depths[0], "model": config.model.family}
-    (out / "coord_check.json").write_text(json.dumps(table, indent=2) + "\n")
+    (out / "coord_check.json").write_text(json.dumps(json_safe(table), indent=2) + "\n")
     plot_coord_check(checks, str(out / "coord_check.png"))
     return table
 

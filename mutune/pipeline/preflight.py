@@ -62,7 +62,7 @@ def run_coord_check(config: SweepConfig, *, widths: Sequence[int], lr: float, st
     table = slope_table(checks)
     table["settings"] = {"lr": lr, "steps": steps, "seeds": list(seeds),
                          "model": config.model.family}
-    (out / "coord_check.json").write_text(json.dumps(table, indent=2) + "\n")
+    (out / "coord_check.json").write_text(json.dumps(json_safe(table), indent=2) + "\n")
     plot_coord_check(checks, str(out / "coord_check.png"))
     return table
 

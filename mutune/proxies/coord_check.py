@@ -44,12 +44,16 @@ class CoordCheck:
         slopes: module → slope of log size against log width (log depth) at the last row
             (after the last step), from a least-squares line.
         axis: ``width`` or ``depth``.
+        slope_intervals: module → 95 % interval of the slope over seeds (Student t on the
+            per-seed slopes; (nan, nan) with one seed). Seed noise moves a slope by ±0.2 at
+            width 32: a slope above the tolerance counts only when its interval does too.
     """
     parametrization: str
     widths: tuple[int, ...]
     sizes: dict[str, np.ndarray] = field(repr=False)
     slopes: dict[str, float]
     axis: str = "width"
+    slope_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def _modules(model: nn.Module, blocks: bool = False) -> list[tuple[str, nn.Module]]:
@@ -115,8 +119,10 @@ def coord_check(build: Callable[[int, str], nn.Module],
     if steps < 1 or not seeds:
         raise ProxyError(f"coord check needs steps >= 1 (got {steps}) and at least one seed")
     per_width: list[dict[str, np.ndarray]] = []
+    per_seed: list[dict[str, list[float]]] = []      # size → module → last row per seed
     for width in widths:
         acc: dict[str, np.ndarray] = {}
+        lasts: dict[str, list[float]] = {}
         for seed in seeds:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(int(seed))
@@ -144,7 +150,9 @@ def coord_check(build: Callable[[int, str], nn.Module],
                     h.remove()
             for name, vals in record.items():
                 acc[name] = acc.get(name, 0.0) + np.asarray(vals) / len(seeds)
+                lasts.setdefault(name, []).append(vals[-1])
         per_width.append(acc)
+        per_seed.append(lasts)
     names = [n for n in per_width[0] if all(n in pw for pw in per_width)]
     sizes = {n: np.stack([pw[n] for pw in per_width], axis=1) for n in names}
     log_w = np.log(widths)
@@ -159,13 +167,30 @@ def coord_check(build: Callable[[int, str], nn.Module],
                              f"{last.tolist()} after {steps} steps ({parametrization}); "
                              "lower the learning rate")
         slopes[n] = float(np.polyfit(log_w, np.log(last), 1)[0])
-    return CoordCheck(parametrization, tuple(widths), sizes, slopes, axis)
+    intervals = {n: _seed_interval(log_w, np.array([ps[n] for ps in per_seed]))
+                 for n in slopes}
+    return CoordCheck(parametrization, tuple(widths), sizes, slopes, axis, intervals)
+
+
+def _seed_interval(log_w: np.ndarray, lasts: np.ndarray) -> tuple[float, float]:
+    """95 % Student-t interval of the mean of the per-seed slopes; ``lasts`` has shape
+    (n_sizes, n_seeds) (nan, nan with one seed or a non-positive size)."""
+    from scipy import stats
+
+    k = lasts.shape[1]
+    if k < 2 or not np.all(np.isfinite(lasts)) or np.any(lasts <= 0):
+        return (float("nan"), float("nan"))
+    per = np.polyfit(log_w, np.log(lasts), 1)[0]          # (n_seeds,)
+    half = float(stats.t.ppf(0.975, k - 1) * per.std(ddof=1) / np.sqrt(k))
+    return (float(per.mean()) - half, float(per.mean()) + half)
 
 
 def slope_table(checks: Sequence[CoordCheck]) -> dict[str, dict[str, dict[str, float]]]:
     """``{"mup": {"slopes": {module: slope}, "widths": [...]}, "sp": {...}}`` — the
     coord_check.json contract (across depth: ``"depths"`` instead of ``"widths"``)."""
     return {c.parametrization: {"slopes": dict(c.slopes),
+                                "slope_intervals": {n: list(v) for n, v in
+                                                    c.slope_intervals.items()},
                                 f"{c.axis}s": list(c.widths)} for c in checks}
 
 

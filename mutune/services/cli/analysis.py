@@ -125,7 +125,7 @@ def export(sweep_id: int = typer.Argument(..., help="Sweep id in the results dat
 
 def _num(v: Any) -> str:
     """``v`` with two decimals, or ``n/a`` (None: an interval no bootstrap replicate fixed)."""
-    return "n/a" if v is None else f"{v:.2f}"
+    return "n/a" if v is None or v != v else f"{v:.2f}"
 
 
 def middle_lr(cfg: Any) -> float:
@@ -184,8 +184,12 @@ def coord_check_cmd(
     for par in pars:
         t.add_column({"mup": "μP", "sp": "SP"}.get(par, par), justify="right")
     for name in table[pars[0]]["slopes"]:
-        t.add_row(name, *(f"{table[p]['slopes'][name]:.3f}" for p in pars))
+        t.add_row(name, *(f"{table[p]['slopes'][name]:.3f} "
+                          f"[{_num(table[p]['slope_intervals'][name][0])}, "
+                          f"{_num(table[p]['slope_intervals'][name][1])}]" for p in pars))
     make_console().print(unclipped(t))
+    typer.echo("slope [95 % interval over seeds]: a module grows with the "
+               f"{axis} when its interval lies above 0.1")
     typer.echo(f"wrote {out / 'coord_check.json'} and {out / 'coord_check.png'}")
 
 
@@ -219,6 +223,9 @@ def transfer_check_cmd(
     try:
         cfg = load_config(config)
         grid = np.linspace(log2_lr_min, log2_lr_max, num_lrs).tolist()
+        if axis == "depth":       # a bad setting fails before a database is created
+            from mutune.pipeline.depth_check import depth_configs
+            depth_configs(cfg, parse_widths(depths))
         with open_store(db, create=True) as store:
             if axis == "depth":
                 from mutune.pipeline.depth_check import run_depth_transfer_check
@@ -231,6 +238,11 @@ def transfer_check_cmd(
     except MutuneError as err:
         fail(err)
     if axis == "depth":
+        typer.echo(f"width {res['width']}, base depth {res['depths'][0]} (the smallest: every "
+                   "parametrization builds the same model there, trained once); spread = max − "
+                   "min of the optima, drift = deepest − shallowest, depth slope = octaves of "
+                   "lr per octave of depth (stable: its interval inside ±0.1); [95 % "
+                   f"intervals over {res['seeds']} seeds]")
         for par in ("completep", "depth_mup", "none"):
             e = res[par]
             opt = ", ".join(f"{d}: {v:.2f} [{_num(lo)}, {_num(hi)}]" for (d, v), (lo, hi)
