@@ -157,6 +157,7 @@ def test_depth_optima_recover_known_optima_with_intervals_over_seeds():
     assert out["drift_octaves"] == pytest.approx(-1.0, abs=0.1)
     assert out["spread_octaves"] == pytest.approx(1.0, abs=0.1)
     assert out["n_seeds"] == {2: 4, 4: 4, 8: 4} and out["n_boot"] == 300
+    assert all(abs(out["grid_best_log2_lr"][d] - t) <= 0.5 for d, t in truth.items())
     losses[8][:, 0] = np.nan                          # a seed that diverged everywhere
     with pytest.raises(Exception, match="3 finite"):
         depth_optima(grid, losses, n_boot=50)

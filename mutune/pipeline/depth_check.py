@@ -111,7 +111,8 @@ def depth_optima(log2_lr: Sequence[float], losses: dict[int, np.ndarray], *,
         n_boot: bootstrap replicates over seeds; seed: their ``default_rng`` seed.
     Returns:
         {"optimum_log2_lr": {depth: v}, "optimum_log2_lr_interval": {depth: [lo, hi]},
-        "method": {depth: "parabola" | "grid"}, "spread_octaves": max − min of the optima,
+        "method": {depth: "parabola" | "grid"}, "grid_best_log2_lr": {depth: the grid point
+        of the lowest seed-mean loss}, "spread_octaves": max − min of the optima,
         "spread_octaves_interval", "drift_octaves": deepest − shallowest,
         "drift_octaves_interval", "slope": least-squares slope of the optima on log2 depth,
         "slope_interval", "n_seeds": {depth: n}, "n_boot": replicates that fitted}.
@@ -156,6 +157,8 @@ def depth_optima(log2_lr: Sequence[float], losses: dict[int, np.ndarray], *,
     return {"optimum_log2_lr": {d: float(v) for d, v in zip(depths, opt)},
             "optimum_log2_lr_interval": {d: interval(boot[:, i]) for i, d in enumerate(depths)},
             "method": dict(zip(depths, methods)),
+            "grid_best_log2_lr": {d: float(grid[int(np.nanargmin(mean(losses[d])))])
+                                  for d in depths},
             "spread_octaves": float(opt.max() - opt.min()),
             "spread_octaves_interval": interval(boot.max(axis=1) - boot.min(axis=1)
                                                 if len(boot) else boot),
