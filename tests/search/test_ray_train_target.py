@@ -154,7 +154,7 @@ def test_a_killed_worker_is_retried_by_ray_train_from_the_last_checkpoint(
     box = {}
 
     def go():
-        box["out"] = run_target(point, task=task, width=64, max_t=60, recorder=rec,
+        box["out"] = run_target(point, task=task, width=64, max_t=30, recorder=rec,
                                 sweep_id=1, ray_cfg=cfg.ray, storage=tmp_path, name="kill",
                                 seq=itertools.count(1), num_workers=2, checkpoint_every=3)
     thread = threading.Thread(target=go)
@@ -171,7 +171,7 @@ def test_a_killed_worker_is_retried_by_ray_train_from_the_last_checkpoint(
             os.kill(int(pid), signal.SIGKILL)
     thread.join(timeout=600)
     (t,) = box["out"].trials
-    assert t.status == "completed" and t.last_step == 60
+    assert t.status == "completed" and t.last_step == 30
     assert t.restarts >= 1
     steps = [e["step"] for e in rec.of("trial_reported")]
     assert steps == sorted(set(steps))                    # nothing recorded twice
@@ -194,7 +194,7 @@ def test_a_preempted_target_restarts_its_worker_group_without_a_failure(
     import threading
     import time
 
-    MAX_T = 60        # long enough that the notice lands mid-run (sent after the 1st report)
+    MAX_T = 30        # long enough that the notice lands mid-run (sent after the 1st report)
     cfg = tiny_config
     task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
     ray_cfg = cfg.ray.model_copy(update={"max_failures": 0})
@@ -205,7 +205,7 @@ def test_a_preempted_target_restarts_its_worker_group_without_a_failure(
         return run_target(point, task=task, width=64, max_t=MAX_T, recorder=recorder,
                           sweep_id=1, ray_cfg=ray_cfg.model_copy(update=ray_update),
                           storage=tmp_path, name=name,
-                          seq=itertools.count(1), num_workers=2, checkpoint_every=30)
+                          seq=itertools.count(1), num_workers=2, checkpoint_every=15)
 
     ref_rec = MemoryRecorder()
     ref = run("ref", ref_rec)
