@@ -218,7 +218,7 @@ def run_depth_transfer_check(config: SweepConfig, recorder: Recorder, *, width: 
     from mutune.search.searchers.space import trial_seeds
 
     configs = depth_configs(config, depths, parametrizations)
-    depths = _check_depths(depths)
+    depths = sorted({d for _, d in configs})
     if seeds < 1 or steps < 1:
         raise ConfigError(f"seeds = {seeds}, steps = {steps}: both must be ≥ 1")
     grid = [float(e) for e in log2_lrs]
@@ -346,16 +346,15 @@ def run_depth_coord_check(config: SweepConfig, *, width: int, depths: Sequence[i
     from mutune.proxies.task import ProxyTask, load_task_data
 
     configs = depth_configs(config, depths, parametrizations)
-    depths = _check_depths(depths)
+    depths = sorted({d for _, d in configs})
     hp = dict(config.search.fixed)
-    data = load_task_data(config)
+    base = ProxyTask(config.model, config.train, load_task_data(config))
     checks = []
     for par in parametrizations:
-        tasks = {d: ProxyTask(configs[(par, d)].model, config.train, data).with_base_shapes()
-                 for d in depths}
+        tasks = {d: depth_task(base, configs[(par, d)]) for d in depths}
         checks.append(coord_check(
             lambda d, p, tasks=tasks: tasks[d].build(width, hp),
-            lambda m: tasks[_depth_of(m, tasks)].optimizer(m, lr),
+            lambda m, tasks=tasks: tasks[_depth_of(m, tasks)].optimizer(m, lr),
             tasks[depths[0]].batch, tasks[depths[0]].loss, widths=depths,
             parametrization=par, steps=steps, seeds=seeds, axis="depth"))
     out = Path(out_dir)
