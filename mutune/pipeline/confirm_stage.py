@@ -21,6 +21,10 @@ design (Myers, Montgomery & Anderson-Cook, §7.4), so the 3 × 3 design costs 11
 runs instead of 18 with two seeds everywhere.
 
 Every design trial is a ``confirm`` trial of the width's proxy sweep, billed to the proxies.
+In a new sweep without a budget each width's first design joins the proxy run as soon as that
+width's sweep is done (:func:`mutune.pipeline.proxy_stage.run_widths`, built by
+:func:`design_spec`); :func:`confirm_widths` trains the others — a resumed sweep's, a
+budgeted sweep's, the gate's rounds — in one Ray Tune run after the sweep.
 :func:`mutune.pipeline.transfer_stage.width_optimum` then fits the local quadratic to these
 full-horizon values. The gate (:mod:`mutune.pipeline.gate`) re-centres a design whose
 optimum it does not bracket, or adds replicates, and calls this stage again.
@@ -32,11 +36,11 @@ import math
 from typing import Any
 
 from mutune.config import Choice, SweepConfig
-from mutune.config.spaces import clip_valid
+from mutune.config.spaces import clip_valid, is_categorical
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["design_names", "design_points", "design_allocation", "trials_per_design",
-           "confirm_widths", "CONFIRM_SEED_BASE"]
+           "design_center", "design_spec", "confirm_widths", "CONFIRM_SEED_BASE"]
 
 #: the confirmation trials' seed streams start here (width index + round × 100 added), far
 #: from the proxy sweeps' (0 … k−1) and the target's (k)
@@ -110,6 +114,41 @@ def trials_per_design(config: SweepConfig) -> int:
     return sum(design_allocation(d, tr.confirm_replicates, tr.confirm_center_replicates))
 
 
+def design_center(config: SweepConfig, proxy: ProxyResult) -> dict[str, float]:
+    """The centre of a width's first design: the sweep's best configuration with the fixed
+    hyperparameters, and each categorical knob at the choice its rung made
+    (``proxy.optimum["optimum"]``)."""
+    chosen = {n: proxy.optimum["optimum"][n] for n, d in config.search.space.items()
+              if is_categorical(d) and n in (proxy.optimum.get("optimum") or {})}
+    return {**config.search.fixed, **proxy.best_config, **chosen}
+
+
+def design_spec(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str, float], *,
+                round_: int = 0) -> Any:
+    """The :class:`~mutune.search.backends.ray_tune.run.GroupSpec` of one width's design
+    around ``center`` (group ``c{round}w{width}``, trials ``confirm``, seeds from the width's
+    position ``index`` and the round); trials a resumed sweep had recorded are kept or
+    continued (:func:`mutune.pipeline.recorded.recorded_trials`)."""
+    from mutune.pipeline.recorded import recorded_trials
+    from mutune.search.backends.ray_tune.run import GroupSpec
+    from mutune.search.searchers.space import trial_seeds
+
+    config = run.config
+    names = design_names(config)
+    tr = config.transfer
+    alloc = design_allocation(len(names), tr.confirm_replicates, tr.confirm_center_replicates)
+    pts = design_points(center, names, tr.confirm_step)
+    seeds = trial_seeds(config.seed, CONFIRM_SEED_BASE + 100 * round_ + index, sum(alloc))
+    hps = [p for p, n in zip(pts, alloc) for _ in range(n)]
+    group = f"c{round_}w{proxy.width}"
+    points = [{"hparams": p, "seed": seeds[k], "index": k, "key": f"{group}-t{k}"}
+              for k, p in enumerate(hps)]
+    new, resume = recorded_trials(run, points, seeds)
+    return GroupSpec(proxy.width, proxy.proxy_sweep_id, group, points=new, resume=resume,
+                     kind="confirm", on_progress=bind_progress(
+                         run.on_progress, f"confirm width {proxy.width}", len(points)))
+
+
 def confirm_widths(run: SweepRun, jobs: list[tuple[ProxyResult, int, dict[str, float]]], *,
                    round_: int = 0) -> list[Any]:
     """Train each job's design around its ``center`` at its ``proxy.width`` to ``max_t``
@@ -133,27 +172,11 @@ def confirm_widths(run: SweepRun, jobs: list[tuple[ProxyResult, int, dict[str, f
         SweepStopped: ``mutune cancel`` stopped it.
     """
     from mutune.errors import SweepStopped
-    from mutune.pipeline.recorded import recorded_trials
-    from mutune.search.backends.ray_tune.run import GroupSpec, run_groups
-    from mutune.search.searchers.space import trial_seeds
+    from mutune.search.backends.ray_tune.run import run_groups
 
     config = run.config
-    names = design_names(config)
-    tr = config.transfer
-    alloc = design_allocation(len(names), tr.confirm_replicates, tr.confirm_center_replicates)
-    specs = []
-    for proxy, index, center in jobs:
-        pts = design_points(center, names, tr.confirm_step)
-        seeds = trial_seeds(config.seed, CONFIRM_SEED_BASE + 100 * round_ + index, sum(alloc))
-        hps = [p for p, n in zip(pts, alloc) for _ in range(n)]
-        group = f"c{round_}w{proxy.width}"
-        points = [{"hparams": p, "seed": seeds[k], "index": k, "key": f"{group}-t{k}"}
-                  for k, p in enumerate(hps)]
-        new, resume = recorded_trials(run, points, seeds)
-        specs.append(GroupSpec(proxy.width, proxy.proxy_sweep_id, group, points=new,
-                               resume=resume, on_progress=bind_progress(
-                                   run.on_progress, f"confirm width {proxy.width}",
-                                   len(points))))
+    specs = [design_spec(run, proxy, index, center, round_=round_)
+             for proxy, index, center in jobs]
     widths = "-".join(f"w{p.width}" for p, _, _ in jobs)
     outcomes = run_groups(sorted(specs, key=lambda s: -s.width), task=run.task,
                           max_t=config.search.scheduler.max_t, recorder=run.recorder,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from mutune.config.spaces import clip_valid, is_categorical
+from mutune.config.spaces import clip_valid
 from mutune.errors import FitError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun
 
@@ -84,20 +84,22 @@ def confirm_proxies(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
     Returns:
         (the swept list with refitted ProxyResults, width → :class:`ConfirmState`).
     """
-    from mutune.pipeline.confirm_stage import confirm_widths
+    from mutune.pipeline.confirm_stage import confirm_widths, design_center
 
     if run.config.transfer.confirm_replicates == 0:
         return swept, {}
-    jobs = []
-    for i, (p, o) in enumerate(swept):
-        # categorical knobs at the rung's choice (its names' best trials), the rest at the
-        # sweep's best configuration
-        chosen = {n: p.optimum["optimum"][n] for n, d in run.config.search.space.items()
-                  if is_categorical(d) and n in (p.optimum.get("optimum") or {})}
-        jobs.append((p, i, {**run.config.search.fixed, **p.best_config, **chosen}))
+    # categorical knobs at the rung's choice (its names' best trials), the rest at the
+    # sweep's best configuration; a design already trained in the proxy run (it joined when
+    # its width was done) is kept with the centre it was trained around
+    early = run.early_designs
+    jobs = [(p, i, early[p.width][0] if p.width in early else design_center(run.config, p))
+            for i, (p, _) in enumerate(swept)]
+    todo = [j for j in jobs if j[0].width not in early]
+    # every other width's design in one Ray Tune run
+    ran = dict(zip([p.width for p, _, _ in todo], confirm_widths(run, todo) if todo else []))
     out, states = [], {}
-    # every width's design in one Ray Tune run
-    for (p, _, center), design, (_, o) in zip(jobs, confirm_widths(run, jobs), swept):
+    for (p, _, center), (_, o) in zip(jobs, swept):
+        design = early[p.width][1] if p.width in early else ran[p.width]
         state = ConfirmState(o, [design], center)
         states[p.width] = state
         out.append((_refit(run, p, state), o))

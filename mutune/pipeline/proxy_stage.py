@@ -15,7 +15,8 @@ from typing import Any
 from mutune.errors import SearchError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
-__all__ = ["sweep_widths", "sweep_width", "run_widths", "width_spec",
+__all__ = ["sweep_widths", "sweep_width", "run_widths", "early_designs", "design_follow_up",
+           "width_spec",
            "new_width", "width_result", "width_results", "align_optima", "record_best",
            "trial_curves", "proxy_settings", "width_seeds"]
 
@@ -55,12 +56,54 @@ def width_spec(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searc
                                                               search.num_samples))
 
 
-def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None) -> list[Any]:
+def early_designs(run: SweepRun) -> bool:
+    """Whether each width's first confirmation design joins the proxy run as soon as that
+    width's sweep is done: when confirmation is on and something continuous is searched,
+    and no budget is set (the budget admits every proxy trial before any design trial)."""
+    from mutune.pipeline.confirm_stage import trials_per_design
+
+    return trials_per_design(run.config) > 0 and run.budget is None
+
+
+def design_follow_up(run: SweepRun, specs: list[Any]) -> Any:
+    """The follow-up of a proxy run (:data:`~mutune.search.backends.ray_tune.joining.
+    FollowUp`): when a width's sweep is done, its best trial and optimum are recorded
+    (:func:`width_result`, kept in ``run.early_results``) and its first confirmation design
+    joins the run (kept in ``run.early_designs`` once the run ends). A width whose result
+    cannot be had yet (every trial diverged) gets no design here: the stages after the run
+    handle it as before."""
+    from mutune.errors import FitError
+    from mutune.pipeline.confirm_stage import design_center, design_spec
+
+    index = {s.group: (i, s) for i, s in enumerate(specs)}
+
+    def follow(group: str, outcome: Any) -> list[Any]:
+        if group not in index:
+            return []
+        i, s = index[group]
+        try:
+            p = width_result(run, s.width, s.proxy_sweep_id, outcome)
+        except (SearchError, FitError, ValueError):
+            return []
+        run.early_results[s.width] = p
+        center = design_center(run.config, p)
+        design = design_spec(run, p, i, center)
+        run.early_designs[s.width] = (center, design.group)
+        return [design]
+    return follow
+
+
+def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None,
+               designs: bool = False) -> list[Any]:
     """The proxy widths of ``specs`` (:func:`width_spec`) in **one** Ray Tune run: each width
     keeps its own scheduler core and searcher, all share the slots; new trials are taken
     from the widest width first (its trials are the longest; the smallest fill the tail;
-    :func:`~mutune.search.backends.ray_tune.run.run_groups`). Returns the RunOutcomes in
-    ``specs`` order.
+    :func:`~mutune.search.backends.ray_tune.run.run_groups`). With ``designs`` (a new
+    sweep, :func:`early_designs`), each width's first confirmation design joins the run
+    when that width is done (:func:`design_follow_up`): its trials take the slots ahead of
+    the widths still sweeping (designs in the order their widths finished), so the
+    designs overlap the other widths' tails instead of waiting for a run of their own.
+    Returns the RunOutcomes in ``specs`` order.
 
     Raises:
         SweepStopped: ``mutune cancel`` stopped it.
@@ -70,6 +113,7 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None) -> l
     config = run.config
     search, sched = config.search, config.search.scheduler
     widths = "-".join(f"w{s.width}" for s in specs)
+    follow = design_follow_up(run, specs) if designs else None
     outcomes = run_groups(sorted(specs, key=lambda s: -s.width), task=run.task,
                           max_t=sched.max_t, recorder=run.recorder, control=run.control,
                           sweep_id=run.sweep_id, kind="proxy", scheduler=sched,
@@ -80,10 +124,13 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None) -> l
                           checkpoint_every=config.train.checkpoint_every,
                           spot=config.cost.spot.model_dump(),
                           checkpoint_keep=config.train.checkpoint_keep,
-                          budget=run.budget, tracking=config.tracking)
+                          budget=run.budget, tracking=config.tracking, follow_up=follow)
     stopped = next((o.stopped for o in outcomes.values() if o.stopped is not None), None)
     if stopped is not None:
         raise SweepStopped("cancelled", stopped)
+    for w, (center, group) in list(run.early_designs.items()):
+        if isinstance(group, str):        # the joined design's outcome, now that it ended
+            run.early_designs[w] = (center, outcomes[group])
     return [outcomes[s.group] for s in specs]
 
 
@@ -133,8 +180,9 @@ def sweep_widths(run: SweepRun, widths: list[int]) -> list[tuple[ProxyResult, An
         SweepStopped: cancelled, or the budget ran out (``budget_exhausted``).
     """
     specs = [new_width(run, w, i) for i, w in enumerate(widths)]
-    return width_results(run, [(s.width, s.proxy_sweep_id, o)
-                               for s, o in zip(specs, run_widths(run, specs))])
+    return width_results(run, [(s.width, s.proxy_sweep_id, o) for s, o in
+                               zip(specs, run_widths(run, specs,
+                                                     designs=early_designs(run)))])
 
 
 def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any]:
@@ -160,8 +208,9 @@ def width_results(run: SweepRun, ran: list[tuple[int, int, Any]]
         SearchError: a width's trials all diverged or failed.
     """
     cut = run.budget.exhausted if run.budget is not None else None
-    if cut is None:
-        return [(width_result(run, w, ps, o), o) for w, ps, o in ran]
+    if cut is None:       # a width done inside the proxy run was recorded then
+        return [(run.early_results.get(w) or width_result(run, w, ps, o), o)
+                for w, ps, o in ran]
     kept = []
     for w, ps, o in ran:
         if any(t.reports for t in o.trials):

@@ -81,6 +81,12 @@ class SweepRun:
     started_at: float | None = None
     #: the Ray cluster's total resources (``ray.cluster_resources()``) once it is up
     resources: dict[str, float] | None = None
+    #: width → (centre, RunOutcome) of its first confirmation design when it was trained in
+    #: the proxy run, joining as soon as that width's sweep was done
+    #: (:func:`mutune.pipeline.proxy_stage.run_widths`)
+    early_designs: dict[int, tuple[dict[str, float], Any]] = field(default_factory=dict)
+    #: width → its ProxyResult, recorded when its sweep was done inside the proxy run
+    early_results: dict[int, ProxyResult] = field(default_factory=dict)
 
 
 @contextlib.contextmanager

@@ -136,3 +136,54 @@ def test_interrupted_trials_continue_first_and_dormant_ones_start_only_by_promot
     assert d.report("g-t1", 2, 0.1).action == "pause"
     act = d.next_action()
     assert (act.kind, act.key, act.point["restore_from"]) == (ActionKind.START, "g-t2", "/ckpt")
+
+
+def test_a_follow_up_group_joins_when_its_group_is_done_and_goes_ahead_of_the_rest():
+    a = ASHA(grace_period=1, reduction_factor=2, max_t=4)
+    b = ASHA(grace_period=1, reduction_factor=2, max_t=4)
+    d = SweepDriver([_group("w32", a, 2), _group("w16", b, 3)], concurrency=2)
+    joined = []
+
+    def design(name):
+        joined.append(name)
+        return [_group(f"c{name}", None, 2, max_t=4)]
+    d.when_done("w32", design)
+    d.when_done("w16", design)
+    assert [d.next_action().key for _ in range(2)] == ["w32-t0", "w32-t1"]
+    assert not d.group_done("w32")               # exhausted, but its trials still run
+    d.report("w32-t0", 4, 0.5)                   # runs to max_t: completed
+    assert not d.group_done("w32") and d.next_action().key == "w16-t0"
+    d.report("w32-t1", 1, 0.9)                   # rung 1 of 2: the worse half stops
+    assert d.group_done("w32") and not joined
+    act = d.next_action()                        # the follow-up joins at the free slot
+    assert joined == ["w32"] and (act.key, act.group) == ("cw32-t0", "cw32")
+    assert d.order == ["cw32", "w32", "w16"] and d.given == ("w32", "w16")
+    d.report("cw32-t0", 4, 0.4)
+    assert d.next_action().key == "cw32-t1"      # ahead of w16's new trials
+    for key in ("w16-t0", "cw32-t1"):
+        d.report(key, 4, 0.3)
+    assert [d.next_action().key for _ in range(2)] == ["w16-t1", "w16-t2"]
+    for key in ("w16-t1", "w16-t2"):
+        d.report(key, 4, 0.3)
+    assert d.next_action().key == "cw16-t0"      # w16 done: its follow-up joins behind cw32
+    assert d.order == ["cw32", "cw16", "w32", "w16"] and joined == ["w32", "w16"]
+    d.report("cw16-t0", 4, 0.2)
+    assert d.next_action().key == "cw16-t1"
+    d.report("cw16-t1", 4, 0.2)
+    assert d.next_action().kind is ActionKind.DONE
+    assert all(t.state == "ended" for t in d.trials.values()) and len(d.trials) == 9
+    assert d.groups["cw16"].searcher.state_dict()["events"][-1][0] == "complete"
+
+
+def test_joining_is_refused_for_a_taken_name_an_unknown_group_or_a_finished_sweep():
+    d = SweepDriver([_group("a", None, 1, max_t=1)], concurrency=1)
+    with pytest.raises(SearchError, match="exists"):
+        d.add_group(_group("a", None, 1))
+    with pytest.raises(SearchError, match="unknown group 'b'"):
+        d.when_done("b", lambda name: [])
+    with pytest.raises(SearchError, match="unknown group 'b'"):
+        d.group_done("b")
+    d.report(d.next_action().key, 1, 0.5)
+    assert d.next_action().kind is ActionKind.DONE
+    with pytest.raises(SearchError, match="the sweep is done"):
+        d.add_group(_group("b", None, 1))

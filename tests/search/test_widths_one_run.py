@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from mutune.pipeline import open_sweep
+from mutune.pipeline.gate import confirm_proxies
 from mutune.pipeline.proxy_stage import sweep_width, sweep_widths
 from mutune.search.schedulers.factory import scheduler_from_state
 from mutune.services.store import Store
@@ -32,7 +33,8 @@ def _per_width(rows):
     for w in sorted(set(ps_width.values())):
         trials = sorted((t["key"], t["config"], t["seed"], t["status"],
                          [(r["step"], r["metrics"]["val_loss"]) for r in t["reports"]])
-                        for t in rows["trials"] if ps_width[t["proxy_sweep_id"]] == w)
+                        for t in rows["trials"] if ps_width[t["proxy_sweep_id"]] == w
+                        and t["kind"] == "proxy")
         decisions = [(by_id[e["trial_id"]]["key"], e["milestone"], e["decision"], e["value"],
                       e["cutoff"]) for e in sorted(rows["events"], key=lambda e: e["seq"])
                      if ps_width[by_id[e["trial_id"]]["proxy_sweep_id"]] == w]
@@ -40,20 +42,44 @@ def _per_width(rows):
     return out
 
 
-def _sweep(cfg, tmp_path, name, together):
+def _designs(rows):
+    """key → (hparams, seed, status, [(step, val_loss)]) of every confirmation trial."""
+    return {t["key"]: (t["config"], t["seed"], t["status"],
+                       [(r["step"], r["metrics"]["val_loss"]) for r in t["reports"]])
+            for t in rows["trials"] if t["kind"] == "confirm"}
+
+
+def _sweep(cfg, tmp_path, name, together, confirm=False):
     with Store.open(f"sqlite:///{tmp_path / name}.db") as store:
         with open_sweep(cfg, store, out_dir=tmp_path / name) as run:
             if together:
                 got = sweep_widths(run, list(cfg.widths))
             else:
                 got = [sweep_width(run, w, i) for i, w in enumerate(cfg.widths)]
+            if confirm:                    # the designs not trained yet run after the sweep
+                got = (got, *confirm_proxies(run, got), dict(run.early_designs))
         return got, store.sweep_rows(run.sweep_id)
 
 
 def test_widths_swept_together_end_as_each_swept_alone(ray_local, tiny_config, tmp_path):
     cfg = _config(tiny_config, 1)
-    alone, rows_alone = _sweep(cfg, tmp_path, "alone", together=False)
-    together, rows = _sweep(cfg, tmp_path, "together", together=True)
+    (alone, confirmed_alone, _, early_alone), rows_alone = _sweep(
+        cfg, tmp_path, "alone", together=False, confirm=True)
+    (together, confirmed, _, early), rows = _sweep(cfg, tmp_path, "together",
+                                                   together=True, confirm=True)
+    # each width's design joined the proxy run when the width was done, and trained the
+    # same trials bit for bit as the designs run after the widths swept one by one
+    assert not early_alone and sorted(early) == sorted(cfg.widths)
+    assert _designs(rows) == _designs(rows_alone) and len(_designs(rows)) == 2 * 9
+    for (p, _), (q, _) in zip(confirmed, confirmed_alone):
+        assert (p.best_config, p.best_val_loss, p.optimum["optimum"]) == (
+            q.best_config, q.best_val_loss, q.optimum["optimum"])
+    # a design starts once its width is done (every proxy trial of that width reported
+    # its last) and goes ahead of the next width's new trials
+    seqs = {t["key"]: [r["seq"] for r in t["reports"]] for t in rows["trials"]}
+    wide = max(cfg.widths)
+    assert min(s[0] for k, s in seqs.items() if k.startswith(f"c0w{wide}-")) > max(
+        s[-1] for k, s in seqs.items() if k.startswith(f"w{wide}-"))
     want, got = _per_width(rows_alone), _per_width(rows)
     assert sorted(got) == list(cfg.widths)
     for w in cfg.widths:
@@ -80,6 +106,13 @@ def test_widths_swept_together_end_as_each_swept_alone(ray_local, tiny_config, t
 def test_a_width_starts_while_another_width_still_runs(ray_local, tiny_config, tmp_path):
     cfg = _config(tiny_config, 2)
     together, rows = _sweep(cfg, tmp_path, "overlap", together=True)
+    # the widest width's design started while the narrow width's sweep still ran
+    kinds = {t["key"]: t for t in rows["trials"]}
+    narrow_end = max(r["seq"] for t in rows["trials"] if t["key"].startswith(
+        f"w{min(cfg.widths)}-") for r in t["reports"])
+    assert min(r["seq"] for k, t in kinds.items() if k.startswith(f"c0w{max(cfg.widths)}-")
+               for r in t["reports"]) < narrow_end
+    assert {t["kind"] for k, t in kinds.items() if k.startswith("c0w")} == {"confirm"}
     assert [p.width for p, _ in together] == list(cfg.widths)
     trials = {p.width: o.trials for p, o in together}
     wide, narrow = max(cfg.widths), min(cfg.widths)

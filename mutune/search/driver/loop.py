@@ -26,6 +26,11 @@ knows it — at the judging report, at ``finish()``, or when the backend says it
 slot the searcher's log (:meth:`~mutune.search.searchers.Searcher.state_dict`) is therefore the
 same under Ray as in the simulator for the same curves.
 
+A group may join while the sweep runs (:meth:`SweepDriver.when_done`): when one group is done
+— nothing left to propose, every trial ended — a hook may hand groups that start from the
+next free slot on, ahead of the groups given at the start (a proxy width's confirmation
+design overlapping the other widths' trials).
+
 Trial keys are the driver's: ``key_of(index)`` of the group (``t0``, ``t1``, … by default);
 backends map their own ids to them.
 """
@@ -74,12 +79,16 @@ class SweepDriver:
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise SearchError(f"concurrency = {concurrency!r}: must be an integer >= 1")
         self.groups = {g.name: g for g in groups}
-        self.order = names
+        #: the groups new trials are taken from, in order (joined groups included);
+        #: ``given``: the groups given at the start
+        self.order, self.given = list(names), tuple(names)
         self.concurrency, self.metric, self.admission = concurrency, metric, admission
         self.trials: dict[str, TrialState] = {}
         self._running = 0
         self._queue: list[str] = []
         self._done = False
+        self._hooks: dict[str, Callable[[str], Sequence[Group]]] = {}
+        self._joined = 0
         #: what the driver fed the cores, in order: ("report", group, key, step, value),
         #: ("promote", group, key), ("finish", group) — the recorded order of a sweep
         self.core_log: list[tuple[Any, ...]] = []
@@ -129,6 +138,60 @@ class SweepDriver:
             raise SearchError(f"trial {key!r} is not a trial of this sweep")
         return t
 
+    def group_done(self, name: str) -> bool:
+        """True when group ``name`` can get no more trials and has none left: its searcher is
+        exhausted (or the budget closed) and every trial it proposed has ended — none
+        running, waiting to start, or paused at a rung (a paused trial may still be
+        promoted). Its core then sees no more reports, so its decisions are final.
+
+        Raises:
+            SearchError: an unknown group.
+        """
+        g = self.groups.get(name)
+        if g is None:
+            raise SearchError(f"unknown group {name!r}; groups: {self.order}")
+        if not (g.searcher.exhausted or self._budget_closed()):
+            return False
+        return all(t.state == "ended" for t in self.trials.values() if t.group == name)
+
+    def when_done(self, name: str, hook: Callable[[str], Sequence[Group]]) -> None:
+        """Call ``hook(name)`` at the first free slot after group ``name`` is done
+        (:meth:`group_done`); the groups it returns join the sweep (:meth:`add_group`) ahead
+        of the groups given at the start and behind those that joined earlier, so at
+        concurrency 1 the order stays reproducible. A hook is called once.
+
+        Raises:
+            SearchError: an unknown group.
+        """
+        if name not in self.groups:
+            raise SearchError(f"unknown group {name!r}; groups: {self.order}")
+        self._hooks[name] = hook
+
+    def _join(self) -> None:
+        for name in [n for n in self._hooks if self.group_done(n)]:
+            for g in self._hooks.pop(name)(name):
+                self.add_group(g, first=True)
+
+    def add_group(self, group: Group, *, first: bool = True) -> None:
+        """Add a group while the sweep runs (e.g. a proxy width's confirmation design once
+        that width's sweep is done): its trials share the slots from the next free one on.
+        ``first``: its new trials are taken before every other group's (promotions still
+        come first); else after them.
+
+        Raises:
+            SearchError: the sweep is done, or the name is taken.
+        """
+        if self._done:
+            raise SearchError(f"group {group.name!r}: the sweep is done, no group can join")
+        if group.name in self.groups:
+            raise SearchError(f"group names must be unique: {group.name!r} exists")
+        self.groups[group.name] = group
+        if first:       # behind the groups that joined before it
+            self.order.insert(self._joined, group.name)
+            self._joined += 1
+        else:
+            self.order.append(group.name)
+
     def _new_trials_left(self) -> bool:
         if self._queue:
             return True
@@ -161,6 +224,8 @@ class SweepDriver:
         """
         if self._done:
             return Action(ActionKind.DONE)
+        if self._hooks:
+            self._join()
         if self.running >= self.concurrency:
             return Action(ActionKind.WAIT)
         cand = None if self._budget_closed() else self._candidate()

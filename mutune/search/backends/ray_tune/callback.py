@@ -44,7 +44,7 @@ class SweepBook(Callback):
         recorder: where trial rows go (the results store, or a MemoryRecorder in tests).
         control: heartbeats go here (usually the same store).
         sweep_id, proxy_sweep_id: ids from the recorder (proxy_sweep_id None for the target).
-        kind: ``proxy`` or ``target``.
+        kind: ``proxy``, ``confirm`` or ``target`` (a group's own: :attr:`kinds`).
         width: model width of the run's trials (default of :attr:`groups`).
         max_t: steps a completed trial reaches.
         devices: devices granted per trial; device_kind: e.g. ``cpu``.
@@ -64,7 +64,8 @@ class SweepBook(Callback):
     Trials are identified by ``point["key"]``, the driver's key: a resumed sweep continues a
     trial under a new Ray trial id and the same key. A run of several groups (widths) sets
     :attr:`groups`: group → (width, proxy sweep id, on_progress); a trial is recorded with
-    its group's width and proxy sweep, and its group's core and searcher state is saved.
+    its group's width and proxy sweep (and kind, :attr:`kinds`), and its group's core and
+    searcher state is saved.
     """
 
     def __init__(self, recorder: TrialRecorder, *, control: SweepControl | None = None,
@@ -96,6 +97,8 @@ class SweepBook(Callback):
         self.last_seq = 0
         self._last_beat = time.monotonic()
         self.groups: dict[str, tuple[int, int | None, Any]] = {}
+        #: group → the kind its trials are recorded as, where it differs from :attr:`kind`
+        self.kinds: dict[str, str] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # Ray Tune pickles its run config (callbacks, scheduler) into its experiment snapshot
@@ -103,7 +106,7 @@ class SweepBook(Callback):
         # driver or callbacks: mutune resumes from its own database, never from that snapshot.
         state = dict(self.__dict__)
         state.update(recorder=None, control=None, seq=None, on_progress=None,
-                     on_started=None, driver=None, groups={})
+                     on_started=None, driver=None, groups={}, kinds={})
         return state
 
     def _next_seq(self) -> int:
@@ -115,7 +118,7 @@ class SweepBook(Callback):
         if self.driver is None:
             return None
         t = self.driver.trials.get(key)
-        return t.group if t is not None else self.driver.order[0]
+        return t.group if t is not None else self.driver.given[0]
 
     def core_of(self, key: str) -> Any:
         """The scheduler core of trial ``key``'s group (None: the target run)."""
@@ -146,9 +149,10 @@ class SweepBook(Callback):
             self.recorder.trial_resumed(old.trial_id, reason)
             rec_id = old.trial_id
         else:
-            width, ps_id, _ = self.groups.get(self.group_of(key) or "",
-                                              (self.width, self.proxy_sweep_id, None))
-            rec_id = self.recorder.trial_started(self.sweep_id, ps_id, self.kind, key,
+            group = self.group_of(key) or ""
+            width, ps_id, _ = self.groups.get(group, (self.width, self.proxy_sweep_id, None))
+            rec_id = self.recorder.trial_started(self.sweep_id, ps_id,
+                                                 self.kinds.get(group, self.kind), key,
                                                  width, point["hparams"], int(point["seed"]))
             self.trials[trial.trial_id] = TrialRecord(key, rec_id, point, now,
                                                       segment_start=now)

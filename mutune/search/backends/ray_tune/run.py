@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,8 @@ from mutune.config import RayConfig, SchedulerConfig
 from mutune.errors import SearchError
 from mutune.search.backends.ray_tune.callback import SweepBook
 from mutune.search.backends.ray_tune.cluster import slots, tracking_callbacks
+from mutune.search.backends.ray_tune.groups import (GroupSpec, ResumeState, RunOutcome,
+                                                    driver_group, nothing_to_run)
 from mutune.search.backends.ray_tune.records import TrialRecord
 from mutune.search.backends.ray_tune.retention import checkpoint_bytes_on_disk
 from mutune.search.budget import BudgetAdmission
@@ -41,100 +42,6 @@ def make_core(scheduler: SchedulerConfig, *, mode: str, seed: int) -> Scheduler:
                           grace_period=scheduler.grace_period,
                           reduction_factor=scheduler.reduction_factor, max_t=scheduler.max_t,
                           mode=mode, seed=seed)
-
-
-@dataclass
-class RunOutcome:
-    """The trials of one Ray Tune run, as the driver recorded them, the scheduler core and the
-    searcher (their ``state_dict()`` is what a resume needs)."""
-    trials: list[TrialRecord]
-    core: Any
-    searcher: Any = None
-    #: why the run was stopped from outside (``mutune cancel``), None when it ran to its end
-    stopped: str | None = None
-    #: the run's driver (None for an outcome rebuilt from the database)
-    driver: Any = None
-
-
-@dataclass
-class ResumeState:
-    """What an interrupted run leaves to continue (built by the pipeline from the database).
-
-    Attributes:
-        points: the unfinished trials' points, each with its ``key`` and ``restore_from``
-            (checkpoint folder, or None to start over), in their original order.
-        records: key → the unfinished trial's :class:`TrialRecord` (database id, reports).
-        finished: the trials that had already ended (kept in the outcome).
-        dormant: key → point of the trials paused at a rung (promotion ASHA): issued only
-            when the scheduler promotes them, stopped by its ``finish()`` otherwise.
-    """
-    points: list[dict[str, Any]]
-    records: dict[str, TrialRecord]
-    finished: list[TrialRecord]
-    dormant: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-@dataclass
-class GroupSpec:
-    """One group of a Ray Tune run: the trials of one width (a proxy sweep's, or one
-    confirmation design's).
-
-    Attributes:
-        width: the trials' model width (each trial's point carries it).
-        proxy_sweep_id: the recorder's proxy sweep row (None: the target run).
-        group: the driver group's name, prefix of new trial keys (e.g. ``w64``).
-        points, searcher, seeds, replicates: the trials, as :func:`run_trials` takes them.
-        core: the scheduler core to continue (default: a fresh one from the run's
-            ``scheduler`` settings).
-        resume: the group's unfinished trials of an interrupted run (:class:`ResumeState`).
-        on_progress: (finished, started) of this group's trials after each change.
-        diverge_above: step → the limit above which a report diverges
-            (:class:`~mutune.search.driver.Group`).
-        task: the group's own :class:`~mutune.proxies.task.ProxyTask` (another depth or
-            depth parametrization; its points name it), or None: the run's.
-    """
-    width: int
-    proxy_sweep_id: int | None
-    group: str
-    points: list[dict[str, Any]] | None = None
-    searcher: Any = None
-    seeds: list[int] | None = None
-    replicates: int = 1
-    core: Any = None
-    resume: "ResumeState | None" = None
-    on_progress: Callable[[int, int], None] | None = None
-    diverge_above: dict[int, float] | None = None
-    task: Any = None
-
-    def tags(self) -> dict[str, Any]:
-        """What each of the group's points carries: its width, and the name of its own task."""
-        return {"width": self.width, **({"task": self.group} if self.task is not None else {})}
-
-
-def _key_of(points: list[dict[str, Any]] | None, group: str, i: int) -> str:
-    """Trial i's key: the point's own ``key`` when the caller gave one (a resumed design
-    keeps the keys of its recorded trials), else ``{group}-t{i}``."""
-    if points is not None and i < len(points) and points[i].get("key"):
-        return str(points[i]["key"])
-    return f"{group}-t{i}"
-
-
-def _make_point(points: list[dict[str, Any]] | None, seeds: list[int] | None,
-                replicates: int, tags: dict[str, Any]) -> Callable[[int, dict], dict]:
-    if points is not None:
-        given = [{**p, **tags} for p in points]
-        return lambda i, hp: dict(given[i])
-    r = max(replicates, 1)
-    if seeds is None or len(seeds) % r:
-        raise SearchError(f"{0 if seeds is None else len(seeds)} seeds for {r} replicates "
-                          "per trial")
-
-    def make_point(i: int, hp: dict) -> dict:
-        # ``replicates`` seeds per trial: trial i trains seeds[i·r : (i+1)·r] in lockstep
-        own = [int(x) for x in seeds[i * r:(i + 1) * r]]
-        return {"hparams": hp, "seed": own[0], "index": i, **tags,
-                **({"replicate_seeds": own} if r > 1 else {})}
-    return make_point
 
 
 def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, max_t: int,
@@ -191,37 +98,6 @@ def run_trials(points: list[dict[str, Any]] | None, *, task: Any, width: int, ma
                       checkpoint_max_share=checkpoint_max_share)[spec.group]
 
 
-def _driver_group(spec: GroupSpec, core: Any, max_t: int) -> tuple[Any, Any]:
-    """The driver :class:`~mutune.search.driver.Group` of ``spec`` and its searcher.
-
-    Raises:
-        SearchError: neither points nor a searcher with seeds.
-    """
-    from mutune.search.driver import Group
-    from mutune.search.searchers.simple import FixedSearcher
-
-    points, resume, searcher = spec.points, spec.resume, spec.searcher
-    if points is not None and not points and resume is not None and resume.points:
-        # only continued trials (a resumed target): a searcher with nothing left to propose
-        searcher = FixedSearcher([p["hparams"] for p in resume.points])
-        for p in resume.points:
-            searcher.suggest(str(p["key"]))
-    elif points is not None:
-        searcher = FixedSearcher([p["hparams"] for p in points])
-    elif searcher is None or spec.seeds is None:
-        raise SearchError(f"group {spec.group}: a run needs points, or a searcher and seeds")
-    make_point = _make_point(points, spec.seeds, spec.replicates, spec.tags())
-    return Group(spec.group, searcher, core, max_t, make_point=make_point,
-                 key_of=lambda i: _key_of(points, spec.group, i),
-                 diverge_above=spec.diverge_above), searcher
-
-
-def _nothing_to_run(spec: GroupSpec) -> bool:
-    """A resumed design or target that had ended: nothing to start or continue."""
-    return (spec.points is not None and not spec.points
-            and (spec.resume is None or not spec.resume.points))
-
-
 def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: TrialRecorder,
                sweep_id: int, kind: str, scheduler: SchedulerConfig | None, metric: str,
                mode: str, ray_cfg: RayConfig, storage: Path, name: str,
@@ -233,7 +109,8 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
                tracking: Any = None, checkpoint_keep: int = 1,
                trainable: Callable[..., Any] | None = None,
                keep_final: bool = False,
-               checkpoint_max_share: float | None = None) -> dict[str, RunOutcome]:
+               checkpoint_max_share: float | None = None,
+               follow_up: Any = None) -> dict[str, RunOutcome]:
     """Run the trials of every group in ``specs`` — one width each — up to ``max_t`` steps
     each, in **one** Ray Tune run: the groups share the run's slots (``ray.num_cpus`` /
     ``ray.cpus_per_trial`` …), so no width waits for another width's tail, while each keeps
@@ -269,13 +146,16 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
         trainable: the Ray function trainable (default: :func:`train_trial` on ``task``).
         keep_final: also checkpoint each trial's trained model at ``max_t`` (the target run:
             its model is kept and exported).
+        follow_up: (group, its outcome) → groups that join the run once that group is done
+            (:data:`~.joining.FollowUp`; a width's confirmation design), or None. Not with
+            groups that carry their own task.
     Returns:
         Group name → its RunOutcome (its trials in a terminal state, its core and searcher;
-        the driver is shared); ``stopped`` holds the reason when ``control.stop_requested``
-        ended the run early (its unfinished trials ``cancelled``).
+        the driver is shared) — the joined groups' too; ``stopped`` holds the reason when
+        ``control.stop_requested`` ended the run early (its unfinished trials ``cancelled``).
     Raises:
-        SearchError: a group with neither points nor a searcher with seeds, no group, or
-            duplicate group names.
+        SearchError: a group with neither points nor a searcher with seeds, no group,
+            duplicate group names, or ``follow_up`` with groups of their own task.
     """
     from ray import tune
 
@@ -292,15 +172,15 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
     def finished(spec: GroupSpec) -> list[TrialRecord]:
         return list(spec.resume.finished) if spec.resume else []
 
-    live = [s for s in specs if not _nothing_to_run(s)]
-    out = {s.group: RunOutcome(finished(s), None) for s in specs if _nothing_to_run(s)}
+    live = [s for s in specs if not nothing_to_run(s)]
+    out = {s.group: RunOutcome(finished(s), None) for s in specs if nothing_to_run(s)}
     if not live:
         return out
     if control is None and hasattr(recorder, "stop_requested"):
         control = recorder  # type: ignore[assignment]
     cores = {s.group: s.core if s.core is not None or scheduler is None
              else make_core(scheduler, mode=mode, seed=scheduler_seed) for s in live}
-    built = {s.group: _driver_group(s, cores[s.group], max_t) for s in live}
+    built = {s.group: driver_group(s, cores[s.group], max_t) for s in live}
     gpus = ray_cfg.gpus_per_trial
     log_dir = str(Path(storage).resolve() / "trial_logs" / name)
     first = live[0]
@@ -326,16 +206,26 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
         dormant={s.group: {k: {**p, **s.tags()} for k, p in s.resume.dormant.items()}
                  for s in live if s.resume and s.resume.dormant} or None)
     book.driver = driver
+    joiner = None
+    if follow_up is not None:
+        from mutune.search.backends.ray_tune.joining import Joiner
+
+        if any(s.task is not None for s in live):
+            raise SearchError("follow-up groups join only runs whose groups share one task")
+        joiner = Joiner(driver, book, follow_up, cores, built, max_t)
+        for s in live:
+            joiner.watch(s.group)
     book.remote = remote_store(ray_cfg, name)
     if budget is not None:
         budget.register(book)
 
     def outcomes(reason: str | None) -> dict[str, RunOutcome]:
-        for s in live:
+        ran = [*live, *(joiner.joined if joiner is not None else [])]
+        for s in ran:
             mine = [r for r in book.trials.values() if book.group_of(r.key) == s.group]
             out[s.group] = RunOutcome(finished(s) + mine, cores[s.group],
                                       built[s.group][1], reason, driver)
-        return {s.group: out[s.group] for s in specs}
+        return {s.group: out[s.group] for s in [*specs, *ran[len(live):]]}
 
     stopper = CancelStopper(control, sweep_id)
     if stopper.check() is not None:

@@ -1,0 +1,142 @@
+"""What one Ray Tune run is made of: its groups (:class:`GroupSpec`, one width's trials each),
+what an interrupted group continues (:class:`ResumeState`), what each group produced
+(:class:`RunOutcome`), and how a group becomes the driver's
+(:func:`driver_group`). :mod:`.run` runs them; :mod:`.joining` adds groups while a run goes on.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mutune.errors import SearchError
+from mutune.search.backends.ray_tune.records import TrialRecord
+
+__all__ = ["RunOutcome", "ResumeState", "GroupSpec", "driver_group", "nothing_to_run"]
+
+
+@dataclass
+class RunOutcome:
+    """The trials of one Ray Tune run, as the driver recorded them, the scheduler core and the
+    searcher (their ``state_dict()`` is what a resume needs)."""
+    trials: list[TrialRecord]
+    core: Any
+    searcher: Any = None
+    #: why the run was stopped from outside (``mutune cancel``), None when it ran to its end
+    stopped: str | None = None
+    #: the run's driver (None for an outcome rebuilt from the database)
+    driver: Any = None
+
+
+@dataclass
+class ResumeState:
+    """What an interrupted run leaves to continue (built by the pipeline from the database).
+
+    Attributes:
+        points: the unfinished trials' points, each with its ``key`` and ``restore_from``
+            (checkpoint folder, or None to start over), in their original order.
+        records: key → the unfinished trial's :class:`TrialRecord` (database id, reports).
+        finished: the trials that had already ended (kept in the outcome).
+        dormant: key → point of the trials paused at a rung (promotion ASHA): issued only
+            when the scheduler promotes them, stopped by its ``finish()`` otherwise.
+    """
+    points: list[dict[str, Any]]
+    records: dict[str, TrialRecord]
+    finished: list[TrialRecord]
+    dormant: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class GroupSpec:
+    """One group of a Ray Tune run: the trials of one width (a proxy sweep's, or one
+    confirmation design's).
+
+    Attributes:
+        width: the trials' model width (each trial's point carries it).
+        proxy_sweep_id: the recorder's proxy sweep row (None: the target run).
+        group: the driver group's name, prefix of new trial keys (e.g. ``w64``).
+        points, searcher, seeds, replicates: the trials, as :func:`run_trials` takes them.
+        core: the scheduler core to continue (default: a fresh one from the run's
+            ``scheduler`` settings).
+        resume: the group's unfinished trials of an interrupted run (:class:`ResumeState`).
+        on_progress: (finished, started) of this group's trials after each change.
+        diverge_above: step → the limit above which a report diverges
+            (:class:`~mutune.search.driver.Group`).
+        task: the group's own :class:`~mutune.proxies.task.ProxyTask` (another depth or
+            depth parametrization; its points name it), or None: the run's.
+        kind: the trials' recorded kind (``proxy``, ``confirm`` …), or None: the run's.
+    """
+    width: int
+    proxy_sweep_id: int | None
+    group: str
+    points: list[dict[str, Any]] | None = None
+    searcher: Any = None
+    seeds: list[int] | None = None
+    replicates: int = 1
+    core: Any = None
+    resume: "ResumeState | None" = None
+    on_progress: Callable[[int, int], None] | None = None
+    diverge_above: dict[int, float] | None = None
+    task: Any = None
+    kind: str | None = None
+
+    def tags(self) -> dict[str, Any]:
+        """What each of the group's points carries: its width, and the name of its own task."""
+        return {"width": self.width, **({"task": self.group} if self.task is not None else {})}
+
+
+def _key_of(points: list[dict[str, Any]] | None, group: str, i: int) -> str:
+    """Trial i's key: the point's own ``key`` when the caller gave one (a resumed design
+    keeps the keys of its recorded trials), else ``{group}-t{i}``."""
+    if points is not None and i < len(points) and points[i].get("key"):
+        return str(points[i]["key"])
+    return f"{group}-t{i}"
+
+
+def _make_point(points: list[dict[str, Any]] | None, seeds: list[int] | None,
+                replicates: int, tags: dict[str, Any]) -> Callable[[int, dict], dict]:
+    if points is not None:
+        given = [{**p, **tags} for p in points]
+        return lambda i, hp: dict(given[i])
+    r = max(replicates, 1)
+    if seeds is None or len(seeds) % r:
+        raise SearchError(f"{0 if seeds is None else len(seeds)} seeds for {r} replicates "
+                          "per trial")
+
+    def make_point(i: int, hp: dict) -> dict:
+        # ``replicates`` seeds per trial: trial i trains seeds[i·r : (i+1)·r] in lockstep
+        own = [int(x) for x in seeds[i * r:(i + 1) * r]]
+        return {"hparams": hp, "seed": own[0], "index": i, **tags,
+                **({"replicate_seeds": own} if r > 1 else {})}
+    return make_point
+
+
+def driver_group(spec: GroupSpec, core: Any, max_t: int) -> tuple[Any, Any]:
+    """The driver :class:`~mutune.search.driver.Group` of ``spec`` and its searcher.
+
+    Raises:
+        SearchError: neither points nor a searcher with seeds.
+    """
+    from mutune.search.driver import Group
+    from mutune.search.searchers.simple import FixedSearcher
+
+    points, resume, searcher = spec.points, spec.resume, spec.searcher
+    if points is not None and not points and resume is not None and resume.points:
+        # only continued trials (a resumed target): a searcher with nothing left to propose
+        searcher = FixedSearcher([p["hparams"] for p in resume.points])
+        for p in resume.points:
+            searcher.suggest(str(p["key"]))
+    elif points is not None:
+        searcher = FixedSearcher([p["hparams"] for p in points])
+    elif searcher is None or spec.seeds is None:
+        raise SearchError(f"group {spec.group}: a run needs points, or a searcher and seeds")
+    make_point = _make_point(points, spec.seeds, spec.replicates, spec.tags())
+    return Group(spec.group, searcher, core, max_t, make_point=make_point,
+                 key_of=lambda i: _key_of(points, spec.group, i),
+                 diverge_above=spec.diverge_above), searcher
+
+
+def nothing_to_run(spec: GroupSpec) -> bool:
+    """A resumed design or target that had ended: nothing to start or continue."""
+    return (spec.points is not None and not spec.points
+            and (spec.resume is None or not spec.resume.points))

@@ -1,0 +1,65 @@
+"""Groups that join a running Ray Tune run: when one group is done, a follow-up (e.g. that
+width's confirmation design) starts in the slots the other groups leave free, instead of
+waiting for the whole run to end and paying a new run's start-up.
+
+:class:`Joiner` is the Ray backend's side of :meth:`mutune.search.driver.SweepDriver.
+when_done`: at the first free slot after a group is done, it hands the caller's
+``follow_up`` that group's :class:`~.groups.RunOutcome` (its trials as the book holds them,
+its core and searcher: every decision of the group is final), turns the
+:class:`~.groups.GroupSpec` values it returns into driver groups, and registers them with the
+run's book (their width, proxy sweep row, recorded kind and progress callback).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mutune.search.backends.ray_tune.groups import GroupSpec, RunOutcome, driver_group
+
+__all__ = ["FollowUp", "Joiner"]
+
+#: (name of the group that is done, its outcome so far) → the groups that join the run
+FollowUp = Callable[[str, RunOutcome], list[GroupSpec]]
+
+
+class Joiner:
+    """Add the follow-up groups of a run's groups as each is done.
+
+    Args:
+        driver: the run's :class:`~mutune.search.driver.SweepDriver`.
+        book: the run's :class:`~.callback.SweepBook`.
+        follow_up: see :data:`FollowUp`; it must not raise for a group it cannot follow
+            (return ``[]``: the caller then does that group's follow-up after the run).
+        cores, built: the run's group → scheduler core, and group → (driver group,
+            searcher); joined groups are added to both.
+        max_t: steps a completed trial reaches.
+    Attributes:
+        joined: the specs that joined, in joining order.
+    """
+
+    def __init__(self, driver: Any, book: Any, follow_up: FollowUp,
+                 cores: dict[str, Any], built: dict[str, tuple[Any, Any]], max_t: int) -> None:
+        self.driver, self.book, self.follow_up = driver, book, follow_up
+        self.cores, self.built, self.max_t = cores, built, max_t
+        self.joined: list[GroupSpec] = []
+
+    def watch(self, group: str) -> None:
+        """Follow ``group`` up when it is done."""
+        self.driver.when_done(group, self._done)
+
+    def outcome(self, group: str) -> RunOutcome:
+        """The group's outcome as the book holds it now (trials in start order)."""
+        trials = [r for r in self.book.trials.values() if self.book.group_of(r.key) == group]
+        return RunOutcome(trials, self.cores[group], self.built[group][1], None, self.driver)
+
+    def _done(self, group: str) -> list[Any]:
+        groups = []
+        for spec in self.follow_up(group, self.outcome(group)):
+            g, searcher = driver_group(spec, None, self.max_t)
+            self.cores[spec.group], self.built[spec.group] = None, (g, searcher)
+            self.book.groups[spec.group] = (spec.width, spec.proxy_sweep_id, spec.on_progress)
+            if spec.kind is not None:
+                self.book.kinds[spec.group] = spec.kind
+            self.joined.append(spec)
+            groups.append(g)
+        return groups
