@@ -49,8 +49,11 @@ def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> Pipelin
     """The stages after the proxy sweeps, for a new sweep and a resumed one alike: each
     width's optimum at the full horizon (its confirmation design, :func:`confirm_proxies`;
     with ``transfer.confirm_replicates`` 0 at one common rung, :func:`align_optima`), the
-    transfer rules and the gate (:func:`gate_rules`), the loss law's prediction, the target
-    run (if the budget admits it), watched against the best proxy's curve, and the ledger.
+    transfer rules and the gate (:func:`gate_rules`), the target run (if the budget admits
+    it), watched against the best proxy's curve, the loss law's prediction of the target's
+    loss (fitted on the proxies alone; before the target when a budget needs it to admit
+    the run, else after, so the held devices do not wait on it), the widest width's
+    hyperparameter importance, and the ledger.
 
     Args:
         swept: (ProxyResult, RunOutcome) per proxy width, in width order.
@@ -64,14 +67,26 @@ def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> Pipelin
     else:
         swept, states = confirm_proxies(run, swept)
     widest_w, widest = swept[-1][0].width, swept[-1][1]
-    run.recorder.law_fitted(run.sweep_id, proxy_importance(run.config, widest_w, widest))
-    swept, rules, target_hp, settings, gate = gate_rules(run, swept, states)
+
+    def importance() -> None:
+        run.recorder.law_fitted(run.sweep_id, proxy_importance(run.config, widest_w, widest))
+    # the loss law is needed before the target only to admit it under a budget; otherwise
+    # it and the importance (proxy data alone) are fitted once the target has released the
+    # devices, which then do not wait on them
+    try:
+        swept, rules, target_hp, settings, gate = gate_rules(run, swept, states)
+        law = predict_target_loss(run, swept, target_hp) if run.budget is not None else None
+        admit_target(run, law or {})
+    except SweepStopped:       # stopped before the target: the importance is still told
+        importance()
+        raise
     proxies = [p for p, _ in swept]
-    law = predict_target_loss(run, swept, target_hp)
-    admit_target(run, law)
     designs = [d for s in states.values() for d in s.designs]
     target, trec = train_target(run, target_hp, settings,
                                 watch=proxy_curve(run.config, swept, designs))
+    importance()
+    if law is None:
+        law = predict_target_loss(run, swept, target_hp)
     if law.get("predicted_val_loss") is not None:
         target["predicted_val_loss"] = law["predicted_val_loss"]
         target["predicted_val_loss_interval"] = law["predicted_val_loss_interval"]

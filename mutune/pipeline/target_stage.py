@@ -135,7 +135,9 @@ def watch_target(watch: dict[str, Any] | None, reports: list[dict[str, Any]],
 
 def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                         target_hp: dict[str, float]) -> dict[str, Any]:
-    """Before the target run: fit the loss law on each proxy width's best loss at equal budget
+    """From the proxies alone (before the target run under a budget, which admits it by the
+    law's parameter counts; else after it, :func:`mutune.pipeline.main_job.finish_sweep`):
+    fit the loss law on each proxy width's best loss at equal budget
     (its value at the chosen rung, the highest holding at least 3 trials — trials that merely
     completed are not the best, asynchronous ASHA lets early arrivals finish) against the
     width's parameter count, predict the target's loss, and record the law.

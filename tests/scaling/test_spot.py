@@ -76,3 +76,16 @@ def test_cadence_holds_checkpoints_back_to_a_share_of_the_time():
     for bad in (0.0, 1.5, -0.1):
         with pytest.raises(ValueError, match="max_share"):
             Cadence(2, start_step=0, max_share=bad)
+
+
+def test_a_run_that_saves_its_final_model_skips_a_checkpoint_within_one_interval_of_it():
+    # every 20 steps, the final model saved at 200: nothing periodic at 190 (10 steps before)
+    c = Cadence(20, start_step=0, max_share=1.0, final_step=200)
+    assert c.due(20) and c.due(180) and not c.due(181) and not c.due(190)
+    c.wrote(180, 0.0)
+    assert not c.due(199)
+    short = Cadence(10, start_step=0, max_share=0.05, final_step=15)
+    assert not short.due(10)        # a run under two intervals: its final save only
+    # without a share the interval is kept exactly, final save or not
+    exact = Cadence(20, start_step=0, final_step=200)
+    assert exact.due(190)

@@ -12,6 +12,10 @@ measure C.
 periodic checkpoint back until the seconds since the last one are at least the mean checkpoint
 seconds ÷ ``max_share``: periodic checkpoints then take at most about that share of the run,
 however large the model (a checkpoint of C seconds every C/f seconds costs f of the time).
+With it, a run that saves its final model anyway (``final_step``: the target's kept model at
+max_t) skips a periodic checkpoint fewer than N steps before that step: the final save comes
+sooner than the next interval would, so the periodic one would protect less than one interval
+of work for a whole checkpoint's seconds.
 """
 from __future__ import annotations
 
@@ -31,13 +35,17 @@ class Cadence:
             for ``auto``.
         max_share: with ``every`` steps, the largest share (0, 1] of the time the periodic
             checkpoints may take; None: every interval is kept exactly.
+        final_step: the step at which the trial checkpoints anyway (its final model is
+            kept), or None; with ``max_share``, no periodic checkpoint is due within
+            ``every`` steps before it.
     Raises:
         ValueError: ``auto`` without ``spot["mtbp_s"]``, a negative step count, or
             ``max_share`` outside (0, 1].
     """
 
     def __init__(self, every: int | str | None, *, start_step: int,
-                 spot: dict[str, Any] | None = None, max_share: float | None = None) -> None:
+                 spot: dict[str, Any] | None = None, max_share: float | None = None,
+                 final_step: int | None = None) -> None:
         self.auto = every == "auto"
         self.every = 0 if self.auto else int(every or 0)
         if self.every < 0:
@@ -50,6 +58,7 @@ class Cadence:
         if max_share is not None and not 0.0 < float(max_share) <= 1.0:
             raise ValueError(f"checkpoint max_share = {max_share}: must be in (0, 1]")
         self.max_share = None if max_share is None else float(max_share)
+        self.final_step = None if final_step is None else int(final_step)
         self.last_step = int(start_step)
         self.last_t = time.perf_counter()
         self.n, self.seconds = 0, 0.0
@@ -71,7 +80,11 @@ class Cadence:
             return tau is None or time.perf_counter() - self.last_t >= tau
         if not self.every or step - self.last_step < self.every:
             return False
-        if self.max_share is None or self.n == 0:
+        if self.max_share is None:
+            return True
+        if self.final_step is not None and self.final_step - step < self.every:
+            return False        # the final save comes sooner than the next interval
+        if self.n == 0:
             return True
         return time.perf_counter() - self.last_t >= self.seconds / self.n / self.max_share
 

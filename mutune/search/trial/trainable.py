@@ -176,7 +176,8 @@ def run_training(config: dict[str, Any], task: Any, *,
 
     # every N steps, or ``auto``: Young's interval from the measured checkpoint seconds
     cadence = Cadence(config.get("checkpoint_every"), start_step=start,
-                      spot=config.get("spot"), max_share=config.get("checkpoint_max_share"))
+                      spot=config.get("spot"), max_share=config.get("checkpoint_max_share"),
+                      final_step=max_t if keep_final else None)
     root = Path(checkpoint_root) if checkpoint_root else Path(tempfile.mkdtemp(
         prefix="mutune-ckpt-"))
 

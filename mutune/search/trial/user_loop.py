@@ -264,7 +264,8 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
     from mutune.search.trial.cadence import Cadence
 
     cadence = Cadence(config.get("checkpoint_every"), start_step=start, spot=config.get("spot"),
-                      max_share=config.get("checkpoint_max_share"))
+                      max_share=config.get("checkpoint_max_share"),
+                      final_step=max_t if keep_final else None)
     clock = {"loop_t0": 0.0, "held_s": 0.0, "checkpoint_s": 0.0, "last_ckpt": start,
              "last_report": start, "bytes": checkpoint_bytes, "last_value": math.nan}
 
