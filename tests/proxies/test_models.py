@@ -365,3 +365,28 @@ def test_parameter_count_on_the_meta_device_builds_nothing():
                     family=fam)
     with pytest.raises(ProxyError, match="'copies' cannot be built on the meta device"):
         bad.n_params(64, {})
+
+
+def test_adam_steps_with_the_fused_kernel_and_lands_where_the_foreach_path_does():
+    """Adam/AdamW use torch's fused kernel on a CPU model (one pass per tensor), and two
+    steps land where the default multi-tensor path does, to float rounding."""
+    from mutune.proxies.parametrization import fused_adam_ok
+
+    fused, plain = _mlp(64, "mup"), _mlp(64, "mup")
+    x = torch.randn(8, fused.d_in, generator=torch.Generator().manual_seed(1))
+    opt = make_optimizer(fused, lr=1e-2, weight_decay=0.1)
+    assert all(g["fused"] for g in opt.param_groups)
+    assert make_optimizer(_mlp(64, "mup"), lr=1e-2, kind="adam").defaults["fused"]
+    assert not make_optimizer(_mlp(64, "mup"), lr=1e-2, kind="sgd").defaults.get("fused")
+    ref = mup.optim.MuAdamW(plain.parameters(), lr=1e-2, weight_decay=0.1, foreach=True)
+    for model, o in ((fused, opt), (plain, ref)):
+        for _ in range(2):
+            o.zero_grad()
+            model(x).square().mean().backward()
+            o.step()
+    for a, b in zip(fused.parameters(), plain.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    # integer tensors or several devices: the default path
+    assert not fused_adam_ok([torch.zeros(2, dtype=torch.int64, requires_grad=False)])
+    assert not fused_adam_ok([torch.zeros(2), torch.zeros(2, device="meta")])
+    assert fused_adam_ok([torch.zeros(2), torch.zeros(3)])
