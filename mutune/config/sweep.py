@@ -50,6 +50,14 @@ class SweepConfig(StrictModel):
             return value
         return model_spec_class(value).model_validate(value)
 
+    @field_validator("widths")
+    @classmethod
+    def _widths(cls, w: list[int]) -> list[int]:
+        """Proxy widths: positive and strictly increasing (the error names the field)."""
+        if any(b <= a for a, b in zip(w, w[1:])) or w[0] < 1:
+            raise ValueError(f"widths {w} must be positive and strictly increasing")
+        return w
+
     @model_validator(mode="after")
     def _cross(self) -> "SweepConfig":
         from mutune.proxies.plugins import MODEL_HPARAMS, load_family
@@ -64,8 +72,6 @@ class SweepConfig(StrictModel):
                                  f"{self.model.family!r} does not take (it takes: lr"
                                  + "".join(f", {h}" for h in family.hparams) + ")")
         w = self.widths
-        if any(b <= a for a, b in zip(w, w[1:])) or w[0] < 1:
-            raise ValueError(f"widths {w} must be positive and strictly increasing")
         if self.model.base_width > w[0]:
             raise ValueError(f"model.base_width ({self.model.base_width}) must be <= the "
                              f"smallest width ({w[0]})")

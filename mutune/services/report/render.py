@@ -160,7 +160,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                        ("target_devices", "target devices"),
                        ("gpu_hours_per_trial", "per proxy trial"),
                        ("cost_to_final_metric_gpu_hours", "to reach the final metric"),
-                       ("held_gpu_hours", "held by the sweep (wall × devices)"),
+                       ("held_gpu_hours",
+                        "held by the sweep (submitted → last trial end, target in; × devices)"),
                        ("useful_gpu_hours", "useful"),
                        ("spent_gpu_hours", "spent: every recorded trial"),
                        ("budget_gpu_hours", "budget")):
