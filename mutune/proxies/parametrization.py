@@ -20,8 +20,8 @@ from torch import nn
 
 from mutune.errors import ProxyError
 
-__all__ = ["PARAMETRIZATIONS", "OPTIMIZERS", "build_parametrized", "make_optimizer", "fused_adam_ok",
-           "check_positive", "check_count",
+__all__ = ["PARAMETRIZATIONS", "OPTIMIZERS", "build_parametrized", "make_optimizer",
+           "fused_adam_ok", "check_positive", "check_count",
            "count_parameters", "base_shapes_text"]
 
 PARAMETRIZATIONS = ("mup", "sp")

@@ -175,8 +175,9 @@ class SweepDriver:
     def add_group(self, group: Group, *, first: bool = True) -> None:
         """Add a group while the sweep runs (e.g. a proxy width's confirmation design once
         that width's sweep is done): its trials share the slots from the next free one on.
-        ``first``: its new trials are taken before every other group's (promotions still
-        come first); else after them.
+        ``first``: its new trials are taken ahead of the groups given at the start and
+        behind groups that joined before it (promotions still come first); else after
+        every group's.
 
         Raises:
             SearchError: the sweep is done, or the name is taken.
