@@ -65,13 +65,14 @@ def early_designs(run: SweepRun) -> bool:
     return trials_per_design(run.config) > 0 and run.budget is None
 
 
-def design_follow_up(run: SweepRun, specs: list[Any]) -> Any:
+def design_follow_up(run: SweepRun, specs: list[Any],
+                     joined: dict[int, tuple[dict[str, float], str]]) -> Any:
     """The follow-up of a proxy run (:data:`~mutune.search.backends.ray_tune.joining.
     FollowUp`): when a width's sweep is done, its best trial and optimum are recorded
     (:func:`width_result`, kept in ``run.early_results``) and its first confirmation design
-    joins the run (kept in ``run.early_designs`` once the run ends). A width whose result
-    cannot be had yet (every trial diverged) gets no design here: the stages after the run
-    handle it as before."""
+    joins the run (``joined``: width → (the design's centre, its group name)). A width whose
+    result cannot be had yet (every trial diverged) gets no design here: the stages after the
+    run handle it as before."""
     from mutune.errors import FitError
     from mutune.pipeline.confirm_stage import design_center, design_spec
 
@@ -88,7 +89,7 @@ def design_follow_up(run: SweepRun, specs: list[Any]) -> Any:
         run.early_results[s.width] = p
         center = design_center(run.config, p)
         design = design_spec(run, p, i, center)
-        run.early_designs[s.width] = (center, design.group)
+        joined[s.width] = (center, design.group)
         return [design]
     return follow
 
@@ -113,7 +114,8 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None,
     config = run.config
     search, sched = config.search, config.search.scheduler
     widths = "-".join(f"w{s.width}" for s in specs)
-    follow = design_follow_up(run, specs) if designs else None
+    joined: dict[int, tuple[dict[str, float], str]] = {}
+    follow = design_follow_up(run, specs, joined) if designs else None
     outcomes = run_groups(sorted(specs, key=lambda s: -s.width), task=run.task,
                           max_t=sched.max_t, recorder=run.recorder, control=run.control,
                           sweep_id=run.sweep_id, kind="proxy", scheduler=sched,
@@ -128,9 +130,8 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None,
     stopped = next((o.stopped for o in outcomes.values() if o.stopped is not None), None)
     if stopped is not None:
         raise SweepStopped("cancelled", stopped)
-    for w, (center, group) in list(run.early_designs.items()):
-        if isinstance(group, str):        # the joined design's outcome, now that it ended
-            run.early_designs[w] = (center, outcomes[group])
+    run.early_designs.update((w, (center, outcomes[group]))
+                             for w, (center, group) in joined.items())
     return [outcomes[s.group] for s in specs]
 
 
