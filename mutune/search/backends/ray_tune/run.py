@@ -195,6 +195,7 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
                      log_dir=log_dir, zombie_timeout_s=ray_cfg.zombie_timeout_s,
                      start_timeout_s=ray_cfg.start_timeout_s)
     book.groups = {s.group: (s.width, s.proxy_sweep_id, s.on_progress) for s in live}
+    book.kinds = {s.group: s.kind for s in live if s.kind is not None}
     core0 = next((c for c in cores.values() if c is not None), None)
     admission = (BudgetAdmission(budget, book, core0.grace_period)
                  if budget is not None and core0 is not None else None)
