@@ -16,19 +16,26 @@ of ``--repeat`` runs:
 
 ``wall_s`` is ``run_trials`` from call to return (the one-time Ray cluster start is excluded:
 the cluster is started before the first run and reused). ``productive_s`` sums the trials'
-seconds inside training steps. ``where`` splits the overhead per trial (seconds):
+seconds inside training steps. ``where`` splits ``overhead_s_per_trial`` (CPU-seconds per
+trial; the parts sum to it), measured on the workers — every report carries the worker's PID
+and when the trial function began there, so the trials each actor ran are laid end to end:
 
-    eval          validation passes (inside the trial)
-    setup         model and optimizer build (inside the trial)
-    checkpoint    rung checkpoints (inside the trial)
-    reports_and_batches  the rest of the training function's time (handing each report to
-                  Ray and waiting for the driver to take it, making batches)
-    ray_trial_start_stop  held time outside the training function (Ray resetting the reused
-                  actor, fetching the task, stopping the trial after its last report)
-    between_trials  CPU-seconds no trial held (Ray choosing and starting the next trial)
-    actor_start_s_total  held-but-not-productive seconds of the first trial on each actor
-                  (one per CPU): process start, imports, torch's first optimizer import
-    steady_in_trial_overhead_s  held-but-not-productive seconds of every other trial
+    run_start     from the call until each actor's first trial function began: Ray Tune's
+                  set-up, the actor's process start, its imports (Ray Tune, torch) and the
+                  task fetched from the object store
+    first_setup   the first trial's model and optimizer build on each actor: torch.optim's
+                  first use imports ``torch._dynamo`` (≈ 2 s a process)
+    setup         every other trial's model and optimizer build
+    eval          validation passes
+    checkpoint    rung checkpoints
+    reports_and_batches  the rest of the function's time (handing each report to Ray and
+                  waiting for the driver to take it, making batches)
+    between_trials  on each actor, from a trial's last report to the next trial's function
+                  start (Ray stopping the one, resetting the reused actor, starting the other)
+    run_end       from each actor's last report until the call returned (the other slot's
+                  tail, Ray stopping the run)
+    unused_slots  CPUs no actor ever held during the run
+``where_total_s`` gives the same parts in CPU-seconds.
 
 Run: ``python benchmarks/ettr.py --repeat 3``.
 """
@@ -68,7 +75,7 @@ def run_once(cfg, task, storage: Path) -> dict:
 
     search, cpus = cfg.search, cfg.ray.num_cpus
     rec = MemoryRecorder()
-    t0 = time.perf_counter()
+    called_at, t0 = time.time(), time.perf_counter()
     out = run_trials(None, task=task, width=256, max_t=search.scheduler.max_t, recorder=rec,
                      sweep_id=1, proxy_sweep_id=1, kind="proxy", scheduler=search.scheduler,
                      metric="val_loss", mode="min", ray_cfg=cfg.ray, storage=storage,
@@ -80,24 +87,6 @@ def run_once(cfg, task, storage: Path) -> dict:
     n = len(trials)
     productive = sum(t.timing["productive_s"] for t in trials)
     held = sum(t.timing["allocated_s"] for t in trials)
-    evals = sum(t.timing["eval_s"] for t in trials)
-    setup = sum(t.reports[0].get("setup_s", 0.0) for t in trials if t.reports)
-    ckpt = sum(t.timing.get("checkpoint_s", 0.0) for t in trials)
-    inside = sum(t.reports[-1].get("wall_s", 0.0) for t in trials if t.reports)
-    where = {"eval": evals / n, "setup": setup / n, "checkpoint": ckpt / n,
-             "reports_and_batches": (inside - productive - evals - setup - ckpt) / n,
-             "ray_trial_start_stop": (held - inside) / n,
-             "between_trials": (wall * cpus - held) / n}
-    # the first trial on each reused actor pays the actor's start: a new worker process, its
-    # imports (torch, Ray Tune) and torch.optim's first-use import of torch._dynamo (~3 s)
-    firsts = sorted(trials, key=lambda t: -(t.timing["allocated_s"] - t.timing["productive_s"]))
-    firsts = firsts[:cpus]
-    first_over = sum(t.timing["allocated_s"] - t.timing["productive_s"] for t in firsts)
-    rest = [t for t in trials if t not in firsts]
-    steady = (sum(t.timing["allocated_s"] - t.timing["productive_s"] for t in rest)
-              / max(len(rest), 1))
-    where["actor_start_s_total"] = first_over
-    where["steady_in_trial_overhead_s"] = steady
     return {"benchmark": "ettr", "trials": n, "wall_s": wall, "productive_s": productive,
             "ettr": productive / held, "sweep_ettr": productive / (wall * cpus),
             "load_avg": os.getloadavg()[0],
@@ -105,7 +94,42 @@ def run_once(cfg, task, storage: Path) -> dict:
             "steps": sum(t.last_step for t in trials), "cpus": cpus,
             "statuses": {s: sum(t.status == s for t in trials)
                          for s in sorted({t.status for t in trials})},
-            "where": where}
+            **where(trials, called_at=called_at, wall=wall, cpus=cpus)}
+
+
+def where(trials: list, *, called_at: float, wall: float, cpus: int) -> dict:
+    """``where`` (CPU-seconds per trial) and ``where_total_s``: the module docstring's split
+    of the held CPU-seconds that did not train, from the workers' own clocks."""
+    total = dict.fromkeys(("run_start", "first_setup", "setup", "eval", "checkpoint",
+                           "reports_and_batches", "between_trials", "run_end",
+                           "unused_slots"), 0.0)
+    by_worker: dict[float, list] = {}
+    for t in trials:
+        if t.reports:
+            by_worker.setdefault(t.reports[-1]["worker_pid"], []).append(t)
+    ended_at = called_at + wall
+    for runs in by_worker.values():
+        runs.sort(key=lambda t: t.reports[-1]["began_at"])
+        last_report_at = None
+        for i, t in enumerate(runs):
+            last = t.reports[-1]
+            began, setup = last["began_at"], t.reports[0].get("setup_s", 0.0)
+            if last_report_at is None:
+                total["run_start"] += began - called_at
+            else:
+                total["between_trials"] += began - last_report_at
+            total["first_setup" if i == 0 else "setup"] += setup
+            total["eval"] += t.timing["eval_s"]
+            total["checkpoint"] += t.timing.get("checkpoint_s", 0.0)
+            total["reports_and_batches"] += (last["wall_s"] - t.timing["productive_s"]
+                                             - t.timing["eval_s"] - setup
+                                             - t.timing.get("checkpoint_s", 0.0))
+            last_report_at = began + last["wall_s"]
+        total["run_end"] += ended_at - last_report_at
+    total["unused_slots"] = max(cpus - len(by_worker), 0) * wall
+    n = max(len(trials), 1)
+    return {"where": {k: v / n for k, v in total.items()}, "where_total_s": total,
+            "actors": len(by_worker)}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,7 +25,7 @@ from mutune.errors import ProxyError
 from mutune.proxies.parametrization import build_parametrized, count_parameters, make_optimizer
 from mutune.proxies.tokens import TokenData, load_token_data
 
-__all__ = ["ProxyTask", "load_task_data", "TaskData"]
+__all__ = ["ProxyTask", "load_task_data", "TaskData", "loss_summary"]
 
 TaskData = Union[ClassificationData, TextData, TokenData]
 
@@ -251,6 +251,41 @@ class ProxyTask:
         Raises:
             ProxyError: the data have no such split.
         """
+        per = self._unit_losses(model, split, 0, 1)
+        se = float(per.std() / math.sqrt(len(per))) if len(per) > 1 else math.nan
+        return float(per.mean()), se
+
+    @property
+    def eval_splits_into_parts(self) -> bool:
+        """Whether :meth:`eval_moments` can evaluate a part of a split (its units are single
+        examples or windows; a family's own loss gives one value per batch, which a part
+        would regroup)."""
+        return self.family.forward_loss is None
+
+    def eval_moments(self, model: torch.nn.Module, split: str = "val", *, rank: int = 0,
+                     world: int = 1) -> tuple[float, float, float]:
+        """(n, Σ loss, Σ loss²) over part ``rank`` of ``world`` of the units :meth:`evaluate`
+        averages (units rank, rank + world, …; float64 sums, nats): what each data-parallel
+        worker evaluates, summed over the workers and turned into the mean and its standard
+        error by :func:`loss_summary` — :meth:`evaluate`'s figures, to float rounding.
+
+        Raises:
+            ProxyError: no such split, a part that is not 0 ≤ rank < world, or a part of a
+                family's own loss (:attr:`eval_splits_into_parts`).
+        """
+        from mutune.errors import ProxyError
+
+        if not 0 <= rank < world:
+            raise ProxyError(f"evaluation part {rank} of {world}: needs 0 ≤ rank < world")
+        if world > 1 and not self.eval_splits_into_parts:
+            raise ProxyError("a family's own loss (forward_loss) gives one value per batch: "
+                             "its evaluation cannot be split among workers")
+        per = self._unit_losses(model, split, rank, world)
+        return float(len(per)), float(per.sum()), float((per * per).sum())
+
+    def _unit_losses(self, model: torch.nn.Module, split: str, rank: int,
+                     world: int) -> torch.Tensor:
+        """The per-unit losses (float64, nats) of units rank, rank + world, … of ``split``."""
         from mutune.errors import ProxyError
 
         if split not in ("val", "test") or not self.has_split(split):
@@ -262,7 +297,7 @@ class ProxyTask:
             if isinstance(self.data, ClassificationData):
                 xs = self.data.val_x if split == "val" else self.data.test_x
                 ys = self.data.val_y if split == "val" else self.data.test_y
-                x, y = _tensor(xs), _tensor(ys)
+                x, y = _tensor(xs[rank::world]), _tensor(ys[rank::world])
                 if self.family.forward_loss is not None:
                     per = torch.full((1,), float(self.step_loss(model, x, y)))
                 else:
@@ -271,6 +306,7 @@ class ProxyTask:
                 tokens = self.data.val if split == "val" else self.data.test
                 n = min(self.train.eval_windows, len(tokens) - self.model.seq_len)
                 x, y = lm_eval_windows(tokens, self.model.seq_len, n)
+                x, y = x[rank::world], y[rank::world]
                 parts, bs = [], max(self.train.batch_size, 1)
                 for i in range(0, len(x), bs):
                     xb, yb = _tensor(x[i:i + bs]), _tensor(y[i:i + bs])
@@ -285,6 +321,16 @@ class ProxyTask:
                         parts.append(ce.reshape(len(xb), -1).mean(dim=1))
                 per = torch.cat(parts)
         model.train(was_training)
-        per = per.double()
-        se = float(per.std() / math.sqrt(len(per))) if len(per) > 1 else math.nan
-        return float(per.mean()), se
+        return per.double()
+
+
+def loss_summary(n: float, total: float, squares: float) -> tuple[float, float]:
+    """(mean, standard error) in nats from :meth:`ProxyTask.eval_moments` summed over the
+    parts: mean = Σl / n, se = √((Σl² − n·mean²) / (n − 1)) / √n (NaN for n < 2)."""
+    if n < 1:
+        return math.nan, math.nan
+    mean = total / n
+    if n < 2:
+        return mean, math.nan
+    var = max(squares - n * mean * mean, 0.0) / (n - 1)
+    return mean, math.sqrt(var / n)

@@ -62,3 +62,62 @@ def test_sweep_on_ray_records_every_report_and_decision(ray_local, tiny_config, 
             replayed.append((j.trial, j.milestone, j.decision.value))
     recorded = [(by_id[d["trial_id"]], d["milestone"], d["decision"]) for d in decisions]
     assert replayed == recorded
+
+
+def test_every_slot_starts_its_actor_at_once_and_the_setting_is_scoped(ray_local, tiny_config,
+                                                                        tmp_path, monkeypatch):
+    """Ray Tune allows a custom searcher one pending trial, so the second slot's actor started
+    only once the first was up; run_trials lets both be pending (2 slots here): when the first
+    trial starts, the second already exists. The setting lasts for the run only."""
+    from ray.tune import Callback
+
+    from mutune.search.backends.ray_tune.cluster import PENDING_ENV
+
+    monkeypatch.delenv(PENDING_ENV, raising=False)
+
+    class Seen(Callback):
+        def __init__(self):
+            self.at_first_start, self.env = None, None
+
+        def setup(self, **info):
+            import os
+            self.env = os.environ.get(PENDING_ENV)
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            if self.at_first_start is None:
+                self.at_first_start = len(trials)
+
+    seen = Seen()
+    cfg = tiny_config
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg))
+    hps = sample_configs(cfg.search, cfg.seed, 0)
+    points = [{"hparams": hp, "seed": s, "index": i}
+              for i, (hp, s) in enumerate(zip(hps, trial_seeds(cfg.seed, 0, len(hps))))]
+    out = run_trials(points, task=task, width=16, max_t=9, recorder=MemoryRecorder(),
+                     sweep_id=1, proxy_sweep_id=2, kind="proxy", scheduler=cfg.search.scheduler,
+                     metric="val_loss", mode="min", ray_cfg=cfg.ray, storage=tmp_path,
+                     name="pending", seq=itertools.count(1), scheduler_seed=0,
+                     callbacks=[seen])
+    import os
+    assert len(out.trials) == len(points)
+    assert seen.env == "2" and seen.at_first_start == 2
+    # each report names its worker process: the 2 slots' actors ran every trial (reused)
+    pids = {t.reports[-1]["worker_pid"] for t in out.trials}
+    assert 1 <= len(pids) <= 2
+    assert all(t.reports[0]["began_at"] == t.reports[-1]["began_at"] for t in out.trials)
+    assert PENDING_ENV not in os.environ
+
+
+def test_a_pending_limit_the_user_set_is_kept(monkeypatch):
+    import os
+
+    from mutune.search.backends.ray_tune.cluster import PENDING_ENV, pending_trials
+
+    monkeypatch.setenv(PENDING_ENV, "5")
+    with pending_trials(2):
+        assert os.environ[PENDING_ENV] == "5"
+    assert os.environ[PENDING_ENV] == "5"
+    monkeypatch.delenv(PENDING_ENV)
+    with pending_trials(0):            # a run has at least one slot
+        assert os.environ[PENDING_ENV] == "1"
+    assert PENDING_ENV not in os.environ

@@ -100,6 +100,16 @@ class DataParallel:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return tuple(bool(v > 0) for v in t.tolist())
 
+    def sum(self, values: list[float]) -> list[float]:
+        """Each value summed over the workers (one float64 all-reduce)."""
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor(values, dtype=torch.float64,
+                         device=self.device if self._on_cuda() else "cpu")
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return [float(v) for v in t.tolist()]
+
     def share(self, obj: Any) -> Any:
         """The leading worker's ``obj`` on every worker (a broadcast of one object)."""
         import torch.distributed as dist

@@ -27,6 +27,8 @@ written, and a restarted trial (``max_failures`` retry, or a promoted paused tri
     restore_s     seconds spent loading the checkpoint (this start)
     wall_s        seconds since this start began (reporting and batch making included)
     node_id       the Ray node the trial runs on (under Ray only)
+    worker_pid, began_at  the worker process and when (epoch seconds) the trial function
+                  began on it (under Ray only; the trials one actor ran, in order)
 
 Checkpoints (:mod:`mutune.search.trial.checkpoint`, atomic) are written at report steps: at the
 first
@@ -55,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -118,6 +121,7 @@ def run_training(config: dict[str, Any], task: Any, *,
     from mutune.proxies.device import select_device
     from mutune.search.trial.checkpoint import load_trial_state, save_trial_state
     from mutune.search.driver.types import beyond_limit
+    from mutune.search.trial.evaluation import evaluate_models
     from mutune.search.trial.schedule import make_scheduler
 
     torch.set_num_threads(int(config.get("threads", 1)))
@@ -239,13 +243,9 @@ def run_training(config: dict[str, Any], task: Any, *,
             te = time.perf_counter()
             final = step == max_t and not diverged
             vals, tests = [(float("nan"), float("nan"))], []
-            if lead and not diverged:
-                with dev.compute():
-                    vals = [task.evaluate(model, "val") for model in models]
-                    tests = ([task.evaluate(model, "test") for model in models]
-                             if final and task.has_split("test") else [])
-            if parallel is not None:     # the leading worker's figures, on every worker
-                vals, tests = parallel.share((vals, tests))
+            if not diverged:     # every worker agrees (above); each evaluates its part
+                vals, tests = evaluate_models(task, models, dev, parallel,
+                                              test=final and task.has_split("test"))
             eval_s += time.perf_counter() - te
             metrics = {"step": step, "val_loss": _mean(vals), "val_loss_se": _se(vals),
                        "train_loss": loss_sum / loss_n, "productive_s": productive_s,
@@ -343,6 +343,7 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
     from mutune.search.trial.logs import capture
     from mutune.search.trial.remote_trial import RemoteTier, restore_dir_for
 
+    began_at = time.time()      # the function's start on its worker (epoch seconds)
     node = ray.get_runtime_context().get_node_id()
     log = None
     ray_id = str(tune.get_context().get_trial_id() or "")
@@ -351,6 +352,7 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
 
     def report(metrics: dict[str, Any], folder: Path | None) -> None:
         metrics["node_id"] = node
+        metrics["worker_pid"], metrics["began_at"] = os.getpid(), began_at
         if remote is not None:      # background upload; Ray keeps only the final one
             remote.checkpointed(metrics, folder)
             folder = remote.for_ray(folder, int(metrics["step"]))

@@ -33,7 +33,8 @@ KEPT_METRICS = ("val_loss", "val_loss_se", "test_loss", "test_loss_se", "train_l
                 "productive_s", "eval_s", "setup_s", "samples", "n_params", "replicates",
                 "checkpoint_s", "checkpoints", "restored_step", "restore_s", "wall_s",
                 "checkpoint_bytes", "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes",
-                "upload_s", "uploads", "remote_step", "remote_restore_s")
+                "upload_s", "uploads", "remote_step", "remote_restore_s", "worker_pid",
+                "began_at")
 
 
 class SweepBook(Callback):

@@ -14,7 +14,8 @@ from typing import Any
 
 from mutune.config import RayConfig
 
-__all__ = ["ray_cluster", "slots", "tracking_callbacks", "shortfall"]
+__all__ = ["ray_cluster", "slots", "tracking_callbacks", "shortfall", "pending_trials",
+           "PENDING_ENV"]
 
 
 def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
@@ -130,6 +131,36 @@ def slots(ray_cfg: RayConfig) -> int:
                         gpus_per_trial=ray_cfg.gpus_per_trial,
                         max_concurrent=ray_cfg.max_concurrent_trials,
                         num_cpus=ray_cfg.num_cpus).slots
+
+
+#: Ray Tune's limit on trials waiting to start (their actors starting), read when a run begins
+PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
+
+
+@contextlib.contextmanager
+def pending_trials(n: int) -> Iterator[None]:
+    """Let the Ray Tune run started in the block have up to ``n`` trials pending at once.
+
+    Ray Tune lets a custom searcher (mutune's driver) have one trial pending (its
+    ``TUNE_MAX_PENDING_TRIALS_PG`` default), so a run started its actors one after another:
+    each slot but the first idled for the actor start-ups before it (a new worker process
+    imports torch and Ray Tune, ≈ 3 s each on a 2-core machine). With ``n`` = the run's
+    slots every actor starts at once. It never starts more trials than the slots: the driver
+    answers Ray's requests and counts a trial running from the moment it hands it out
+    (:meth:`mutune.search.driver.SweepDriver.next_action`), so the order of its decisions is
+    unchanged. A value the user set in the environment is kept.
+
+    Args:
+        n: the run's slots (≥ 1).
+    """
+    if PENDING_ENV in os.environ:
+        yield
+        return
+    os.environ[PENDING_ENV] = str(max(int(n), 1))
+    try:
+        yield
+    finally:
+        os.environ.pop(PENDING_ENV, None)
 
 
 def shortfall(cpus: float, gpus: float) -> tuple[str, float, float] | None:

@@ -22,7 +22,8 @@ from typing import Any
 from mutune.config import RayConfig, SchedulerConfig
 from mutune.errors import SearchError
 from mutune.search.backends.ray_tune.callback import SweepBook
-from mutune.search.backends.ray_tune.cluster import slots, tracking_callbacks
+from mutune.search.backends.ray_tune.cluster import (pending_trials, slots,
+                                                      tracking_callbacks)
 from mutune.search.backends.ray_tune.groups import (GroupSpec, ResumeState, RunOutcome,
                                                     driver_group, nothing_to_run)
 from mutune.search.backends.ray_tune.records import TrialRecord
@@ -273,7 +274,8 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
                                       checkpoint_score_attribute=metric,
                                       checkpoint_score_order=mode)),
     )
-    tuner.fit()
+    with pending_trials(driver.concurrency):    # every slot's actor starts at once
+        tuner.fit()
     if stopper.reason is not None:
         book.close("cancelled", stopper.reason)
     # every trial's output is recorded; what a stopped trial's thread wrote after its last
