@@ -97,7 +97,9 @@ def test_main_job_end_to_end(ray_local, tiny_config, one_store_url, tmp_path):
     assert c["held_devices"] == 2.0             # the local cluster's 2 CPUs, 1 per trial
     assert set(c["idle_gpu_hours_by_cause"]) == {
         "sweep_startup", "between_widths", "fits", "tails", "target_fewer_devices",
-        "trial_overhead", "recovery"}
+        "worker_start", "trial_overhead", "recovery"}
+    # every Ray Tune run starts its actors anew: the first trial on each waits for one
+    assert c["idle_gpu_hours_by_cause"]["worker_start"] > 0
     assert c["idle_gpu_hours_by_cause"]["sweep_startup"] > 0      # data, shapes, pre-flight
     # the one-process CPU target trains on both CPUs the sweep holds: none idles under it
     assert c["idle_gpu_hours_by_cause"]["target_fewer_devices"] == 0

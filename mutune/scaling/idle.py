@@ -19,9 +19,14 @@ measured:
                             confirmation designs' set-up, the gate, the target's admission)
       tails                 some proxy trials run, but fewer than the slots held
       target_fewer_devices  the target run holds fewer devices than the sweep
-      trial_overhead        inside trials: neither steps, evaluation, checkpoints nor set-up
-                            (Ray's trial start/stop, waiting on reports; ``other`` of
-                            :func:`mutune.scaling.time_split.trial_time`)
+      worker_start          inside trials, before the trial function starts on its worker
+                            (a new Ray actor's process start, its imports, the task fetched
+                            from the object store; a reused actor's reset): the trial
+                            timing's ``start_s``
+      trial_overhead        the rest of a trial's time that is neither steps, evaluation,
+                            checkpoints nor set-up (Ray stopping the trial, waiting on
+                            reports; ``other`` of :func:`mutune.scaling.time_split.trial_time`
+                            less ``start_s``)
       recovery              inside trials: restarts and repeated steps
 
   The causes add up to held − productive − evaluation − checkpoint − set-up device-seconds
@@ -41,7 +46,7 @@ __all__ = ["IDLE_CAUSES", "Held", "held_devices", "trials_per_device", "Interval
            "idle_breakdown"]
 
 IDLE_CAUSES = ("sweep_startup", "between_widths", "fits", "tails", "target_fewer_devices",
-               "trial_overhead", "recovery")
+               "worker_start", "trial_overhead", "recovery")
 _EPS = 1e-9
 
 
@@ -127,8 +132,8 @@ def idle_breakdown(intervals: Sequence[Interval], *, start: float, held: float,
         intervals: every trial of the sweep, the target included (:class:`Interval`).
         start: when the sweep was submitted, on the intervals' clock (≤ every start).
         held: devices the sweep held over [start, last end].
-        inside: idle seconds inside trials, in device-seconds: ``trial_overhead`` and
-            ``recovery``.
+        inside: idle seconds inside trials, in device-seconds: ``worker_start``,
+            ``trial_overhead`` and ``recovery``.
     Returns:
         {cause: device-seconds}, every cause present (0 when none).
     Raises:
@@ -165,6 +170,6 @@ def idle_breakdown(intervals: Sequence[Interval], *, start: float, held: float,
         else:
             cause = "between_widths"
         out[cause] += idle
-    for k in ("trial_overhead", "recovery"):
+    for k in ("worker_start", "trial_overhead", "recovery"):
         out[k] += float(inside.get(k, 0.0))
     return out

@@ -182,8 +182,13 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                               "target" if t is target else
                               "design" if t.trial_id in extra_ids else "width")
                      for t in everything]
-        inside = {"trial_overhead": sum(sp.seconds["other"] * t.timing["devices"]
-                                        for t, sp in splits),
+        # a trial's ``other`` seconds: its worker's start (start_s), the rest Ray's
+        started = [min(float(t.timing.get("start_s", 0.0)), sp.seconds["other"])
+                   for t, sp in splits]
+        inside = {"worker_start": sum(s * t.timing["devices"]
+                                      for s, (t, _) in zip(started, splits)),
+                  "trial_overhead": sum((sp.seconds["other"] - s) * t.timing["devices"]
+                                        for s, (t, sp) in zip(started, splits)),
                   "recovery": sum(sp.seconds["recovery"] * t.timing["devices"]
                                   for t, sp in splits)}
         causes = idle_breakdown(intervals, start=t0, held=held.devices, inside=inside)

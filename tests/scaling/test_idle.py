@@ -55,7 +55,8 @@ def test_idle_causes_of_a_known_timeline():
     ivs = [Interval(1, 5, 1, "width"), Interval(1, 3, 1, "width"), Interval(6, 9, 1, "width"),
            Interval(10, 11, 1, "design"), Interval(12, 20, 1, "target")]
     out = idle_breakdown(ivs, start=0.0, held=2.0,
-                         inside={"trial_overhead": 0.5, "recovery": 0.25})
+                         inside={"worker_start": 1.5, "trial_overhead": 0.5,
+                                 "recovery": 0.25})
     assert set(out) == set(IDLE_CAUSES)
     assert out["sweep_startup"] == pytest.approx(2.0)          # 1 s × 2 devices
     assert out["between_widths"] == pytest.approx(2.0)         # 5–6
@@ -64,9 +65,10 @@ def test_idle_causes_of_a_known_timeline():
     assert out["tails"] == pytest.approx(6.0)
     assert out["target_fewer_devices"] == pytest.approx(8.0)
     assert out["trial_overhead"] == 0.5 and out["recovery"] == 0.25
+    assert out["worker_start"] == 1.5
     # everything held that no trial occupied, plus what trials wasted inside
     occupied = sum((iv.end - iv.start) * iv.devices for iv in ivs)
-    assert sum(out.values()) == pytest.approx(20 * 2 - occupied + 0.75)
+    assert sum(out.values()) == pytest.approx(20 * 2 - occupied + 2.25)
 
 
 def test_a_target_wider_than_the_hold_is_never_negative_idle():

@@ -105,6 +105,10 @@ def test_every_slot_starts_its_actor_at_once_and_the_setting_is_scoped(ray_local
     pids = {t.reports[-1]["worker_pid"] for t in out.trials}
     assert 1 <= len(pids) <= 2
     assert all(t.reports[0]["began_at"] == t.reports[-1]["began_at"] for t in out.trials)
+    # each trial's wait for its worker: the first on a new actor waits for its start-up
+    starts = [t.timing["start_s"] for t in out.trials]
+    assert all(0 <= s <= t.timing["allocated_s"] for s, t in zip(starts, out.trials))
+    assert max(starts) > 0
     assert PENDING_ENV not in os.environ
 
 

@@ -13,7 +13,8 @@ IDLE_LABELS = {"sweep_startup": "before the first trial", "between_widths": "bet
                "fits": "fits and designs (no trial running)",
                "tails": "slots empty while other trials ran",
                "target_fewer_devices": "devices the target left idle",
-               "trial_overhead": "inside trials: start/stop, report waits",
+               "worker_start": "inside trials: worker start (process, imports, task)",
+               "trial_overhead": "inside trials: Ray's stop, report waits",
                "recovery": "inside trials: recovery"}
 
 

@@ -22,6 +22,10 @@ records (docs/architecture.md §6):
                   (their measured seconds per step), after a failure or a preemption: waste
     upload_s      seconds the trial's background thread spent uploading checkpoints to
                   ``ray.storage``, summed over its starts (0 without remote storage)
+    start_s       seconds from the grant to the trial function's start on its worker (its
+                  first report's ``began_at``): a new actor's process start, its imports
+                  and the task fetched from the object store, or a reused actor's reset;
+                  0 when the first report does not say (a trial an earlier driver started)
 """
 from __future__ import annotations
 
@@ -64,6 +68,8 @@ class TrialRecord:
     nodes: list[str] = field(default_factory=list)
     #: each start's (its ``start_wall``) cumulative upload seconds, as last reported
     upload_s_by_start: dict[float, float] = field(default_factory=dict)
+    #: when Ray granted the trial its resources, epoch seconds (the workers' clock)
+    granted_at: float = field(default_factory=time.time)
 
     @property
     def last_step(self) -> int:
@@ -86,6 +92,9 @@ def close_record(rec: TrialRecord, status: str, reason: str | None, *, devices: 
     productive = float(last.get("productive_s", 0.0))
     evals = float(last.get("eval_s", 0.0))
     rec.status, rec.reason = status, reason
+    began = rec.reports[0].get("began_at") if rec.reports else None
+    start = (min(max(float(began) - rec.granted_at, 0.0), allocated) if began is not None
+             else 0.0)
     rec.timing = {"allocated_s": allocated, "productive_s": productive, "eval_s": evals,
                   "overhead_s": max(allocated - productive - evals, 0.0),
                   "steps": rec.last_step, "samples": float(last.get("samples", 0.0)),
@@ -96,6 +105,6 @@ def close_record(rec: TrialRecord, status: str, reason: str | None, *, devices: 
                   "repeated_steps": rec.repeated_steps, "recovery_s": rec.recovery_s,
                   "checkpoint_s": float(last.get("checkpoint_s", 0.0)),
                   "upload_s": sum(rec.upload_s_by_start.values()),
-                  "setup_s": float(last.get("setup_s", 0.0)),
+                  "setup_s": float(last.get("setup_s", 0.0)), "start_s": start,
                   "checkpoint_bytes": float(last.get("checkpoint_bytes", 0.0))}
     return rec.timing
