@@ -328,6 +328,7 @@ def test_sqlite_engine_settings(tmp_path, monkeypatch):
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1     # NORMAL
     finally:
         engine.dispose()
     assert (tmp_path / "nested" / "relative.db").exists()
@@ -387,3 +388,30 @@ def test_every_trial_status_the_search_backends_record_is_accepted(store_url):
             store.trial_finished(tid, status, "why", {"allocated_s": 1.0})
         got = [t["status"] for t in store.sweep_rows(sweep)["trials"]]
     assert "zombie" in got and len(got) == len(TRIAL_STATUSES) - 1
+
+
+def test_a_report_committed_before_the_process_is_killed_is_kept(tmp_path):
+    """WAL with synchronous=NORMAL: a commit does not wait for the disk, yet a process
+    SIGKILLed right after it loses nothing (only an OS crash or power loss could)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    url = f"sqlite:///{tmp_path / 'kill.db'}"
+    code = textwrap.dedent(f"""
+        import os, signal
+        from mutune.services.store import Store
+        st = Store.open({url!r})
+        sid = st.sweep_started({{"x": 1}}, 0, {{}})
+        ps = st.proxy_sweep_started(sid, 64, {{}})
+        tid = st.trial_started(sid, ps, "proxy", "k", 64, {{"lr": 0.1}}, 1)
+        for i in range(1, 6):
+            st.trial_reported(tid, i, {{"val_loss": 1.0 / i}}, i)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == -9, done.stderr
+    with Store.open(url, upgrade=False) as reader:
+        (sweep,) = reader.list_sweeps()
+        assert reader.counts(sweep["id"])["trial_reports"] == 5

@@ -89,12 +89,19 @@ def require_existing(url: str | URL) -> None:
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """On every new SQLite connection: WAL journal, busy timeout, foreign keys."""
+    """On every new SQLite connection: WAL journal, busy timeout, foreign keys, and
+    ``synchronous=NORMAL`` — a commit appends to the WAL without waiting for the disk
+    (≈ 1.3 ms a report against 3.5 ms on this project's 2-core machine; a running trial
+    waits for its report's write). What was committed survives a killed process (the
+    driver, a server, a worker); only an operating-system crash or a power loss can take
+    the last commits back (SQLite documentation, "PRAGMA synchronous": "WAL mode is always
+    consistent with synchronous=NORMAL, but WAL mode does lose durability")."""
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")     # WAL: durable across process kills
     finally:
         cursor.close()
 
@@ -103,8 +110,8 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
     """A SQLAlchemy engine for ``url``.
 
     SQLite (``sqlite:///path.db``, relative paths allowed): the parent folder is created, and every
-    connection runs ``PRAGMA journal_mode=WAL``, ``busy_timeout=30000`` (ms) and
-    ``foreign_keys=ON``. PostgreSQL (``postgresql://user@host/db``): psycopg 3 driver with
+    connection runs ``PRAGMA journal_mode=WAL``, ``busy_timeout=30000`` (ms),
+    ``foreign_keys=ON`` and ``synchronous=NORMAL`` (:func:`_set_sqlite_pragmas`). PostgreSQL (``postgresql://user@host/db``): psycopg 3 driver with
     ``pool_pre_ping``. Extra ``kwargs`` go to :func:`sqlalchemy.create_engine`.
 
     Raises:
