@@ -63,10 +63,17 @@ def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any,
     peak, source = peak_flops(config, kind)
     width_of = {t.trial_id: int(t.key.split("-")[0].split("w")[-1])
                 for o in extra for t in o.trials}
+    # one count per model size (the family's plugin lookup took ≈ 20 ms a trial)
+    counted: dict[tuple[int, float], float] = {}
+
+    def flops(width: int, n_params: float) -> float:
+        if (width, n_params) not in counted:
+            counted[width, n_params] = flops_per_sample(config, width, n_params)
+        return counted[width, n_params]
     cost, entries = compute_cost(
         config, outcomes, target,
         extra_trials=[(width_of[t.trial_id], t) for o in extra for t in o.trials],
-        flops_per_sample=lambda width, n_params: flops_per_sample(config, width, n_params),
+        flops_per_sample=flops,
         peak_flops=peak, peak_source=source, resources=run.resources,
         sweep_start=run.started_at)
     run.recorder.ledger_recorded(run.sweep_id, entries)

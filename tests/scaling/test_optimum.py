@@ -118,3 +118,16 @@ def test_argument_errors():
         estimate_optimum(X, np.arange(9.0), names=["lr"], mode="best")
     with pytest.raises(FitError, match="single value"):
         estimate_optimum(np.full((9, 1), -6.0), np.arange(9.0), names=["lr"])
+
+
+@settings(deadline=None, max_examples=50)
+@given(rows=st.integers(1, 30), cols=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_repeated_points_are_grouped_as_numpy_unique_groups_them(rows, cols, seed):
+    """The bootstrap's fast grouping of repeated points (seeds of one configuration) gives
+    numpy.unique's rows, order and inverse exactly."""
+    from mutune.scaling.optimum import _unique_rows
+
+    X = np.random.default_rng(seed).integers(0, 4, (rows, cols)) * 0.5 - 3.0
+    want, inverse = np.unique(X, axis=0, return_inverse=True)
+    got, got_inverse = _unique_rows(X)
+    assert np.array_equal(got, want) and np.array_equal(got_inverse, inverse.reshape(-1))
