@@ -273,8 +273,6 @@ class ProxyTask:
             ProxyError: no such split, a part that is not 0 ≤ rank < world, or a part of a
                 family's own loss (:attr:`eval_splits_into_parts`).
         """
-        from mutune.errors import ProxyError
-
         if not 0 <= rank < world:
             raise ProxyError(f"evaluation part {rank} of {world}: needs 0 ≤ rank < world")
         if world > 1 and not self.eval_splits_into_parts:
@@ -286,8 +284,6 @@ class ProxyTask:
     def _unit_losses(self, model: torch.nn.Module, split: str, rank: int,
                      world: int) -> torch.Tensor:
         """The per-unit losses (float64, nats) of units rank, rank + world, … of ``split``."""
-        from mutune.errors import ProxyError
-
         if split not in ("val", "test") or not self.has_split(split):
             raise ProxyError(f"split {split!r}: the data hold no such split (val always; "
                              "test for digits, text, and token folders with test.bin)")

@@ -111,8 +111,9 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
 
     SQLite (``sqlite:///path.db``, relative paths allowed): the parent folder is created, and every
     connection runs ``PRAGMA journal_mode=WAL``, ``busy_timeout=30000`` (ms),
-    ``foreign_keys=ON`` and ``synchronous=NORMAL`` (:func:`_set_sqlite_pragmas`). PostgreSQL (``postgresql://user@host/db``): psycopg 3 driver with
-    ``pool_pre_ping``. Extra ``kwargs`` go to :func:`sqlalchemy.create_engine`.
+    ``foreign_keys=ON`` and ``synchronous=NORMAL`` (:func:`_set_sqlite_pragmas`).
+    PostgreSQL (``postgresql://user@host/db``): psycopg 3 driver with ``pool_pre_ping``.
+    Extra ``kwargs`` go to :func:`sqlalchemy.create_engine`.
 
     Raises:
         StoreError: ``url`` is not a database URL, or the SQLite folder cannot be created.
