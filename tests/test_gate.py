@@ -117,6 +117,13 @@ def test_optimum_outside_the_range_is_flagged_then_found_by_widening(bowl):
     lr = next(r for r in rules if r["hyperparameter"] == "lr")
     assert gate["first_verdicts"]["lr"] == "edge"
     assert [a["action"] for a in gate["rounds"][0]["actions"]] == ["widen"] * 3
+    # each widening says what it came from: the clipped optimum, the quadratic's minimum
+    # beyond it (above: the side it widens to), the best trial; and the whole new centre
+    for a in gate["rounds"][0]["actions"]:
+        w = a["hyperparameters"]["lr"]
+        assert w["side"] == "high" and w["unclipped_center"] > w["from"] > 0
+        assert w["best_trial"] > 0 and a["new_design_center"]["lr"] == w["new_center"]
+        assert set(a["new_design_center"]) >= {"lr", "output_mult"}
     assert gate["rounds"][0]["trials"] == 3 * 11 and gate["rounds"][0]["gpu_hours"] > 0
     assert lr["verdict"] not in ("edge", "noisy", "fallback"), lr["reason"]
     assert abs(math.log2(hp["lr"] / LR_STAR)) < 0.5
@@ -171,3 +178,12 @@ def test_noisy_rule_gets_replicates_on_the_same_points(bowl):
     assert bowl.ran[3][1] == bowl.ran[0][1]          # the widest design again, new seeds
     assert [(p.optimum["n_trials"], p.optimum["n_seeds"]) for p, _ in swept] == [(22, 22)] * 3
     assert gate["outcome"] in ("passed", "proceeded")
+
+
+def test_a_widening_is_shown_with_the_evidence_it_came_from():
+    from mutune.services.report.render import _widened_from
+
+    shown = _widened_from({"side": "high", "new_center": 0.0097, "from": 0.00855,
+                           "unclipped_center": 0.00969, "best_trial": 0.00214})
+    assert shown == " (from 0.00855; unclipped 0.00969; best trial 0.00214)"
+    assert _widened_from({"side": "high", "new_center": 0.0097}) == ""   # an older record

@@ -148,6 +148,20 @@ def _widen_center(run: SweepRun, p: ProxyResult, names: list[str]) -> dict[str, 
     return center
 
 
+def _widening(p: ProxyResult, name: str, new_center: float) -> dict[str, Any]:
+    """What a widen action records of one hyperparameter: the side, the new centre, and the
+    evidence it came from — the optimum it widens from (clipped to its data), the estimator's
+    unclipped centre (the fitted quadratic's minimum, or the weighted mean; None without
+    one) and the best trial's value (in the hyperparameter's unit)."""
+    opt = p.optimum
+    stationary = (opt.get("stationary") or {}).get(name)
+    best = (opt.get("best_config") or p.best_config).get(name)
+    return {"side": opt["edge_side"][name], "new_center": new_center,
+            "from": opt["optimum"].get(name),
+            "unclipped_center": None if stationary is None else float(stationary),
+            "best_trial": None if best is None else float(best)}
+
+
 def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                states: dict[int, ConfirmState]
                ) -> tuple[list[tuple[ProxyResult, Any]], list[dict[str, Any]],
@@ -196,9 +210,9 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                     continue
                 center = _widen_center(run, p, at_edge)
                 actions.append({"width": p.width, "action": "widen",
-                                "hyperparameters": {n: {"side": p.optimum["edge_side"][n],
-                                                        "new_center": center[n]}
-                                                    for n in at_edge}})
+                                "hyperparameters": {n: _widening(p, n, center[n])
+                                                    for n in at_edge},
+                                "new_design_center": dict(center)})
             else:
                 center = state.center
                 actions.append({"width": p.width, "action": "replicates",

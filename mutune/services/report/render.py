@@ -246,6 +246,7 @@ def _gate(console: Any, report: dict[str, Any]) -> None:
             acts = "; ".join(
                 f"width {a['width']}: " + (
                     "widen " + ", ".join(f"{n} ({v['side']}) → centre {v['new_center']:.4g}"
+                                         + _widened_from(v)
                                          for n, v in a["hyperparameters"].items())
                     if a["action"] == "widen" else
                     f"+{a['added_seeds_per_point']} seed(s) per design point"
@@ -279,3 +280,13 @@ def _gate(console: Any, report: dict[str, Any]) -> None:
     elif imp and imp.get("error"):
         console.print(f"Importance at the proxies: not computed ({escape(imp['error'])})",
                       highlight=False)
+
+
+def _widened_from(v: dict[str, Any]) -> str:
+    """`` (from …; fitted minimum …; best trial …)`` of a widen action's evidence, where
+    recorded."""
+    parts = [f"{label} {v[key]:.4g}" for key, label in (("from", "from"),
+                                                        ("unclipped_center", "unclipped"),
+                                                        ("best_trial", "best trial"))
+             if isinstance(v.get(key), (int, float))]
+    return f" ({'; '.join(parts)})" if parts else ""
