@@ -8,6 +8,7 @@ the entries.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from mutune.config import SweepConfig
@@ -64,12 +65,7 @@ def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any,
     width_of = {t.trial_id: int(t.key.split("-")[0].split("w")[-1])
                 for o in extra for t in o.trials}
     # one count per model size (the family's plugin lookup took ≈ 20 ms a trial)
-    counted: dict[tuple[int, float], float] = {}
-
-    def flops(width: int, n_params: float) -> float:
-        if (width, n_params) not in counted:
-            counted[width, n_params] = flops_per_sample(config, width, n_params)
-        return counted[width, n_params]
+    flops = functools.cache(lambda width, n_params: flops_per_sample(config, width, n_params))
     cost, entries = compute_cost(
         config, outcomes, target,
         extra_trials=[(width_of[t.trial_id], t) for o in extra for t in o.trials],

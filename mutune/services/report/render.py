@@ -283,7 +283,7 @@ def _gate(console: Any, report: dict[str, Any]) -> None:
 
 
 def _widened_from(v: dict[str, Any]) -> str:
-    """`` (from …; fitted minimum …; best trial …)`` of a widen action's evidence, where
+    """`` (from …; unclipped …; best trial …)`` of a widen action's evidence, where
     recorded."""
     parts = [f"{label} {v[key]:.4g}" for key, label in (("from", "from"),
                                                         ("unclipped_center", "unclipped"),
