@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -403,20 +403,27 @@ class Store(ControlMixin, QueueMixin, ReadsMixin):
                 raise StoreError(f"ledger entry {index} ({entry.get('name')!r}) misses "
                                  f"{missing}")
 
+        rows = [{"sweep_id": sweep_id, "trial_id": entry.get("trial_id"),
+                 "scope": str(entry["scope"]), "name": str(entry["name"]),
+                 "value": finite_float(entry["value"], f"ledger {entry['name']}"),
+                 "unit": str(entry["unit"]),
+                 "formula": None if entry.get("formula") is None else str(entry["formula"]),
+                 "inputs": (None if entry.get("inputs") is None
+                            else finite_json(entry["inputs"]))} for entry in entries]
+        wanted = {r["trial_id"] for r in rows if r["trial_id"] is not None}
+
         def work(s: Session) -> None:
             self._get(s, Sweep, sweep_id, "sweep")
-            for entry in entries:
-                trial_id = entry.get("trial_id")
-                if trial_id is not None:
-                    self._get(s, Trial, trial_id, "trial")
-                formula = entry.get("formula")
-                inputs = entry.get("inputs")
-                s.add(LedgerEntry(sweep_id=sweep_id, trial_id=trial_id, scope=str(entry["scope"]),
-                                  name=str(entry["name"]),
-                                  value=finite_float(entry["value"], f"ledger {entry['name']}"),
-                                  unit=str(entry["unit"]),
-                                  formula=None if formula is None else str(formula),
-                                  inputs=None if inputs is None else finite_json(inputs)))
+            # one query for every trial named, and one executemany insert (a sweep's ledger
+            # holds about ten entries per trial: 0.36 s through the ORM's unit of work)
+            known = set(s.scalars(select(Trial.id).where(Trial.id.in_(wanted)))) if wanted \
+                else set()
+            missing = sorted(wanted - known, key=repr)
+            if missing:
+                raise StoreError(f"no trial with id {missing[0]!r} in the results database "
+                                 f"{self.url}")
+            if rows:
+                s.execute(insert(LedgerEntry), rows)
         self._write(work)
 
     def sweep_finished(self, sweep_id: int, status: str, reason: str | None = None) -> None:
