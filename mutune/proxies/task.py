@@ -161,14 +161,17 @@ class ProxyTask:
     def n_params(self, width: int, hparams: Mapping[str, float]) -> int:
         """Parameter count of the model at ``width``, built on PyTorch's meta device: shapes
         only, no weights materialised — a billion-parameter target costs the caller no memory
-        (base shapes do not change the count, so none are set).
+        (base shapes do not change the count, so none are set), and no initializer runs
+        (:mod:`mutune.proxies.meta_init`).
 
         Raises:
             ProxyError: the family's factory cannot build on the meta device (it creates or
                 copies tensors on a concrete device); the message names the family.
         """
-        try:
-            with torch.device("meta"):
+        from mutune.proxies.meta_init import SkipInitOnMeta
+
+        try:     # initializers are no-ops on meta tensors: skipped (no torch._dynamo import)
+            with torch.device("meta"), SkipInitOnMeta():
                 model = self.factory(hparams)(width)
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             raise ProxyError(

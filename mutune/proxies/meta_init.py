@@ -1,0 +1,42 @@
+"""Building a model on PyTorch's meta device without running its initializers.
+
+A meta tensor has a shape and no values, so a random initializer applied to one does nothing —
+yet on the meta device PyTorch runs it through its Python reference implementations
+(``torch._refs``), whose first call imports ``torch._dynamo``: about 1 s of a driver's time
+to count a GPT's parameters (0.9–1.8 s measured on 2 CPUs), for nothing.
+:class:`SkipInitOnMeta` answers those calls with the tensor unchanged while it is active.
+Only calls whose tensor is a meta tensor are skipped; anything else runs as usual.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+__all__ = ["SkipInitOnMeta", "SKIPPED_INITIALIZERS"]
+
+#: in-place random fills (``Tensor`` methods) and ``torch.nn.init`` initializers, by name
+SKIPPED_INITIALIZERS = frozenset({
+    "normal_", "uniform_", "bernoulli_", "exponential_", "random_", "cauchy_", "log_normal_",
+    "geometric_", "trunc_normal_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
+    "kaiming_normal_", "orthogonal_", "sparse_"})
+
+
+class SkipInitOnMeta(TorchFunctionMode):
+    """A torch function mode in which an initializer of :data:`SKIPPED_INITIALIZERS` whose
+    tensor (first argument, or ``tensor=``) is on the meta device returns that tensor as it is
+    (shape, dtype and ``requires_grad`` unchanged). Use it inside ``torch.device("meta")``:
+
+        with torch.device("meta"), SkipInitOnMeta():
+            model = factory(width)
+    """
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        tensor = args[0] if args else kwargs.get("tensor")
+        if (getattr(func, "__name__", None) in SKIPPED_INITIALIZERS
+                and isinstance(tensor, torch.Tensor) and tensor.is_meta):
+            return tensor
+        return func(*args, **kwargs)
