@@ -18,7 +18,7 @@ import pytest
 from mutune.config import parse_config
 from mutune.errors import SweepStopped
 from mutune.pipeline.confirm_stage import design_allocation, design_points, trials_per_design
-from mutune.pipeline.gate import confirm_proxies, gate_rules
+from mutune.pipeline.gate import confirm_proxies, gate_rules, join_first_round
 from mutune.pipeline.recording import MemoryRecorder
 from mutune.pipeline.sweep import ProxyResult, SweepRun
 from mutune.search.backends.ray_tune.records import TrialRecord
@@ -178,6 +178,66 @@ def test_noisy_rule_gets_replicates_on_the_same_points(bowl):
     assert bowl.ran[3][1] == bowl.ran[0][1]          # the widest design again, new seeds
     assert [(p.optimum["n_trials"], p.optimum["n_seeds"]) for p, _ in swept] == [(22, 22)] * 3
     assert gate["outcome"] in ("passed", "proceeded")
+
+
+def _joined(run, swept):
+    """What the proxy run's follow-up does (mutune.pipeline.proxy_stage.design_follow_up):
+    each width's first design once its sweep is done, then — every design done — the gate's
+    first round (join_first_round), each trained by the bowl inside "the proxy run"."""
+    import mutune.search.backends.ray_tune.run as ray_run
+    from mutune.pipeline.confirm_stage import design_center, design_spec
+
+    max_t = run.config.search.scheduler.max_t
+    centers = {p.width: design_center(run.config, p) for p, _ in swept}
+    specs = [design_spec(run, p, i, centers[p.width]) for i, (p, _) in enumerate(swept)]
+    ran = ray_run.run_groups(specs, max_t=max_t)
+    run.early_designs = {s.width: (centers[s.width], ran[s.group]) for s in specs}
+    joined = join_first_round(run, swept, run.early_designs)
+    ran = ray_run.run_groups(joined, max_t=max_t)
+    if run.early_round is not None:
+        run.early_round["outcomes"] = {w: ran[g] for w, g in run.early_round["groups"].items()}
+    return joined
+
+
+def test_the_first_round_joins_the_proxy_run_with_the_plan_it_would_have_after(bowl):
+    """Once every width's design is done, the gate's first round is planned from the same
+    refits and rules the gate computes after the run, and trained inside it: the gate then
+    trains nothing more and records the same round, rules and target values as a gate that
+    ran the round after the proxy run; the early plan records no refit of its own. Both
+    kinds of round: a widening (an edge) and replicates (noisy rules)."""
+    noisy = _config(gate="proceed", gate_rounds=1, tolerance=0.01).model_dump(mode="json")
+    noisy["search"]["space"]["lr"] = {"type": "loguniform", "low": 1e-3, "high": 1.0}
+    for config, center, noise, action in (
+            (_config(gate="widen", gate_rounds=1), {"lr": 1e-2, "output_mult": 1.0}, 0.002,
+             "widen"),
+            (parse_config(noisy), {"lr": LR_STAR, "output_mult": OM_STAR}, 0.01,
+             "replicates")):
+        bowl.state["noise"] = noise
+        run, rec, swept = _start(config, center)
+        joined = _joined(run, swept)
+        assert [s.group for s in joined] == ["c1w16", "c1w32", "c1w64"]
+        assert not rec.of("proxy_sweep_finished")            # the plan recorded nothing
+        n_ran = len(bowl.ran)
+        got = gate_rules(run, *confirm_proxies(run, swept))
+        assert len(bowl.ran) == n_ran                         # nothing trained after the run
+        run_b, _, swept_b = _start(config, center)
+        want = gate_rules(run_b, *confirm_proxies(run_b, swept_b))
+        assert len(bowl.ran) == n_ran + 6                     # designs, then the round
+        assert got[1:] == want[1:]                            # rules, values, settings, gate
+        assert [a["action"] for a in got[4]["rounds"][0]["actions"]] == [action] * 3
+        assert got[4]["rounds"][0]["trials"] == 33
+
+        # the same optima (the fake backend numbers the two runs' trials apart)
+        def optima(swept):
+            return [{k: v for k, v in p.optimum.items() if "trial_id" not in k}
+                    for p, _ in swept]
+        assert optima(got[0]) == optima(want[0])
+
+
+def test_no_round_joins_when_the_gate_will_not_act(bowl):
+    for transfer in ({"gate": "stop", "gate_rounds": 3}, {"gate": "widen", "gate_rounds": 0}):
+        run, _, swept = _start(_config(**transfer), {"lr": 1e-2, "output_mult": 1.0})
+        assert _joined(run, swept) == [] and run.early_round is None
 
 
 def test_a_widening_is_shown_with_the_evidence_it_came_from():

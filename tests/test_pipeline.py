@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -116,6 +117,10 @@ def test_main_job_end_to_end(ray_local, tiny_config, one_store_url, tmp_path):
     assert n["scaling_laws"] >= 3          # loss law, importance, gate (and target watch)
     assert n["trial_reports"] >= 8 and n["scheduler_events"] >= 8
     assert n["transfer_rules"] == 2 and n["target_runs"] == 1 and n["ledger_entries"] >= 25
+    # the designs and a gate round joined the proxy run: every trial but the target lies in
+    # its one Ray Tune experiment (no run of their own, no workers started again)
+    assert len({Path(t["checkpoint_dir"]).parent.name for t in rows["trials"]
+                if t["kind"] != "target"}) == 1
     # each width's best is the configuration with the lowest seed mean at max_t
     for ps, p in zip(sorted(rows["proxy_sweeps"], key=lambda r: r["width"]), rep["proxies"]):
         means = {}

@@ -24,9 +24,10 @@ from typing import Any
 
 from mutune.config.spaces import clip_valid
 from mutune.errors import FitError, SweepStopped
-from mutune.pipeline.sweep import ProxyResult, SweepRun
+from mutune.pipeline.sweep import ProxyResult, SweepRun, record_best
 
-__all__ = ["confirm_proxies", "gate_rules", "GATED_VERDICTS", "ConfirmState"]
+__all__ = ["confirm_proxies", "gate_rules", "plan_round", "join_first_round",
+           "GATED_VERDICTS", "ConfirmState"]
 
 #: verdicts the gate acts on (``too_few_sizes`` needs another width, not another round)
 GATED_VERDICTS = ("edge", "noisy", "fallback")
@@ -53,8 +54,8 @@ def _gpu_hours(outcomes: list[Any]) -> tuple[float, int]:
                 for t in trials if t.timing), len(trials))
 
 
-def _refit(run: SweepRun, p: ProxyResult, state: ConfirmState) -> ProxyResult:
-    from mutune.pipeline.proxy_stage import record_best
+def _refit(run: SweepRun, p: ProxyResult, state: ConfirmState, *,
+           record: bool = True) -> ProxyResult:
     from mutune.pipeline.full_horizon import full_horizon_optimum
 
     sweep_best = p.optimum.get("sweep_best") or {
@@ -71,7 +72,8 @@ def _refit(run: SweepRun, p: ProxyResult, state: ConfirmState) -> ProxyResult:
     p = dataclasses.replace(p, optimum=opt, best_val_loss=opt["best_val_loss"],
                             best_config=opt["best_config"], milestone=opt["milestone"],
                             best_trial_id=opt["best_trial_id"])
-    record_best(run, p, opt["n_trials"])
+    if record:
+        record_best(run, p, opt["n_trials"])
     return p
 
 
@@ -162,6 +164,78 @@ def _widening(p: ProxyResult, name: str, new_center: float) -> dict[str, Any]:
             "best_trial": None if best is None else float(best)}
 
 
+def plan_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
+               states: dict[int, ConfirmState], bad: dict[str, str]
+               ) -> tuple[list[dict[str, Any]], list[tuple[ProxyResult, int, dict[str, float]]]]:
+    """What one gate round does about ``bad`` (:func:`_problems`): an ``edge`` widens the
+    design of every width whose optimum is at that edge (:func:`_widen_center`); otherwise
+    every width's first design is trained again with fresh seeds.
+
+    Returns:
+        (the actions recorded, the jobs :func:`~mutune.pipeline.confirm_stage.
+        confirm_widths` trains: (ProxyResult, its position, the design's centre) per width).
+    """
+    from mutune.pipeline.confirm_stage import design_names
+
+    tr = run.config.transfer
+    continuous = set(design_names(run.config))
+    edges = sorted(n for n, v in bad.items() if v == "edge" and n in continuous)
+    actions, jobs = [], []
+    for i, (p, _) in enumerate(swept):
+        if edges:
+            at_edge = [n for n in edges if p.optimum["on_edge"].get(n)]
+            if not at_edge:
+                continue
+            center = _widen_center(run, p, at_edge)
+            actions.append({"width": p.width, "action": "widen",
+                            "hyperparameters": {n: _widening(p, n, center[n])
+                                                for n in at_edge},
+                            "new_design_center": dict(center)})
+        else:
+            center = states[p.width].center
+            actions.append({"width": p.width, "action": "replicates",
+                            "added_seeds_per_point": tr.confirm_replicates,
+                            "added_seeds_at_center": max(tr.confirm_replicates,
+                                                         tr.confirm_center_replicates)})
+        jobs.append((p, i, center))
+    return actions, jobs
+
+
+def join_first_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
+                     designs: dict[int, tuple[dict[str, float], Any]]) -> list[Any]:
+    """The gate's first round as groups that join the proxy run, once every width's first
+    design is done there (``designs``: width → (centre, RunOutcome)): the optima are refitted
+    (not recorded: :func:`confirm_proxies` records them after the run), the rules fitted and
+    the round planned exactly as :func:`gate_rules` would after the run, so its trials take
+    the slots the designs' tails leave free, on workers already started, instead of a Ray
+    Tune run of their own. The plan is kept in ``run.early_round``; :func:`gate_rules` uses
+    it when its own first round finds the same problems. Returns ``[]`` (the gate then runs
+    after the proxy run as before) when no round is due or a fit fails.
+    """
+    from mutune.pipeline.confirm_stage import design_spec
+    from mutune.pipeline.transfer_stage import transfer_rules
+
+    tr = run.config.transfer
+    if tr.gate == "stop" or tr.gate_rounds < 1 or tr.confirm_replicates == 0:
+        return []
+    states = {p.width: ConfirmState(o, [designs[p.width][1]], designs[p.width][0])
+              for p, o in swept}
+    refitted = [(_refit(run, p, states[p.width], record=False), o) for p, o in swept]
+    try:
+        rules, _, _ = transfer_rules(run.config, [p.width for p, _ in refitted],
+                                     [p.optimum for p, _ in refitted])
+    except (FitError, ValueError):
+        return []
+    bad = _problems(rules)
+    if not bad:
+        return []
+    actions, jobs = plan_round(run, refitted, states, bad)
+    specs = [design_spec(run, p, i, center, round_=1) for p, i, center in jobs]
+    run.early_round = {"problems": bad, "actions": actions, "jobs": jobs,
+                       "groups": {s.width: s.group for s in specs}}
+    return specs
+
+
 def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                states: dict[int, ConfirmState]
                ) -> tuple[list[tuple[ProxyResult, Any]], list[dict[str, Any]],
@@ -178,7 +252,7 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
             and ``transfer.gate`` is ``widen`` or ``stop`` (rules and gate row recorded).
         FitError: a rule cannot be fitted.
     """
-    from mutune.pipeline.confirm_stage import confirm_widths, design_names
+    from mutune.pipeline.confirm_stage import confirm_widths
     from mutune.pipeline.transfer_stage import transfer_rules
 
     config = run.config
@@ -193,36 +267,21 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                             "rounds": [], "first_verdicts": {r["hyperparameter"]: r["verdict"]
                                                               for r in rules}}
     rounds = tr.gate_rounds if tr.gate != "stop" and states else 0
-    continuous = set(design_names(config))
     for rnd in range(1, rounds + 1):
         bad = _problems(rules)
         if not bad:
             break
         before = _gpu_hours([d for s in states.values() for d in s.designs])
-        actions = []
-        edges = sorted(n for n, v in bad.items() if v == "edge" and n in continuous)
-        jobs = []
-        for i, (p, o) in enumerate(swept):
-            state = states[p.width]
-            if edges:
-                at_edge = [n for n in edges if p.optimum["on_edge"].get(n)]
-                if not at_edge:
-                    continue
-                center = _widen_center(run, p, at_edge)
-                actions.append({"width": p.width, "action": "widen",
-                                "hyperparameters": {n: _widening(p, n, center[n])
-                                                    for n in at_edge},
-                                "new_design_center": dict(center)})
-            else:
-                center = state.center
-                actions.append({"width": p.width, "action": "replicates",
-                                "added_seeds_per_point": tr.confirm_replicates,
-                                "added_seeds_at_center": max(tr.confirm_replicates,
-                                                             tr.confirm_center_replicates)})
-            jobs.append((p, i, center))
-        # every width this round acts on: its design in one Ray Tune run
-        designs = dict(zip((p.width for p, _, _ in jobs),
-                           confirm_widths(run, jobs, round_=rnd) if jobs else []))
+        early = run.early_round if rnd == 1 else None
+        if early is not None and early["problems"] == bad:
+            # it joined the proxy run once every design was done (the same inputs, so the
+            # same plan: :func:`join_first_round`); its trials are trained already
+            actions, jobs, designs = early["actions"], early["jobs"], dict(early["outcomes"])
+        else:
+            actions, jobs = plan_round(run, swept, states, bad)
+            # every width this round acts on: its design in one Ray Tune run
+            designs = dict(zip((p.width for p, _, _ in jobs),
+                               confirm_widths(run, jobs, round_=rnd) if jobs else []))
         new = []
         for p, o in swept:
             if p.width in designs:

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from mutune.errors import SearchError, SweepStopped
-from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
+from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress, record_best
 
 __all__ = ["sweep_widths", "sweep_width", "run_widths", "early_designs", "design_follow_up",
            "width_spec",
@@ -72,13 +72,24 @@ def design_follow_up(run: SweepRun, specs: list[Any],
     (:func:`width_result`, kept in ``run.early_results``) and its first confirmation design
     joins the run (``joined``: width → (the design's centre, its group name)). A width whose
     result cannot be had yet (every trial diverged) gets no design here: the stages after the
-    run handle it as before."""
+    run handle it as before. When every width's design is done, the gate's first round joins
+    too, where one is due (:func:`mutune.pipeline.gate.join_first_round`)."""
     from mutune.errors import FitError
     from mutune.pipeline.confirm_stage import design_center, design_spec
+    from mutune.pipeline.gate import join_first_round
 
     index = {s.group: (i, s) for i, s in enumerate(specs)}
+    sweeps: dict[int, Any] = {}          # width → its sweep's outcome, once done
+    designs: dict[str, list[Any]] = {}   # design group → [width, centre, outcome once done]
 
     def follow(group: str, outcome: Any) -> list[Any]:
+        if group in designs:
+            designs[group][2] = outcome
+            if len(designs) < len(specs) or any(d[2] is None for d in designs.values()):
+                return []
+            return join_first_round(run, [(run.early_results[s.width], sweeps[s.width])
+                                          for s in specs],
+                                    {w: (c, o) for w, c, o in designs.values()})
         if group not in index:
             return []
         i, s = index[group]
@@ -86,10 +97,11 @@ def design_follow_up(run: SweepRun, specs: list[Any],
             p = width_result(run, s.width, s.proxy_sweep_id, outcome)
         except (SearchError, FitError, ValueError):
             return []
-        run.early_results[s.width] = p
+        run.early_results[s.width], sweeps[s.width] = p, outcome
         center = design_center(run.config, p)
         design = design_spec(run, p, i, center)
         joined[s.width] = (center, design.group)
+        designs[design.group] = [s.width, center, None]
         return [design]
     return follow
 
@@ -132,6 +144,9 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None,
         raise SweepStopped("cancelled", stopped)
     run.early_designs.update((w, (center, outcomes[group]))
                              for w, (center, group) in joined.items())
+    if run.early_round is not None:
+        run.early_round["outcomes"] = {w: outcomes[g]
+                                       for w, g in run.early_round["groups"].items()}
     return [outcomes[s.group] for s in specs]
 
 
@@ -220,14 +235,6 @@ def width_results(run: SweepRun, ran: list[tuple[int, int, Any]]
         kept.append(f"width {w} kept {len(o.trials)} of {run.config.search.num_samples} "
                     "trials" if o.trials else f"width {w} got no trial")
     raise SweepStopped("budget_exhausted", f"{cut}; " + "; ".join(kept))
-
-
-def record_best(run: SweepRun, p: ProxyResult, rung_trials: int) -> None:
-    """Record the width's best trial and optimum on its proxy sweep row."""
-    run.recorder.proxy_sweep_finished(p.proxy_sweep_id, {
-        "trial_id": p.best_trial_id, "milestone": p.milestone, "config": p.best_config,
-        "val_loss": p.best_val_loss, "trials": p.trials, "rung_trials": rung_trials,
-        "optimum": p.optimum})
 
 
 def align_optima(run: SweepRun, swept: list[tuple[ProxyResult, Any]]

@@ -22,7 +22,7 @@ from mutune.pipeline.recording import Recorder
 from mutune.search.recording import SweepControl
 
 __all__ = ["SweepRun", "open_sweep", "ProxyResult", "PipelineResult", "Progress",
-           "bind_progress"]
+           "bind_progress", "record_best"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,11 @@ class SweepRun:
     early_designs: dict[int, tuple[dict[str, float], Any]] = field(default_factory=dict)
     #: width → its ProxyResult, recorded when its sweep was done inside the proxy run
     early_results: dict[int, ProxyResult] = field(default_factory=dict)
+    #: the gate's first round when it joined the proxy run (every width's design done):
+    #: ``problems``, ``actions``, ``jobs`` as :func:`mutune.pipeline.gate.plan_round` gave
+    #: them, ``groups`` (width → group) and, once the run ended, ``outcomes`` (width →
+    #: RunOutcome); None when it did not join
+    early_round: dict[str, Any] | None = None
 
 
 @contextlib.contextmanager
@@ -175,3 +180,11 @@ def bind_progress(cb: Progress | None, label: str, total: int
     if cb is None:
         return None
     return lambda done, started: cb(label, done, total)
+
+
+def record_best(run: SweepRun, p: ProxyResult, rung_trials: int) -> None:
+    """Record the width's best trial and optimum on its proxy sweep row."""
+    run.recorder.proxy_sweep_finished(p.proxy_sweep_id, {
+        "trial_id": p.best_trial_id, "milestone": p.milestone, "config": p.best_config,
+        "val_loss": p.best_val_loss, "trials": p.trials, "rung_trials": rung_trials,
+        "optimum": p.optimum})

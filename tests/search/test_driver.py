@@ -175,6 +175,40 @@ def test_a_follow_up_group_joins_when_its_group_is_done_and_goes_ahead_of_the_re
     assert d.groups["cw16"].searcher.state_dict()["events"][-1][0] == "complete"
 
 
+def test_a_follow_up_may_watch_the_groups_it_adds_and_only_those():
+    """A hook may watch the groups it returns (the gate's round after the designs): that
+    group's own hook runs once it is done, before the sweep can finish. Watching a group the
+    hook did not add is refused."""
+    d = SweepDriver([_group("w", None, 1, max_t=2)], concurrency=1)
+    calls = []
+
+    def design(name):
+        calls.append(name)
+        d.when_done("c0w", gate_round)
+        return [_group("c0w", None, 1, max_t=2)]
+
+    def gate_round(name):
+        calls.append(name)
+        return [_group("c1w", None, 2, max_t=2)]
+    d.when_done("w", design)
+    keys = []
+    while (act := d.next_action()).kind is not ActionKind.DONE:
+        keys.append(act.key)
+        d.report(act.key, 2, 0.5)
+    assert keys == ["w-t0", "c0w-t0", "c1w-t0", "c1w-t1"] and calls == ["w", "c0w"]
+    assert d.order == ["c0w", "c1w", "w"]
+
+    d = SweepDriver([_group("w", None, 1, max_t=2)], concurrency=1)
+
+    def stray(name):
+        d.when_done("elsewhere", lambda n: [])
+        return [_group("c0w", None, 1, max_t=2)]
+    d.when_done("w", stray)
+    d.report(d.next_action().key, 2, 0.5)
+    with pytest.raises(SearchError, match="watched a group it did not add"):
+        d.next_action()
+
+
 def test_joining_is_refused_for_a_taken_name_an_unknown_group_or_a_finished_sweep():
     d = SweepDriver([_group("a", None, 1, max_t=1)], concurrency=1)
     with pytest.raises(SearchError, match="exists"):

@@ -28,8 +28,8 @@ same under Ray as in the simulator for the same curves.
 
 A group may join while the sweep runs (:meth:`SweepDriver.when_done`): when one group is done
 — nothing left to propose, every trial ended — a hook may hand groups that start from the
-next free slot on, ahead of the groups given at the start (a proxy width's confirmation
-design overlapping the other widths' trials).
+next free slot on, ahead of the groups given at the start (a width's confirmation design
+overlapping the other widths' trials), and watch them in turn.
 
 Trial keys are the driver's: ``key_of(index)`` of the group (``t0``, ``t1``, … by default);
 backends map their own ids to them.
@@ -88,6 +88,7 @@ class SweepDriver:
         self._queue: list[str] = []
         self._done = False
         self._hooks: dict[str, Callable[[str], Sequence[Group]]] = {}
+        self._joining: str | None = None      # the group whose hook is running
         self._joined = 0
         #: what the driver fed the cores, in order: ("report", group, key, step, value),
         #: ("promote", group, key), ("finish", group) — the recorded order of a sweep
@@ -158,30 +159,33 @@ class SweepDriver:
         """Call ``hook(name)`` at the first free slot after group ``name`` is done
         (:meth:`group_done`); the groups it returns join the sweep (:meth:`add_group`) ahead
         of the groups given at the start and behind those that joined earlier, so at
-        concurrency 1 the order stays reproducible. A hook is called once.
+        concurrency 1 the order stays reproducible. A hook is called once; while it runs it
+        may watch the groups it returns (e.g. the gate's first round after the designs).
 
         Raises:
-            SearchError: an unknown group.
+            SearchError: an unknown group (outside a hook), or one a hook did not return.
         """
-        if name not in self.groups:
+        if name not in self.groups and self._joining is None:
             raise SearchError(f"unknown group {name!r}; groups: {self.order}")
         self._hooks[name] = hook
 
     def _join(self) -> None:
-        for name in [n for n in self._hooks if self.group_done(n)]:
-            for g in self._hooks.pop(name)(name):
-                self.add_group(g, first=True)
+        for name in [n for n in self._hooks if n in self.groups and self.group_done(n)]:
+            self._joining = name
+            try:
+                for g in list(self._hooks.pop(name)(name)):
+                    self.add_group(g, first=True)
+            finally:
+                self._joining = None
+            if any(n not in self.groups for n in self._hooks):
+                raise SearchError(f"group {name!r}'s follow-up watched a group it did not add")
 
     def add_group(self, group: Group, *, first: bool = True) -> None:
-        """Add a group while the sweep runs (e.g. a proxy width's confirmation design once
-        that width's sweep is done): its trials share the slots from the next free one on.
-        ``first``: its new trials are taken ahead of the groups given at the start and
-        behind groups that joined before it (promotions still come first); else after
-        every group's.
-
-        Raises:
-            SearchError: the sweep is done, or the name is taken.
-        """
+        """Add a group while the sweep runs (e.g. a width's design once its sweep is done):
+        its trials share the slots from the next free one on. ``first``: its new trials come
+        ahead of the groups given at the start, behind earlier joiners (promotions still
+        first); else after every group's. Raises SearchError: the sweep is done, or the
+        name is taken."""
         if self._done:
             raise SearchError(f"group {group.name!r}: the sweep is done, no group can join")
         if group.name in self.groups:

@@ -7,7 +7,9 @@ when_done`: at the first free slot after a group is done, it hands the caller's
 ``follow_up`` that group's :class:`~.groups.RunOutcome` (its trials as the book holds them,
 its core and searcher: every decision of the group is final), turns the
 :class:`~.groups.GroupSpec` values it returns into driver groups, and registers them with the
-run's book (their width, proxy sweep row, recorded kind and progress callback).
+run's book (their width, proxy sweep row, recorded kind and progress callback). A joined
+group is watched in turn, so ``follow_up`` is also asked when it is done (the gate's first
+round joins once every width's design is done).
 """
 from __future__ import annotations
 
@@ -62,4 +64,5 @@ class Joiner:
                 self.book.kinds[spec.group] = spec.kind
             self.joined.append(spec)
             groups.append(g)
+            self.driver.when_done(spec.group, self._done)   # a follow-up may be followed up
         return groups
