@@ -38,12 +38,14 @@ class _Tee(io.TextIOBase):
 
     def __init__(self, stream: Any, limit: int) -> None:
         self.stream, self.limit, self.parts, self.size = stream, limit, [], 0
+        self.written = 0        # characters ever written (what a save has seen)
 
     def write(self, text: str) -> int:
         if self.stream is not None:
             self.stream.write(text)
         self.parts.append(text)
         self.size += len(text)
+        self.written += len(text)
         if self.size > 2 * self.limit:
             joined = "".join(self.parts)[-self.limit:]
             self.parts, self.size = [joined], len(joined)
@@ -68,16 +70,23 @@ class Captured:
     def __init__(self, log_dir: str | Path | None, key: str, limit: int) -> None:
         self.path = None if log_dir is None else _path(log_dir, key)
         self.out, self.err = _Tee(sys.stdout, limit), _Tee(sys.stderr, limit)
+        self._saved: tuple[int, int, str | None] | None = None    # what the file holds
 
     def save(self, trace: str | None = None) -> None:
-        """Write stdout, stderr (and ``trace``) to the log file, atomically."""
+        """Write stdout, stderr (and ``trace``) to the log file, atomically — unless nothing
+        was written and no traceback came since the last save (the file already holds it: a
+        quiet trial writes its file once, not at each of its reports)."""
         if self.path is None:
+            return
+        state = (self.out.written, self.err.written, trace)
+        if state == self._saved:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"stdout": self.out.value(), "stderr": self.err.value(),
                                    "traceback": trace}), encoding="utf-8")
         tmp.replace(self.path)
+        self._saved = state
 
 
 @contextlib.contextmanager
