@@ -56,8 +56,9 @@ MALLOC_ARENAS = "2"
 
 
 def worker_env() -> dict[str, str]:
-    """Environment variables of the sweep's Ray workers (its job's ``runtime_env``):
-    ``MALLOC_ARENA_MAX`` (:data:`MALLOC_ARENAS`) unless the user's environment sets it."""
+    """Environment variables of the sweep's Ray workers (set where a local cluster starts,
+    or as the job's ``runtime_env`` on a cluster at ``ray.address``): ``MALLOC_ARENA_MAX``
+    (:data:`MALLOC_ARENAS`) unless the user's environment sets it."""
     if "MALLOC_ARENA_MAX" in os.environ:
         return {}
     return {"MALLOC_ARENA_MAX": MALLOC_ARENAS}
@@ -84,11 +85,10 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
         yield
         return
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False,
-                                  logging_level=logging.ERROR, configure_logging=True,
-                                  runtime_env={"env_vars": worker_env()})
+                                  logging_level=logging.ERROR, configure_logging=True)
     entry = None
     if cfg.address:
-        ray.init(address=cfg.address, **kwargs)
+        ray.init(address=cfg.address, runtime_env={"env_vars": worker_env()}, **kwargs)
     else:
         from mutune.search.backends.ray_tune.orphans import reap_orphans, register
 
@@ -99,7 +99,12 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
                           f"({found['session_dir']}): {names or 'none left'}", stacklevel=3)
         # address="local": always a new local cluster, never one another process started
         # on this machine (ray.init() without an address joins the latest `ray start` one)
-        ray.init(address="local", num_cpus=cfg.num_cpus, **kwargs)
+        # a local cluster's workers inherit the environment its raylet starts in: set there
+        # instead of as the job's runtime_env, the workers Ray prestarts at ray.init serve
+        # the sweep's actors (with a runtime_env every actor waits for a process of its own:
+        # two actors ready in 0.96 s against 0.34 s on 2 CPUs)
+        with _environ(worker_env()):
+            ray.init(address="local", num_cpus=cfg.num_cpus, **kwargs)
         entry = register(_session_dir())
     try:
         yield
@@ -108,6 +113,22 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
         if entry is not None:
             from mutune.search.backends.ray_tune.orphans import unregister
             unregister(entry)
+
+
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    """``env`` in this process's environment for the block (what processes started in it
+    inherit), as it was afterwards."""
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _session_dir() -> str:

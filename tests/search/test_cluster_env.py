@@ -1,0 +1,54 @@
+"""A local cluster's workers get mutune's environment by inheritance, not as a job runtime_env
+(mutune.search.backends.ray_tune.cluster.ray_cluster): the workers Ray prestarts at ray.init
+can then serve the sweep's actors instead of each actor waiting for a process of its own."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DRIVER = r"""
+import json, os
+from mutune.config import load_config
+from mutune.search.backends.ray_tune.cluster import ray_cluster
+
+with ray_cluster(load_config().ray):
+    import ray
+
+    @ray.remote(num_cpus=1)
+    class Probe:
+        def env(self):
+            return os.environ.get("MALLOC_ARENA_MAX")
+
+    worker = ray.get(Probe.remote().env.remote())
+    job = dict(ray.get_runtime_context().runtime_env)
+    inside = os.environ.get("MALLOC_ARENA_MAX")
+print("RESULT " + json.dumps({"worker": worker, "job": job, "inside": inside,
+                              "after": os.environ.get("MALLOC_ARENA_MAX")}))
+"""
+
+
+def _run(env_value):
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    if env_value is not None:
+        env["MALLOC_ARENA_MAX"] = env_value
+    out = subprocess.run([sys.executable, "-c", DRIVER], cwd=Path(__file__).resolve().parents[2],
+                         capture_output=True, text=True, timeout=300, env=env, check=True)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line.split(" ", 1)[1])
+
+
+@pytest.mark.slow
+def test_local_workers_inherit_the_environment_and_the_job_has_no_runtime_env():
+    from mutune.search.backends.ray_tune.cluster import MALLOC_ARENAS
+
+    got = _run(None)
+    assert got["worker"] == MALLOC_ARENAS          # the workers' setting reached them
+    assert not got["job"].get("env_vars")          # not as a runtime_env
+    assert got["inside"] is None and got["after"] is None   # the driver's own env unchanged
+    got = _run("4")                                # a user's value is kept everywhere
+    assert got["worker"] == "4" and got["after"] == "4" and not got["job"].get("env_vars")
