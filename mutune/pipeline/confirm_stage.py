@@ -23,8 +23,10 @@ runs instead of 18 with two seeds everywhere.
 Every design trial is a ``confirm`` trial of the width's proxy sweep, billed to the proxies.
 In a new sweep without a budget each width's first design joins the proxy run as soon as that
 width's sweep is done (:func:`mutune.pipeline.proxy_stage.run_widths`, built by
-:func:`design_spec`); :func:`confirm_widths` trains the others — a resumed sweep's, a
-budgeted sweep's, the gate's rounds — in one Ray Tune run after the sweep.
+:func:`design_spec`), and so does the gate's first round once every design is done
+(:func:`mutune.pipeline.gate.join_first_round`); :func:`confirm_widths` trains the others — a
+resumed sweep's, a budgeted sweep's, the gate's later rounds — in one Ray Tune run after the
+sweep.
 :func:`mutune.pipeline.transfer_stage.width_optimum` then fits the local quadratic to these
 full-horizon values. The gate (:mod:`mutune.pipeline.gate`) re-centres a design whose
 optimum it does not bracket, or adds replicates, and calls this stage again.
