@@ -115,8 +115,9 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None,
     sweep, :func:`early_designs`), each width's first confirmation design joins the run
     when that width is done (:func:`design_follow_up`): its trials take the slots ahead of
     the widths still sweeping (designs in the order their widths finished), so the
-    designs overlap the other widths' tails instead of waiting for a run of their own.
-    Returns the RunOutcomes in ``specs`` order.
+    designs overlap the other widths' tails instead of waiting for a run of their own; once
+    every design is done the gate's first round joins too, where one is due (its plan and
+    outcomes in ``run.early_round``). Returns the RunOutcomes in ``specs`` order.
 
     Raises:
         SweepStopped: ``mutune cancel`` stopped it.
