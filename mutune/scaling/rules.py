@@ -261,10 +261,13 @@ class TransferRule:
 
     @property
     def formula(self) -> str:
-        """The fitted rule as text, e.g. ``log lr*(w) = -6.21 + -0.012·log w``."""
-        text = f"log {self.hyperparameter}*(w) = {self.intercept:.4g} + {self.slope:.4g}·log w"
+        """The fitted rule as text, e.g. ``log lr*(w) = -6.21 − 0.012·log w`` (each
+        coefficient's sign joins its term)."""
+        def term(c: float, axis: str) -> str:
+            return f" {'−' if c < 0 else '+'} {abs(c):.4g}·log {axis}"
+        text = f"log {self.hyperparameter}*(w) = {self.intercept:.4g}" + term(self.slope, "w")
         for axis in self.axes[1:]:
-            text += f" + {self.coefficients[axis]:.4g}·log {axis}"
+            text += term(self.coefficients[axis], axis)
         return text
 
 

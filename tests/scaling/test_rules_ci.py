@@ -64,6 +64,9 @@ def test_extra_axes_are_recovered_and_predicted():
     plo, phi = rule.prediction_interval(2048, depth=16)
     assert plo < pred < phi
     assert "log depth" in rule.formula
+    # each coefficient's sign joins its term (no "+ -")
+    assert f"− {abs(rule.coefficients['depth']):.4g}·log depth" in rule.formula
+    assert "+ -" not in rule.formula and rule.formula.count("−") == 2
     with pytest.raises(ValueError, match="missing"):
         rule.predict(2048)
 
