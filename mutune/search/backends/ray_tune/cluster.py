@@ -177,11 +177,8 @@ def pending_trials(n: int) -> Iterator[None]:
     if PENDING_ENV in os.environ:
         yield
         return
-    os.environ[PENDING_ENV] = str(max(int(n), 1))
-    try:
+    with _environ({PENDING_ENV: str(max(int(n), 1))}):
         yield
-    finally:
-        os.environ.pop(PENDING_ENV, None)
 
 
 def shortfall(cpus: float, gpus: float) -> tuple[str, float, float] | None:
