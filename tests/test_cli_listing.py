@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -220,6 +221,10 @@ class _CancelAfterReports(Store):
             sweep_id = self.trial_log(trial_id)["sweep_id"]
             if self.stop_requested(sweep_id) is None:
                 self.request_cancel(sweep_id)
+                # the driver polls for a cancel at most once a second (CancelStopper.poll_s):
+                # hold it here past that, so its next check, in this very step, sees the cancel
+                # before Ray can start another of these millisecond trials
+                time.sleep(1.1)
 
 
 @pytest.mark.slow
