@@ -35,6 +35,8 @@ database and trained with the evaluation seeds like the others (``per_seed[i]
 .pipeline_status`` says ``target_diverged``). Usage:
     python benchmarks/transfer_truth.py --model gpt [--pipeline-seeds 0,1,2] [--eval-seeds 10]
     python benchmarks/transfer_truth.py --model mlp [--target-width 1024]
+    python benchmarks/transfer_truth.py --model gpt-depth   # the (width 128, depth 8) target
+                                                            # of a 32/64 × 2/4 ladder
 """
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ from pathlib import Path
 
 import numpy as np
 
-CONFIGS = {"gpt": "configs/gpt-text.yaml", "mlp": "configs/quickstart.yaml"}
+CONFIGS = {"gpt": "configs/gpt-text.yaml", "mlp": "configs/quickstart.yaml",
+           "gpt-depth": "configs/gpt-depth.yaml"}
 EVAL_SEED_BASE = 900_000          # evaluation seeds: far from every sweep's seed streams
 
 
@@ -201,6 +204,11 @@ def main() -> None:
         center = {n: float(np.median([r["config"][n] for r in runs])) for n in names}
         # the grid and the final runs evaluate once, at the end (all they are judged on)
         gd = {**d, "name": d["name"] + "-grid",
+              # a depth ladder's target depth: the grid's model is the target's (the same
+              # depth parametrization and base depth as the pipeline's target run)
+              **({"depths": None, "target": {**d["target"], "depth": None},
+                  "model": {**cfg.model.model_dump(mode="json"), "depth": cfg.target_depth}}
+                 if cfg.depth_ladder else {}),
               "train": {**d["train"], "eval_every": steps},
               "search": {**d["search"],     # one rung at the end: evaluations land on it
                          "scheduler": {**d["search"]["scheduler"], "grace_period": steps,
@@ -255,6 +263,8 @@ def main() -> None:
     med = per_seed[order[len(order) // 2]]
     print(json.dumps({
         "benchmark": "transfer_truth", "model": a.model, "target_width": width,
+        "target_depth": cfg.target_depth, "proxy_widths": cfg.widths,
+        "proxy_depths": cfg.proxy_depths,
         "seeds": seeds_p, "eval_seeds": a.eval_seeds, "grid_seeds": a.grid_seeds,
         "grid_best_test_loss": statistics.fmean(best_test),
         "grid_best_config": best["hparams"],

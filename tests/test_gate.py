@@ -247,3 +247,36 @@ def test_a_widening_is_shown_with_the_evidence_it_came_from():
                            "unclipped_center": 0.00969, "best_trial": 0.00214})
     assert shown == " (from 0.00855; unclipped 0.00969; best trial 0.00214)"
     assert _widened_from({"side": "high", "new_center": 0.0097}) == ""   # an older record
+
+
+def test_a_depth_ladder_confirms_and_widens_each_width_and_depth(bowl):
+    """On a width × depth ladder every (width, depth) gets its own design with its depth's
+    model (groups ``c{round}w{width}d{depth}``), and a widening round acts on each of them,
+    its actions naming width and depth; the rules carry both axes."""
+    from mutune.proxies.task import ProxyTask, load_task_data
+
+    d = _config(gate="widen", gate_rounds=1).model_dump(mode="json")
+    d["model"].pop("depth")
+    d["model"].update(residual=True, depth_parametrization="completep", base_depth=None)
+    d["depths"], d["target"]["depth"] = [1, 2], 4
+    config = parse_config(d)
+    task = ProxyTask(config.model, config.train, load_task_data(config)).with_base_shapes()
+    rec = MemoryRecorder()
+    run = SweepRun(config, rec, task, 1, Path("/nonexistent"), itertools.count(1))
+    center = {"lr": 1e-2, "output_mult": 1.0}
+    swept = [(ProxyResult(w, 10 + i, 1, dict(center), 1.5, 9, 4, {}, depth=dp),
+              SimpleNamespace(trials=[]))
+             for i, (w, dp) in enumerate((w, dp) for dp in (1, 2) for w in (16, 32, 64))]
+    swept, states = confirm_proxies(run, swept)
+    assert sorted(states) == sorted((w, dp) for dp in (1, 2) for w in (16, 32, 64))
+    first = [g for g, _ in bowl.ran]
+    assert sorted(first) == sorted(f"c0w{w}d{dp}" for dp in (1, 2) for w in (16, 32, 64))
+    # a design at depth 2 builds its depth's model (its own base shapes)
+    assert run.depth_tasks[2].model.depth == 2 and run.depth_tasks[2].base_shapes
+    swept, rules, hp, _, gate = gate_rules(run, swept, states)
+    (rnd,) = gate["rounds"]
+    assert {(a["width"], a["depth"]) for a in rnd["actions"]} == set(states)
+    assert {g for g, _ in bowl.ran[len(first):]} == {f"c1w{w}d{dp}" for w, dp in states}
+    assert all(r["axes"] == ["width", "depth"] for r in rules if r.get("formula"))
+    assert all(len(s.designs) == 2 for s in states.values())
+    assert abs(math.log2(hp["lr"] / LR_STAR)) < 0.5

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from mutune.config.model import model_spec_class
 from mutune.config.suggest import did_you_mean, section_keys
-from mutune.config.sweep import SweepConfig
+from mutune.config.sweep import SweepConfig, with_ladder_depth
 from mutune.errors import ConfigError
 
 __all__ = ["parse_config", "load_config", "default_config_path", "config_errors"]
@@ -84,6 +84,7 @@ def parse_config(data: Any, *, source: str = "<dict>") -> SweepConfig:
                           [{"field": "(root)", "value": type(data).__name__,
                             "rule": "top level must be a mapping"}])
     errors: list[dict[str, str]] = []
+    data = with_ladder_depth(data)
     model = data.get("model")
     if isinstance(model, dict) and isinstance(model.get("family"), str):
         try:

@@ -254,10 +254,14 @@ class TargetConfig(StrictModel):
     ``parallelism``: ``ddp`` (every worker holds the whole model); ``fsdp`` is refused before
     anything trains, naming the parameters whose μP width metadata FSDP would drop
     (microsoft/mup#59).
+    ``depth``: the target's depth (None: the proxies' one depth, ``model.depth``); it is
+    required with a depth ladder (``depths`` with ≥ 2 entries), and without one it may only
+    repeat the proxies' depth (a rule across depth needs ≥ 2 proxy depths).
     ``cpus``: CPUs (and torch threads) of a target that trains as one process on CPUs; None
     (default) = every CPU the sweep holds on a local cluster, so none idles while the target
     trains, else ``ray.cpus_per_trial`` (``mutune.pipeline.target_stage.target_cpus``)."""
     width: int = Field(ge=1)
+    depth: int | None = Field(default=None, ge=1, le=64)
     steps: int | None = Field(default=None, ge=1)
     batch_size: int | None = Field(default=None, ge=1)
     checkpoint_every: int | None = Field(default=None, ge=0)

@@ -15,24 +15,40 @@ from mutune.config.ray_section import RayConfig
 from mutune.config.sections import (BudgetConfig, SearchConfig, TargetConfig,
                                     TrackingConfig, TrainConfig, TransferConfig)
 
-__all__ = ["SweepConfig"]
+__all__ = ["SweepConfig", "with_ladder_depth"]
+
+
+def with_ladder_depth(data: Any) -> Any:
+    """Raw config data with, when ``depths`` is given and the model section has no
+    ``depth``, ``model.depth`` set to the smallest proxy depth (the model section describes
+    the smallest proxy); anything else unchanged."""
+    if isinstance(data, dict):
+        depths, model = data.get("depths"), data.get("model")
+        if (isinstance(depths, list) and depths and isinstance(depths[0], int)
+                and isinstance(model, dict) and "depth" not in model):
+            data = {**data, "model": {**model, "depth": depths[0]}}
+    return data
 
 
 class SweepConfig(StrictModel):
-    """A whole mutune sweep: proxies at several widths → transfer → one target run
-    (docs/architecture.md §1–§2).
+    """A whole mutune sweep: proxies at several widths (and, with ``depths``, at every width ×
+    depth) → transfer → one target run (docs/architecture.md §1–§2, docs/transfer.md §10).
 
     Raises (on validation), besides each section's own rules: data of a kind the model family
     does not read; a searched hyperparameter the family does not take; widths not positive and
     strictly increasing; ``model.base_width`` above the smallest width; a target no wider than
     the widest proxy; GPT widths not multiples of ``d_head`` (or an odd ``d_head`` with rotary
     positions, or a vocab other than 256 on byte-level text); ``cpus_per_trial`` above
-    ``num_cpus``; a money budget with no price."""
+    ``num_cpus``; a money budget with no price; with ``depths``: depths not strictly
+    increasing, ``model.depth`` other than the smallest, ``model.base_depth`` above the
+    smallest, and with ≥ 2 depths a missing or shallower ``target.depth``; a ``target.depth``
+    that differs from the only proxy depth."""
     name: str = Field(min_length=1, max_length=200)
     seed: int = Field(default=0, ge=0)
     model: SerializeAsAny[ModelSpec]
     data: Annotated[Union[DigitsData, TextData, TokenData], Field(discriminator="kind")]
     widths: list[int] = Field(min_length=2)
+    depths: list[int] | None = Field(default=None, min_length=1)
     search: SearchConfig
     train: TrainConfig = TrainConfig()
     target: TargetConfig
@@ -41,6 +57,11 @@ class SweepConfig(StrictModel):
     cost: CostConfig = CostConfig()
     budget: BudgetConfig = BudgetConfig()
     tracking: TrackingConfig = TrackingConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ladder_depth(cls, data: Any) -> Any:
+        return with_ladder_depth(data)
 
     @field_validator("model", mode="before")
     @classmethod
@@ -58,6 +79,14 @@ class SweepConfig(StrictModel):
             raise ValueError(f"widths {w} must be positive and strictly increasing")
         return w
 
+    @field_validator("depths")
+    @classmethod
+    def _depths(cls, d: list[int] | None) -> list[int] | None:
+        """Proxy depths: positive and strictly increasing (the error names the field)."""
+        if d is not None and (any(b <= a for a, b in zip(d, d[1:])) or d[0] < 1 or d[-1] > 64):
+            raise ValueError(f"depths {d} must be strictly increasing, each from 1 to 64")
+        return d
+
     @model_validator(mode="after")
     def _cross(self) -> "SweepConfig":
         from mutune.proxies.plugins import MODEL_HPARAMS, load_family
@@ -71,6 +100,7 @@ class SweepConfig(StrictModel):
                 raise ValueError(f"search names {name!r}, which model.family "
                                  f"{self.model.family!r} does not take (it takes: lr"
                                  + "".join(f", {h}" for h in family.hparams) + ")")
+        self._check_depths()
         w = self.widths
         if self.model.base_width > w[0]:
             raise ValueError(f"model.base_width ({self.model.base_width}) must be <= the "
@@ -154,6 +184,59 @@ class SweepConfig(StrictModel):
             object.__setattr__(self, "budget",
                                self.budget.model_copy(update={"price_per_hour": price}))
         return self
+
+    def _check_depths(self) -> None:
+        """The depth ladder's rules; with ≥ 2 depths an unset ``model.base_depth`` becomes the
+        smallest depth (the depth parametrization's multipliers are 1 there)."""
+        depths, model, tdepth = self.depths, self.model, self.target.depth
+        if depths is None:
+            if tdepth is not None and tdepth != model.depth:
+                raise ValueError(
+                    f"target.depth ({tdepth}) differs from the only proxy depth, model.depth "
+                    f"({model.depth}): a rule across depth needs at least 2 proxy depths; "
+                    f"list them in depths (e.g. depths: [{model.depth}, {2 * model.depth}]) "
+                    "or leave target.depth out")
+            return
+        if model.depth != depths[0]:
+            raise ValueError(f"model.depth ({model.depth}) differs from the smallest proxy "
+                             f"depth in depths ({depths[0]}): with depths the model section "
+                             "describes the smallest proxy; leave model.depth out or set it "
+                             f"to {depths[0]}")
+        base = getattr(model, "base_depth", None)
+        if base is not None and base > depths[0]:
+            raise ValueError(f"model.base_depth ({base}) must be <= the smallest depth "
+                             f"({depths[0]}): the base depth is where the depth "
+                             "parametrization's multipliers are 1")
+        if len(depths) == 1:
+            if tdepth is not None and tdepth != depths[0]:
+                raise ValueError(
+                    f"target.depth ({tdepth}) differs from the only proxy depth ({depths[0]}, "
+                    "depths): a rule across depth needs at least 2 proxy depths")
+        else:
+            if tdepth is None:
+                raise ValueError(f"target.depth is required with a depth ladder (depths: "
+                                 f"{depths}): the depth the target run trains at")
+            if tdepth < depths[-1]:
+                raise ValueError(f"target.depth ({tdepth}) must be >= the deepest proxy depth "
+                                 f"({depths[-1]}): the ladder transfers upwards")
+        if hasattr(model, "base_depth") and base is None and len(depths) > 1:
+            # the model is frozen: the validator sets the base depth once, as it is built
+            object.__setattr__(self, "model", model.model_copy(update={"base_depth": depths[0]}))
+
+    @property
+    def proxy_depths(self) -> list[int]:
+        """The proxies' depths: ``depths``, or the one ``model.depth``."""
+        return list(self.depths) if self.depths else [self.model.depth]
+
+    @property
+    def depth_ladder(self) -> bool:
+        """Whether the proxies span ≥ 2 depths (a rule across depth is fitted)."""
+        return len(self.proxy_depths) >= 2
+
+    @property
+    def target_depth(self) -> int:
+        """The target run's depth: ``target.depth``, else the proxies' one depth."""
+        return self.target.depth or self.proxy_depths[-1]
 
     @property
     def target_steps(self) -> int:

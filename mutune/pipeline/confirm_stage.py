@@ -39,6 +39,8 @@ from typing import Any
 
 from mutune.config import Choice, SweepConfig
 from mutune.config.spaces import clip_valid, is_categorical
+from mutune.pipeline.depth_tasks import task_at_depth
+from mutune.pipeline.fitted_rule import size_label
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["design_names", "design_points", "design_allocation", "trials_per_design",
@@ -128,9 +130,10 @@ def design_center(config: SweepConfig, proxy: ProxyResult) -> dict[str, float]:
 def design_spec(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str, float], *,
                 round_: int = 0) -> Any:
     """The :class:`~mutune.search.backends.ray_tune.run.GroupSpec` of one width's design
-    around ``center`` (group ``c{round}w{width}``, trials ``confirm``, seeds from the width's
-    position ``index`` and the round); trials a resumed sweep had recorded are kept or
-    continued (:func:`mutune.pipeline.recorded.recorded_trials`)."""
+    around ``center`` (group ``c{round}w{width}``, on a depth ladder ``c{round}w{width}d{depth}``
+    with that depth's task; trials ``confirm``, seeds from the proxy's position ``index`` and
+    the round); trials a resumed sweep had recorded are kept or continued
+    (:func:`mutune.pipeline.recorded.recorded_trials`)."""
     from mutune.pipeline.recorded import recorded_trials
     from mutune.search.backends.ray_tune.run import GroupSpec
     from mutune.search.searchers.space import trial_seeds
@@ -142,13 +145,16 @@ def design_spec(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str,
     pts = design_points(center, names, tr.confirm_step)
     seeds = trial_seeds(config.seed, CONFIRM_SEED_BASE + 100 * round_ + index, sum(alloc))
     hps = [p for p, n in zip(pts, alloc) for _ in range(n)]
-    group = f"c{round_}w{proxy.width}"
+    group = f"c{round_}w{proxy.width}" + ("" if proxy.depth is None else f"d{proxy.depth}")
     points = [{"hparams": p, "seed": seeds[k], "index": k, "key": f"{group}-t{k}"}
               for k, p in enumerate(hps)]
     new, resume = recorded_trials(run, points, seeds)
     return GroupSpec(proxy.width, proxy.proxy_sweep_id, group, points=new, resume=resume,
-                     kind="confirm", on_progress=bind_progress(
-                         run.on_progress, f"confirm width {proxy.width}", len(points)))
+                     kind="confirm",
+                     task=None if proxy.depth is None else task_at_depth(run, proxy.depth),
+                     on_progress=bind_progress(
+                         run.on_progress, f"confirm {size_label(proxy.width, proxy.depth)}",
+                         len(points)))
 
 
 def confirm_widths(run: SweepRun, jobs: list[tuple[ProxyResult, int, dict[str, float]]], *,
@@ -179,8 +185,11 @@ def confirm_widths(run: SweepRun, jobs: list[tuple[ProxyResult, int, dict[str, f
     config = run.config
     specs = [design_spec(run, proxy, index, center, round_=round_)
              for proxy, index, center in jobs]
-    widths = "-".join(f"w{p.width}" for p, _, _ in jobs)
-    outcomes = run_groups(sorted(specs, key=lambda s: -s.width), task=run.task,
+    widths = "-".join(s.group[len(f"c{round_}"):] for s in specs)
+    # widest first, deepest first within a width (a ladder's design has its depth's task)
+    outcomes = run_groups(sorted(specs, key=lambda s: (-s.width, -(s.task.model.depth if s.task
+                                                                  is not None else 0))),
+                          task=run.task,
                           max_t=config.search.scheduler.max_t, recorder=run.recorder,
                           control=run.control, sweep_id=run.sweep_id, kind="confirm",
                           scheduler=None, metric=config.search.metric,

@@ -64,6 +64,8 @@ def depth_config(config: SweepConfig, depth: int, parametrization: str,
     d = config.model_dump(mode="json")
     d["model"].update(depth=int(depth), depth_parametrization=parametrization,
                       base_depth=int(base_depth))
+    # one model at one depth: a depth ladder's own depths and target depth do not apply
+    d["depths"], d["target"]["depth"] = None, None
     return parse_config(d, source=f"{config.name} at depth {depth}, {parametrization}")
 
 

@@ -46,6 +46,7 @@ from typing import Any
 
 from mutune.config import SweepConfig
 from mutune.pipeline.warmup import warmup as _warmup
+from mutune.pipeline.depth_tasks import ladder_sizes, task_with_depth
 from mutune.search.schedulers.planned_steps import (DEFAULT_REPORT_OVERHEAD_S,
                                                    DEFAULT_TRIAL_OVERHEAD_S)
 
@@ -83,10 +84,14 @@ def _time_all(task: Any, ttask: Any, config: SweepConfig, hp: dict[str, float],
     # untimed: first-call costs (lazy imports of the optimizer's compiler, allocator), which a
     # Ray worker pays once, inside its start-up overhead
     _warmup(task, config.widths[0], hp, 2, threads, dev)
-    widths = [{"width": w, **_warmup(task, w, hp, warmup_steps, threads, dev)}
-              for w in config.widths]
-    target = _target_timing(config, task, ttask, widths[-1], hp, warmup_steps, threads,
-                            timed_max_params, dev, target_threads or threads)
+    # every proxy: each width, or on a depth ladder each (width, depth) with its depth's model
+    sizes = (ladder_sizes(config) if config.depth_ladder
+             else [(w, None) for w in config.widths])
+    tasks = {d: task_with_depth(task, d) for d in {d for _, d in sizes}}
+    widths = [{"width": w, **({"depth": d} if d is not None else {}),
+               **_warmup(tasks[d], w, hp, warmup_steps, threads, dev)} for w, d in sizes]
+    target = _target_timing(config, tasks[sizes[-1][1]], ttask, widths[-1], hp, warmup_steps,
+                            threads, timed_max_params, dev, target_threads or threads)
     name = torch.cuda.get_device_name(dev.device) if dev.kind == "cuda" else "cpu"
     return {"widths": widths, "target": target,
             "timed_on": {"device": dev.kind, "device_name": name,
@@ -152,8 +157,8 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
                 "n_params": t_params, "timing": "timed"}
     w = widest["width"]
     w_params = task.n_params(w, hp)
-    f_w = flops_per_sample(config, w, w_params)
-    f_t = flops_per_sample(config, config.target.width, t_params)
+    f_w = flops_per_sample(config, w, w_params, depth=widest.get("depth"))
+    f_t = flops_per_sample(config, config.target.width, t_params, depth=config.target_depth)
     step_w, step_t = f_w * task.samples_per_step, f_t * ttask.samples_per_step
     achieved = step_w / widest["s_per_step"]                 # FLOP/s in the timed steps
     achieved *= t_threads / threads                          # its threads, scaling fully
@@ -210,7 +215,8 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
             (False), or — None — in a Ray task exactly when trials get GPUs or run on a
             cluster at ``ray.address``.
     Returns:
-        {"widths": [{"width", "trials", "steps", "evals", "trial_steps", "s_per_step",
+        {"widths": [{"width" (and "depth" on a depth ladder: one entry per (width, depth)),
+        "trials", "steps", "evals", "trial_steps", "s_per_step",
         "s_per_eval", "setup_s", "replicates" (``search.replicates``: seeds trained in
         lockstep per sweep trial, which multiply its step, evaluation and build time),
         "confirm_trials", "confirm_gpu_hours", "gpu_hours" (sweep
@@ -278,8 +284,10 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         t_devices = (target_cpus(config) if n_workers == 1 and not ray.gpus_per_trial
                      else devices)
         wb = tb // n_workers          # each worker's share of the global batch
-        ttask = task if wb == config.train.batch_size else dataclasses.replace(
-            task, train=task.train.model_copy(update={"batch_size": wb}))
+        ttask = task_with_depth(task, config.target_depth)    # the target's own depth
+        if wb != config.train.batch_size:
+            ttask = dataclasses.replace(ttask, train=ttask.train.model_copy(
+                update={"batch_size": wb}))
         timed = _time_on_trial_device(config, task, ttask, hp, warmup_steps, threads,
                                       timed_max_params, on_ray,
                                       max(int(t_devices), 1) if t_devices != devices
@@ -292,7 +300,9 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                        "gpu_hours": price(m, trial_steps, evals, search.replicates)})
     tm = timed["target"]
     t_steps = config.target_steps
-    target = {"width": config.target.width, "trials": 1, "steps": t_steps,
+    target = {"width": config.target.width,
+              **({"depth": config.target_depth} if config.depth_ladder else {}),
+              "trials": 1, "steps": t_steps,
               "evals": _evals(t_steps, every), **tm,
               "run_overhead_s": TARGET_RUN_OVERHEAD_S,
               "workers": n_workers, "batch_per_worker": wb,

@@ -78,13 +78,14 @@ def _refit(run: SweepRun, p: ProxyResult, state: ConfirmState, *,
 
 
 def confirm_proxies(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
-                    ) -> tuple[list[tuple[ProxyResult, Any]], dict[int, ConfirmState]]:
+                    ) -> tuple[list[tuple[ProxyResult, Any]], dict[Any, ConfirmState]]:
     """Each width's confirmation design around its sweep's best configuration, and its
     optimum refitted on the values at max_t (``transfer.confirm_replicates`` 0: nothing is
     run and the rung-based optima stay).
 
     Returns:
-        (the swept list with refitted ProxyResults, width → :class:`ConfirmState`).
+        (the swept list with refitted ProxyResults, width (on a depth ladder (width,
+        depth)) → :class:`ConfirmState`).
     """
     from mutune.pipeline.confirm_stage import confirm_widths, design_center
 
@@ -94,16 +95,18 @@ def confirm_proxies(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
     # sweep's best configuration; a design already trained in the proxy run (it joined when
     # its width was done) is kept with the centre it was trained around
     early = run.early_designs
-    jobs = [(p, i, early[p.width][0] if p.width in early else design_center(run.config, p))
+    # (a proxy's key: its width, or (width, depth) on a depth ladder, whose designs never join
+    # the proxy run)
+    jobs = [(p, i, early[p.size][0] if p.size in early else design_center(run.config, p))
             for i, (p, _) in enumerate(swept)]
-    todo = [j for j in jobs if j[0].width not in early]
+    todo = [j for j in jobs if j[0].size not in early]
     # every other width's design in one Ray Tune run
-    ran = dict(zip([p.width for p, _, _ in todo], confirm_widths(run, todo) if todo else []))
+    ran = dict(zip([p.size for p, _, _ in todo], confirm_widths(run, todo) if todo else []))
     out, states = [], {}
     for (p, _, center), (_, o) in zip(jobs, swept):
-        design = early[p.width][1] if p.width in early else ran[p.width]
+        design = early[p.size][1] if p.size in early else ran[p.size]
         state = ConfirmState(o, [design], center)
-        states[p.width] = state
+        states[p.size] = state
         out.append((_refit(run, p, state), o))
     return out, states
 
@@ -111,14 +114,23 @@ def confirm_proxies(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
 def _problems(rules: list[dict[str, Any]]) -> dict[str, str]:
     """Hyperparameter → what the gate acts on: the rule's verdict when it is gated, or
     ``edge`` when any width's optimum is at the edge (even under ``too_few_sizes``, which
-    outranks ``edge`` as a verdict: the optimum is censored all the same)."""
+    outranks ``edge`` as a verdict: the optimum is censored all the same), or on a depth
+    ladder the depth axis's gated verdict (``noisy along depth``)."""
     out = {}
     for r in rules:
         if r["verdict"] in GATED_VERDICTS:
             out[r["hyperparameter"]] = r["verdict"]
         elif r.get("edge_widths"):
             out[r["hyperparameter"]] = "edge"
+        elif (r.get("verdicts") or {}).get("depth") in GATED_VERDICTS:
+            out[r["hyperparameter"]] = f"{r['verdicts']['depth']} along depth"
     return out
+
+
+def _depth_of(p: ProxyResult) -> dict[str, int]:
+    """``{"depth": d}`` for a depth ladder's proxy (what a gate action records beside its
+    width), else nothing."""
+    return {} if p.depth is None else {"depth": p.depth}
 
 
 def _widen_center(run: SweepRun, p: ProxyResult, names: list[str]) -> dict[str, float]:
@@ -165,7 +177,7 @@ def _widening(p: ProxyResult, name: str, new_center: float) -> dict[str, Any]:
 
 
 def plan_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
-               states: dict[int, ConfirmState], bad: dict[str, str]
+               states: dict[Any, ConfirmState], bad: dict[str, str]
                ) -> tuple[list[dict[str, Any]], list[tuple[ProxyResult, int, dict[str, float]]]]:
     """What one gate round does about ``bad`` (:func:`_problems`): an ``edge`` widens the
     design of every width whose optimum is at that edge (:func:`_widen_center`); otherwise
@@ -187,13 +199,13 @@ def plan_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
             if not at_edge:
                 continue
             center = _widen_center(run, p, at_edge)
-            actions.append({"width": p.width, "action": "widen",
+            actions.append({"width": p.width, **_depth_of(p), "action": "widen",
                             "hyperparameters": {n: _widening(p, n, center[n])
                                                 for n in at_edge},
                             "new_design_center": dict(center)})
         else:
-            center = states[p.width].center
-            actions.append({"width": p.width, "action": "replicates",
+            center = states[p.size].center
+            actions.append({"width": p.width, **_depth_of(p), "action": "replicates",
                             "added_seeds_per_point": tr.confirm_replicates,
                             "added_seeds_at_center": max(tr.confirm_replicates,
                                                          tr.confirm_center_replicates)})
@@ -237,7 +249,7 @@ def join_first_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
 
 
 def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
-               states: dict[int, ConfirmState]
+               states: dict[Any, ConfirmState]
                ) -> tuple[list[tuple[ProxyResult, Any]], list[dict[str, Any]],
                           dict[str, float], dict[str, Any], dict[str, Any]]:
     """Fit the transfer rules, let the gate act for up to ``transfer.gate_rounds`` rounds,
@@ -258,9 +270,10 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
     config = run.config
     tr = config.transfer
     widths = [p.width for p, _ in swept]
+    depths = [p.depth for p, _ in swept] if config.depth_ladder else None
 
     def fit() -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
-        return transfer_rules(config, widths, [p.optimum for p, _ in swept])
+        return transfer_rules(config, widths, [p.optimum for p, _ in swept], depths)
 
     rules, hp, settings = fit()
     gate: dict[str, Any] = {"kind": "gate", "setting": tr.gate, "max_rounds": tr.gate_rounds,
@@ -280,13 +293,13 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
         else:
             actions, jobs = plan_round(run, swept, states, bad)
             # every width this round acts on: its design in one Ray Tune run
-            designs = dict(zip((p.width for p, _, _ in jobs),
+            designs = dict(zip((p.size for p, _, _ in jobs),
                                confirm_widths(run, jobs, round_=rnd) if jobs else []))
         new = []
         for p, o in swept:
-            if p.width in designs:
-                states[p.width].designs.append(designs[p.width])
-                p = _refit(run, p, states[p.width])
+            if p.size in designs:
+                states[p.size].designs.append(designs[p.size])
+                p = _refit(run, p, states[p.size])
             new.append((p, o))
         swept = new
         rules, hp, settings = fit()

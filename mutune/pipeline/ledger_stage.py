@@ -14,24 +14,38 @@ from typing import Any
 from mutune.config import SweepConfig
 from mutune.pipeline.sweep import SweepRun
 
-__all__ = ["record_cost", "flops_per_sample", "peak_flops"]
+__all__ = ["record_cost", "flops_per_sample", "peak_flops", "design_size"]
 
 
-def flops_per_sample(config: SweepConfig, width: int, n_params: float) -> float:
+def flops_per_sample(config: SweepConfig, width: int, n_params: float,
+                     depth: int | None = None) -> float:
     """Model training FLOPs per sample (MLP) or token (GPT), Kaplan et al. 2020 §2.1, or the
-    model plugin's own ``flops_per_sample``."""
+    model plugin's own ``flops_per_sample``; ``depth``: the model's layers on a depth ladder
+    (None: ``model.depth``)."""
     from mutune.config import GPTModel
     from mutune.proxies.plugins import load_family
     from mutune.scaling.time_split import model_flops_per_step
 
     m = config.model
     family = load_family(m.family)
+    if depth is not None and depth != m.depth:
+        m = m.model_copy(update={"depth": int(depth)})
     if family.flops_per_sample is not None:
         return float(family.flops_per_sample(width, n_params, m))
     if isinstance(m, GPTModel):
         return model_flops_per_step(n_params, 1, n_layer=m.depth, n_ctx=m.seq_len,
                                     d_model=width)
     return model_flops_per_step(n_params, 1)
+
+
+def design_size(key: str) -> int | tuple[int, int]:
+    """A design trial's proxy from its key: ``c0w64-t3`` → 64, on a depth ladder
+    ``c0w64d4-t3`` → (64, 4)."""
+    size = key.split("-")[0].split("w")[-1]
+    if "d" in size:
+        width, depth = size.split("d")
+        return int(width), int(depth)
+    return int(size)
 
 
 def peak_flops(config: SweepConfig, kind: str) -> tuple[float | None, str]:
@@ -50,10 +64,12 @@ def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any,
     """Compute the sweep's ledger from its recorded trials and record its entries.
 
     Args:
-        outcomes: proxy width → its first-round sweep's RunOutcome (the naive line is priced
-            from the widest one); target: the target run's TrialRecord.
+        outcomes: proxy width (on a depth ladder (width, depth)) → its first-round sweep's
+            RunOutcome (the naive line is priced from the widest, deepest one); target: the
+            target run's TrialRecord.
         extra: further proxy-side RunOutcomes billed to the proxies (confirmation designs and
-            the gate's rounds), named by their trials' keys (``c{round}w{width}-t{i}``).
+            the gate's rounds), named by their trials' keys (``c{round}w{width}-t{i}``; on a
+            depth ladder ``c{round}w{width}d{depth}-t{i}``, :func:`design_size`).
     Returns:
         (cost figures keyed as report.json's ``cost``, the ledger entries recorded).
     """
@@ -62,12 +78,16 @@ def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any,
     config = run.config
     kind = target.timing["device_kind"]
     peak, source = peak_flops(config, kind)
-    width_of = {t.trial_id: int(t.key.split("-")[0].split("w")[-1])
-                for o in extra for t in o.trials}
+    width_of = {t.trial_id: design_size(t.key) for o in extra for t in o.trials}
     # one count per model size (the family's plugin lookup took ≈ 20 ms a trial)
-    flops = functools.cache(lambda width, n_params: flops_per_sample(config, width, n_params))
+    # a proxy's key is its width, or (width, depth) on a depth ladder
+    flops = functools.cache(lambda size, n_params: flops_per_sample(
+        config, size[0], n_params, depth=size[1]) if isinstance(size, tuple)
+        else flops_per_sample(config, size, n_params))
     cost, entries = compute_cost(
         config, outcomes, target,
+        target_size=((config.target.width, config.target_depth) if config.depth_ladder
+                     else None),
         extra_trials=[(width_of[t.trial_id], t) for o in extra for t in o.trials],
         flops_per_sample=flops,
         peak_flops=peak, peak_source=source, resources=run.resources,

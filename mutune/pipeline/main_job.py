@@ -15,7 +15,7 @@ from mutune.errors import SweepStopped
 from mutune.pipeline.gate import confirm_proxies, gate_rules
 from mutune.pipeline.importance import proxy_importance
 from mutune.pipeline.ledger_stage import record_cost
-from mutune.pipeline.proxy_stage import align_optima, sweep_widths
+from mutune.pipeline.proxy_stage import align_optima, sweep_ladder, sweep_widths
 from mutune.pipeline.recording import Recorder
 from mutune.pipeline.sweep import PipelineResult, Progress, ProxyResult, SweepRun, open_sweep
 from mutune.pipeline.target_stage import (admit_target, predict_target_loss, proxy_curve,
@@ -42,6 +42,8 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
             that status, the error carries the sweep id.
     """
     with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress) as run:
+        if config.depth_ladder:
+            return finish_sweep(run, sweep_ladder(run))
         return finish_sweep(run, sweep_widths(run, list(config.widths)))
 
 
@@ -56,7 +58,8 @@ def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> Pipelin
     hyperparameter importance, and the ledger.
 
     Args:
-        swept: (ProxyResult, RunOutcome) per proxy width, in width order.
+        swept: (ProxyResult, RunOutcome) per proxy width, in width order (on a depth ladder
+            per (width, depth), :func:`mutune.pipeline.depth_ladder.ladder_sizes` order).
     Raises:
         FitError, SearchError: a stage failed. SweepStopped: the budget refused the target,
             the gate stopped before it (``gate_stopped``), or the target diverged and was
@@ -97,7 +100,7 @@ def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> Pipelin
                                       "losses only"}
     if target.get("watch"):
         run.recorder.law_fitted(run.sweep_id, {"kind": "target_watch", **target["watch"]})
-    cost, _ = record_cost(run, {p.width: o for p, o in swept}, trec, extra=designs)
+    cost, _ = record_cost(run, {p.size: o for p, o in swept}, trec, extra=designs)
     if target["status"] == "diverged":   # billed above as diverged waste, then reported
         raise SweepStopped("target_diverged", f"the target run diverged and was stopped: "
                                               f"{target['reason']}")

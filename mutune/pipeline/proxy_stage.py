@@ -14,8 +14,9 @@ from typing import Any
 
 from mutune.errors import SearchError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress, record_best
+from mutune.pipeline.depth_tasks import ladder_sizes, task_at_depth
 
-__all__ = ["sweep_widths", "sweep_width", "run_widths", "early_designs", "design_follow_up",
+__all__ = ["sweep_widths", "sweep_width", "sweep_ladder", "run_widths", "early_designs", "design_follow_up",
            "width_spec",
            "new_width", "width_result", "width_results", "align_optima", "record_best",
            "trial_curves", "proxy_settings", "width_seeds"]
@@ -41,19 +42,24 @@ def width_seeds(run: SweepRun, index: int) -> list[int]:
 
 
 def width_spec(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searcher: Any, *,
-               core: Any = None, resume: Any = None) -> Any:
+               core: Any = None, resume: Any = None, depth: int | None = None,
+               task: Any = None) -> Any:
     """The :class:`~mutune.search.backends.ray_tune.run.GroupSpec` of proxy width ``width``
     (number ``index``, which seeds its trials): a fresh sweep, or an interrupted one
     continued with its restored ``core``, ``searcher`` and
-    :class:`~mutune.search.backends.ray_tune.run.ResumeState`."""
+    :class:`~mutune.search.backends.ray_tune.run.ResumeState`. On a depth ladder ``depth``
+    names the group ``w{width}d{depth}`` and ``task`` is that depth's
+    (:func:`mutune.pipeline.depth_tasks.task_at_depth`)."""
+    from mutune.pipeline.fitted_rule import size_label
     from mutune.search.backends.ray_tune.run import GroupSpec
 
     search = run.config.search
-    return GroupSpec(width, proxy_sweep_id, f"w{width}", searcher=searcher,
+    group = f"w{width}" if depth is None else f"w{width}d{depth}"
+    return GroupSpec(width, proxy_sweep_id, group, searcher=searcher,
                      seeds=width_seeds(run, index), replicates=search.replicates, core=core,
-                     resume=resume, on_progress=bind_progress(run.on_progress,
-                                                              f"width {width}",
-                                                              search.num_samples))
+                     resume=resume, task=task,
+                     on_progress=bind_progress(run.on_progress, size_label(width, depth),
+                                               search.num_samples))
 
 
 def early_designs(run: SweepRun) -> bool:
@@ -126,10 +132,13 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None,
 
     config = run.config
     search, sched = config.search, config.search.scheduler
-    widths = "-".join(f"w{s.width}" for s in specs)
+    widths = "-".join(s.group for s in specs)
     joined: dict[int, tuple[dict[str, float], str]] = {}
     follow = design_follow_up(run, specs, joined) if designs else None
-    outcomes = run_groups(sorted(specs, key=lambda s: -s.width), task=run.task,
+    # widest first, and deepest first within a width (a spec's own task holds its depth)
+    outcomes = run_groups(sorted(specs, key=lambda s: (-s.width, -(s.task.model.depth if s.task
+                                                                  is not None else 0))),
+                          task=run.task,
                           max_t=sched.max_t, recorder=run.recorder, control=run.control,
                           sweep_id=run.sweep_id, kind="proxy", scheduler=sched,
                           metric=search.metric, mode=search.mode, ray_cfg=config.ray,
@@ -152,10 +161,11 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None,
 
 
 def width_result(run: SweepRun, width: int, proxy_sweep_id: int, outcome: Any, *,
-                 record: bool = True) -> ProxyResult:
+                 record: bool = True, depth: int | None = None) -> ProxyResult:
     """The width's best trial at equal budget (the highest rung holding at least 3 trials,
     docs/architecture.md §4) and its optimum per hyperparameter; recorded unless ``record``
-    is False (a width that had already finished).
+    is False (a width that had already finished). ``depth``: the proxy's depth on a depth
+    ladder (None: the one depth).
 
     Raises:
         SearchError: no rung holds a finite value (every trial diverged or failed).
@@ -169,20 +179,41 @@ def width_result(run: SweepRun, width: int, proxy_sweep_id: int, outcome: Any, *
     rec = next(t for t in outcome.trials if t.key == best.trial)
     result = ProxyResult(width, proxy_sweep_id, rec.trial_id, dict(rec.point["hparams"]),
                          best.value, best.milestone, len(outcome.trials),
-                         width_optimum(run.config, outcome, best))
+                         width_optimum(run.config, outcome, best), depth=depth)
     if record:
         record_best(run, result, best.n_trials)
     return result
 
 
-def new_width(run: SweepRun, width: int, index: int) -> Any:
-    """Record the proxy sweep row of ``width`` (number ``index``) and return its fresh
-    :func:`width_spec`."""
+def new_width(run: SweepRun, width: int, index: int, depth: int | None = None) -> Any:
+    """Record the proxy sweep row of ``width`` (number ``index``; on a depth ladder at
+    ``depth``, kept in the row's settings) and return its fresh :func:`width_spec`."""
     from mutune.search.searchers import make_searcher
 
     searcher = make_searcher(run.config.search, run.config.seed, index)
-    ps_id = run.recorder.proxy_sweep_started(run.sweep_id, width, proxy_settings(run))
-    return width_spec(run, width, index, ps_id, searcher)
+    settings = proxy_settings(run) if depth is None else {**proxy_settings(run), "depth": depth}
+    ps_id = run.recorder.proxy_sweep_started(run.sweep_id, width, settings)
+    return width_spec(run, width, index, ps_id, searcher, depth=depth,
+                      task=None if depth is None else task_at_depth(run, depth))
+
+
+def sweep_ladder(run: SweepRun) -> list[tuple[ProxyResult, Any]]:
+    """Every (width, depth) of a depth ladder
+    (:func:`~mutune.pipeline.depth_tasks.ladder_sizes`) swept in one Ray Tune run
+    (:func:`run_widths`), each a proxy sweep of its own with its best trial at the highest
+    rung holding at least 3 trials.
+
+    Returns:
+        (ProxyResult with ``depth`` set, RunOutcome) per proxy, in ``ladder_sizes`` order.
+    Raises:
+        SearchError: every trial of a proxy diverged or failed.
+        SweepStopped: cancelled, or the budget ran out (``budget_exhausted``).
+    """
+    sizes = ladder_sizes(run.config)
+    specs = [new_width(run, w, i, d) for i, (w, d) in enumerate(sizes)]
+    return width_results(run, [(s.width, s.proxy_sweep_id, o)
+                               for s, o in zip(specs, run_widths(run, specs))],
+                         depths=[d for _, d in sizes])
 
 
 def sweep_widths(run: SweepRun, widths: list[int]) -> list[tuple[ProxyResult, Any]]:
@@ -214,27 +245,32 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
     return width_results(run, [(width, spec.proxy_sweep_id, run_widths(run, [spec])[0])])[0]
 
 
-def width_results(run: SweepRun, ran: list[tuple[int, int, Any]]
-                  ) -> list[tuple[ProxyResult, Any]]:
+def width_results(run: SweepRun, ran: list[tuple[int, int, Any]],
+                  depths: list[int] | None = None) -> list[tuple[ProxyResult, Any]]:
     """(width, proxy sweep id, RunOutcome) per width → (ProxyResult, RunOutcome) per width,
     recorded (:func:`width_result`). When the budget ran out, every width that got trials
-    is recorded as far as it went and the sweep stops.
+    is recorded as far as it went and the sweep stops. ``depths``: each entry's depth on a
+    depth ladder.
 
     Raises:
         SweepStopped: ``budget_exhausted`` (the reason names what each width kept).
         SearchError: a width's trials all diverged or failed.
     """
+    from mutune.pipeline.fitted_rule import size_label
+
     cut = run.budget.exhausted if run.budget is not None else None
+    ds = depths or [None] * len(ran)
     if cut is None:       # a width done inside the proxy run was recorded then
-        return [(run.early_results.get(w) or width_result(run, w, ps, o), o)
-                for w, ps, o in ran]
+        return [((run.early_results.get(w) if d is None else None)
+                 or width_result(run, w, ps, o, depth=d), o) for (w, ps, o), d in zip(ran, ds)]
     kept = []
-    for w, ps, o in ran:
+    for (w, ps, o), d in zip(ran, ds):
         if any(t.reports for t in o.trials):
             with contextlib.suppress(SearchError):     # too few trials for a rung
-                width_result(run, w, ps, o)
-        kept.append(f"width {w} kept {len(o.trials)} of {run.config.search.num_samples} "
-                    "trials" if o.trials else f"width {w} got no trial")
+                width_result(run, w, ps, o, depth=d)
+        kept.append(f"{size_label(w, d)} kept {len(o.trials)} of "
+                    f"{run.config.search.num_samples} trials" if o.trials
+                    else f"{size_label(w, d)} got no trial")
     raise SweepStopped("budget_exhausted", f"{cut}; " + "; ".join(kept))
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from mutune.errors import SearchError
 from mutune.pipeline.main_job import finish_sweep
+from mutune.pipeline.depth_tasks import ladder_sizes, task_at_depth
 from mutune.pipeline.proxy_stage import (new_width, run_widths, width_result, width_results,
                                          width_seeds, width_spec)
 from mutune.pipeline.recorded import continue_points, trial_records
@@ -113,21 +114,28 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
             run.budget.add_prior(spent_before(rows))
         # completed widths are rebuilt; the interrupted ones and those never started run
         # together in one Ray Tune run
-        done, specs = {}, []
-        for i, width in enumerate(config.widths):
+        # a proxy is (width, None), or (width, depth) on a depth ladder (the depth is in its
+        # proxy sweep row's settings)
+        sizes = (ladder_sizes(config) if config.depth_ladder
+                 else [(w, None) for w in config.widths])
+        done, specs, spec_depths = {}, [], []
+        for i, (width, depth) in enumerate(sizes):
             ps = next((p for p in rows["proxy_sweeps"] if p["width"] == width
+                       and (p["settings"] or {}).get("depth") == depth
                        and "check" not in (p["settings"] or {})), None)
-            got = new_width(run, width, i) if ps is None else restore_width(run, width, i,
-                                                                            ps, rows)
+            got = (new_width(run, width, i, depth) if ps is None
+                   else restore_width(run, width, i, ps, rows, depth=depth))
             if isinstance(got, tuple):
-                done[width] = got
+                done[width, depth] = got
             else:
                 specs.append(got)
+                spec_depths.append(depth)
         if specs:
             ran = run_widths(run, specs, name=f"sweep{run.sweep_id}-resumed")
-            done.update((p.width, (p, o)) for p, o in width_results(
-                run, [(s.width, s.proxy_sweep_id, o) for s, o in zip(specs, ran)]))
-        return finish_sweep(run, [done[w] for w in config.widths])
+            done.update(((p.width, p.depth), (p, o)) for p, o in width_results(
+                run, [(s.width, s.proxy_sweep_id, o) for s, o in zip(specs, ran)],
+                depths=spec_depths if config.depth_ladder else None))
+        return finish_sweep(run, [done[size] for size in sizes])
 
 
 def spent_before(rows: dict[str, Any]) -> float:
@@ -160,10 +168,11 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
 
 
 def restore_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
-                  rows: dict[str, Any]) -> tuple[ProxyResult, Any] | Any:
-    """Rebuild the proxy sweep ``ps`` at ``width`` from the database: a completed one as its
-    result, an interrupted one as the :func:`~mutune.pipeline.proxy_stage.width_spec` that
-    continues it.
+                  rows: dict[str, Any], *, depth: int | None = None
+                  ) -> tuple[ProxyResult, Any] | Any:
+    """Rebuild the proxy sweep ``ps`` at ``width`` (at ``depth`` on a depth ladder) from the
+    database: a completed one as its result, an interrupted one as the
+    :func:`~mutune.pipeline.proxy_stage.width_spec` that continues it.
 
     The scheduler core and searcher come back from their saved state and catch up with the
     reports recorded after that save; finished trials are kept; unfinished ones continue from
@@ -212,7 +221,7 @@ def restore_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                                    j.decision.value, next(run.seq))
     if ps["status"] == "completed":
         outcome = RunOutcome(records, core, searcher)
-        return width_result(run, width, ps["id"], outcome, record=False), outcome
+        return width_result(run, width, ps["id"], outcome, record=False, depth=depth), outcome
     ray_cfg = config.ray
     for r in records:   # ended by the reports fed again above: close them, do not rerun
         ended = core.ended(r.key)
@@ -235,5 +244,6 @@ def restore_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
     resume = ResumeState([p for k, p in points.items() if k not in paused],
                          {r.key: r for r in unfinished}, finished,
                          dormant={k: p for k, p in points.items() if k in paused})
-    return width_spec(run, width, index, ps["id"], searcher, core=core, resume=resume)
+    return width_spec(run, width, index, ps["id"], searcher, core=core, resume=resume,
+                      depth=depth, task=None if depth is None else task_at_depth(run, depth))
 

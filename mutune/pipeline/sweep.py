@@ -27,8 +27,8 @@ __all__ = ["SweepRun", "open_sweep", "ProxyResult", "PipelineResult", "Progress"
 
 @dataclass(frozen=True)
 class ProxyResult:
-    """One width's sweep: its best trial at rung ``milestone`` (steps) and value there, and
-    the smoothed optimum of each hyperparameter
+    """One width's sweep (one (width, depth)'s on a depth ladder): its best trial at rung
+    ``milestone`` (steps) and value there, and the smoothed optimum of each hyperparameter
     (:func:`mutune.pipeline.transfer_stage.width_optimum`)."""
     width: int
     proxy_sweep_id: int
@@ -38,6 +38,14 @@ class ProxyResult:
     milestone: int
     trials: int
     optimum: dict[str, Any] = field(default_factory=dict)
+    #: the proxy's depth on a depth ladder (``depths``); None: the one ``model.depth``
+    depth: int | None = None
+
+    @property
+    def size(self) -> int | tuple[int, int]:
+        """The proxy's key among the sweep's proxies: its width, or (width, depth) on a
+        depth ladder."""
+        return self.width if self.depth is None else (self.width, self.depth)
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,9 @@ class SweepRun:
     #: them, ``groups`` (width → group) and, once the run ended, ``outcomes`` (width →
     #: RunOutcome); None when it did not join
     early_round: dict[str, Any] | None = None
+    #: depth → the task at that depth, with its own base shapes, on a depth ladder
+    #: (:func:`mutune.pipeline.depth_ladder.task_at_depth`)
+    depth_tasks: dict[int, Any] = field(default_factory=dict)
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mutune.errors import SearchError
+from mutune.pipeline.depth_tasks import target_task
 
 __all__ = ["MODEL_DIR", "MODEL_FILE", "META_FILE", "model_dir_name", "keep_target_model",
            "load_target_model"]
@@ -70,7 +71,8 @@ def keep_target_model(run: Any, trec: Any, target_hp: dict[str, float], *,
         provenance = collect_provenance({"fingerprint": run.task.data.fingerprint})
     last = trec.reports[-1] if trec.reports else {}
     meta = {"format": 1, "sweep_id": run.sweep_id, "trial_id": trec.trial_id,
-            "width": run.config.target.width, "hyperparameters": dict(target_hp),
+            "width": run.config.target.width, "depth": run.config.target_depth,
+            "hyperparameters": dict(target_hp),
             "seed": int(seed), "step": steps, "val_loss": last.get("val_loss"),
             "test_loss": last.get("test_loss"), "config": run.config.model_dump(mode="json"),
             "provenance": provenance}
@@ -80,8 +82,9 @@ def keep_target_model(run: Any, trec: Any, target_hp: dict[str, float], *,
     try:
         torch.save({"model": state["models"][0], "optimizer": state["optimizers"][0],
                     "step": steps}, tmp / MODEL_FILE)
-        if run.task.base_shapes is not None:
-            (tmp / "base_shapes.bsh").write_text(run.task.base_shapes, encoding="utf-8")
+        shapes = target_task(run).base_shapes       # the target depth's base shapes
+        if shapes is not None:
+            (tmp / "base_shapes.bsh").write_text(shapes, encoding="utf-8")
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2, default=str),
                                      encoding="utf-8")
         if out.exists():
@@ -122,7 +125,10 @@ def load_target_model(folder: str | os.PathLike[str], *, optimizer: bool = False
     meta = json.loads((root / META_FILE).read_text(encoding="utf-8"))
     config = parse_config(meta["config"], source=str(root / META_FILE))
     bsh = root / "base_shapes.bsh"
-    task = ProxyTask(config.model, config.train,
+    spec = config.model      # a depth ladder's target trains deeper than its model section
+    if meta.get("depth") is not None and int(meta["depth"]) != spec.depth:
+        spec = spec.model_copy(update={"depth": int(meta["depth"])})
+    task = ProxyTask(spec, config.train,
                      data if data is not None else load_task_data(config),
                      base_shapes=bsh.read_text(encoding="utf-8") if bsh.is_file() else None)
     state = torch.load(root / MODEL_FILE, map_location="cpu", weights_only=True)

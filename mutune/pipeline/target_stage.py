@@ -12,6 +12,7 @@ from typing import Any
 
 from mutune.errors import SearchError, SweepStopped
 from mutune.search.driver.types import DIVERGE_SE
+from mutune.pipeline.depth_tasks import target_task
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["predict_target_loss", "admit_target", "train_target", "target_cpus", "proxy_curve",
@@ -42,7 +43,7 @@ def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
         trials = [t for out in (o, *designs) for t in out.trials
                   if t.point["hparams"] == p.best_config and t.reports
                   and int(t.reports[-1]["step"]) == max_t and t.status == "completed"
-                  and _width_of(t, p.width)]
+                  and _width_of(t, p)]
         if trials and (best is None or p.best_val_loss < best[0].best_val_loss):
             best = (p, trials)
     if best is None:
@@ -59,7 +60,8 @@ def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
     mean = [sum(v for v, _ in per_step[s]) / len(trials) for s in steps]
     se = [math.sqrt(sum(e * e for _, e in per_step[s])) / len(trials) for s in steps]
     return {"width": p.width, "config": p.best_config, "seeds": len(trials), "steps": steps,
-            "val_loss": mean, "val_loss_se": se, "metric": metric}
+            "val_loss": mean, "val_loss_se": se, "metric": metric,
+            **({"depth": p.depth} if p.depth is not None else {})}
 
 
 def divergence_limits(watch: dict[str, Any] | None) -> dict[int, float] | None:
@@ -87,10 +89,11 @@ def divergence_limits(watch: dict[str, Any] | None) -> dict[int, float] | None:
     return out
 
 
-def _width_of(trial: Any, width: int) -> bool:
-    """Whether ``trial`` belongs to ``width``: its key names the width (``w64-t3``,
-    ``c0w64-t3``)."""
-    return trial.key.split("-")[0].endswith(f"w{width}")
+def _width_of(trial: Any, p: ProxyResult) -> bool:
+    """Whether ``trial`` belongs to proxy ``p``: its key names the width (``w64-t3``,
+    ``c0w64-t3``), or the width and depth on a depth ladder (``w64d4-t3``)."""
+    group = f"w{p.width}" if p.depth is None else f"w{p.width}d{p.depth}"
+    return trial.key.split("-")[0].endswith(group)
 
 
 def watch_target(watch: dict[str, Any] | None, reports: list[dict[str, Any]],
@@ -153,19 +156,22 @@ def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                         "(higher is better); the loss law is fitted on losses only"}
         run.recorder.law_fitted(run.sweep_id, law)
         return law
-    widths, n_params, losses, rungs = [], [], [], []
+    widths, n_params, losses, rungs, depths = [], [], [], [], []
     for p, outcome in swept:
         sized = [t for t in outcome.trials if t.reports and "n_params" in t.reports[-1]]
         if not sized or not math.isfinite(p.best_val_loss):
             continue
         widths.append(p.width)
+        depths.append(p.depth)
         n_params.append(float(sized[0].reports[-1]["n_params"]))
         losses.append(p.best_val_loss)       # best value at the width's chosen rung
         rungs.append(p.milestone)
     # counted on the meta device: the driver never materialises the target's weights
-    target_params = float(run.task.n_params(run.config.target.width, target_hp))
+    target_params = float(target_task(run).n_params(run.config.target.width, target_hp))
     law = loss_law(run.config, widths, n_params, losses, target_params)
     law["rungs"] = rungs
+    if run.config.depth_ladder:          # each size's depth beside its width
+        law["depths"], law["target_depth"] = depths, run.config.target_depth
     run.recorder.law_fitted(run.sweep_id, law)
     return law
 
@@ -185,6 +191,8 @@ def admit_target(run: SweepRun, law: dict[str, Any]) -> None:
              else (run.config.target.width / run.config.widths[-1]) ** 2)
     book = [b for b in gate.books if b.kind == "proxy"][-1]
     widest = f"w{run.config.widths[-1]}"      # the widest proxy's group in its run
+    if run.config.depth_ladder:                # … the widest, deepest on a depth ladder
+        widest += f"d{run.config.proxy_depths[-1]}"
     est = gate.estimate_gpu_hours(book, run.config.target_steps, scale=ratio,
                                   group=widest if widest in book.groups else None)
     if not gate.admits(est, f"the target run at width {run.config.target.width}"):
@@ -288,7 +296,7 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
     if old and row is not None and row.get("trial_id") == old[0].trial_id:
         started["target"] = int(row["id"])
 
-    task = run.task
+    task = target_task(run)       # the model at target.depth on a depth ladder
     if settings and (settings["batch_size"] != config.train.batch_size
                      or settings["weight_decay"] != config.train.weight_decay):
         task = dataclasses.replace(task, train=task.train.model_copy(update={
@@ -338,7 +346,8 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
         raise SearchError(f"target run {trec.status}: {trec.reason}")
     metric = {"metric": search.metric, "metric_value": last.get(search.metric)} \
         if search.metric != "val_loss" else {}
-    return ({"width": config.target.width, "config": target_hp, "val_loss": val, **metric,
+    return ({"width": config.target.width, "depth": config.target_depth, "config": target_hp,
+             "val_loss": val, **metric,
              "status": trec.status, "reason": trec.reason,
              "val_loss_se": last.get("val_loss_se"), "test_loss": last.get("test_loss"),
              "test_loss_se": last.get("test_loss_se"), "steps": trec.last_step,

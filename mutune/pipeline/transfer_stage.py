@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from mutune.config import Choice, LogUniform, SweepConfig
-from mutune.config.spaces import NOT_TRANSFERRED, as_value, clip_valid, is_categorical
+from mutune.config import Choice, SweepConfig
+from mutune.config.spaces import NOT_TRANSFERRED, as_value, is_categorical
+from mutune.pipeline.fitted_rule import fitted_rule
 from mutune.pipeline.unfitted_rules import unfitted_rule
 from mutune.errors import FitError
 
@@ -246,8 +247,8 @@ def target_train_settings(config: SweepConfig, lr: float,
 
 
 def transfer_rules(config: SweepConfig, widths: list[int],
-                   optima: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
-                                                         dict[str, float], dict[str, Any]]:
+                   optima: list[dict[str, Any]], depths: list[int] | None = None
+                   ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
     """Fit every searched hyperparameter's transfer rule, its verdict and transferred value.
 
     Not every searched knob gets a fitted rule (docs/transfer.md §8): a ``choice`` dimension
@@ -264,83 +265,32 @@ def transfer_rules(config: SweepConfig, widths: list[int],
     widths): an interval containing 0, too few widths, or a noisy, edge or fallback rule
     leaves the exponent unresolved (Yang et al. 2022, TP V §3: μP optima
     are width-independent, finite-width effects shrink with width); otherwise the fitted power
-    law is evaluated at the target width.
+    law is evaluated at the target width. On a depth ladder the rule is fitted over width and
+    depth, log h* = a + b·log w + c·log L, each axis judged and extrapolated on its own
+    (:func:`mutune.pipeline.fitted_rule.fitted_rule`).
 
     Args:
-        widths: proxy widths, increasing. optima: :func:`width_optimum` per width.
+        widths: proxy widths, increasing (on a ladder: each proxy's width).
+        optima: :func:`width_optimum` per proxy.
+        depths: each proxy's depth on a depth ladder (None: one depth).
     Returns:
         (rule rows for the recorder, the target's hyperparameters, the target's training
         settings from :func:`target_train_settings`).
     Raises:
         FitError: a rule cannot be fitted (fewer than 2 widths, non-positive optima).
     """
-    from mutune.scaling import fit_transfer_rule, rule_verdict
-
-    tr = config.transfer
-    par = config.model.parametrization
     target_w = config.target.width
     rows, hp = [], dict(config.search.fixed)
     for name in sorted(config.search.space):
         dist = config.search.space[name]
         if isinstance(dist, Choice) or name in NOT_TRANSFERRED:
-            row = unfitted_rule(name, dist, widths, optima, target_w)
+            row = unfitted_rule(name, dist, widths, optima, target_w, depths)
             hp[name] = row["transferred_value"]
             rows.append(row)
             continue
-        use_horizon = (name == "lr" and tr.horizon == "extrapolate"
-                       and all((o.get("horizon") or {}).get("extrapolated_lr") for o in optima))
-        values = [o["horizon"]["extrapolated_lr"] if use_horizon else o["optimum"][name]
-                  for o in optima]
-        ivs = [o["interval"][name] for o in optima]
-        intervals = None if use_horizon or any(iv is None for iv in ivs) else ivs
-        rule = fit_transfer_rule(name, widths, values, optima_intervals=intervals,
-                                 n_boot=tr.n_boot, seed=config.seed)
-        edges = [o["edge_side"].get(name) for o in optima if o["on_edge"].get(name)]
-        fallbacks = [f"width {w}: {o['fallback_reason']}" for w, o in zip(widths, optima)
-                     if o.get("method") == "best-trial"]
-        verdict = rule_verdict(rule, parametrization=par, tolerance=tr.tolerance,
-                               on_edge=bool(edges), edge_side=edges[0] if edges else None,
-                               n_sizes=len(widths),
-                               fallback="; ".join(fallbacks) if fallbacks else None)
-        value = rule.predict(target_w)
-        lo, hi = rule.prediction_interval(target_w)
-        # under μP a slope is extrapolated only when the verdict resolves it as drifting: a
-        # tight interval outside the tolerance from ≥ 3 sizes. An interval that contains 0,
-        # too few sizes, or a noisy/edge/fallback verdict leaves it unresolved, and
-        # extrapolating an unresolved slope over octaves of width is how a transfer diverges
-        flat = par == "mup" and tr.mup_flat and verdict.name != "drifting"
-        if flat:
-            # μP, exponent not resolved: the widest proxy's optimum, with its own interval
-            value = values[-1]
-            lo, hi = intervals[-1] if intervals else (math.nan, math.nan)
-        if clip_valid(name, value) != value:      # e.g. a β2 rule extrapolated past 1
-            value = clip_valid(name, value)
-            lo, hi = clip_valid(name, lo), clip_valid(name, hi)
-        outside = (isinstance(dist, (LogUniform,)) and not dist.low <= value <= dist.high)
-        hp[name] = value
-        rows.append({
-            "hyperparameter": name, "intercept": rule.intercept, "slope": rule.slope,
-            "slope_interval": list(rule.slope_interval), "residual_scale": rule.residual_scale,
-            "widths": widths, "optima": values, "optima_intervals": intervals,
-            "optimum_source": ("horizon-extrapolated" if use_horizon else
-                               "per width: a local quadratic on the values at max_t (the "
-                               "sweep's completed trials and the confirmation design)"
-                               if all(o.get("optimum_horizon") == "max_t" for o in optima)
-                               else "per width: the highest rung holding enough trials for "
-                                    "the fit at every width, else at that width"),
-            "optimum_rungs": [o.get("milestone") for o in optima],
-            "optimum_horizons": [o.get("optimum_horizon") for o in optima],
-            "optimum_trials": [o.get("n_trials") for o in optima],
-            "optimum_seeds": [o.get("n_seeds") for o in optima],
-            "optimum_methods": [o.get("method") for o in optima],
-            "edge_widths": [w for w, o in zip(widths, optima) if o["on_edge"].get(name)],
-            "target_width": target_w, "transferred_value": value,
-            "transferred_interval": [lo, hi], "formula": rule.formula,
-            "transfer_form": (f"flat: the widest proxy's optimum — under μP a slope is "
-                              f"extrapolated only when the verdict is drifting, and this "
-                              f"rule's is {verdict.name}" if flat else "power law in width"),
-            "verdict": verdict.name, "reason": verdict.reason, "advice": verdict.advice,
-            "outside_searched_range": outside})
+        row = fitted_rule(config, name, dist, widths, optima, depths)
+        hp[name] = row["transferred_value"]
+        rows.append(row)
     settings = target_train_settings(config, hp["lr"], hp.get("weight_decay"))
     if "weight_decay" in config.search.space and settings["weight_decay"] != hp["weight_decay"]:
         for r in rows:

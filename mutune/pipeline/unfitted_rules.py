@@ -8,6 +8,7 @@ from typing import Any
 
 from mutune.config import Choice
 from mutune.config.spaces import clip_valid, fmt_value, is_categorical
+from mutune.pipeline.fitted_rule import size_label
 
 __all__ = ["unfitted_rule"]
 
@@ -22,10 +23,12 @@ def _snap(dist: Any, value: float) -> float:
 
 
 def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str, Any]],
-                   target_w: int) -> dict[str, Any]:
+                  target_w: int, depths: list[int] | None = None) -> dict[str, Any]:
     """The rule row of a knob that gets no fitted power law: a ``choice`` (per choice) or a
     regulariser (not transferred, TP V Table 1). The target takes the widest proxy's optimum
-    (snapped to a listed value for a choice); slope, intercept and formula are None."""
+    (on a depth ladder the widest, deepest one's; snapped to a listed value for a choice);
+    slope, intercept and formula are None, and each axis (``axes``) carries the verdict with
+    no slope."""
     per_choice = isinstance(dist, Choice)
     if is_categorical(dist):           # names: the widths' choices as they are
         values = [o["optimum"][name] for o in optima]
@@ -36,7 +39,8 @@ def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str
         values = [clip_valid(name, v) for v in values]
     ivs = [o["interval"].get(name) for o in optima]
     value = values[-1]
-    by_width = ", ".join(f"width {w}: {fmt_value(v)}" for w, v in zip(widths, values))
+    by_width = ", ".join(f"{size_label(w, d)}: {fmt_value(v)}"
+                         for w, d, v in zip(widths, depths or [None] * len(widths), values))
     if per_choice:
         agree = len(set(values)) == 1
         reason = (f"{name}: a choice, compared per width, not fitted ({by_width}); "
@@ -70,4 +74,17 @@ def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str
             "choice_evidence": ([o.get("choices", {}).get(name) for o in optima]
                                 if is_categorical(dist) else None),
             "verdict": "per_choice" if per_choice else "not_transferred",
-            "reason": reason, "advice": advice, "outside_searched_range": False}
+            "reason": reason, "advice": advice, "outside_searched_range": False,
+            **_axes(per_choice, depths)}
+
+
+def _axes(per_choice: bool, depths: list[int] | None) -> dict[str, Any]:
+    """The per-axis keys of an unfitted rule: no slope, the one verdict along every axis."""
+    axes = ["width", "depth"] if depths else ["width"]
+    verdict = "per_choice" if per_choice else "not_transferred"
+    out: dict[str, Any] = {"axes": axes, "slopes": {a: None for a in axes},
+                           "slope_intervals": {a: None for a in axes},
+                           "verdicts": {a: verdict for a in axes}}
+    if depths:
+        out["depths"] = list(depths)
+    return out

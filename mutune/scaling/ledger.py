@@ -41,7 +41,8 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                  peak_flops: float | None, peak_source: str,
                  extra_trials: list[tuple[int, Any]] = (),
                  resources: dict[str, float] | None = None,
-                 sweep_start: float | None = None
+                 sweep_start: float | None = None,
+                 target_size: Any = None
                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The ledger (docs/architecture.md §6) from the recorded trials: GPU-hours of the proxy sweeps
     and
@@ -56,7 +57,8 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
 
     Args:
         config: the sweep config (its ``cost``, ``ray``, ``search`` and ``target`` sections).
-        outcomes: proxy width → the width's first-round sweep (``.trials``: records with
+        outcomes: proxy width (or any sortable size key, e.g. (width, depth)) → that
+            proxy's first-round sweep (``.trials``: records with
             ``timing``, ``reports``, ``started``/``ended`` on the driver's monotonic clock,
             seconds).
         extra_trials: (width, record) of further proxy-side trials — confirmation designs and
@@ -70,6 +72,8 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
             config's ``ray.num_cpus`` CPUs.
         sweep_start: when the sweep was submitted, on the trials' clock (driver monotonic
             seconds); None: its first trial's start.
+        target_size: the target's key for ``flops_per_sample`` when the proxies are keyed by
+            (width, depth) on a depth ladder; None: ``target.width``.
     Returns:
         (cost figures keyed as report.json's ``cost``, ledger entries for the recorder).
     """
@@ -83,7 +87,7 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
     entries: list[dict[str, Any]] = []
     widths = {t.trial_id: w for w, o in outcomes.items() for t in o.trials}
     widths.update({t.trial_id: w for w, t in extra_trials})
-    widths[target.trial_id] = config.target.width
+    widths[target.trial_id] = config.target.width if target_size is None else target_size
     kind = target.timing["device_kind"]
     peak = peak_flops
     price = config.cost.price_per_hour(kind)

@@ -265,7 +265,9 @@ class TransferRule:
         coefficient's sign joins its term)."""
         def term(c: float, axis: str) -> str:
             return f" {'−' if c < 0 else '+'} {abs(c):.4g}·log {axis}"
-        text = f"log {self.hyperparameter}*(w) = {self.intercept:.4g}" + term(self.slope, "w")
+        args = ", ".join(["w", *self.axes[1:]])
+        text = f"log {self.hyperparameter}*({args}) = {self.intercept:.4g}" + term(self.slope,
+                                                                                  "w")
         for axis in self.axes[1:]:
             text += term(self.coefficients[axis], axis)
         return text

@@ -60,8 +60,8 @@ def _fmt(x: float) -> str:
 def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float = 0.1,
                  on_edge: bool = False, edge_side: str | None = None,
                  n_sizes: int | None = None, max_residual: float = math.log(2),
-                 fallback: str | None = None) -> Verdict:
-    """Name the health of a transfer rule (precedence in the module docstring).
+                 fallback: str | None = None, axis: str = "width") -> Verdict:
+    """Name the health of a transfer rule along one axis (precedence in the module docstring).
 
     Args:
         rule: the fitted :class:`~mutune.scaling.rules.TransferRule` (its ``slope`` and
@@ -76,10 +76,16 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
         max_residual: largest acceptable residual scale of the log optima about the line
             (natural-log units; default ln 2, one octave).
         fallback: why a per-size optimum is a best trial instead of a fit (None: all fitted).
+        axis: the rule's axis judged (``"width"``, or an extra axis of a multi-axis rule such
+            as ``"depth"``: its coefficient and interval, and its sizes for ``n_sizes``).
+            Along depth, ``"mup"`` means a depth parametrization (CompleteP, Depth-μP: the
+            depth exponent should be ≈ 0, Dey et al. 2025 §3) and ``"sp"`` none (the exponent
+            is the correction).
     Returns:
         :class:`Verdict`.
     Raises:
-        ValueError: unknown parametrization or edge_side, tolerance ≤ 0, n_sizes < 1.
+        ValueError: unknown parametrization or edge_side, tolerance ≤ 0, n_sizes < 1, an axis
+            the rule was not fitted on.
     References:
         Yang et al. 2022, Tensor Programs V (arXiv 2203.03466), §3, Table 1.
     """
@@ -89,20 +95,25 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
         raise ValueError(f"tolerance = {tolerance}: must be a finite number > 0")
     if edge_side not in (None, "low", "high"):
         raise ValueError(f"edge_side = {edge_side!r}: must be None, 'low' or 'high'")
+    if axis not in rule.axes:
+        raise ValueError(f"axis = {axis!r}: the rule was fitted on {list(rule.axes)}")
+    along = rule.scales if axis == "width" else rule.extra_scales[axis]
     if n_sizes is None:
-        n_sizes = len(set(rule.scales))
+        n_sizes = len(set(along))
     if n_sizes < 1:
         raise ValueError(f"n_sizes = {n_sizes}: must be ≥ 1")
     hp = rule.hyperparameter
-    b = rule.slope
-    lo, hi = rule.slope_interval
+    b = rule.slope if axis == "width" else rule.coefficients[axis]
+    lo, hi = rule.slope_interval if axis == "width" else rule.intervals[axis]
+    scheme = ("μP" if axis == "width" else "a depth parametrization") if parametrization == "mup" \
+        else ("SP" if axis == "width" else "no depth parametrization")
     finite = math.isfinite(lo) and math.isfinite(hi)
     iv = f"[{_fmt(lo)}, {_fmt(hi)}]" if finite else "undefined"
     if n_sizes < 3:
         return Verdict("too_few_sizes",
-                       f"{hp}: {n_sizes} proxy size(s); a rule needs ≥ 3 for an interval "
-                       "on its slope",
-                       "add a proxy width (e.g. double the largest) and rerun its sweep")
+                       f"{hp}: {n_sizes} proxy size(s) along {axis}; a rule needs ≥ 3 for an interval "
+                       f"on its {axis} slope",
+                       f"add a proxy {axis} (e.g. double the largest) and rerun its sweep")
     if fallback:
         return Verdict("fallback", f"{hp}: a per-size optimum is the best trial, not a fitted "
                        f"optimum ({fallback}); its slope interval means nothing",
@@ -126,22 +137,27 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
                        f"{hp}: slope interval {iv} (width {width:.3g} vs 4×tolerance = "
                        f"{4 * tolerance:.3g}), residual scale {rule.residual_scale:.3g} "
                        f"(max {max_residual:.3g}) in log units",
-                       "more samples per sweep or more seeds per configuration, or more sizes")
+                       f"more samples per sweep or more seeds per configuration, or more "
+                       f"{axis}s")
     if parametrization == "sp":
         return Verdict("sp_corrected",
-                       f"{hp}: under SP the fitted exponent b = {_fmt(b)} (95 % {iv}) is the "
-                       "correction that makes transfer work under SP: "
-                       f"{hp}*(w) ∝ w^{b:.3g}",
-                       "use the fitted rule for the target, or switch to μP to make b ≈ 0")
+                       f"{hp}: under {scheme} the fitted {axis} exponent b = {_fmt(b)} (95 % "
+                       f"{iv}) is the correction that makes transfer work: "
+                       f"{hp}*({axis[0]}) ∝ {axis[0]}^{b:.3g}",
+                       "use the fitted rule for the target, or switch to μP to make b ≈ 0"
+                       if axis == "width" else "use the fitted rule for the target, or set "
+                       "model.depth_parametrization: completep to make it ≈ 0")
     if lo > tolerance or hi < -tolerance:
         return Verdict("drifting",
                        f"{hp}: slope b = {_fmt(b)} with 95 % interval {iv} lies outside "
-                       f"±{tolerance:g}: the optimum moves with width under μP",
-                       "check the μP set-up (coord check, MuReadout, base shapes, Mu* "
-                       "optimizer); the fitted rule still extrapolates")
+                       f"±{tolerance:g}: the optimum moves with {axis} under {scheme}",
+                       ("check the μP set-up (coord check, MuReadout, base shapes, Mu* "
+                        "optimizer); the fitted rule still extrapolates") if axis == "width"
+                       else ("check the depth set-up (mutune coord-check --axis depth, "
+                             "model.base_depth); the fitted rule still extrapolates"))
     if -tolerance <= lo and hi <= tolerance:
         return Verdict("stable", f"{hp}: slope b = {_fmt(b)} with 95 % interval {iv} inside "
-                       f"±{tolerance:g}: width-independent as μP predicts", "")
+                       f"±{tolerance:g}: {axis}-independent as {scheme} predicts", "")
     return Verdict("noisy", f"{hp}: slope interval {iv} straddles ±{tolerance:g}: cannot tell "
-                   "stable from drifting", "more seeds per configuration or another width")
+                   "stable from drifting", f"more seeds per configuration or another {axis}")
 

@@ -155,8 +155,9 @@ def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any], overrides: Map
     counts: dict[str, int] = {}
     for st in result.statuses.values():
         counts[st] = counts.get(st, 0) + 1
+    depth = (ps.get("settings") or {}).get("depth")
     return {
-        "width": ps["width"],
+        "width": ps["width"], **({"depth": depth} if depth is not None else {}),
         "replayed": {
             "method": "recorded-order" if in_order else "simulated-clock",
             "settings": {**chosen.__dict__, "concurrency": conc},
@@ -278,7 +279,8 @@ def render_replay(result: Mapping[str, Any], console: Any) -> None:
         table.add_column(col, justify="right" if "GPU-hours" in col else "left")
     for w in result["widths"]:
         r, o = w["replayed"], w["original"]
-        table.add_row(str(w["width"]), "original", sched(o["settings"]),
+        size = f"{w['width']} × {w['depth']}" if w.get("depth") else str(w["width"])
+        table.add_row(size, "original", sched(o["settings"]),
                       cfg(o["best"]), best_at(o["best"]),
                       str(o["decisions"]), str(o["stops"]),
                       fmt(o.get("productive_gpu_hours"), ".6f"),

@@ -85,8 +85,10 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
     Args:
         rows: ``Store.sweep_rows(sweep_id)`` of a sweep whose proxy sweeps finished.
         width: target width (features), >= 1; may lie inside or beyond the proxies' range.
-        depth: target depth; None keeps the sweep's. Rules are fitted across width only, so a
-            different depth is exported with a warning (depth transfer is empirical, TP V §5).
+        depth: target depth; None keeps the sweep's (its ``target.depth`` on a depth ladder).
+            Without a ladder the rules are fitted across width only, so a different depth is
+            exported with a warning (depth transfer is empirical, TP V §5); on a ladder the
+            rules over width and depth are evaluated at (``width``, ``depth``).
     Returns:
         {"sweep_id", "name", "model": {...}, "width", "depth", "hyperparameters": {name:
         value}, "rules": [{"hyperparameter", "value", "interval", "slope", "slope_interval",
@@ -105,21 +107,28 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
         raise StoreError(f"width ({width}) and depth ({depth}) must be >= 1")
     sweep = rows["sweep"]
     cfg = parse_config(sweep["config"], source=f"sweep {sweep['id']}")
+    # on a depth ladder in its proxies' order: depth by depth, widths increasing within each
     done = sorted((p for p in rows["proxy_sweeps"] if (p.get("best") or {}).get("optimum")),
-                  key=lambda p: p["width"])
+                  key=lambda p: ((p.get("settings") or {}).get("depth") or 0, p["width"]))
     if len(done) < 2:
         raise StoreError(f"sweep {sweep['id']} ({sweep['status']}) has {len(done)} finished "
                          "proxy width(s); transfer rules need at least 2")
-    cfg = cfg.model_copy(update={"target": cfg.target.model_copy(update={"width": width})})
+    ladder = cfg.depth_ladder
+    d = (cfg.target_depth if ladder else cfg.model.depth) if depth is None else depth
+    cfg = cfg.model_copy(update={"target": cfg.target.model_copy(
+        update={"width": width, **({"depth": d} if ladder else {})})})
     optima = [_floats(p["best"]["optimum"]) for p in done]
     widths = [p["width"] for p in done]
+    depths = [int(p["settings"]["depth"]) for p in done] if ladder else None
     try:
-        rules, hp, settings = transfer_rules(cfg, widths, optima)
+        rules, hp, settings = transfer_rules(cfg, widths, optima, depths)
     except FitError as err:
         raise FitError(f"sweep {sweep['id']}: {err}") from None
-    d = cfg.model.depth if depth is None else depth
     warnings = []
-    if d != cfg.model.depth:
+    if ladder and d < cfg.proxy_depths[0]:
+        warnings.append(f"depth {d} is below the proxies' {cfg.proxy_depths[0]}–"
+                        f"{cfg.proxy_depths[-1]}")
+    if not ladder and d != cfg.model.depth:
         warnings.append(f"the rules were fitted at depth {cfg.model.depth}; depth {d} is not "
                         "covered by them (μP transfers across width; depth only empirically)")
     if width < widths[0] or width > 64 * widths[-1]:
@@ -132,6 +141,8 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
         out_rules.append({"hyperparameter": r["hyperparameter"], "value": value,
                           "interval": r["transferred_interval"], "slope": r["slope"],
                           "slope_interval": r["slope_interval"], "formula": r["formula"],
+                          **{k: r[k] for k in ("axes", "slopes", "slope_intervals", "verdicts")
+                             if k in r},
                           "transfer_form": r["transfer_form"], "verdict": r["verdict"],
                           "reason": r["reason"], "advice": r["advice"],
                           "published_adjustments": r.get("published_adjustments", [])})
@@ -142,7 +153,8 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
         "sweep_id": sweep["id"], "name": sweep["name"],
         "model": {"family": cfg.model.family, "parametrization": cfg.model.parametrization,
                   "base_width": cfg.model.base_width, "swept_depth": cfg.model.depth,
-                  "proxy_widths": widths},
+                  "proxy_widths": widths,
+                  **({"proxy_depths": cfg.proxy_depths} if ladder else {})},
         "width": width, "depth": d, "hyperparameters": hp, "rules": out_rules,
         "optimizer": {"class": f"mup.optim.{_OPTIMIZER[t.optimizer]}", "lr": hp["lr"],
                       "weight_decay": settings["weight_decay"],

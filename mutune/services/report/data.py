@@ -67,16 +67,21 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     trials = {t["id"]: t for t in rows["trials"]}
     rows = {**rows, "proxy_sweeps": live_proxy_sweeps(rows)}
     proxies = []
-    for ps in sorted(rows["proxy_sweeps"], key=lambda p: p["width"]):
+    # by width, then depth on a depth ladder (a proxy sweep's settings hold its depth)
+    ordered = sorted(rows["proxy_sweeps"],
+                     key=lambda p: (p["width"], (p.get("settings") or {}).get("depth") or 0))
+    for ps in ordered:
         best = ps.get("best") or {}
         mine = [t for t in trials.values() if t["proxy_sweep_id"] == ps["id"]]
-        proxies.append({"width": ps["width"], "best_config": best.get("config"),
+        depth = (ps.get("settings") or {}).get("depth")
+        proxies.append({"width": ps["width"], **({"depth": depth} if depth else {}),
+                        "best_config": best.get("config"),
                         "best_val_loss": _f(best.get("val_loss")),
                         "chosen_rung": best.get("milestone"),
                         "best_trial_id": best.get("trial_id"),
                         "trials": sum(1 for t in mine if t["kind"] == "proxy"),
                         "confirm_trials": sum(1 for t in mine if t["kind"] == "confirm")})
-    for p, ps in zip(proxies, sorted(rows["proxy_sweeps"], key=lambda p: p["width"])):
+    for p, ps in zip(proxies, ordered):
         opt = (ps.get("best") or {}).get("optimum")
         if opt:
             p["optimum"] = {"milestone": opt.get("milestone"), "method": opt.get("method"),
@@ -103,7 +108,8 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         for key in ("verdict", "reason", "advice", "optimum_source", "published_adjustments",
                     "outside_searched_range", "transfer_form", "optimum_horizons",
                     "optimum_trials", "optimum_seeds", "optimum_methods", "edge_widths",
-                    "choice_evidence"):
+                    "choice_evidence", "axes", "slopes", "slope_intervals", "verdicts",
+                    "depths", "target_depth", "edge_depths", "verdict_reasons"):
             if key in d:
                 rule[key] = d[key]
         for key in ("slope_interval", "transferred_interval"):
@@ -121,6 +127,10 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         t = rows["target"]
         target = {"width": t["width"], "config": t["config"], "val_loss": _f(t["val_loss"]),
                   "status": t["status"], "model_dir": t.get("model_dir")}
+        scfg = sweep.get("config") or {}
+        if scfg.get("depths") or (scfg.get("target") or {}).get("depth"):
+            target["depth"] = ((scfg.get("target") or {}).get("depth")
+                               or (scfg.get("model") or {}).get("depth"))
         trow = trials.get(t.get("trial_id"))
         last = ((trow or {}).get("reports") or [{}])[-1].get("metrics", {})
         for key in ("val_loss_se", "test_loss", "test_loss_se"):

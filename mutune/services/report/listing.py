@@ -58,8 +58,12 @@ def render_sweep_list(sweeps: list[dict[str, Any]], console: Any) -> None:
                                 and s["status"] == "running" else "")
         counts = ", ".join(f"{n} {k}" for k, n in sorted(s["trials_by_status"].items()))
         widths = "/".join(str(w) for w in s.get("widths") or []) or "—"
+        target = str(s.get("target_width") or "—")
+        if s.get("depths") and len(s["depths"]) > 1:     # a depth ladder: width × depth
+            widths += " × depth " + "/".join(str(d) for d in s["depths"])
+            target += f" × {s.get('target_depth')}"
         t.add_row(str(s["id"]), s["name"], str(s.get("family") or "—"), status,
-                  f"{widths} → {s.get('target_width') or '—'}",
+                  f"{widths} → {target}",
                   f"{s['trials']}" + (f" ({counts})" if counts else ""),
                   f"{s['gpu_hours']:.6f}", _time(s["created_at"]), _time(s["finished_at"]))
     console.print(unclipped(t))
@@ -76,7 +80,11 @@ def render_sweep(rows: dict[str, Any], console: Any) -> None:
                   + (f" — {sw['reason']}" if sw.get("reason") else ""), highlight=False)
     model = cfg.get("model") or {}
     console.print(f"model {model.get('family')} ({model.get('parametrization', '—')}), widths "
-                  f"{cfg.get('widths')} → target {(cfg.get('target') or {}).get('width')}, "
+                  f"{cfg.get('widths')}"
+                  + (f" × depths {cfg['depths']}" if cfg.get("depths") else "")
+                  + f" → target {(cfg.get('target') or {}).get('width')}"
+                  + (f" × depth {cfg['target']['depth']}"
+                     if (cfg.get("target") or {}).get("depth") else "") + ", "
                   f"seed {sw['seed']}; started {_time(sw['created_at'])}, finished "
                   f"{_time(sw['finished_at'])} (UTC)", highlight=False)
     prov = rows.get("provenance") or {}

@@ -23,7 +23,8 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
                 "confirm trials", "GPU-hours (sweep + design)"):
         t.add_column(col, justify="right")
     for w in [*plan["widths"], plan["target"]]:
-        label = ("target " if w is plan["target"] else "") + str(w["width"])
+        label = (("target " if w is plan["target"] else "") + str(w["width"])
+                 + (f" × {w['depth']}" if w.get("depth") else ""))
         t.add_row(label, str(w["trials"]), str(w["steps"]), str(w["evals"]),
                   f"{w['s_per_step']:.4g}", f"{w['s_per_eval']:.4g}", f"{w['setup_s']:.3g}",
                   str(w.get("confirm_trials", "—")), f"{w['gpu_hours']:.6f}")

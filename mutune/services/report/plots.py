@@ -103,7 +103,14 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
             ax.plot(w, y, "o", label="optimum per width")
         tw = report["target"]["width"] if report.get("target") else max(w) * 4
         xs = np.geomspace(min(w), tw, 50)
-        if rule.get("slope") is not None:         # choices and regularisers are not fitted
+        if rule.get("slope") is not None and rule.get("depths"):
+            # a depth ladder: the fitted law at each proxy depth and at the target's
+            c = rule["slopes"]["depth"]
+            for dp in sorted({*rule["depths"], rule.get("target_depth") or 0} - {0}):
+                ax.plot(xs, np.exp(rule["intercept"] + rule["slope"] * np.log(xs)
+                                   + c * math.log(dp)), "-", lw=1,
+                        label=f"fitted at depth {dp} (b = {rule['slope']:.3g}, c = {c:.3g})")
+        elif rule.get("slope") is not None:         # choices and regularisers are not fitted
             ax.plot(xs, np.exp(rule["intercept"] + rule["slope"] * np.log(xs)), "-", lw=1,
                     label=f"fitted rule, b = {rule['slope']:.3g}")
         tv = rule.get("transferred_value")

@@ -18,6 +18,11 @@ IDLE_LABELS = {"sweep_startup": "before the first trial", "between_widths": "bet
                "recovery": "inside trials: recovery"}
 
 
+def _size(p: dict[str, Any]) -> str:
+    """A proxy's size as shown: its width, or ``width × depth`` on a depth ladder."""
+    return f"{p['width']} × {p['depth']}" if p.get("depth") else str(p["width"])
+
+
 def render_report(report: dict[str, Any], console: Any) -> None:
     """Print ``report`` (:func:`~mutune.services.report.data.build_report`'s dict) on a rich
     ``console``: per-width best, optima, rules, target, cost lines (GPU-hours, money in the
@@ -35,18 +40,20 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                       "the tables show what was recorded before it ended", highlight=False)
     t = Table(title="Proxy sweeps: best configuration at the rung shown (the highest with ≥ 3 "
                     "trials; after a confirmation design, its seed mean at max_t)")
-    for col in ("width", "trials", "confirm trials", "rung (steps)", "best val loss (nats)",
+    ladder = any(p.get("depth") for p in report["proxies"])
+    size_col = "width × depth" if ladder else "width"
+    for col in (size_col, "trials", "confirm trials", "rung (steps)", "best val loss (nats)",
                 "best test loss", "best config"):
         t.add_column(col, justify="right" if col != "best config" else "left")
     for p in report["proxies"]:
         cfg = " ".join(f"{k}={fmt_num(v)}" for k, v in sorted((p["best_config"] or {}).items()))
-        t.add_row(str(p["width"]), str(p["trials"]), str(p.get("confirm_trials", 0)),
+        t.add_row(_size(p), str(p["trials"]), str(p.get("confirm_trials", 0)),
                   str(p["chosen_rung"]), fmt_num(p["best_val_loss"]),
                   fmt_num(p.get("best_test_loss")), cfg)
     console.print(unclipped(t))
     o = Table(title="Optimum per width (95 % bootstrap interval; method and horizon per row; "
                     "* = at the edge of what was searched)")
-    for col in ("width", "horizon", "trials / points / seeds", "method", "optimum",
+    for col in (size_col, "horizon", "trials / points / seeds", "method", "optimum",
                 "lr at target steps (short-horizon fit)"):
         o.add_column(col, justify="right" if col != "optimum" else "left")
     for p in report["proxies"]:
@@ -61,17 +68,18 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         hz_text = (f"{hz['extrapolated_lr']:.4g} (at the rung: {hz['highest_rung_lr']:.4g})"
                    if hz.get("extrapolated_lr") is not None else "—")
         counts = [len(opt.get("trial_ids") or []), opt.get("n_points"), opt.get("n_seeds")]
-        o.add_row(str(p["width"]), str(opt.get("optimum_horizon") or opt.get("milestone")),
+        o.add_row(_size(p), str(opt.get("optimum_horizon") or opt.get("milestone")),
                   " / ".join("—" if c is None else str(c) for c in counts),
                   str(opt.get("method")), vals, hz_text)
     console.print(unclipped(o))
     for p in report["proxies"]:
         opt = p.get("optimum") or {}
         if opt.get("fallback_reason"):
-            console.print(f"  [yellow]width {p['width']}: no fitted optimum[/] — the best "
+            console.print(f"  [yellow]width {_size(p)}: no fitted optimum[/] — the best "
                           f"configuration is used: {escape(opt['fallback_reason'])}",
                           highlight=False)
-    r = Table(title="Transfer rules: log h*(w) = a + b·log w (95 % intervals)")
+    r = Table(title="Transfer rules: log h*(w) = a + b·log w" + (" + c·log L" if ladder else "")
+                    + " (95 % intervals; b and its verdict are the width's)")
     for col in ("hyperparameter", "a", "b (slope)", "b interval", "transferred value",
                 "value interval", "verdict"):
         r.add_column(col, justify="right")
@@ -94,6 +102,12 @@ def render_report(report: dict[str, Any], console: Any) -> None:
             console.print(f"  {rule['verdict']}: {escape(rule.get('reason') or '')}"
                           + (f" — {rule['advice']}" if rule.get("advice") else ""),
                           highlight=False)
+        for axis in (rule.get("axes") or [])[1:]:
+            console.print(f"  {axis}: exponent {fmt_num(rule['slopes'][axis])} "
+                          f"{fmt_interval(rule['slope_intervals'][axis])}, "
+                          f"{rule['verdicts'].get(axis, '—')}: "
+                          f"{escape((rule.get('verdict_reasons') or {}).get(axis) or '')}",
+                          highlight=False)
         for w, ev in zip(rule.get("widths") or [], rule.get("choice_evidence") or []):
             if ev:
                 console.print(f"  width {w}: {choice_line(ev)}", highlight=False)
@@ -110,7 +124,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         test = (f", test loss {fmt_num(tg['test_loss'])}"
                 + (f" ± {tg['test_loss_se']:.2g}" if tg.get("test_loss_se") else "")
                 if tg.get("test_loss") is not None else "")
-        console.print(f"Target run: width {tg['width']}, {cfg}: final val loss "
+        depth = f", depth {tg['depth']}" if tg.get("depth") else ""
+        console.print(f"Target run: width {tg['width']}{depth}, {cfg}: final val loss "
                       f"{fmt_num(tg['val_loss'])}{se} nats{test} ({tg['status']})")
         if tg.get("metric"):
             console.print(f"  {tg['metric']} (the sweep's metric): "
@@ -244,7 +259,8 @@ def _gate(console: Any, report: dict[str, Any]) -> None:
                       f"{fmt_num(g.get('gpu_hours'), '.6f')} GPU-h", highlight=False)
         for r in g.get("rounds") or []:
             acts = "; ".join(
-                f"width {a['width']}: " + (
+                f"width {a['width']}" + (f" × depth {a['depth']}" if a.get("depth") else "")
+                + ": " + (
                     "widen " + ", ".join(f"{n} ({v['side']}) → centre {v['new_center']:.4g}"
                                          + _widened_from(v)
                                          for n, v in a["hyperparameters"].items())

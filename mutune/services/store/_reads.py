@@ -80,6 +80,8 @@ class ReadsMixin:
                             "family": (cfg.get("model") or {}).get("family"),
                             "widths": cfg.get("widths"),
                             "target_width": (cfg.get("target") or {}).get("width"),
+                            "depths": cfg.get("depths"),
+                            "target_depth": (cfg.get("target") or {}).get("depth"),
                             "trials": sum(by_status[w.id].values()),
                             "trials_by_status": by_status[w.id],
                             "gpu_hours": total.get(w.id, device_s[w.id] / 3600.0),
