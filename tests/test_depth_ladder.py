@@ -141,8 +141,9 @@ def test_two_depths_cannot_resolve_the_depth_exponent():
 @pytest.mark.slow
 def test_main_job_on_a_width_by_depth_ladder(ray_local, tiny_config, one_store_url, tmp_path):
     """Every (width, depth) is a proxy of its own in one Ray Tune run, then has its own
-    confirmation design at max_t; the rules carry both axes; the target trains (and is kept) at its own depth; the ledger counts its FLOPs at
-    that depth; the report, the listing and the replay name each proxy's depth."""
+    confirmation design at max_t; the rules carry both axes; the target trains (and is
+    kept) at its own depth; the ledger counts each model's FLOPs at its depth; the report,
+    the export and the replay name each proxy's depth."""
     import mutune
     from mutune.pipeline.target_model import load_target_model
     from mutune.services.store import Store

@@ -13,11 +13,11 @@ import dataclasses
 from typing import Any
 
 from mutune.errors import SearchError, SweepStopped
-from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress, record_best
 from mutune.pipeline.depth_tasks import ladder_sizes, task_at_depth
+from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress, record_best
 
-__all__ = ["sweep_widths", "sweep_width", "sweep_ladder", "run_widths", "early_designs", "design_follow_up",
-           "width_spec",
+__all__ = ["sweep_widths", "sweep_width", "sweep_ladder", "run_widths", "early_designs",
+           "design_follow_up", "width_spec",
            "new_width", "width_result", "width_results", "align_optima", "record_best",
            "trial_curves", "proxy_settings", "width_seeds"]
 

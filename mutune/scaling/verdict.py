@@ -111,8 +111,8 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
     iv = f"[{_fmt(lo)}, {_fmt(hi)}]" if finite else "undefined"
     if n_sizes < 3:
         return Verdict("too_few_sizes",
-                       f"{hp}: {n_sizes} proxy size(s) along {axis}; a rule needs ≥ 3 for an interval "
-                       f"on its {axis} slope",
+                       f"{hp}: {n_sizes} proxy size(s) along {axis}; a rule needs ≥ 3 for an "
+                       f"interval on its {axis} slope",
                        f"add a proxy {axis} (e.g. double the largest) and rerun its sweep")
     if fallback:
         return Verdict("fallback", f"{hp}: a per-size optimum is the best trial, not a fitted "
