@@ -299,3 +299,31 @@ def test_the_dry_run_plans_every_width_and_depth(tiny_config):
     # the target's parameters are its depth's: 8 width × width blocks plus input and readout
     assert plan["target"]["n_params"] > 8 * 64 * 64
     assert plan["gate"]["trials_max"] == 0        # the tiny config runs no gate round
+
+
+def test_the_horizon_is_one_more_axis_of_the_lr_rule():
+    """With ``transfer.horizon: extrapolate`` the lr rule also carries the horizon: d of
+    log lr* = a + b·log w + c·log L + d·log T, fitted jointly on every proxy's per-rung optima
+    (Bjorck et al. 2025: lr* falls with the horizon), recovered here from a known law."""
+    cfg = parse_config(_ladder(**{"transfer.horizon": "extrapolate"}))
+    ws, ds, _ = _grid(0.0, 0.0)
+    rungs = [20, 60, 180]
+    optima = []
+    for w, dp in zip(ws, ds):
+        per_rung = [math.exp(-6.0 - 0.3 * math.log(t)) for t in rungs]
+        o = _optima([per_rung[-1]])[0]
+        o["horizon"] = {"rungs": rungs, "optimum_lr_per_rung": per_rung,
+                        "extrapolated_lr": math.exp(-6.0 - 0.3 * math.log(cfg.target_steps))}
+        optima.append(o)
+    (r,), _, _ = transfer_rules(cfg, ws, optima, ds)
+    assert r["axes"] == ["width", "depth", "steps"]
+    assert r["slopes"]["steps"] == pytest.approx(-0.3, abs=1e-6)
+    lo, hi = r["slope_intervals"]["steps"]
+    assert lo <= -0.3 <= hi
+    assert r["verdicts"]["steps"] == "sp_corrected"
+    assert "fitted steps exponent b = -0.300" in r["verdict_reasons"]["steps"]
+    pred = r["horizon_prediction"]
+    assert pred["points"] == 9 * 3
+    assert pred["value"] == pytest.approx(math.exp(-6.0 - 0.3 * math.log(cfg.target_steps)),
+                                          rel=1e-6)
+    assert r["optimum_source"] == "horizon-extrapolated"

@@ -143,4 +143,52 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
                    edge_depths=[d for d, o in zip(depths, optima) if o["on_edge"].get(name)],
                    verdict_reasons={a: v.reason for a, v in verdicts.items()},
                    verdict_advice={a: v.advice for a, v in verdicts.items()})
+    if use_horizon:
+        _add_horizon_axis(config, row, widths, depths, optima)
     return row
+
+
+def _add_horizon_axis(config: SweepConfig, row: dict[str, Any], widths: list[int],
+                      depths: list[int] | None, optima: list[dict[str, Any]]) -> None:
+    """The horizon as one more axis of the learning-rate rule (``transfer.horizon:
+    extrapolate``): log lr* = a + b·log w (+ c·log L) + d·log T fitted jointly on every
+    proxy's per-rung optima (T the rung's steps; :func:`~mutune.pipeline.transfer_stage.
+    width_optimum`'s ``horizon``), its coefficient d with its interval and a verdict that
+    judges it as a correction (μP does not remove it: Bjorck et al. 2025, ICLR, §3). The
+    transferred value stays each proxy's own extrapolation to the target's steps fitted over
+    the sizes; the joint fit's prediction at the target is reported beside it
+    (``horizon_prediction``). A joint fit that cannot be made (too few rungs) is named in
+    ``horizon_error``."""
+    from mutune.errors import FitError
+    from mutune.scaling import fit_transfer_rule, rule_verdict
+
+    ws, ds, ts, lrs = [], [], [], []
+    for i, o in enumerate(optima):
+        h = o["horizon"]
+        for t, lr in zip(h.get("rungs") or [], h.get("optimum_lr_per_rung") or []):
+            ws.append(widths[i])
+            ds.append(float(depths[i]) if depths else 1.0)
+            ts.append(float(t))
+            lrs.append(float(lr))
+    extra = {"steps": ts, **({"depth": ds} if depths else {})}
+    axes = ["depth", "steps"] if depths else ["steps"]
+    target = {"width": config.target.width, "steps": config.target_steps,
+              **({"depth": config.target_depth} if depths else {})}
+    try:
+        joint = fit_transfer_rule("lr", ws, lrs, axes=axes, extra_scales=extra,
+                                  n_boot=config.transfer.n_boot, seed=config.seed,
+                                  target=target)
+    except (FitError, ValueError) as err:
+        row["horizon_error"] = str(err)
+        return
+    verdict = rule_verdict(joint, parametrization="sp", axis="steps",
+                           tolerance=config.transfer.tolerance, n_sizes=len(set(ts)))
+    row["axes"].append("steps")
+    row["slopes"]["steps"] = joint.coefficients["steps"]
+    row["slope_intervals"]["steps"] = list(joint.intervals["steps"])
+    row["verdicts"]["steps"] = verdict.name
+    row.setdefault("verdict_reasons", {})["steps"] = verdict.reason
+    at = {k: v for k, v in target.items() if k != "width"}
+    row["horizon_prediction"] = {"formula": joint.formula, "value": joint.predict(
+        config.target.width, **at), "interval": list(joint.prediction_interval(
+            config.target.width, **at)), "points": len(lrs)}

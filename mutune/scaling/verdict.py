@@ -80,7 +80,9 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
             as ``"depth"``: its coefficient and interval, and its sizes for ``n_sizes``).
             Along depth, ``"mup"`` means a depth parametrization (CompleteP, Depth-μP: the
             depth exponent should be ≈ 0, Dey et al. 2025 §3) and ``"sp"`` none (the exponent
-            is the correction).
+            is the correction); along any other axis (``"steps"``, the horizon) ``"sp"``
+            judges the exponent as a correction (Bjorck et al. 2025: μP does not remove the
+            horizon's effect on the learning rate).
     Returns:
         :class:`Verdict`.
     Raises:
@@ -105,8 +107,10 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
     hp = rule.hyperparameter
     b = rule.slope if axis == "width" else rule.coefficients[axis]
     lo, hi = rule.slope_interval if axis == "width" else rule.intervals[axis]
-    scheme = ("μP" if axis == "width" else "a depth parametrization") if parametrization == "mup" \
-        else ("SP" if axis == "width" else "no depth parametrization")
+    scheme = {("width", "mup"): "μP", ("width", "sp"): "SP",
+              ("depth", "mup"): "a depth parametrization",
+              ("depth", "sp"): "no depth parametrization"}.get(
+        (axis, parametrization), "μP (which does not remove it)")
     finite = math.isfinite(lo) and math.isfinite(hi)
     iv = f"[{_fmt(lo)}, {_fmt(hi)}]" if finite else "undefined"
     if n_sizes < 3:
@@ -144,9 +148,11 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
                        f"{hp}: under {scheme} the fitted {axis} exponent b = {_fmt(b)} (95 % "
                        f"{iv}) is the correction that makes transfer work: "
                        f"{hp}*({axis[0]}) ∝ {axis[0]}^{b:.3g}",
-                       "use the fitted rule for the target, or switch to μP to make b ≈ 0"
-                       if axis == "width" else "use the fitted rule for the target, or set "
-                       "model.depth_parametrization: completep to make it ≈ 0")
+                       {"width": "use the fitted rule for the target, or switch to μP to "
+                                 "make b ≈ 0",
+                        "depth": "use the fitted rule for the target, or set "
+                                 "model.depth_parametrization: completep to make it ≈ 0"}.get(
+                           axis, "use the fitted rule for the target"))
     if lo > tolerance or hi < -tolerance:
         return Verdict("drifting",
                        f"{hp}: slope b = {_fmt(b)} with 95 % interval {iv} lies outside "

@@ -109,7 +109,8 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
                     "outside_searched_range", "transfer_form", "optimum_horizons",
                     "optimum_trials", "optimum_seeds", "optimum_methods", "edge_widths",
                     "choice_evidence", "axes", "slopes", "slope_intervals", "verdicts",
-                    "depths", "target_depth", "edge_depths", "verdict_reasons"):
+                    "depths", "target_depth", "edge_depths", "verdict_reasons",
+                    "horizon_prediction", "horizon_error"):
             if key in d:
                 rule[key] = d[key]
         for key in ("slope_interval", "transferred_interval"):
