@@ -220,9 +220,26 @@ def test_main_job_on_a_width_by_depth_ladder(ray_local, tiny_config, one_store_u
     # target's (width, depth) it gives the target run's hyperparameters
     from mutune.services.export.hparams import export_hparams
     exported = export_hparams(rows, width=64)
-    assert exported["depth"] == 4 and exported["model"]["proxy_depths"] == [1, 2]
+    assert exported["depth"] == 4 and exported["model"]["proxy_depths"] == [1, 1, 2, 2]
+    assert exported["model"]["proxy_widths"] == [16, 32, 16, 32]
     assert exported["hyperparameters"] == pytest.approx(rep["target"]["config"])
     assert all(r["axes"] == ["width", "depth"] for r in exported["rules"])
+    # the snippet builds the user's model with CompleteP's branch multiplier and gives each
+    # layer group its lr and ε factors (depth 4 over base depth 1: branches × 1/4, ε × 1/4)
+    dp = exported["depth_parametrization"]
+    assert dp["kind"] == "completep" and dp["branch_multiplier"] == pytest.approx(0.25)
+    from mutune.proxies.mlp import MuMLP
+
+    def build(width, depth, **mults):
+        return MuMLP(64, width, 10, depth=depth, residual=True, **mults)
+
+    scope = {"build": build}
+    exec(compile(exported["snippet"], "snippet", "exec"), scope)
+    model, opt = scope["model"], scope["optimizer"]
+    assert model.branch_mult == pytest.approx(0.25) and len(model.hidden) == 4
+    lr = exported["hyperparameters"]["lr"]
+    assert all(g["eps"] == pytest.approx(0.25 * 1e-8) for g in opt.param_groups)
+    assert max(g["lr"] for g in opt.param_groups) == pytest.approx(lr)
     assert sorted((w["width"], w["depth"]) for w in replay["widths"]) == \
         [(16, 1), (16, 2), (32, 1), (32, 2)]
     assert all(w["matches_original"] for w in replay["widths"])

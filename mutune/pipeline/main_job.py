@@ -69,10 +69,13 @@ def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> Pipelin
         swept, states = align_optima(run, swept), {}
     else:
         swept, states = confirm_proxies(run, swept)
-    widest_w, widest = swept[-1][0].width, swept[-1][1]
+    widest_p, widest = swept[-1]
 
     def importance() -> None:
-        run.recorder.law_fitted(run.sweep_id, proxy_importance(run.config, widest_w, widest))
+        law = proxy_importance(run.config, widest_p.width, widest)
+        if widest_p.depth is not None:          # the widest, deepest proxy of a ladder
+            law = {**law, "depth": widest_p.depth}
+        run.recorder.law_fitted(run.sweep_id, law)
     # the loss law is needed before the target only to admit it under a budget; otherwise
     # it and the importance (proxy data alone) are fitted once the target has released the
     # devices, which then do not wait on them

@@ -13,6 +13,7 @@ from typing import Any
 from mutune.errors import SearchError, SweepStopped
 from mutune.search.driver.types import DIVERGE_SE
 from mutune.pipeline.depth_tasks import target_task
+from mutune.pipeline.fitted_rule import size_label
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["predict_target_loss", "admit_target", "train_target", "target_cpus", "proxy_curve",
@@ -127,11 +128,13 @@ def watch_target(watch: dict[str, Any] | None, reports: list[dict[str, Any]],
     note = None
     if behind:
         b = behind[-1]
-        note = (f"the target (width {target_width}) is behind the best proxy (width "
-                f"{watch['width']}) at {len(behind)} of {len(compared)} compared steps; at "
+        note = (f"the target (width {target_width}) is behind the best proxy ("
+                f"{size_label(watch['width'], watch.get('depth'))}) at {len(behind)} of {len(compared)} compared steps; at "
                 f"step {b['step']}: {b['target']:.4g} vs {b['proxy']:.4g} nats (gap "
                 f"{b['gap']:.3g} > 2·se {b['two_se']:.3g}): a transferred setting may be off")
-    return {"proxy_width": watch["width"], "proxy_seeds": watch["seeds"],
+    return {"proxy_width": watch["width"],
+            **({"proxy_depth": watch["depth"]} if watch.get("depth") else {}),
+            "proxy_seeds": watch["seeds"],
             "compared_steps": len(compared), "behind_steps": behind,
             "first_behind": behind[0]["step"] if behind else None, "note": note}
 
@@ -168,7 +171,8 @@ def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
         rungs.append(p.milestone)
     # counted on the meta device: the driver never materialises the target's weights
     target_params = float(target_task(run).n_params(run.config.target.width, target_hp))
-    law = loss_law(run.config, widths, n_params, losses, target_params)
+    law = loss_law(run.config, widths, n_params, losses, target_params,
+                   depths if run.config.depth_ladder else None)
     law["rungs"] = rungs
     if run.config.depth_ladder:          # each size's depth beside its width
         law["depths"], law["target_depth"] = depths, run.config.target_depth
@@ -310,8 +314,9 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
                   recorder=recorder, control=run.control, sweep_id=run.sweep_id,
                   metric=search.metric, ray_cfg=ray_cfg, storage=run.out_dir / "ray",
                   name=f"sweep{run.sweep_id}-target", seq=run.seq,
-                  on_progress=bind_progress(run.on_progress, f"target {config.target.width}",
-                                            1),
+                  on_progress=bind_progress(
+                      run.on_progress, f"target {config.target.width}"
+                      + (f" × {config.target_depth}" if config.depth_ladder else ""), 1),
                   on_started=open_target, checkpoint_every=config.target_checkpoint_every,
                   checkpoint_max_share=config.target_checkpoint_max_share,
                   checkpoint_keep=config.train.checkpoint_keep, keep_final=True,

@@ -24,7 +24,7 @@ import numpy as np
 
 from mutune.config import Choice, SweepConfig
 from mutune.config.spaces import NOT_TRANSFERRED, as_value, is_categorical
-from mutune.pipeline.fitted_rule import fitted_rule
+from mutune.pipeline.fitted_rule import fitted_rule, size_label
 from mutune.pipeline.unfitted_rules import unfitted_rule
 from mutune.errors import FitError
 
@@ -309,7 +309,8 @@ def transfer_rules(config: SweepConfig, widths: list[int],
 
 
 def loss_law(config: SweepConfig, widths: list[int], n_params: list[float],
-             losses: list[float], target_params: float) -> dict[str, Any]:
+             losses: list[float], target_params: float,
+             depths: list[int] | None = None) -> dict[str, Any]:
     """Fit L(N) = E + A·N^-α on the best loss per proxy size (at equal budget) and predict the
     target's loss with a 95 % interval (Kaplan et al. 2020 §3; Hoffmann et al. 2022 §3.2).
 
@@ -330,8 +331,8 @@ def loss_law(config: SweepConfig, widths: list[int], n_params: list[float],
     row["falls_with_size"] = falls
     if len(ls) >= 2 and not falls:
         row["error"] = ("the proxies' best losses do not fall with size ("
-                        + ", ".join(f"width {w}: {v:.4g}" for w, v in
-                                    zip(np.asarray(widths)[order], ls))
+                        + ", ".join(f"{size_label(int(widths[i]), depths[i] if depths else None)}"
+                                    f": {v:.4g}" for i, v in zip(order, ls))
                         + "): a loss law through them would predict nothing; no prediction")
         return row
     try:

@@ -115,8 +115,9 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
     iv = f"[{_fmt(lo)}, {_fmt(hi)}]" if finite else "undefined"
     if n_sizes < 3:
         return Verdict("too_few_sizes",
-                       f"{hp}: {n_sizes} proxy size(s) along {axis}; a rule needs ≥ 3 for an "
-                       f"interval on its {axis} slope",
+                       f"{hp}: {n_sizes} proxy size(s) along {axis}; a rule needs ≥ 3 before "
+                       f"its {axis} slope's interval can be trusted (with 2 it comes from the "
+                       "optima's own intervals alone: no residual checks the line)",
                        f"add a proxy {axis} (e.g. double the largest) and rerun its sweep")
     if fallback:
         return Verdict("fallback", f"{hp}: a per-size optimum is the best trial, not a fitted "

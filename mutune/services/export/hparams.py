@@ -41,6 +41,52 @@ def _recipe(cfg: Any, hp: dict[str, Any]) -> Any:
     return cfg.train.model_copy(update={k: hp[k] for k in RECIPE_HPARAMS if k in hp})
 
 
+def depth_scaling(cfg: Any, depth: int) -> Any:
+    """The :class:`~mutune.proxies.depth.DepthScaling` of a model ``depth`` deep under the
+    sweep's depth parametrization (base depth ``model.base_depth``, else ``model.depth``), or
+    None without one."""
+    from mutune.proxies.depth import DepthScaling
+
+    kind = getattr(cfg.model, "depth_parametrization", "none")
+    if kind == "none":
+        return None
+    return DepthScaling(kind, int(depth), int(cfg.model.base_depth or cfg.model.depth))
+
+
+def _depth_export(scaling: Any) -> dict[str, Any]:
+    """What the export says of the depth parametrization: its kind, α, depths, the residual
+    branches' multiplier and each layer group's lr/ε/weight-decay factors (Dey et al. 2025,
+    Table 1; :mod:`mutune.proxies.depth`)."""
+    from mutune.proxies.depth import LAYER_GROUPS
+
+    return {"kind": scaling.parametrization, "alpha": scaling.alpha, "depth": scaling.depth,
+            "base_depth": scaling.base_depth, "branch_multiplier": scaling.branch_multiplier,
+            "group_factors": {g: scaling.factors(g) for g in LAYER_GROUPS}}
+
+
+def _depth_lines(scaling: Any, opt: str, lr: float, t: Any,
+                 settings: dict[str, Any]) -> list[str]:
+    """The snippet's optimizer under a depth parametrization: one parameter group per layer
+    group with its lr and ε factors (the model names each parameter's group with
+    ``depth_groups()``, as mutune's built-in families do)."""
+    from mutune.proxies.depth import LAYER_GROUPS
+
+    wd = float(settings["weight_decay"]) if t.optimizer != "adam" else 0.0
+    lines = [f"# depth parametrization {scaling.parametrization} (α = {scaling.alpha:g}): depth "
+             f"{scaling.depth}, base depth {scaling.base_depth} (Dey et al. 2025, Table 1);",
+             f"# each residual branch is multiplied by {scaling.branch_multiplier!r} "
+             "(branch_mult above), and each layer group's Adam lr and ε by:"]
+    for g in LAYER_GROUPS:
+        f = scaling.factors(g)
+        lines.append(f"#   {g}: lr × {f['lr']!r}, eps × {f['eps']!r}")
+    lines += ["from mutune.proxies.depth import DepthScaling, depth_param_groups",
+              f"groups = depth_param_groups(model, DepthScaling({scaling.parametrization!r}, "
+              f"{scaling.depth}, {scaling.base_depth}),",
+              f"                            lr={lr!r}, eps={t.eps!r}, weight_decay={wd!r})",
+              f"optimizer = mup.optim.{opt}(groups, betas=({t.beta1!r}, {t.beta2!r}))"]
+    return lines
+
+
 def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, Any],
              settings: dict[str, Any]) -> str:
     from mutune.proxies.plugins import MODEL_HPARAMS
@@ -55,6 +101,9 @@ def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, Any],
         args += f", weight_decay={float(settings['weight_decay'])!r}"
     mults = {k: v for k, v in sorted(hp.items()) if k in MODEL_HPARAMS}
     base = cfg.model.base_width
+    scaling = depth_scaling(cfg, depth)
+    if scaling is not None:          # the residual branches' multiplier goes into the model
+        mults = {**mults, "branch_mult": scaling.branch_multiplier}
     warm = (f"{t.warmup_fraction!r} of the run's steps" if t.warmup_fraction is not None
             else f"{t.warmup_steps} steps")
     lines = [
@@ -67,7 +116,8 @@ def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, Any],
         f"mup.set_base_shapes(model, build(width={base}, depth={depth}),",
         f"                    delta=build(width={2 * base}, depth={depth}))",
         "# custom init after this point only with mup.init.* (torch.nn.init undoes μP)",
-        f"optimizer = mup.optim.{opt}(model.parameters(), {args})",
+        *(_depth_lines(scaling, opt, float(hp["lr"]), t, settings) if scaling is not None
+          else [f"optimizer = mup.optim.{opt}(model.parameters(), {args})"]),
         "# LR schedules: scale each param group's lr relative to its initial value",
         f"# schedule: {t.lr_schedule} after a linear warmup of {warm}, down to "
         f"{t.min_lr_ratio!r} × each group's starting lr",
@@ -148,13 +198,18 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
                           "published_adjustments": r.get("published_adjustments", [])})
         if r["verdict"] != "stable":
             warnings.append(f"{r['hyperparameter']}: verdict {r['verdict']}: {r['reason']}")
+        for axis, v in (r.get("verdicts") or {}).items():     # a ladder's other axes
+            if axis != "width" and v not in ("stable", "sp_corrected", "per_choice",
+                                             "not_transferred"):
+                warnings.append(f"{r['hyperparameter']}: verdict along {axis} {v}: "
+                                f"{(r.get('verdict_reasons') or {}).get(axis, '')}")
     t = _recipe(cfg, hp)
     return json_safe({
         "sweep_id": sweep["id"], "name": sweep["name"],
         "model": {"family": cfg.model.family, "parametrization": cfg.model.parametrization,
                   "base_width": cfg.model.base_width, "swept_depth": cfg.model.depth,
                   "proxy_widths": widths,
-                  **({"proxy_depths": cfg.proxy_depths} if ladder else {})},
+                  **({"proxy_depths": depths} if ladder else {})},
         "width": width, "depth": d, "hyperparameters": hp, "rules": out_rules,
         "optimizer": {"class": f"mup.optim.{_OPTIMIZER[t.optimizer]}", "lr": hp["lr"],
                       "weight_decay": settings["weight_decay"],
@@ -164,6 +219,8 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
                    "warmup_fraction": t.warmup_fraction, "min_lr_ratio": t.min_lr_ratio,
                    "decay_fraction": t.decay_fraction, "grad_clip": t.grad_clip,
                    "micro_batches": t.micro_batches},
+        **({"depth_parametrization": _depth_export(depth_scaling(cfg, d))}
+           if depth_scaling(cfg, d) is not None else {}),
         "warnings": warnings, "snippet": _snippet(cfg, width, d, hp, settings)})
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from mutune.services.report.formatting import unclipped
 
-__all__ = ["render_sweep_list", "render_sweep", "sweep_overview", "render_trial_log",
-           "RULE_WIDTH"]
+__all__ = ["render_sweep_list", "render_sweep", "sweep_overview", "trial_depths",
+           "render_trial_log", "RULE_WIDTH"]
 
 #: Widest a section rule of ``mutune logs`` is drawn (characters): a console that is not a
 #: terminal is very wide so that no table is cut, and a rule must not span all of it.
@@ -95,16 +95,35 @@ def render_sweep(rows: dict[str, Any], console: Any) -> None:
                       f"dataset {(prov.get('dataset') or {}).get('fingerprint', '—')}",
                       highlight=False)
     t = Table(title="Trials (mutune logs TRIAL_ID for a trial's output)")
-    for col in ("trial", "kind", "width", "status", "steps", "last val loss", "config",
+    depth_of = trial_depths(rows)
+    size_col = "width × depth" if depth_of else "width"
+    for col in ("trial", "kind", size_col, "status", "steps", "last val loss", "config",
                 "reason"):
-        t.add_column(col, justify="right" if col in ("trial", "width", "steps") else "left")
+        t.add_column(col, justify="right" if col in ("trial", size_col, "steps") else "left")
     for tr in rows["trials"]:
         conf = " ".join(f"{k}={v:.4g}" if isinstance(v, (int, float)) else f"{k}={v}"
                         for k, v in sorted((tr.get("config") or {}).items()))
-        t.add_row(str(tr["id"]), tr["kind"], str(tr["width"]), tr["status"],
+        size = str(tr["width"]) + (f" × {depth_of[tr['id']]}" if tr["id"] in depth_of else "")
+        t.add_row(str(tr["id"]), tr["kind"], size, tr["status"],
                   str(tr.get("steps") if tr.get("steps") is not None else "—"),
                   _last_loss(tr), conf, tr.get("reason") or "")
     console.print(unclipped(t))
+
+
+def trial_depths(rows: dict[str, Any]) -> dict[int, int]:
+    """Trial id → its model's depth on a depth ladder (its proxy sweep's depth; the target's
+    ``target.depth``); empty for a sweep at one depth."""
+    cfg = rows["sweep"].get("config") or {}
+    if not cfg.get("depths") or len(cfg["depths"]) < 2:
+        return {}
+    ps_depth = {p["id"]: (p.get("settings") or {}).get("depth") for p in rows["proxy_sweeps"]}
+    out = {}
+    for tr in rows["trials"]:
+        d = (ps_depth.get(tr.get("proxy_sweep_id")) if tr["kind"] != "target"
+             else (cfg.get("target") or {}).get("depth"))
+        if d is not None:
+            out[tr["id"]] = int(d)
+    return out
 
 
 def sweep_overview(rows: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +135,8 @@ def sweep_overview(rows: dict[str, Any]) -> dict[str, Any]:
         {"sweep": {"id", "name", "project", "status", "reason", "seed", "created_at",
         "finished_at", "cancel_requested_at", "family", "parametrization", "widths",
         "target_width"}, "provenance": {…}, "gpu_hours": Σ allocated_s × devices / 3600 over
-        the trials, "trials": [{"id", "key", "kind", "width", "status", "reason", "steps",
+        the trials, "trials": [{"id", "key", "kind", "width", ("depth" on a depth ladder),
+        "status", "reason", "steps",
         "last_val_loss" (nats; None without reports), "config", "seed", "allocated_s",
         "productive_s", "eval_s", "devices", "device_kind", "started_at", "finished_at"}]};
         times are ISO-8601 strings (UTC), seconds are wall-clock seconds.
@@ -128,8 +148,10 @@ def sweep_overview(rows: dict[str, Any]) -> dict[str, Any]:
                                     "created_at", "finished_at", "cancel_requested_at")}
     sweep.update(family=model.get("family"), parametrization=model.get("parametrization"),
                  widths=cfg.get("widths"), target_width=(cfg.get("target") or {}).get("width"))
+    depth_of = trial_depths(rows)
     trials = [{**{k: tr.get(k) for k in ("id", "key", "kind", "width", "status", "reason",
                                           "steps")},
+               **({"depth": depth_of[tr["id"]]} if tr["id"] in depth_of else {}),
                "last_val_loss": _last_value(tr),
                **{k: tr.get(k) for k in ("config", "seed", "allocated_s", "productive_s",
                                          "eval_s", "devices", "device_kind", "started_at",

@@ -13,13 +13,15 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
     """Print ``plan`` (:func:`mutune.pipeline.dry_run.plan_sweep`) as rich tables."""
     from rich.table import Table
 
+    ladder = any(w.get("depth") for w in plan["widths"])
+    per = "proxy (width × depth)" if ladder else "width"
     console.print(f"[bold]dry run of {plan['name']}[/]: nothing was trained or recorded. "
-                  f"Warm-up: {plan['warmup']['steps']} steps + 1 evaluation per width, "
+                  f"Warm-up: {plan['warmup']['steps']} steps + 1 evaluation per {per}, "
                   f"{plan['warmup']['seconds']:.1f} s in all"
                   + _timed_on(plan.get("timed_on")) + ".", highlight=False)
     t = Table(title=f"Plan ({plan['scheduler']}; device kind {plan['device_kind']}, "
                     f"{plan['devices_per_trial']:g} per trial)")
-    for col in ("width", "trials", "steps", "evals", "s/step", "s/eval", "build s",
+    for col in ("width × depth" if ladder else "width", "trials", "steps", "evals", "s/step", "s/eval", "build s",
                 "confirm trials", "GPU-hours (sweep + design)"):
         t.add_column(col, justify="right")
     for w in [*plan["widths"], plan["target"]]:
@@ -67,7 +69,7 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
         console.print(f"confirmation: {cf['points_per_design']} design points × "
                       f"{cf['replicates']} seed(s), {n_centre} at the centre = "
                       f"{cf['trials_per_width']} trials to max_t per "
-                      f"width; gate {g.get('setting')}: at most {g.get('max_rounds')} round(s), "
+                      f"{per}; gate {g.get('setting')}: at most {g.get('max_rounds')} round(s), "
                       f"{g.get('trials_max')} trials", highlight=False)
     console.print(f"wall time ≈ {plan['wall_s_estimate'] / 60:.1f} min; per-trial Ray "
                   f"start-up/teardown assumed {plan['overhead_s_per_trial']:g} s and "

@@ -27,11 +27,26 @@ def save_figure(fig: Any, path: Path) -> Path:
     return path
 
 
+def _reported_at(trials: Any, proxy_sweep_id: int, step: int) -> list[tuple[float, float]]:
+    """(log2 lr, validation loss) of every trial of the proxy sweep that reported at
+    ``step`` with a finite loss."""
+    out = []
+    for t in trials:
+        if t["proxy_sweep_id"] != proxy_sweep_id:
+            continue
+        for r in t.get("reports") or []:
+            v = (r.get("metrics") or {}).get("val_loss")
+            if r.get("step") == step and v is not None and math.isfinite(float(v)):
+                out.append((math.log2(float(t["config"]["lr"])), float(v)))
+    return out
+
+
 def plot_loss_vs_lr(rows: dict[str, Any], path: Path) -> Path:
     """PNG of validation loss against log2 learning rate, one colour per width: left, at the
     first rung (every trial that reported); right, at each width's chosen rung (the one its best
     configuration was picked at). Values are the ones the scheduler judged there (scheduler
-    events); diverged trials are left out. Log-scale loss axis."""
+    events); at max_t after a confirmation design (not a rung) every value the width's trials
+    reported there; diverged trials are left out. Log-scale loss axis."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -46,13 +61,19 @@ def plot_loss_vs_lr(rows: dict[str, Any], path: Path) -> Path:
             continue
         first = min(e["milestone"] for e in events)
         chosen = (ps.get("best") or {}).get("milestone", first)
+        depth = (ps.get("settings") or {}).get("depth")
+        size = f"width {ps['width']}" + (f" × depth {depth}" if depth else "")
         for ax, m in ((axes[0], first), (axes[1], chosen)):
             pts = sorted((math.log2(float(trials[e["trial_id"]]["config"]["lr"])),
                           float(e["value"])) for e in events if e["milestone"] == m)
-            ax.plot(*zip(*pts), "o", ms=5, alpha=0.8,
-                    label=f"width {ps['width']} (rung {m})")
+            if not pts:
+                # max_t (a confirmation design's horizon) is not a rung: no scheduler
+                # event there, so the values every trial of this proxy reported at it
+                pts = sorted(_reported_at(trials.values(), ps["id"], m))
+            if pts:
+                ax.plot(*zip(*pts), "o", ms=5, alpha=0.8, label=f"{size} (step {m})")
     for ax, title in ((axes[0], "first rung: every trial"),
-                      (axes[1], "chosen rung (highest with ≥ 3 trials)")):
+                      (axes[1], "where each best was picked (a rung, or max_t)")):
         ax.set_xlabel("log2 learning rate")
         ax.set_title(title)
         ax.set_yscale("log")

@@ -51,8 +51,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                   str(p["chosen_rung"]), fmt_num(p["best_val_loss"]),
                   fmt_num(p.get("best_test_loss")), cfg)
     console.print(unclipped(t))
-    o = Table(title="Optimum per width (95 % bootstrap interval; method and horizon per row; "
-                    "* = at the edge of what was searched)")
+    o = Table(title=f"Optimum per {'proxy' if ladder else 'width'} (95 % bootstrap interval; "
+                    "method and horizon per row; * = at the edge of what was searched)")
     for col in (size_col, "horizon", "trials / points / seeds", "method", "optimum",
                 "lr at target steps (short-horizon fit)"):
         o.add_column(col, justify="right" if col != "optimum" else "left")
@@ -80,12 +80,17 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                           highlight=False)
     r = Table(title="Transfer rules: log h*(w) = a + b·log w" + (" + c·log L" if ladder else "")
                     + " (95 % intervals; b and its verdict are the width's)")
-    for col in ("hyperparameter", "a", "b (slope)", "b interval", "transferred value",
-                "value interval", "verdict"):
+    depth_cols = ("c (depth)", "c interval", "depth verdict") if ladder else ()
+    for col in ("hyperparameter", "a", "b (slope)", "b interval", *depth_cols,
+                "transferred value", "value interval", "verdict"):
         r.add_column(col, justify="right")
     for rule in report["rules"]:
+        depth_cells = ((fmt_num((rule.get("slopes") or {}).get("depth")),
+                        fmt_interval((rule.get("slope_intervals") or {}).get("depth")),
+                        (rule.get("verdicts") or {}).get("depth", "—")) if ladder else ())
         r.add_row(rule["hyperparameter"], fmt_num(rule["intercept"]), fmt_num(rule["slope"]),
-                  fmt_interval(rule.get("slope_interval")), fmt_num(rule["transferred_value"]),
+                  fmt_interval(rule.get("slope_interval")), *depth_cells,
+                  fmt_num(rule["transferred_value"]),
                   fmt_interval(rule.get("transferred_interval")), rule.get("verdict", "—"))
     console.print(unclipped(r))
     for rule in report["rules"]:
@@ -290,7 +295,8 @@ def _gate(console: Any, report: dict[str, Any]) -> None:
     imp = report.get("importance")
     if imp and imp.get("importances"):
         vals = ", ".join(f"{k} {v:.2f}" for k, v in imp["importances"].items())
-        console.print(f"Importance at the proxies (fANOVA, width {imp.get('width')}, "
+        console.print(f"Importance at the proxies (fANOVA, width {imp.get('width')}"
+                      + (f" × depth {imp['depth']}" if imp.get("depth") else "") + ", "
                       f"{imp.get('n_trials')} trials at step {imp.get('step')}): {vals}",
                       highlight=False)
     elif imp and imp.get("error"):
