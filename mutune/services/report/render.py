@@ -75,7 +75,8 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     for p in report["proxies"]:
         opt = p.get("optimum") or {}
         if opt.get("fallback_reason"):
-            console.print(f"  [yellow]width {_size(p)}: no fitted optimum[/] — the best "
+            console.print(f"  [yellow]{'proxy' if ladder else 'width'} {_size(p)}: no fitted "
+                          "optimum[/] — the best "
                           f"configuration is used: {escape(opt['fallback_reason'])}",
                           highlight=False)
     r = Table(title="Transfer rules: log h*(w) = a + b·log w" + (" + c·log L" if ladder else "")
