@@ -38,3 +38,17 @@ def test_a_traceback_is_always_written(tmp_path):
         raise ValueError("boom")
     rec = json.loads((tmp_path / "t1.json").read_text())
     assert "ValueError: boom" in rec["traceback"] and rec["stdout"] == ""
+
+
+def test_rays_end_of_a_stopped_trial_writes_nothing_after_collection(tmp_path):
+    """Ray ends a stopped trial's thread with SystemExit(0) at its next report; by then the
+    driver has collected and deleted the file (and, at the run's end, its folder): the end
+    adds no traceback and leaves no file behind. Another exit code is the trial's error."""
+    with pytest.raises(SystemExit), capture(tmp_path, "w16-t0") as log:
+        log.save()                                   # the last report's save
+        assert collect(tmp_path, "w16-t0") is not None     # the driver collects it
+        raise SystemExit(0)
+    assert not (tmp_path / "w16-t0.json").exists()
+    with pytest.raises(SystemExit), capture(tmp_path, "w16-t1"):
+        raise SystemExit(3)
+    assert "SystemExit: 3" in json.loads((tmp_path / "w16-t1.json").read_text())["traceback"]

@@ -93,7 +93,8 @@ class Captured:
 def capture(log_dir: str | Path | None, key: str, limit: int = LOG_TAIL_CHARS,
             upload: Callable[[Path], None] | None = None) -> Iterator[Captured]:
     """Tee stdout/stderr of the block and write them (with the traceback of an exception,
-    which is re-raised) to ``log_dir/key.json``; ``log_dir`` None writes nothing. ``upload``
+    which is re-raised; ``SystemExit(0)``, how Ray ends a stopped trial's thread, adds none) to
+    ``log_dir/key.json``; ``log_dir`` None writes nothing. ``upload``
     (the remote tier's) is called with the file when the block ends; its failure is printed,
     not raised (the local file stands)."""
     cap = Captured(log_dir, key, limit)
@@ -101,6 +102,13 @@ def capture(log_dir: str | Path | None, key: str, limit: int = LOG_TAIL_CHARS,
     try:
         with contextlib.redirect_stdout(cap.out), contextlib.redirect_stderr(cap.err):
             yield cap
+    except SystemExit as exc:
+        # Ray ends a stopped trial's thread with SystemExit(0) at its next report, after the
+        # driver has collected (and deleted) the file: not the trial's error, and nothing to
+        # write again — a save here would leave a file behind the finished run
+        if exc.code not in (0, None):
+            trace = tb.format_exc()[-limit:]
+        raise
     except BaseException:
         trace = tb.format_exc()[-limit:]
         raise
