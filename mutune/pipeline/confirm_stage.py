@@ -39,7 +39,7 @@ from typing import Any
 
 from mutune.config import Choice, SweepConfig
 from mutune.config.spaces import clip_valid, is_categorical
-from mutune.pipeline.depth_tasks import task_at_depth
+from mutune.pipeline.depth_tasks import issue_order, task_at_depth
 from mutune.pipeline.fitted_rule import size_label
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
@@ -186,10 +186,7 @@ def confirm_widths(run: SweepRun, jobs: list[tuple[ProxyResult, int, dict[str, f
     specs = [design_spec(run, proxy, index, center, round_=round_)
              for proxy, index, center in jobs]
     widths = "-".join(s.group[len(f"c{round_}"):] for s in specs)
-    # widest first, deepest first within a width (a ladder's design has its depth's task)
-    outcomes = run_groups(sorted(specs, key=lambda s: (-s.width, -(s.task.model.depth if s.task
-                                                                  is not None else 0))),
-                          task=run.task,
+    outcomes = run_groups(sorted(specs, key=issue_order), task=run.task,
                           max_t=config.search.scheduler.max_t, recorder=run.recorder,
                           control=run.control, sweep_id=run.sweep_id, kind="confirm",
                           scheduler=None, metric=config.search.metric,

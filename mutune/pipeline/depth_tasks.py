@@ -20,13 +20,20 @@ from typing import Any
 from mutune.config import SweepConfig
 from mutune.pipeline.sweep import SweepRun
 
-__all__ = ["ladder_sizes", "task_with_depth", "task_at_depth", "target_task"]
+__all__ = ["ladder_sizes", "issue_order", "task_with_depth", "task_at_depth", "target_task"]
 
 
 def ladder_sizes(config: SweepConfig) -> list[tuple[int, int]]:
     """Every proxy (width, depth) in proxy-number order: depth by depth, widths increasing
     within each (the last is the widest, deepest)."""
     return [(w, d) for d in config.proxy_depths for w in config.widths]
+
+
+def issue_order(spec: Any) -> tuple[int, int]:
+    """Sort key of a proxy group (:class:`~mutune.search.backends.ray_tune.run.GroupSpec`)
+    in a Ray Tune run: widest first, and on a depth ladder deepest first within a width (its
+    own task holds its depth) — the longest trials first, the shortest fill the tail."""
+    return -spec.width, -(spec.task.model.depth if spec.task is not None else 0)
 
 
 def task_with_depth(task: Any, depth: int | None) -> Any:

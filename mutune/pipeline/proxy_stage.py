@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from mutune.errors import SearchError, SweepStopped
-from mutune.pipeline.depth_tasks import ladder_sizes, task_at_depth
+from mutune.pipeline.depth_tasks import issue_order, ladder_sizes, task_at_depth
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress, record_best
 
 __all__ = ["sweep_widths", "sweep_width", "sweep_ladder", "run_widths", "early_designs",
@@ -135,10 +135,7 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None,
     widths = "-".join(s.group for s in specs)
     joined: dict[int, tuple[dict[str, float], str]] = {}
     follow = design_follow_up(run, specs, joined) if designs else None
-    # widest first, and deepest first within a width (a spec's own task holds its depth)
-    outcomes = run_groups(sorted(specs, key=lambda s: (-s.width, -(s.task.model.depth if s.task
-                                                                  is not None else 0))),
-                          task=run.task,
+    outcomes = run_groups(sorted(specs, key=issue_order), task=run.task,
                           max_t=sched.max_t, recorder=run.recorder, control=run.control,
                           sweep_id=run.sweep_id, kind="proxy", scheduler=sched,
                           metric=search.metric, mode=search.mode, ray_cfg=config.ray,

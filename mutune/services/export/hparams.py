@@ -204,6 +204,7 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
                 warnings.append(f"{r['hyperparameter']}: verdict along {axis} {v}: "
                                 f"{(r.get('verdict_reasons') or {}).get(axis, '')}")
     t = _recipe(cfg, hp)
+    scaling = depth_scaling(cfg, d)
     return json_safe({
         "sweep_id": sweep["id"], "name": sweep["name"],
         "model": {"family": cfg.model.family, "parametrization": cfg.model.parametrization,
@@ -219,8 +220,7 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
                    "warmup_fraction": t.warmup_fraction, "min_lr_ratio": t.min_lr_ratio,
                    "decay_fraction": t.decay_fraction, "grad_clip": t.grad_clip,
                    "micro_batches": t.micro_batches},
-        **({"depth_parametrization": _depth_export(depth_scaling(cfg, d))}
-           if depth_scaling(cfg, d) is not None else {}),
+        **({"depth_parametrization": _depth_export(scaling)} if scaling is not None else {}),
         "warnings": warnings, "snippet": _snippet(cfg, width, d, hp, settings)})
 
 
