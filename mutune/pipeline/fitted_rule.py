@@ -91,12 +91,10 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
         value = values[-1]
         lo, hi = intervals[-1] if intervals else (math.nan, math.nan)
     else:
-        at = {"width": max(widths) if flat["width"] else target_w}
-        if depths:
-            at["depth"] = max(depths) if flat["depth"] else target_d
-        value = rule.predict(at["width"], **{k: v for k, v in at.items() if k != "width"})
-        lo, hi = rule.prediction_interval(at["width"],
-                                          **{k: v for k, v in at.items() if k != "width"})
+        at_w = max(widths) if flat["width"] else target_w
+        at = {"depth": max(depths) if flat["depth"] else target_d} if depths else {}
+        value = rule.predict(at_w, **at)
+        lo, hi = rule.prediction_interval(at_w, **at)
     if clip_valid(name, value) != value:      # e.g. a β2 rule extrapolated past 1
         value = clip_valid(name, value)
         lo, hi = clip_valid(name, lo), clip_valid(name, hi)
