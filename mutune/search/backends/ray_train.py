@@ -206,9 +206,13 @@ def train_worker(config: dict[str, Any]) -> None:
             contextlib.ExitStack() as stack:
         restore_dir = restore_dir_for(ray.train.get_checkpoint(),
                                       config["point"].get("restore_from"), remote, tmp, stack)
+        # Ray Train copies a reported checkpoint into its storage before ``report``
+        # returns (its default, synchronous upload): without the remote tier the folders
+        # are scratch copies
         status = run_training(config, task, report=report, parallel=parallel,
                               restore_dir=restore_dir,
-                              checkpoint_root=str(remote.cache_dir) if remote else tmp)
+                              checkpoint_root=str(remote.cache_dir) if remote else tmp,
+                              scratch_checkpoints=remote is None)
         if remote is not None:     # the leading worker clears the cache of a finished run
             remote.close(finished=parallel.lead and status == "completed")
     ray.train.report({"ended": status})

@@ -12,6 +12,13 @@ fsync'ed, then ``os.replace``d onto ``trial_state.pt`` — a reader (or a restar
 the old checkpoint or the new one, never half of one. Ray Tune's ``Checkpoint.from_directory``
 then persists the folder; Ray's own function-trainable checkpoints are whatever the user writes
 into that folder, with no atomicity of their own.
+
+A folder that is only a scratch copy — Ray copies it into its storage when the trial reports it
+and the trial removes it right after (``durable=False``) — is written without the fsync: forcing
+the bytes to disk would protect a file that is deleted seconds later (a 406 MB state written
+with torch.save on this project's 2-core test machine: 0.3–1.2 s with the fsync, 0.2–0.3 s
+without; the quickstart target's two checkpoints, one run each: 4.96 s before, 3.04 s after).
+The copy a restart reads is Ray's.
 """
 from __future__ import annotations
 
@@ -29,9 +36,12 @@ __all__ = ["STATE_FILE", "save_trial_state", "load_trial_state", "latest_checkpo
 STATE_FILE = "trial_state.pt"
 
 
-def save_trial_state(directory: str | os.PathLike[str], state: dict[str, Any]) -> Path:
+def save_trial_state(directory: str | os.PathLike[str], state: dict[str, Any], *,
+                     durable: bool = True) -> Path:
     """Write ``state`` (tensors, numbers, lists, dicts) to ``directory/trial_state.pt``
-    atomically (temp file + fsync + ``os.replace``); creates ``directory``.
+    atomically (temp file + fsync + ``os.replace``); creates ``directory``. ``durable=False``
+    skips the fsync, for a scratch folder that Ray copies into its storage before it is
+    removed (the module docstring).
 
     Returns:
         The path of the state file.
@@ -46,7 +56,8 @@ def save_trial_state(directory: str | os.PathLike[str], state: dict[str, Any]) -
         with os.fdopen(fd, "wb") as fh:
             torch.save(state, fh)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -58,6 +58,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -74,7 +75,7 @@ def run_training(config: dict[str, Any], task: Any, *,
                  report: Callable[[dict[str, Any], Path | None], None],
                  restore_dir: str | Path | None = None,
                  checkpoint_root: str | Path | None = None,
-                 parallel: Any = None) -> str:
+                 parallel: Any = None, scratch_checkpoints: bool = False) -> str:
     """Train one trial, reporting after every ``task.train.eval_every`` steps and at the end.
 
     Args:
@@ -93,6 +94,10 @@ def run_training(config: dict[str, Any], task: Any, *,
         report: called with (metrics, checkpoint folder or None) after each evaluation.
         restore_dir: a checkpoint folder to resume from (None: a fresh start).
         checkpoint_root: where checkpoint folders are made (default: a temporary folder).
+        scratch_checkpoints: True when ``report`` hands each checkpoint folder to Ray, which
+            copies it into its storage before ``report`` returns: the folder is then a
+            scratch copy, written without fsync and removed once reported
+            (:func:`~mutune.search.trial.checkpoint.save_trial_state`, ``durable=False``).
         parallel: data parallelism across the workers of one run
             (:class:`mutune.search.backends.ray_train.DataParallel`: one model replica per
             worker, each step's batch split between them, gradients averaged; the leading
@@ -196,7 +201,8 @@ def run_training(config: dict[str, Any], task: Any, *,
             "rng_cpu": torch.get_rng_state(),
             "rng_cuda": torch.cuda.get_rng_state() if dev.kind == "cuda" else None,
             "productive_s": productive_s, "eval_s": eval_s, "loss_sum": loss_sum,
-            "loss_n": loss_n, "checkpoint_bytes": checkpoint_bytes})
+            "loss_n": loss_n, "checkpoint_bytes": checkpoint_bytes},
+            durable=not scratch_checkpoints)
         took = time.perf_counter() - tc
         checkpoint_s += took
         checkpoint_bytes += written.stat().st_size
@@ -275,6 +281,8 @@ def run_training(config: dict[str, Any], task: Any, *,
             if monitor is not None:
                 metrics.update(monitor.figures())
             report(metrics, folder)
+            if folder is not None and scratch_checkpoints:     # Ray holds its copy now
+                shutil.rmtree(folder, ignore_errors=True)
             if diverged:
                 return "diverged"
             if stop_now and step < max_t:
@@ -370,8 +378,9 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
         restore_dir = restore_dir_for(tune.get_checkpoint(),
                                       config["point"].get("restore_from"), remote, tmp, stack)
         try:
+            # without the remote tier the folders are scratch copies of what Ray keeps
             status = run_training(config, task, report=report, restore_dir=restore_dir,
-                                  checkpoint_root=root)
+                                  checkpoint_root=root, scratch_checkpoints=remote is None)
         except BaseException:
             if remote is not None:      # a retry here may restore from the cache
                 remote.close(finished=False)
