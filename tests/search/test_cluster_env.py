@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 DRIVER = r"""
-import json, os
+import json, os, sys
 from mutune.config import load_config
 from mutune.search.backends.ray_tune.cluster import ray_cluster
 
+before = "ray.tune" in sys.modules
 with ray_cluster(load_config().ray):
+    tune_ahead = not before and "ray.tune" in sys.modules
     import ray
 
     @ray.remote(num_cpus=1)
@@ -28,6 +30,7 @@ with ray_cluster(load_config().ray):
     job = dict(ray.get_runtime_context().runtime_env)
     inside = os.environ.get("MALLOC_ARENA_MAX")
 print("RESULT " + json.dumps({"worker": worker, "job": job, "inside": inside,
+                              "tune_ahead": tune_ahead,
                               "after": os.environ.get("MALLOC_ARENA_MAX")}))
 """
 
@@ -47,8 +50,24 @@ def test_local_workers_inherit_the_environment_and_the_job_has_no_runtime_env():
     from mutune.search.backends.ray_tune.cluster import MALLOC_ARENAS
 
     got = _run(None)
+    assert got["tune_ahead"]      # Ray Tune was imported while the cluster started
     assert got["worker"] == MALLOC_ARENAS          # the workers' setting reached them
     assert not got["job"].get("env_vars")          # not as a runtime_env
     assert got["inside"] is None and got["after"] is None   # the driver's own env unchanged
     got = _run("4")                                # a user's value is kept everywhere
     assert got["worker"] == "4" and got["after"] == "4" and not got["job"].get("env_vars")
+
+
+def test_importing_ahead_imports_by_the_block_s_end_and_drops_a_failure():
+    code = r"""
+import sys
+from mutune.search.backends.ray_tune.import_ahead import importing_ahead
+with importing_ahead("colorsys"):
+    pass
+with importing_ahead("mutune_no_such_module"):
+    pass
+print("colorsys" in sys.modules, "mutune_no_such_module" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.split() == ["True", "False"]

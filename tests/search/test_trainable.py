@@ -71,6 +71,27 @@ def test_the_checkpoint_share_holds_periodic_checkpoints_back(tiny_config, tmp_p
     assert [r["val_loss"] for r in held] == [r["val_loss"] for r in exact]   # same training
 
 
+def test_the_checkpoint_share_counts_the_report_that_hands_the_folder_over(tiny_config,
+                                                                           tmp_path):
+    """Ray copies a reported folder into its storage before the report returns: a write of
+    milliseconds with a hand-off of 0.25 s is a checkpoint of 0.25 s, so under a 5 % share
+    the next one waits 5 s — longer than this whole run (counting the write alone, one would
+    be due again after the 0.25 s, at every later evaluation)."""
+    import time
+
+    task = _task(tiny_config)
+    out = []
+
+    def report(metrics, folder):
+        out.append({**metrics, "folder": folder})
+        if folder is not None:
+            time.sleep(0.25)            # what Ray's copy of a large checkpoint takes
+    run_training(task=task, config=_config(checkpoint_every=3, checkpoint_max_share=0.05),
+                 report=report, checkpoint_root=tmp_path)
+    assert [r["step"] for r in out if r["folder"]] == [3]
+    assert [r["checkpoints"] for r in out][:2] == [1.0, 1.0]
+
+
 def test_interrupted_then_resumed_is_bit_identical(tiny_config, tmp_path):
     task = _task(tiny_config)
     status, full = _run(task, _config(), checkpoint_root=tmp_path / "a")

@@ -122,3 +122,12 @@ def test_a_width_starts_while_another_width_still_runs(ray_local, tiny_config, t
     # slots were shared, not handed over width by width (driver clock, time.monotonic)
     assert min(t.started for t in trials[narrow]) < max(t.ended for t in trials[wide])
     assert sum(len(o.trials) for _, o in together) == cfg.search.num_samples * len(cfg.widths)
+    # Tune kept both slots' actors between trials even while no trial waited (a width's
+    # end, before its design joined; mutune.search.backends.ray_tune.actor_keep): the
+    # design that joined last trained on both at once, and no actor was started anew
+    def pids(trials):
+        return {r["metrics"]["worker_pid"] for t in trials for r in t["reports"]}
+    last = max(narrow, wide, key=lambda w: min(t["started_at"] for t in designs
+                                               if t["key"].startswith(f"c0w{w}-")))
+    assert pids(t for t in designs if t["key"].startswith(f"c0w{last}-")) \
+        == pids(rows["trials"]) and len(pids(rows["trials"])) == 2

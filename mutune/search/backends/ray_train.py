@@ -17,7 +17,8 @@ checkpoint manager) with ``num_workers`` workers, each holding one trial's resou
   §3.2);
 - the leading worker (rank 0) evaluates and writes the checkpoint; every worker reports the
   same metrics through ``ray.train.report``, which persists the checkpoint under the sweep's
-  storage (``<storage>/<name>/checkpoint_*``).
+  storage (``<storage>/<name>/checkpoint_*``; moved there, not copied, when the folder and a
+  local storage share a filesystem: :mod:`~mutune.search.backends.ray_train_upload`).
 
 The driver records the run like a trial (:class:`~.ray_tune.callback.SweepBook`: the trial
 row, each report, the checkpoint folder, the timing): a :class:`_Relay` callback on the
@@ -194,21 +195,27 @@ def train_worker(config: dict[str, Any]) -> None:
     remote = RemoteTier.for_trial(config, str(config["point"].get("key") or "target"),
                                   str(config.get("owner") or ""))
 
+    from mutune.search.backends.ray_train_upload import storage_mover
+
+    # without the remote tier a folder is a scratch copy: moved into Ray's storage, not copied
+    upload = {} if remote is not None else {"checkpoint_upload_fn": storage_mover(ctx)}
+
     def report(metrics: dict[str, Any], folder: Path | None) -> None:
         metrics["node_id"] = node
         if remote is not None:
             remote.checkpointed(metrics, folder)
             folder = remote.for_ray(folder, int(metrics.get("step", 0)))
         ckpt = ray.train.Checkpoint.from_directory(str(folder)) if folder else None
-        ray.train.report(metrics, checkpoint=ckpt)
+        ray.train.report(metrics, checkpoint=ckpt,
+                         **{k: v for k, v in upload.items() if ckpt and v})
 
     with tempfile.TemporaryDirectory(prefix="mutune-ckpt-") as tmp, \
             contextlib.ExitStack() as stack:
         restore_dir = restore_dir_for(ray.train.get_checkpoint(),
                                       config["point"].get("restore_from"), remote, tmp, stack)
-        # Ray Train copies a reported checkpoint into its storage before ``report``
-        # returns (its default, synchronous upload): without the remote tier the folders
-        # are scratch copies
+        # Ray Train holds a reported checkpoint in its storage before ``report`` returns
+        # (synchronous upload; moved there without the remote tier): the folders are
+        # scratch copies
         status = run_training(config, task, report=report, parallel=parallel,
                               restore_dir=restore_dir,
                               checkpoint_root=str(remote.cache_dir) if remote else tmp,

@@ -5,8 +5,11 @@ preemptions M (``cost.spot.mtbp_s``; :func:`mutune.scaling.spot.young_interval_s
 Both of mutune's loops (:mod:`mutune.search.trial.trainable`, the user-loop runner
 :mod:`mutune.search.trial.user_loop`) ask :meth:`Cadence.due` at each evaluation step and
 tell :meth:`Cadence.wrote` after every checkpoint they write (periodic, rung, preemption), so
-the interval counts from the latest one. Under ``auto`` the first evaluation checkpoints, to
-measure C.
+the interval counts from the latest one. C is what a checkpoint held the trial for: mutune's
+own loop counts the write and the report that hands the folder to Ray (Ray Tune copies it
+into its storage before the report returns: for the quickstart target's 406 MB, about as long
+again as the write); the user-loop runner counts the write. Under ``auto`` the first
+evaluation checkpoints, to measure C.
 
 ``max_share`` (the target run's default, ``target.checkpoint_max_share``) also holds a
 periodic checkpoint back until the seconds since the last one are at least the mean checkpoint
@@ -89,7 +92,8 @@ class Cadence:
         return time.perf_counter() - self.last_t >= self.seconds / self.n / self.max_share
 
     def wrote(self, step: int, seconds: float) -> None:
-        """A checkpoint of ``step`` was written in ``seconds``."""
+        """A checkpoint of ``step`` held the trial for ``seconds`` (its write, and where the
+        loop measures it, its hand-off to Ray)."""
         self.last_step, self.last_t = int(step), time.perf_counter()
         self.n += 1
         self.seconds += float(seconds)

@@ -95,7 +95,7 @@ def run_training(config: dict[str, Any], task: Any, *,
         restore_dir: a checkpoint folder to resume from (None: a fresh start).
         checkpoint_root: where checkpoint folders are made (default: a temporary folder).
         scratch_checkpoints: True when ``report`` hands each checkpoint folder to Ray, which
-            copies it into its storage before ``report`` returns: the folder is then a
+            copies (or moves) it into its storage before ``report`` returns: the folder is a
             scratch copy, written without fsync and removed once reported
             (:func:`~mutune.search.trial.checkpoint.save_trial_state`, ``durable=False``).
         parallel: data parallelism across the workers of one run
@@ -190,6 +190,8 @@ def run_training(config: dict[str, Any], task: Any, *,
     root = Path(checkpoint_root) if checkpoint_root else Path(tempfile.mkdtemp(
         prefix="mutune-ckpt-"))
 
+    written_s = [0.0]     # the latest checkpoint's write seconds
+
     def save(step: int) -> Path:
         nonlocal checkpoint_s, checkpoint_bytes
         tc = time.perf_counter()
@@ -203,10 +205,9 @@ def run_training(config: dict[str, Any], task: Any, *,
             "productive_s": productive_s, "eval_s": eval_s, "loss_sum": loss_sum,
             "loss_n": loss_n, "checkpoint_bytes": checkpoint_bytes},
             durable=not scratch_checkpoints)
-        took = time.perf_counter() - tc
-        checkpoint_s += took
+        written_s[0] = time.perf_counter() - tc
+        checkpoint_s += written_s[0]
         checkpoint_bytes += written.stat().st_size
-        cadence.wrote(step, took)
         return folder
 
     from mutune.search.trial.gpu_monitor import GpuMonitor
@@ -276,13 +277,18 @@ def run_training(config: dict[str, Any], task: Any, *,
                 folder = save(step) if lead else None
                 cadence.last_step = step        # every worker (only the lead writes)
             metrics["checkpoint_s"] = checkpoint_s
-            metrics["checkpoints"] = float(cadence.n)
+            metrics["checkpoints"] = float(cadence.n + (folder is not None))
             metrics["checkpoint_bytes"] = float(checkpoint_bytes)
             if monitor is not None:
                 metrics.update(monitor.figures())
+            tr = time.perf_counter()
             report(metrics, folder)
-            if folder is not None and scratch_checkpoints:     # Ray holds its copy now
-                shutil.rmtree(folder, ignore_errors=True)
+            if folder is not None:
+                # the cadence weighs what the checkpoint held the devices for: the write and
+                # the report that hands it to Ray (which copies it into its storage first)
+                cadence.wrote(step, written_s[0] + time.perf_counter() - tr)
+                if scratch_checkpoints:     # Ray holds its copy now
+                    shutil.rmtree(folder, ignore_errors=True)
             if diverged:
                 return "diverged"
             if stop_now and step < max_t:

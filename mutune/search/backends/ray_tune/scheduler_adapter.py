@@ -46,6 +46,7 @@ class RayScheduler(FIFOScheduler):
         super().__init__()
         self.driver, self.book = driver, book
         self._metric, self._mode = metric, mode
+        self._kept: set[Any] = set()     # the trial resources whose actors Tune keeps
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune snapshots the scheduler into its experiment state: no live driver or book.
@@ -100,8 +101,20 @@ class RayScheduler(FIFOScheduler):
             self.book.save_state()
         for trial in trials:
             if trial.status == Trial.PENDING:
+                self._keep_actors(tune_controller, trial)
                 return trial
         return None
+
+    def _keep_actors(self, tune_controller: Any, trial: Any) -> None:
+        """Once per trial resources: Tune keeps a slot's actor for the next trial even
+        while none waits (:mod:`~.actor_keep`)."""
+        resources = trial.placement_group_factory
+        if resources in self._kept:
+            return
+        from mutune.search.backends.ray_tune.actor_keep import keep_actors
+
+        keep_actors(tune_controller, resources, self.driver.concurrency)
+        self._kept.add(resources)
 
     def debug_string(self) -> str:
         return f"mutune driver over groups {self.driver.order}"
