@@ -14,13 +14,15 @@ References:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import mup
 from torch import nn
 
 from mutune.errors import ProxyError
 
 __all__ = ["swap_readout", "set_attention_scale", "rescale_constant_std_init",
-           "attention_head_dims"]
+           "constant_std_weights", "attention_head_dims"]
 
 
 def swap_readout(model: nn.Module, path: str, *, output_mult: float = 1.0) -> nn.Module:
@@ -111,46 +113,19 @@ def set_attention_scale(model: nn.Module, attr: str, *, attn_mult: float = 1.0,
 
 #: a hidden weight's std at width w over its std at the base width: a constant-std init keeps
 #: 1, a 1/√fan_in one falls to √(base fan-in / fan-in). Each sample std of n elements has a
-#: log standard error ≈ 1/√(2n); a ratio within this many standard errors of a rule is that
-#: rule, and one within neither is refused
+#: log standard error ≈ 1/√(2n); a weight takes the nearer rule, and one further than this
+#: many standard errors from both is refused (two-sided 5.7e-7 per weight for a fresh draw)
 _MIN_ELEMENTS = 64
-_Z = 4.0
+_Z = 5.0
 
 
-def rescale_constant_std_init(model: nn.Module, base: nn.Module, *,
-                              skip: tuple[str, ...] = ()) -> list[str]:
-    """Rescale, in place, every hidden weight of ``model`` whose init kept the base width's
-    standard deviation (GPT-2-style ``normal(0, 0.02)`` at every width) to the μP init, whose
-    variance falls with fan-in: weight ×= √(fan_in_base / fan_in) (TP V Table 3; Table 8's
-    "init var ∝ 1/fan_in" for hidden weights), so the model equals its own init at the base
-    width and is μP above it.
-
-    Hidden weights are the ≥ 2-D weights whose fan-in (``shape[1:]``) grew from ``base`` to
-    ``model`` (embeddings, whose fan-in is the vocabulary, keep their std under μP; readouts
-    are mup's). A weight whose std already falls like 1/√fan_in (PyTorch's default init) is
-    left as it is.
-
-    Args:
-        model: the plain model at its width, before ``mup.set_base_shapes``.
-        base: the same family's model at the base width (same parameter names).
-        skip: parameter-name prefixes to leave alone (the readout being swapped).
-    Returns:
-        The names of the rescaled parameters.
-    Raises:
-        ProxyError: a hidden weight whose std is neither constant nor ∝ 1/√fan_in (within
-            four standard errors of the sample stds):
-            names it, with both ratios, and the fix (initialise it with PyTorch's default or
-            ``mup.init``, or a constant std).
-    """
-    import math
-
-    import torch
-
+def _hidden_pairs(model: nn.Module, base: nn.Module, skip: tuple[str, ...]):
+    """(name, weight, base weight) for every hidden weight: ≥ 2-D, fan-in (``shape[1:]``)
+    grown from ``base``, not an embedding, not under a ``skip`` prefix, ≥ 64 elements."""
     base_params = dict(base.named_parameters())
     # an embedding's (vocab, width) weight has the vocabulary as its fan-in, whatever its
     # shape says (mup: vector-like), so it keeps its std — as does a readout tied to it
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
-    done = []
     for name, p in model.named_parameters():
         b = base_params.get(name)
         if (b is None or p.dim() < 2 or id(p) in embeddings
@@ -158,22 +133,89 @@ def rescale_constant_std_init(model: nn.Module, base: nn.Module, *,
                 or p.shape[1:] == b.shape[1:] or p.numel() < _MIN_ELEMENTS
                 or b.numel() < _MIN_ELEMENTS):
             continue
-        fan, fan_base = math.prod(p.shape[1:]), math.prod(b.shape[1:])
+        yield name, p, b
+
+
+def constant_std_weights(model: nn.Module, base: nn.Module, *,
+                         skip: tuple[str, ...] = ()) -> list[str]:
+    """The hidden weights of ``model`` whose init kept the base width's standard deviation
+    (GPT-2-style ``normal(0, 0.02)`` at every width), which μP rescales with fan-in; weights
+    whose std already falls like 1/√fan_in (PyTorch's default init) are not named.
+
+    Each hidden weight's std ratio s(model) / s(base) is compared in log space with the two
+    rules, 1 (constant) and √(fan_in_base / fan_in) (μP, TP V Table 3), and takes the nearer
+    one. The sample stds are random, so call this once, on models built from a fixed seed
+    (:meth:`mutune.proxies.task.ProxyTask.constant_init_weights` does), and apply its answer to
+    every build: a decision made on each build's own draw would differ between trials.
+
+    Args:
+        model: the plain model at a width above the base width (2× in mutune).
+        base: the same family's model at the base width (same parameter names).
+        skip: parameter-name prefixes to leave alone (the readout being swapped).
+    Returns:
+        The names of the constant-std hidden weights, in ``named_parameters`` order.
+    Raises:
+        ProxyError: a hidden weight whose std ratio is more than five standard errors of the
+            sample stds from both rules: names it, with both ratios, and the fix (initialise
+            it with PyTorch's default or ``mup.init``, or a constant std).
+    """
+    import math
+
+    import torch
+
+    names = []
+    for name, p, b in _hidden_pairs(model, base, skip):
         with torch.no_grad():
             s, s_base = float(p.float().std()), float(b.float().std())
         if s_base == 0.0 or s == 0.0:          # zero init: nothing to rescale
             continue
-        ratio, mup_ratio = s / s_base, math.sqrt(fan_base / fan)
+        ratio = s / s_base
+        mup_ratio = math.sqrt(math.prod(b.shape[1:]) / math.prod(p.shape[1:]))
         band = _Z * math.sqrt(1 / (2 * p.numel()) + 1 / (2 * b.numel()))
-        if abs(math.log(ratio / mup_ratio)) <= band:
-            continue                           # already ∝ 1/√fan_in
-        if abs(math.log(ratio)) > band:
+        off_mup, off_constant = abs(math.log(ratio / mup_ratio)), abs(math.log(ratio))
+        if min(off_mup, off_constant) > band:
             raise ProxyError(
                 f"{type(model).__name__}.{name}: its init std is {ratio:.3g}× the base width's "
                 f"where a constant init gives 1 and μP's 1/√fan_in gives {mup_ratio:.3g}; "
                 "initialise it with PyTorch's default (or mup.init), or with a constant std "
                 "that mutune rescales")
-        with torch.no_grad():
-            p.mul_(mup_ratio)
-        done.append(name)
+        if off_constant < off_mup:
+            names.append(name)
+    return names
+
+
+def rescale_constant_std_init(model: nn.Module, base: nn.Module, *,
+                              skip: tuple[str, ...] = (),
+                              names: Sequence[str] | None = None) -> list[str]:
+    """Rescale, in place, every hidden weight of ``model`` whose init kept the base width's
+    standard deviation to the μP init, whose variance falls with fan-in: weight ×=
+    √(fan_in_base / fan_in) (TP V Table 3; Table 8's "init var ∝ 1/fan_in" for hidden
+    weights), so the model equals its own init at the base width and is μP above it.
+
+    Hidden weights are the ≥ 2-D weights whose fan-in (``shape[1:]``) grew from ``base`` to
+    ``model`` (embeddings, whose fan-in is the vocabulary, keep their std under μP; readouts
+    are mup's).
+
+    Args:
+        model: the plain model at its width, before ``mup.set_base_shapes``.
+        base: the same family's model at the base width (same parameter names).
+        skip: parameter-name prefixes to leave alone (the readout being swapped).
+        names: the constant-std weights, decided once (:func:`constant_std_weights` on
+            seeded builds); None decides from ``model`` and ``base`` themselves.
+    Returns:
+        The names of the rescaled parameters.
+    Raises:
+        ProxyError: with ``names`` None, as :func:`constant_std_weights`.
+    """
+    import math
+
+    import torch
+
+    chosen = set(constant_std_weights(model, base, skip=skip) if names is None else names)
+    done = []
+    for name, p, b in _hidden_pairs(model, base, skip):
+        if name in chosen:
+            with torch.no_grad():
+                p.mul_(math.sqrt(math.prod(b.shape[1:]) / math.prod(p.shape[1:])))
+            done.append(name)
     return done

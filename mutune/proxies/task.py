@@ -69,6 +69,10 @@ class ProxyTask:
     base_shapes: str | None = None
     family: ModelFamily | None = None
     loop: Callable[..., Any] | None = None
+    #: model hyperparameters → the constant-std weights (:meth:`constant_init_weights`);
+    #: travels with the task to Ray workers, dropped by ``dataclasses.replace``
+    _init_rules: dict = dataclasses.field(default_factory=dict, init=False, repr=False,
+                                          compare=False)
 
     def __post_init__(self) -> None:
         if self.family is None:
@@ -83,8 +87,47 @@ class ProxyTask:
         if self.model.parametrization != "mup" or self.base_shapes is not None:
             return self
         from mutune.proxies.parametrization import base_shapes_text
-        return dataclasses.replace(self, base_shapes=base_shapes_text(
+        done = dataclasses.replace(self, base_shapes=base_shapes_text(
             self.factory({}), self.model.base_width))
+        done._init_rules.update(self._init_rules)       # the same model: the same decision
+        return done
+
+    def constant_init_weights(self, hparams: Mapping[str, float] | None = None
+                              ) -> tuple[str, ...]:
+        """The plain model's hidden weights whose init keeps one std at every width (GPT-2's
+        ``normal(0, 0.02)``), which every build rescales with fan-in
+        (:func:`~mutune.proxies.convert.rescale_constant_std_init`); () for a family that is
+        not converted.
+
+        Decided once per model hyperparameters, on the family's models at the base width and
+        2× built from torch seed 0 (the caller's RNG untouched), and kept with the task: a
+        decision on each build's own draw would be random — rarely, a trial's unlucky draw
+        would be refused — and could differ between the trials of one sweep.
+
+        Raises:
+            ProxyError: as :func:`~mutune.proxies.convert.constant_std_weights` (a weight
+                whose init is neither constant nor ∝ 1/√fan_in).
+        """
+        from mutune.proxies.convert import constant_std_weights
+
+        fam = self.family
+        taken = {"output_mult": fam.readout, "attn_mult": fam.attention_scale}  # by mutune
+        kw = {k: float(v) for k, v in (hparams or {}).items()
+              if k in fam.hparams and taken.get(k) is None}
+        key = tuple(sorted(kw.items()))
+        if key not in self._init_rules:
+            if fam.readout is None and fam.attention_scale is None:
+                self._init_rules[key] = ()
+            else:
+                options = {**self.model.build_options(), **self._data_shape()}
+                width = int(self.model.base_width)
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(0)
+                    base = fam.build(width, **options, **kw)
+                    probe = fam.build(2 * width, **options, **kw)
+                skip = (fam.readout + ".",) if fam.readout else ()
+                self._init_rules[key] = tuple(constant_std_weights(probe, base, skip=skip))
+        return self._init_rules[key]
 
     def for_point(self, hparams: Mapping[str, Any]) -> "ProxyTask":
         """This task with the training recipe a trial's point sets: every
@@ -97,7 +140,9 @@ class ProxyTask:
         update = {k: as_value(hparams[k]) for k in RECIPE_HPARAMS if k in hparams}
         if not update:
             return self
-        return dataclasses.replace(self, train=self.train.model_copy(update=update))
+        done = dataclasses.replace(self, train=self.train.model_copy(update=update))
+        done._init_rules.update(self._init_rules)       # the same model: the same decision
+        return done
 
     def _data_shape(self) -> dict[str, int]:
         if isinstance(self.data, ClassificationData):
@@ -136,8 +181,9 @@ class ProxyTask:
                         bases[:] = [fam.build(base_width, **options, **kw)]
                 base = bases[0]
                 if not any(p.is_meta for p in model.parameters()):
-                    rescale_constant_std_init(model, base, skip=(
-                        (fam.readout + ".",) if fam.readout else ()))
+                    rescale_constant_std_init(
+                        model, base, skip=((fam.readout + ".",) if fam.readout else ()),
+                        names=self.constant_init_weights(hparams))
             if fam.readout is not None:
                 swap_readout(model, fam.readout, output_mult=out_mult)
             if fam.attention_scale is not None:

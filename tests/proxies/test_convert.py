@@ -117,6 +117,51 @@ def test_default_init_is_left_alone_and_an_unclassifiable_one_is_refused():
         _task("growing").with_base_shapes()
 
 
+class Wobbly(nn.Module):
+    """normal(0, 0.02) hidden weight, ×1.12 when the caller's RNG says so: an unlucky draw,
+    4.6 standard errors of the sample stds from the constant rule at widths 16 and 32."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.inp, self.hidden = nn.Linear(64, width), nn.Linear(4 * width, width)
+        self.head = nn.Linear(width, 10)
+        nn.init.normal_(self.hidden.weight, std=0.02)
+        with torch.no_grad():
+            self.hidden.weight.mul_(1.12 if float(torch.rand(())) < 0.5 else 1.0)
+
+    def forward(self, x):
+        h = self.inp(x)
+        return self.head(self.hidden(torch.cat([h] * 4, dim=-1)))
+
+
+def test_the_init_rule_is_decided_once_from_seeded_builds_not_on_each_draw():
+    """Each trial's model is drawn from the caller's RNG; the constant-vs-μP decision (and a
+    refusal) is made once per task on models built from seed 0, so no trial is refused for
+    its own unlucky draw and every build rescales the same weights, the RNG untouched."""
+    class WSpec(ModelSpec):
+        family: Literal["wobbly"]
+        base_width: int = 16
+
+    fam = ModelFamily(name="wobbly", spec=WSpec,
+                      build=lambda width, *, depth, d_in, n_classes: Wobbly(width),
+                      readout="head")
+    task = ProxyTask(WSpec(family="wobbly", depth=1), TrainConfig(),
+                     load_digits_data(val_fraction=0.2, seed=0), family=fam).with_base_shapes()
+    state = torch.get_rng_state()
+    assert task.constant_init_weights() == ("hidden.weight",)
+    assert torch.equal(torch.get_rng_state(), state)
+    with pytest.raises(ProxyError, match="Wobbly.hidden.weight: its init std is "):
+        for seed in range(40):                 # deciding on the draw refuses some trials …
+            torch.manual_seed(seed)
+            rescale_constant_std_init(Wobbly(32), Wobbly(16), skip=("head.",))
+    for seed in range(40):                     # … deciding once refuses none
+        torch.manual_seed(seed)
+        model = task.build(32, {"lr": 0.01})
+        assert float(model.hidden.weight.detach().std()) == pytest.approx(
+            0.02 * math.sqrt(64 / 128), rel=0.2)          # ×√(base fan-in / fan-in)
+    assert task.for_point({"lr": 0.1})._init_rules == task._init_rules
+
+
 def test_attention_keeps_the_models_own_scale_at_the_base_width():
     task = _task().with_base_shapes()
     base = task.build(16, {"lr": 0.01})
