@@ -100,8 +100,8 @@ class ProxyTask:
         not converted.
 
         Decided once per model hyperparameters, on the family's models at the base width and
-        2× built from torch seed 0 (the caller's RNG untouched), and kept with the task: a
-        decision on each build's own draw would be random — rarely, a trial's unlucky draw
+        2× built on the CPU from torch seed 0 (the caller's RNGs untouched), and kept with the
+        task: a decision on each build's own draw would be random — rarely, a trial's unlucky draw
         would be refused — and could differ between the trials of one sweep.
 
         Raises:
@@ -121,8 +121,9 @@ class ProxyTask:
             else:
                 options = {**self.model.build_options(), **self._data_shape()}
                 width = int(self.model.base_width)
-                with torch.random.fork_rng(devices=[]):
-                    torch.manual_seed(0)
+                # on the CPU, its generator alone seeded and restored: a GPU's RNG untouched
+                with torch.random.fork_rng(devices=[]), torch.device("cpu"):
+                    torch.random.default_generator.manual_seed(0)
                     base = fam.build(width, **options, **kw)
                     probe = fam.build(2 * width, **options, **kw)
                 skip = (fam.readout + ".",) if fam.readout else ()
