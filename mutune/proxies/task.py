@@ -108,12 +108,22 @@ class ProxyTask:
             ProxyError: as :func:`~mutune.proxies.convert.constant_std_weights` (a weight
                 whose init is neither constant nor ∝ 1/√fan_in).
         """
+        return self._constant_init(self._build_kwargs(hparams or {})[0])
+
+    def _build_kwargs(self, hparams: Mapping[str, float]
+                      ) -> tuple[dict[str, float], float | None, float | None]:
+        """(the family's build keyword arguments, output_mult, attn_mult): the two
+        multipliers are mutune's own (None where the family is not converted for them)."""
+        fam = self.family
+        kw = {k: float(v) for k, v in hparams.items() if k in fam.hparams}
+        out_mult = kw.pop("output_mult", 1.0) if fam.readout is not None else None
+        attn_mult = kw.pop("attn_mult", 1.0) if fam.attention_scale is not None else None
+        return kw, out_mult, attn_mult
+
+    def _constant_init(self, kw: dict[str, float]) -> tuple[str, ...]:
         from mutune.proxies.convert import constant_std_weights
 
         fam = self.family
-        taken = {"output_mult": fam.readout, "attn_mult": fam.attention_scale}  # by mutune
-        kw = {k: float(v) for k, v in (hparams or {}).items()
-              if k in fam.hparams and taken.get(k) is None}
         key = tuple(sorted(kw.items()))
         if key not in self._init_rules:
             if fam.readout is None and fam.attention_scale is None:
@@ -163,9 +173,7 @@ class ProxyTask:
                                             set_attention_scale, swap_readout)
 
         fam = self.family
-        kw = {k: float(v) for k, v in hparams.items() if k in fam.hparams}
-        out_mult = kw.pop("output_mult", 1.0) if fam.readout is not None else None
-        attn_mult = kw.pop("attn_mult", 1.0) if fam.attention_scale is not None else None
+        kw, out_mult, attn_mult = self._build_kwargs(hparams)
         options = {**self.model.build_options(), **self._data_shape()}
         base_width = int(self.model.base_width)
         plain = fam.readout is not None or fam.attention_scale is not None
@@ -184,7 +192,7 @@ class ProxyTask:
                 if not any(p.is_meta for p in model.parameters()):
                     rescale_constant_std_init(
                         model, base, skip=((fam.readout + ".",) if fam.readout else ()),
-                        names=self.constant_init_weights(hparams))
+                        names=self._constant_init(kw))
             if fam.readout is not None:
                 swap_readout(model, fam.readout, output_mult=out_mult)
             if fam.attention_scale is not None:

@@ -83,6 +83,20 @@ def _task(init="gpt2", readout="lm_head", attention_scale="scale"):
                      load_digits_data(val_fraction=0.2, seed=0), family=fam)
 
 
+def _head_task(name, module):
+    """The task (base shapes set) of a digits family ``name`` building ``module(width)``,
+    its plain ``head`` the readout."""
+    class HSpec(ModelSpec):
+        family: Literal[name]
+        base_width: int = 16
+
+    fam = ModelFamily(name=name, spec=HSpec,
+                      build=lambda width, *, depth, d_in, n_classes: module(width),
+                      readout="head")
+    return ProxyTask(HSpec(family=name, depth=1), TrainConfig(),
+                     load_digits_data(val_fraction=0.2, seed=0), family=fam).with_base_shapes()
+
+
 def test_tied_lm_head_stays_tied_as_a_shared_readout():
     model = _task().with_base_shapes().build(64, {"lr": 0.01, "output_mult": 2.0})
     assert isinstance(model.lm_head, mup.MuSharedReadout)
@@ -138,15 +152,7 @@ def test_the_init_rule_is_decided_once_from_seeded_builds_not_on_each_draw():
     """Each trial's model is drawn from the caller's RNG; the constant-vs-μP decision (and a
     refusal) is made once per task on models built from seed 0, so no trial is refused for
     its own unlucky draw and every build rescales the same weights, the RNG untouched."""
-    class WSpec(ModelSpec):
-        family: Literal["wobbly"]
-        base_width: int = 16
-
-    fam = ModelFamily(name="wobbly", spec=WSpec,
-                      build=lambda width, *, depth, d_in, n_classes: Wobbly(width),
-                      readout="head")
-    task = ProxyTask(WSpec(family="wobbly", depth=1), TrainConfig(),
-                     load_digits_data(val_fraction=0.2, seed=0), family=fam).with_base_shapes()
+    task = _head_task("wobbly", Wobbly)
     state = torch.get_rng_state()
     assert task.constant_init_weights() == ("hidden.weight",)
     assert torch.equal(torch.get_rng_state(), state)
@@ -211,14 +217,6 @@ def test_the_same_model_left_unconverted_is_caught_before_the_sweep_with_its_fix
         def forward(self, x):
             return self.head(torch.relu(self.hidden(self.inp(x))) * self.gain)
 
-    class BSpec(ModelSpec):
-        family: Literal["blowup"]
-        base_width: int = 16
-
-    fam = ModelFamily(name="blowup", spec=BSpec,
-                      build=lambda width, *, depth, d_in, n_classes: Blowup(width),
-                      readout="head")
-    bad = ProxyTask(BSpec(family="blowup", depth=1), TrainConfig(),
-                    load_digits_data(val_fraction=0.2, seed=0), family=fam).with_base_shapes()
+    bad = _head_task("blowup", Blowup)
     with pytest.raises(ProxyError, match=r"activations grow with width in head \+"):
         check_converted_coords(bad, lr=0.001)
