@@ -36,8 +36,8 @@ def test_a_trial_without_progress_is_flagged_and_stopped(ray_local, tiny_config,
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # workers get the class
     base = ProxyTask(tiny_config.model, tiny_config.train,
                      load_task_data(tiny_config)).with_base_shapes()
-    task = HangingTask(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
-                       hang_seed=11)
+    task = HangingTask(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)
+                          if f.init}, hang_seed=11)
     hp = {"lr": 0.01, **tiny_config.search.fixed}
     points = [{"hparams": hp, "seed": s, "index": i} for i, s in enumerate((11, 12))]
     ray_cfg = tiny_config.ray.model_copy(update={"zombie_timeout_s": 20.0, "max_failures": 2})
