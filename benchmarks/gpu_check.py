@@ -21,7 +21,8 @@ Two parts, each printed as one JSON line and appended to ``--out``:
   bf16, the vendor's datasheet; docs/architecture.md §6). Keys: ``device``, ``device_kind``,
   ``width``, ``depth``, ``n_params``, ``tokens_per_step``, ``steps``, ``ms_per_step`` (median
   of the timed steps, batch fetch included) with ``ms_per_step_range``, ``mfu``,
-  ``tflops_per_s``, ``max_memory_gib``, ``first_loss``, ``last_loss``, ``finite``, ``probes``.
+  ``tflops_per_s``, ``max_memory_gib``, ``first_loss``, ``last_loss``, ``finite``, ``probes``
+  (GiB at each probe width), ``memory_fit`` (α, β, γ) and ``width_cap``.
 * ``proxies`` — ``--proxies`` proxy trainings (the config's widest proxy width and batch) as
   concurrent processes on the one device, against one alone. Each process warms up, waits at
   a barrier, then trains ``--proxy-steps`` timed steps. Keys: ``alone_samples_per_s``,
@@ -33,8 +34,11 @@ Two parts, each printed as one JSON line and appended to ``--out``:
 
 Without CUDA it prints ``{"benchmark": "gpu_check", "skipped": "no CUDA"}`` and exits 0;
 ``--cpu-smoke`` runs both parts on the CPU at tiny sizes instead (the test of this path).
-The lent machine has torch but neither Ray nor mup nor pydantic: carry their wheels (the
-folder named by the machine's notes) and put them on ``PYTHONPATH``.
+Needs torch, numpy, PyYAML and nvidia-ml-py, plus mutune installed (its model families are
+entry points, so a source tree on ``PYTHONPATH`` alone finds none), mup and pydantic; not Ray.
+On a machine that cannot reach a package index, build the wheels elsewhere
+(``pip wheel --no-deps . mup``, ``pip download pydantic …``), then
+``pip install --no-index --no-deps --target DIR *.whl`` there and set ``PYTHONPATH=DIR``.
 
 Usage: python benchmarks/gpu_check.py [--config configs/gpt-text.yaml] [--out FILE]
 """
