@@ -1,7 +1,6 @@
 """A local cluster's workers get mutune's environment by inheritance, not as a job runtime_env
 (mutune.search.backends.ray_tune.cluster.ray_cluster): the workers Ray prestarts at ray.init
-can then serve the sweep's actors instead of each actor waiting for a process of its own; and
-every worker imports what trials need (cluster.PRELOAD) as it starts, before any task of its own."""
+can then serve the sweep's actors instead of each actor waiting for a process of its own."""
 from __future__ import annotations
 
 import json
@@ -15,7 +14,7 @@ import pytest
 DRIVER = r"""
 import json, os, sys
 from mutune.config import load_config
-from mutune.search.backends.ray_tune.cluster import PRELOAD, ray_cluster
+from mutune.search.backends.ray_tune.cluster import ray_cluster
 
 before = "ray.tune" in sys.modules
 with ray_cluster(load_config().ray):
@@ -27,16 +26,11 @@ with ray_cluster(load_config().ray):
         def env(self):
             return os.environ.get("MALLOC_ARENA_MAX")
 
-        def modules(self):     # imports nothing itself: what the worker process preloaded
-            return sorted(m for m in PRELOAD if m in sys.modules)
-
-    probe = Probe.remote()
-    worker = ray.get(probe.env.remote())
-    preloaded = ray.get(probe.modules.remote())
+    worker = ray.get(Probe.remote().env.remote())
     job = dict(ray.get_runtime_context().runtime_env)
     inside = os.environ.get("MALLOC_ARENA_MAX")
 print("RESULT " + json.dumps({"worker": worker, "job": job, "inside": inside,
-                              "tune_ahead": tune_ahead, "preloaded": preloaded,
+                              "tune_ahead": tune_ahead,
                               "after": os.environ.get("MALLOC_ARENA_MAX")}))
 """
 
@@ -53,12 +47,11 @@ def _run(env_value):
 
 @pytest.mark.slow
 def test_local_workers_inherit_the_environment_and_the_job_has_no_runtime_env():
-    from mutune.search.backends.ray_tune.cluster import MALLOC_ARENAS, PRELOAD
+    from mutune.search.backends.ray_tune.cluster import MALLOC_ARENAS
 
     got = _run(None)
     assert got["tune_ahead"]      # Ray Tune was imported while the cluster started
     assert got["worker"] == MALLOC_ARENAS          # the workers' setting reached them
-    assert got["preloaded"] == sorted(PRELOAD)     # imported as the worker started
     assert not got["job"].get("env_vars")          # not as a runtime_env
     assert got["inside"] is None and got["after"] is None   # the driver's own env unchanged
     got = _run("4")                                # a user's value is kept everywhere

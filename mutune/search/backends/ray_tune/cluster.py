@@ -55,15 +55,6 @@ def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
 MALLOC_ARENAS = "2"
 
 
-#: what every worker process of a local cluster imports as it starts (Ray's
-#: ``preload_python_modules``): the workers Ray prestarts at ``ray.init`` become the sweep's
-#: first actors, and they import these while Ray starts and the driver sets Ray Tune up instead
-#: of after their first trial is granted. Importing torch queries no device (its CUDA device
-#: count is read on first use, after Ray has set the actor's ``CUDA_VISIBLE_DEVICES``);
-#: ``torch._dynamo`` (imported by torch.optim's first step) is left to the trial for that reason.
-PRELOAD = ("torch", "mup", "ray.tune", "mutune.proxies.task", "mutune.search.trial.trainable")
-
-
 def worker_env() -> dict[str, str]:
     """Environment variables of the sweep's Ray workers (set where a local cluster starts,
     or as the job's ``runtime_env`` on a cluster at ``ray.address``): ``MALLOC_ARENA_MAX``
@@ -78,8 +69,8 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
     """Connect to Ray for the duration of the block, starting a local cluster if needed.
 
     A cluster already initialized in this process is used as it is and left running; one
-    started here (``num_cpus`` CPUs, dashboard off, worker logs not forwarded, workers that
-    import :data:`PRELOAD` as they start) is shut down on exit. ``cfg.address`` connects to an existing cluster instead. Before a local cluster
+    started here (``num_cpus`` CPUs, dashboard off, worker logs not forwarded) is shut down
+    on exit. ``cfg.address`` connects to an existing cluster instead. Before a local cluster
     starts, what a killed driver's local cluster left running is ended, with a warning
     naming it (:mod:`mutune.search.backends.ray_tune.orphans`).
     """
@@ -114,11 +105,9 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
         # two actors ready in 0.96 s against 0.34 s on 2 CPUs)
         from mutune.search.backends.ray_tune.import_ahead import importing_ahead
 
-        # the sweep imports Ray Tune next: in a thread while Ray starts its processes; its
-        # workers import what trials need as they start (PRELOAD)
+        # the sweep imports Ray Tune next: in a thread while Ray starts its processes
         with _environ(worker_env()), importing_ahead("ray.tune"):
-            ray.init(address="local", num_cpus=cfg.num_cpus,
-                     _system_config={"preload_python_modules": list(PRELOAD)}, **kwargs)
+            ray.init(address="local", num_cpus=cfg.num_cpus, **kwargs)
         entry = register(_session_dir())
     try:
         yield
