@@ -71,7 +71,7 @@ def _task(config_path: str, *, batch_size: int | None = None):
 
 
 def _train(task, model, opt, dev, steps: int, *, first_step: int = 1,
-           each: bool = True) -> tuple[list, list]:
+           each: bool = True, seed: int = 0) -> tuple[list, list]:
     """``steps`` training steps as the trainer takes them; (seconds per step, losses).
     ``each``: synchronize the device around every step to time it (False: only after the
     last, as the trainer runs, and every time is the mean)."""
@@ -86,7 +86,7 @@ def _train(task, model, opt, dev, steps: int, *, first_step: int = 1,
         if cuda and each:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        x, y = task.batch(0, step)
+        x, y = task.batch(seed, step)
         x, y = x.to(dev.device, non_blocking=True), y.to(dev.device, non_blocking=True)
         with dev.compute():
             loss = task.step_loss(model, x, y)
@@ -203,17 +203,18 @@ def run_target(a: argparse.Namespace, dev) -> dict[str, Any]:
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats()
             with torch.random.fork_rng(devices=[]), torch.device(dev.device):
-                torch.manual_seed(0)
+                torch.manual_seed(a.seed)
                 model = task.build(width, hp)
             opt = task.optimizer(model, a.lr)
-            _train(task, model, opt, dev, a.warmup)
+            _train(task, model, opt, dev, a.warmup, seed=a.seed)
             break
         except torch.cuda.OutOfMemoryError:
             model = opt = None
             if width - step < step:
                 raise
             width -= step
-    times, losses = _train(task, model, opt, dev, a.steps, first_step=a.warmup + 1)
+    times, losses = _train(task, model, opt, dev, a.steps, first_step=a.warmup + 1,
+                           seed=a.seed)
     step_s = statistics.median(times)
     count = sum(p.numel() for p in model.parameters())
     depth = int(getattr(config.model, "depth", 0) or 0)
@@ -223,7 +224,8 @@ def run_target(a: argparse.Namespace, dev) -> dict[str, Any]:
     kind = device_kind_of(name, config.cost.kinds()) if cuda else "cpu"
     peak = config.cost.device(kind).peak_flops
     return {
-        "benchmark": "gpu_check", "part": "target", "config": a.config, "device": name,
+        "benchmark": "gpu_check", "part": "target", "config": a.config, "seed": a.seed,
+        "device": name,
         "device_kind": kind, "peak_flops": peak, "flash_sdpa": dev.flash_sdpa,
         "autocast": str(dev.autocast_dtype).removeprefix("torch."), "width": width,
         "depth": depth, "n_params": count, "tokens_per_step": task.samples_per_step,
@@ -239,8 +241,9 @@ def run_target(a: argparse.Namespace, dev) -> dict[str, Any]:
         "probes": {str(w): b / 2**30 for w, b in probes.items()}, "memory_fit": fit}
 
 
-def _proxy_worker(a: dict, width: int, barrier, queue) -> None:
-    """One proxy training process: build, warm up, wait at the barrier, train timed steps."""
+def _proxy_worker(a: dict, width: int, rank: int, barrier, queue) -> None:
+    """One proxy training process (seed ``seed + rank``): build, warm up, wait at the
+    barrier, train timed steps."""
     import torch
 
     from mutune.proxies.device import select_device
@@ -249,14 +252,14 @@ def _proxy_worker(a: dict, width: int, barrier, queue) -> None:
     _, task = _task(a["config"])
     dev = select_device(prefer_cuda=not a["cpu_smoke"])
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+        torch.manual_seed(a["seed"] + rank)
         model = task.build(width, {"output_mult": 1.0}).to(dev.device)
     opt = task.optimizer(model, a["lr"])
-    _train(task, model, opt, dev, a["warmup"])
+    _train(task, model, opt, dev, a["warmup"], seed=a["seed"] + rank)
     barrier.wait()
     t0 = time.perf_counter()
     times, _ = _train(task, model, opt, dev, a["proxy_steps"], first_step=a["warmup"] + 1,
-                      each=False)
+                      each=False, seed=a["seed"] + rank)
     queue.put({"samples": task.samples_per_step * len(times), "start": t0,
                "end": time.perf_counter()})
 
@@ -304,9 +307,10 @@ def _concurrent(a: argparse.Namespace, width: int, n: int) -> tuple[list[dict], 
 
     ctx = mp.get_context("spawn")
     barrier, queue = ctx.Barrier(n + 1), ctx.Queue()
-    args = {k: getattr(a, k) for k in ("config", "lr", "warmup", "proxy_steps", "cpu_smoke")}
-    procs = [ctx.Process(target=_proxy_worker, args=(args, width, barrier, queue))
-             for _ in range(n)]
+    args = {k: getattr(a, k)
+            for k in ("config", "lr", "warmup", "proxy_steps", "cpu_smoke", "seed")}
+    procs = [ctx.Process(target=_proxy_worker, args=(args, width, rank, barrier, queue))
+             for rank in range(n)]
     for p in procs:
         p.start()
     barrier.wait(timeout=a.start_timeout_s)
@@ -332,7 +336,8 @@ def run_proxies(a: argparse.Namespace) -> dict[str, Any]:
     total = sum(r["samples"] for r in many) / span
     each = sorted(r["samples"] / (r["end"] - r["start"]) for r in many)
     return {
-        "benchmark": "gpu_check", "part": "proxies", "config": a.config, "width": width,
+        "benchmark": "gpu_check", "part": "proxies", "config": a.config, "seed": a.seed,
+        "width": width,
         "processes": a.proxies, "steps": a.proxy_steps,
         "samples_per_step": one[0]["samples"] // a.proxy_steps,
         "alone_samples_per_s": alone, "total_samples_per_s": total, "speedup": total / alone,
@@ -352,6 +357,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-width", type=int, default=32768)
     p.add_argument("--memory-fraction", type=float, default=0.85)
     p.add_argument("--lr", type=float, default=2.0 ** -9)
+    p.add_argument("--seed", type=int, default=0,
+                   help="the target's init and batches; proxy i uses seed + i")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--proxies", type=int, default=8)
