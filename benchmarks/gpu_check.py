@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import threading
@@ -161,10 +162,9 @@ def pick_width(n_params, probes: dict[int, int], budget: float, *, step: int,
 def run_target(a: argparse.Namespace, dev) -> dict[str, Any]:
     import torch
 
+    from mutune.config import load_config
     from mutune.config.cost import device_kind_of
     from mutune.scaling.time_split import model_flops_per_step
-
-    from mutune.config import load_config
 
     seq = int(getattr(load_config(a.config).model, "seq_len", 1) or 1)
     config, task = _task(a.config, batch_size=max(1, a.tokens_per_step // seq))
@@ -237,7 +237,7 @@ def run_target(a: argparse.Namespace, dev) -> dict[str, Any]:
         "total_memory_gib": (torch.cuda.get_device_properties(0).total_memory / 2**30)
         if cuda else None,
         "first_loss": losses[0], "last_loss": losses[-1],
-        "finite": all(v == v and abs(v) != float("inf") for v in losses),
+        "finite": all(math.isfinite(v) for v in losses),
         "probes": {str(w): b / 2**30 for w, b in probes.items()}, "memory_fit": fit}
 
 

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
+    path = REPO / "benchmarks" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -50,6 +51,15 @@ def test_a_fit_below_the_optimizer_floor_is_refitted_at_sixteen_bytes_per_parame
     assert fit["alpha"] == 16
     with pytest.raises(ValueError, match="three or more widths"):
         mod.pick_width(n_params, {1024: 1, 2048: 2}, 2**30, step=1024, cap=8192)
+
+
+def test_tokens_too_many_for_any_width_under_the_index_limit_are_refused():
+    """2^28 tokens × ffn_ratio 4 leave no width under 2^31 activation elements: the run stops
+    before building anything, naming the flag and the limit."""
+    mod = _module()
+    with pytest.raises(SystemExit, match=r"--tokens-per-step 268435456: .* under 2\^31"):
+        mod.main(["--cpu-smoke", "--part", "target", "--tokens-per-step", str(2 ** 28),
+                  "--width-step", "32"])
 
 
 @pytest.mark.slow
