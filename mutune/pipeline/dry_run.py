@@ -274,6 +274,7 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         return seconds * (devs or devices) * workers / 3600.0
 
     from mutune.pipeline.target_stage import target_cpus
+    from mutune.proxies.index_limit import index_limit_warning
 
     tb = config.target.batch_size or config.train.batch_size
     if on_ray is None:
@@ -307,6 +308,9 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
               "run_overhead_s": TARGET_RUN_OVERHEAD_S,
               "workers": n_workers, "batch_per_worker": wb,
               "devices": t_devices * n_workers,
+              "index_limit_warning": (index_limit_warning(
+                  ttask.model, config.target.width, wb, ttask.train.micro_batches)
+                  if ray.gpus_per_trial else None),
               "gpu_hours": price(tm, [t_steps], [_evals(t_steps, every)],
                                  extra_s=TARGET_RUN_OVERHEAD_S, workers=n_workers,
                                  devs=t_devices)}

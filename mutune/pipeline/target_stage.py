@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any
 
 from mutune.errors import SearchError, SweepStopped
@@ -17,7 +18,7 @@ from mutune.pipeline.fitted_rule import size_label
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["predict_target_loss", "admit_target", "train_target", "target_cpus", "proxy_curve",
-           "watch_target", "divergence_limits"]
+           "watch_target", "divergence_limits", "warn_index_limit"]
 
 
 def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
@@ -248,6 +249,21 @@ def target_cpus(config: Any) -> float:
                               num_cpus=r.num_cpus).devices)
 
 
+def warn_index_limit(config: Any, task: Any, workers: int) -> None:
+    """Warn (``RuntimeWarning``) when the target trains on GPUs and one micro-batch of a
+    worker's share of the batch makes an activation of 2^31 elements or more
+    (:func:`mutune.proxies.index_limit.index_limit_warning`: such a step trained NaN on
+    CUDA)."""
+    if not config.ray.gpus_per_trial:
+        return
+    from mutune.proxies.index_limit import index_limit_warning
+
+    note = index_limit_warning(task.model, config.target.width,
+                               task.train.batch_size // workers, task.train.micro_batches)
+    if note:
+        warnings.warn(f"the target run: {note}", RuntimeWarning, stacklevel=3)
+
+
 def train_target(run: SweepRun, target_hp: dict[str, float],
                  settings: dict[str, Any] | None = None,
                  watch: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
@@ -306,6 +322,7 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
         task = dataclasses.replace(task, train=task.train.model_copy(update={
             "batch_size": settings["batch_size"], "weight_decay": settings["weight_decay"]}))
     workers = target_workers(config, task.train.batch_size)
+    warn_index_limit(config, task, workers)
     diverge = divergence_limits(watch)
     ray_cfg = config.ray
     if workers == 1 and not ray_cfg.gpus_per_trial:    # one process: every CPU held

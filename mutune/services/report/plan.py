@@ -37,6 +37,9 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
                       f"worker's batch of {tg['batch_per_worker']}, billed "
                       f"{tg['workers']} × {plan['devices_per_trial']:g} devices; the gradient "
                       "all-reduce is not timed, so this is a lower estimate", highlight=False)
+    if tg.get("index_limit_warning"):
+        console.print(f"[bold red]warning[/]: the target run: {tg['index_limit_warning']}",
+                      highlight=False)
     if tg.get("timing") == "extrapolated":
         console.print(f"target ({tg['n_params']:,} parameters) not built: its times are "
                       f"extrapolated from its FLOPs at the widest proxy's achieved FLOP/s "
