@@ -1,6 +1,6 @@
 """Whether one micro-batch of a CUDA run makes an activation too large to index with 32 bits.
 
-Measured on the lent NVIDIA H200 (issue 18, ``benchmarks/gpu_check.py``, PyTorch 2.11 with
+Measured on an NVIDIA H200 (issue 18, ``benchmarks/gpu_check.py``, PyTorch 2.11 with
 CUDA 13): mutune's GPT at width 11,264 on 65,536 tokens a step — an FFN hidden activation of
 65,536 × 4·11,264 = 2.95·10⁹ elements, past 2³¹ — trained NaN from its first steps and then
 stopped with a CUDA illegal memory access, while widths 1,024 and 4,096 trained alike in bf16
@@ -53,9 +53,9 @@ def index_limit_warning(model: Any, width: int, batch_size: int,
     advice = (f"set train.micro_batches to {fits[0]} or more (a divisor of the batch)"
               if fits else "no micro-batch count fits: fewer tokens per sample "
                            "(model.seq_len) or a narrower model")
-    return (f"width {width}, train.batch_size {batch_size} ÷ train.micro_batches "
-            f"{micro_batches}, model.seq_len {model.seq_len}, model.ffn_ratio "
-            f"{model.ffn_ratio}, model.vocab {model.vocab}: one micro-batch makes an "
-            f"activation of {widest:.3g} elements, at or past 2^31; on CUDA, PyTorch 2.11 "
+    return (f"width {width}, {batch_size} samples a step per worker (train.batch_size) ÷ "
+            f"train.micro_batches {micro_batches}, model.seq_len {model.seq_len}, "
+            f"model.ffn_ratio {model.ffn_ratio}, model.vocab {model.vocab}: one micro-batch "
+            f"makes an activation of {widest:.3g} elements, at or past 2^31; on CUDA, PyTorch 2.11 "
             f"trained such a step to NaN on an H200 (32-bit indexing the likely cause), and "
             f"the run would stop as diverged at its first step — {advice}")
