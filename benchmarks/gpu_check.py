@@ -49,7 +49,6 @@ import json
 import math
 import os
 import statistics
-import threading
 import time
 from typing import Any
 
@@ -60,15 +59,13 @@ INDEX_LIMIT = 2 ** 31
 BYTES_PER_PARAM_MIN = 16
 
 
-def _task(config_path: str, *, batch_size: int | None = None):
-    from mutune.config import load_config
+def _task(config: Any, *, batch_size: int | None = None):
+    """The config's ProxyTask with μP base shapes, at ``batch_size`` rows a step if given."""
     from mutune.proxies.task import ProxyTask, load_task_data
 
-    config = load_config(config_path)
     train = config.train if batch_size is None else config.train.model_copy(
         update={"batch_size": int(batch_size)})
-    task = ProxyTask(config.model, train, load_task_data(config)).with_base_shapes()
-    return config, task
+    return ProxyTask(config.model, train, load_task_data(config)).with_base_shapes()
 
 
 def _train(task, model, opt, dev, steps: int, *, first_step: int = 1,
@@ -166,8 +163,9 @@ def run_target(a: argparse.Namespace, dev) -> dict[str, Any]:
     from mutune.config.cost import device_kind_of
     from mutune.scaling.time_split import model_flops_per_step
 
-    seq = int(getattr(load_config(a.config).model, "seq_len", 1) or 1)
-    config, task = _task(a.config, batch_size=max(1, a.tokens_per_step // seq))
+    config = load_config(a.config)
+    seq = int(getattr(config.model, "seq_len", 1) or 1)
+    task = _task(config, batch_size=max(1, a.tokens_per_step // seq))
     hp = {"output_mult": 1.0}
     d_head = int(getattr(config.model, "d_head", 1) or 1)
     step = max(d_head, a.width_step - a.width_step % d_head)
@@ -248,8 +246,10 @@ def _proxy_worker(a: dict, width: int, rank: int, barrier, queue) -> None:
 
     from mutune.proxies.device import select_device
 
+    from mutune.config import load_config
+
     torch.set_num_threads(1)
-    _, task = _task(a["config"])
+    task = _task(load_config(a["config"]))
     dev = select_device(prefer_cuda=not a["cpu_smoke"])
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(a["seed"] + rank)
@@ -264,46 +264,12 @@ def _proxy_worker(a: dict, width: int, rank: int, barrier, queue) -> None:
                "end": time.perf_counter()})
 
 
-class _Nvml:
-    """NVML utilization samples of device 0 every ``interval_s`` while running."""
-
-    def __init__(self, interval_s: float = 0.1) -> None:
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._interval = interval_s
-        self._thread: threading.Thread | None = None
-        self.error: str | None = None
-
-    def __enter__(self) -> "_Nvml":
-        try:
-            import pynvml
-            pynvml.nvmlInit()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        except Exception as exc:     # no pynvml, or its NVMLError (an Exception): no samples
-            self.error = f"{type(exc).__name__}: {exc}"
-            return self
-
-        def loop() -> None:
-            while not self._stop.wait(self._interval):
-                self.samples.append(float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu))
-
-        self._thread = threading.Thread(target=loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def summary(self) -> dict[str, float | int | None]:
-        s = self.samples
-        return {"mean": statistics.fmean(s) if s else None, "max": max(s) if s else None,
-                "n": len(s), "error": self.error}
-
-
 def _concurrent(a: argparse.Namespace, width: int, n: int) -> tuple[list[dict], dict]:
+    """``n`` proxy processes released together; (their timings, the NVML figures of
+    :class:`~mutune.search.trial.gpu_monitor.GpuMonitor` over their timed span)."""
     import multiprocessing as mp
+
+    from mutune.search.trial.gpu_monitor import GpuMonitor
 
     ctx = mp.get_context("spawn")
     barrier, queue = ctx.Barrier(n + 1), ctx.Queue()
@@ -314,14 +280,19 @@ def _concurrent(a: argparse.Namespace, width: int, n: int) -> tuple[list[dict], 
     for p in procs:
         p.start()
     barrier.wait(timeout=a.start_timeout_s)
-    with _Nvml() as nvml:
+    # the trials' own NVML sampler (None without CUDA or NVML)
+    monitor = GpuMonitor.for_visible_devices(interval_s=0.1)
+    try:
         results = [queue.get(timeout=a.start_timeout_s) for _ in range(n)]
+    finally:
+        if monitor is not None:
+            monitor.stop()
     for p in procs:
         p.join()
     bad = [p.exitcode for p in procs if p.exitcode != 0]
     if bad:
         raise RuntimeError(f"proxy processes exited with {bad}")
-    return results, nvml.summary()
+    return results, monitor.figures() if monitor is not None else {}
 
 
 def run_proxies(a: argparse.Namespace) -> dict[str, Any]:
@@ -343,9 +314,11 @@ def run_proxies(a: argparse.Namespace) -> dict[str, Any]:
         "alone_samples_per_s": alone, "total_samples_per_s": total, "speedup": total / alone,
         "per_process_samples_per_s": statistics.median(each),
         "per_process_samples_per_s_range": [each[0], each[-1]],
-        "nvml_util_alone_pct": util_one["mean"], "nvml_util_alone_max_pct": util_one["max"],
-        "nvml_util_pct": util["mean"], "nvml_util_max_pct": util["max"],
-        "nvml_samples": util["n"], "nvml_error": util["error"]}
+        "nvml_util_alone_pct": util_one.get("gpu_util_mean"),
+        "nvml_util_alone_max_pct": util_one.get("gpu_util_max"),
+        "nvml_util_pct": util.get("gpu_util_mean"), "nvml_util_max_pct": util.get("gpu_util_max"),
+        "nvml_samples": int(util.get("gpu_samples", 0)),
+        "nvml_error": None if util else "no CUDA device or NVML to sample"}
 
 
 def main(argv: list[str] | None = None) -> None:

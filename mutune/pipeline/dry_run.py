@@ -273,8 +273,7 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                    + len(steps) * (replicates * m["setup_s"] + overhead_s) + extra_s)
         return seconds * (devs or devices) * workers / 3600.0
 
-    from mutune.pipeline.target_stage import target_cpus
-    from mutune.proxies.index_limit import index_limit_warning
+    from mutune.pipeline.target_stage import index_limit_note, target_cpus
 
     tb = config.target.batch_size or config.train.batch_size
     if on_ray is None:
@@ -308,9 +307,7 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
               "run_overhead_s": TARGET_RUN_OVERHEAD_S,
               "workers": n_workers, "batch_per_worker": wb,
               "devices": t_devices * n_workers,
-              "index_limit_warning": (index_limit_warning(
-                  ttask.model, config.target.width, wb, ttask.train.micro_batches)
-                  if ray.gpus_per_trial else None),
+              "index_limit_warning": index_limit_note(config, ttask, wb),
               "gpu_hours": price(tm, [t_steps], [_evals(t_steps, every)],
                                  extra_s=TARGET_RUN_OVERHEAD_S, workers=n_workers,
                                  devs=t_devices)}

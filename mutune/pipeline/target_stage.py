@@ -18,7 +18,7 @@ from mutune.pipeline.fitted_rule import size_label
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["predict_target_loss", "admit_target", "train_target", "target_cpus", "proxy_curve",
-           "watch_target", "divergence_limits", "warn_index_limit"]
+           "watch_target", "divergence_limits", "index_limit_note", "warn_index_limit"]
 
 
 def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
@@ -249,17 +249,24 @@ def target_cpus(config: Any) -> float:
                               num_cpus=r.num_cpus).devices)
 
 
-def warn_index_limit(config: Any, task: Any, workers: int) -> None:
-    """Warn (``RuntimeWarning``) when the target trains on GPUs and one micro-batch of a
-    worker's share of the batch makes an activation of 2^31 elements or more
+def index_limit_note(config: Any, task: Any, batch_per_worker: int) -> str | None:
+    """The target's index-limit warning text when it trains on GPUs and one micro-batch of
+    ``batch_per_worker`` rows makes an activation of 2^31 elements or more
     (:func:`mutune.proxies.index_limit.index_limit_warning`: such a step trained NaN on
-    CUDA)."""
+    CUDA); None on CPU trials or under the limit. The target stage warns with it and the
+    dry run's plan carries it."""
     if not config.ray.gpus_per_trial:
-        return
+        return None
     from mutune.proxies.index_limit import index_limit_warning
 
-    note = index_limit_warning(task.model, config.target.width,
-                               task.train.batch_size // workers, task.train.micro_batches)
+    return index_limit_warning(task.model, config.target.width, batch_per_worker,
+                               task.train.micro_batches)
+
+
+def warn_index_limit(config: Any, task: Any, workers: int) -> None:
+    """Warn (``RuntimeWarning``) with :func:`index_limit_note` for a worker's share of the
+    target's batch on ``workers`` data-parallel workers."""
+    note = index_limit_note(config, task, task.train.batch_size // workers)
     if note:
         warnings.warn(f"the target run: {note}", RuntimeWarning, stacklevel=3)
 

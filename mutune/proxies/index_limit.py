@@ -48,9 +48,9 @@ def index_limit_warning(model: Any, width: int, batch_size: int,
     widest = widest_activation(model, width, batch_size // max(int(micro_batches), 1))
     if widest is None or widest < INDEX_LIMIT:
         return None
-    fits = [k for k in range(1, batch_size + 1) if batch_size % k == 0
-            and widest_activation(model, width, batch_size // k) < INDEX_LIMIT]
-    advice = (f"set train.micro_batches to {fits[0]} or more (a divisor of the batch)"
+    fits = next((k for k in range(1, batch_size + 1) if batch_size % k == 0
+                 and widest_activation(model, width, batch_size // k) < INDEX_LIMIT), None)
+    advice = (f"set train.micro_batches to {fits} or more (a divisor of the batch)"
               if fits else "no micro-batch count fits: fewer tokens per sample "
                            "(model.seq_len) or a narrower model")
     return (f"width {width}, {batch_size} samples a step per worker (train.batch_size) ÷ "
