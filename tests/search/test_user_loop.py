@@ -30,7 +30,8 @@ LOOPS = textwrap.dedent('''
 
 
     def plain(ctx):
-        SEEN["optimizer"] = type(ctx.optimizer).__name__
+        # torch's AdamW (mutune's subclass of it without the torch._dynamo import)
+        SEEN["optimizer"] = isinstance(ctx.optimizer, torch.optim.AdamW)
         SEEN["start_step"] = ctx.start_step
         SEEN["resumed"] = ctx.get_checkpoint()
         state = (SEEN["resumed"] or {}).get("state") or {"updates": 0}
@@ -173,7 +174,7 @@ def test_user_loop_trains_the_mup_model_and_reports_what_mutune_adds(tiny_config
     status, reports = _run(task, _config(max_t=12, checkpoint_at=[6]))
     assert status == "completed"
     assert [r["step"] for r in reports] == [3, 6, 9, 12]
-    assert mod.SEEN["optimizer"] == "AdamW" and mod.SEEN["resumed"] is None
+    assert mod.SEEN["optimizer"] is True and mod.SEEN["resumed"] is None
     assert [r["updates"] for r in reports] == [3, 6, 9, 12]      # the loop's own keys kept
     first, last = reports[0], reports[-1]
     assert last["val_loss"] < first["val_loss"]                  # it learns

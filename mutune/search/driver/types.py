@@ -69,6 +69,16 @@ class Group:
     def key(self, index: int) -> str:
         return f"t{index}" if self.key_of is None else self.key_of(index)
 
+    def decision_steps(self) -> list[int]:
+        """The steps at which the driver may act on a report of this group's trials: the
+        core's rung milestones (the smallest grace period's rungs, which hold every
+        bracket's), the divergence limits' steps and ``max_t``, increasing. A report at
+        any other step can only continue the trial, unless its value is not finite."""
+        steps = {int(self.max_t), *(int(s) for s in self.diverge_above or {})}
+        if self.core is not None:
+            steps.update(int(m) for m in self.core.milestones)
+        return sorted(steps)
+
 
 class ActionKind(str, enum.Enum):
     """What to do with a free slot."""

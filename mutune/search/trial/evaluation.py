@@ -10,9 +10,10 @@ leading worker evaluates it alone and shares the figures, as before.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
-__all__ = ["evaluate_models"]
+__all__ = ["evaluate_models", "replicate_mean", "replicate_se"]
 
 _NAN = (float("nan"), float("nan"))
 
@@ -51,3 +52,13 @@ def evaluate_models(task: Any, models: list[Any], dev: Any, parallel: Any = None
     if parallel is not None:     # the leading worker's figures, on every worker
         vals, tests = parallel.share((vals, tests))
     return vals, tests
+
+
+def replicate_mean(evals: list[tuple[float, float]]) -> float:
+    """Mean over replicates of (mean, standard error) evaluations."""
+    return sum(m for m, _ in evals) / len(evals)
+
+
+def replicate_se(evals: list[tuple[float, float]]) -> float:
+    """Standard error of the replicates' mean: √(Σ se_i²) / R (independent evaluations)."""
+    return math.sqrt(sum(se * se for _, se in evals)) / len(evals)

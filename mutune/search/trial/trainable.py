@@ -29,11 +29,13 @@ written, and a restarted trial (``max_failures`` retry, or a promoted paused tri
     node_id       the Ray node the trial runs on (under Ray only)
     worker_pid, began_at  the worker process and when (epoch seconds) the trial function
                   began on it (under Ray only; the trials one actor ran, in order)
+    held_reports  under Ray, the reports held back before this one, oldest first
+                  (:mod:`mutune.search.trial.report_hold`; ``decide_at`` and
+                  ``report_hold_s`` in the config)
 
 Checkpoints (:mod:`mutune.search.trial.checkpoint`, atomic) are written at report steps: at the
-first
-report at or past each step in ``checkpoint_at`` (the scheduler's milestones: promotion resumes
-from exactly where the trial paused), when ``checkpoint_every`` steps passed since the last one
+first report at or past each step in ``checkpoint_at`` (the scheduler's milestones: promotion
+resumes from exactly where the trial paused), when ``checkpoint_every`` steps passed since the last one
 (rounded up to the next report), and on SIGTERM (spot preemption: finish the current step, save,
 exit cleanly). Batches are a pure function of (seed, step) and the checkpoint carries the RNG
 state, so on CPU a resumed trial's reports are bit-identical to an uninterrupted one's.
@@ -126,7 +128,7 @@ def run_training(config: dict[str, Any], task: Any, *,
     from mutune.proxies.device import select_device
     from mutune.search.trial.checkpoint import load_trial_state, save_trial_state
     from mutune.search.driver.types import beyond_limit
-    from mutune.search.trial.evaluation import evaluate_models
+    from mutune.search.trial.evaluation import evaluate_models, replicate_mean, replicate_se
     from mutune.search.trial.schedule import make_scheduler
 
     torch.set_num_threads(int(config.get("threads", 1)))
@@ -254,7 +256,8 @@ def run_training(config: dict[str, Any], task: Any, *,
                 vals, tests = evaluate_models(task, models, dev, parallel,
                                               test=final and task.has_split("test"))
             eval_s += time.perf_counter() - te
-            metrics = {"step": step, "val_loss": _mean(vals), "val_loss_se": _se(vals),
+            metrics = {"step": step, "val_loss": replicate_mean(vals),
+                       "val_loss_se": replicate_se(vals),
                        "train_loss": loss_sum / loss_n, "productive_s": productive_s,
                        "eval_s": eval_s, "setup_s": setup_s,
                        "samples": step * task.samples_per_step * len(seeds),
@@ -262,7 +265,8 @@ def run_training(config: dict[str, Any], task: Any, *,
                        "restored_step": start, "restore_s": restore_s,
                        "wall_s": time.perf_counter() - t0}
             if tests:     # the test split: only at max_t, only reported
-                metrics["test_loss"], metrics["test_loss_se"] = _mean(tests), _se(tests)
+                metrics["test_loss"] = replicate_mean(tests)
+                metrics["test_loss_se"] = replicate_se(tests)
             if stop_now and step < max_t:     # the driver retries it from this checkpoint
                 metrics["preempted"], metrics["at_eval"] = 1.0, float(at_eval)
             if at_eval:   # a preemption report between evaluations keeps the running mean
@@ -322,16 +326,6 @@ def _accumulate(task: Any, net: Any, x: Any, y: Any, micro: int, dev: Any) -> An
     return total
 
 
-def _mean(evals: list[tuple[float, float]]) -> float:
-    """Mean over replicates of (mean, standard error) evaluations."""
-    return sum(m for m, _ in evals) / len(evals)
-
-
-def _se(evals: list[tuple[float, float]]) -> float:
-    """Standard error of the replicates' mean: √(Σ se_i²) / R (independent evaluations)."""
-    return math.sqrt(sum(se * se for _, se in evals)) / len(evals)
-
-
 def train_trial(config: dict[str, Any], *, task: Any) -> None:
     """Ray Tune function trainable: :func:`run_training` with reports to ``tune.report``,
     checkpoints as ``ray.tune.Checkpoint`` folders, and resume from ``tune.get_checkpoint()``
@@ -356,6 +350,7 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
 
     from mutune.search.trial.logs import capture
     from mutune.search.trial.remote_trial import RemoteTier, restore_dir_for
+    from mutune.search.trial.report_hold import ReportHold
 
     began_at = time.time()      # the function's start on its worker (epoch seconds)
     node = ray.get_runtime_context().get_node_id()
@@ -363,6 +358,8 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
     ray_id = str(tune.get_context().get_trial_id() or "")
     key = str(config["point"].get("key") or ray_id or "trial")
     remote = RemoteTier.for_trial(config, key, ray_id)
+    # reports no decision waits for travel with the next one (report_hold.py)
+    hold = ReportHold(config.get("decide_at") or (), float(config.get("report_hold_s") or 0))
 
     def report(metrics: dict[str, Any], folder: Path | None) -> None:
         metrics["node_id"] = node
@@ -370,7 +367,10 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
         if remote is not None:      # background upload; Ray keeps only the final one
             remote.checkpointed(metrics, folder)
             folder = remote.for_ray(folder, int(metrics["step"]))
+        if hold.hold(metrics, folder is not None):
+            return
         log.save()   # before the report: a trial stopped at this report has its output
+        metrics = hold.sending(metrics)
         if folder is None:
             tune.report(metrics)
         else:
@@ -387,9 +387,13 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
             # without the remote tier the folders are scratch copies of what Ray keeps
             status = run_training(config, task, report=report, restore_dir=restore_dir,
                                   checkpoint_root=root, scratch_checkpoints=remote is None)
-        except BaseException:
+        except BaseException as exc:
             if remote is not None:      # a retry here may restore from the cache
                 remote.close(finished=False)
+            held = hold.flush()
+            if held is not None and isinstance(exc, Exception):  # what it held is recorded
+                log.save()
+                tune.report(held)
             raise
         if remote is not None:   # no rung pauses it (stopping variant), or it reached max_t
             remote.close(finished=status == "completed" or not remote.stop_at)

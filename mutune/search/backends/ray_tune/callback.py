@@ -24,6 +24,7 @@ from mutune.search.backends.ray_tune.zombies import ZombieReaper
 from mutune.search.recording import SweepControl, TrialRecorder
 from mutune.search.schedulers.contract import Judgement
 from mutune.search.trial.logs import collect
+from mutune.search.trial.report_hold import HELD_KEY
 
 __all__ = ["SweepBook", "KEPT_METRICS"]
 
@@ -166,8 +167,10 @@ class SweepBook(Callback):
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
                         **info: Any) -> None:
-        if trial.trial_id in self.trials:
-            self.record_report(trial, result)      # idempotent: the adapter recorded it
+        if trial.trial_id in self.trials:       # idempotent: the adapter recorded them
+            for held in result.get(HELD_KEY) or ():      # (a stopper's stop skips it)
+                self.record_report(trial, held)
+            self.record_report(trial, result)
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         """Heartbeats: every ``heartbeat_s`` the driver beats for each trial holding
@@ -298,6 +301,8 @@ class SweepBook(Callback):
                                    + repeated * per_step)
         if rec.reports and int(rec.reports[-1]["step"]) >= step:
             return False
+        if self.driver is not None and self.driver.status(rec.key) is not None:
+            return False    # reported past the report the driver ended it at (a held one)
         # a training-loop plugin's own numeric keys travel named in ``loop_keys``
         own = tuple(result.get("loop_keys") or ())
         keep = {k: float(result[k]) for k in (self.metric, *KEPT_METRICS, *own)

@@ -243,6 +243,9 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
         # the SIGTERM notice handler, installed in each actor's main thread at set-up
         fn.__mixins__ = (PreemptibleTrainable,)
     threads = max(int(ray_cfg.cpus_per_trial), 1)
+    loggers = tracking_callbacks(tracking, name)
+    # Tune's loggers log the reports Ray delivers: with them every report goes at once
+    hold_s = 0.0 if loggers else ray_cfg.report_hold_window()
     # promotion resumes paused trials from a checkpoint at the rung; the stopping variant
     # checkpoints only every ``checkpoint_every`` steps (and on SIGTERM): a rung checkpoint
     # costs a save plus Ray's copy into its storage at every rung of every trial
@@ -257,13 +260,13 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
                      "checkpoint_max_share": checkpoint_max_share,
                      "checkpoint_at": list(milestones), "log_dir": log_dir,
                      "metric": metric, "preemption": ray_cfg.preemption.model_dump(),
-                     "remote": remote_settings(ray_cfg, name, spot)},
+                     "remote": remote_settings(ray_cfg, name, spot),
+                     "report_hold_s": hold_s},
         tune_config=tune.TuneConfig(scheduler=ray_scheduler, search_alg=ray_searcher,
                                     num_samples=-1, reuse_actors=True,
                                     metric=metric, mode=mode),
         run_config=tune.RunConfig(name=name, storage_path=str(Path(storage).resolve()),
-                                  callbacks=[book, *(callbacks or []),
-                                             *tracking_callbacks(tracking, name)],
+                                  callbacks=[book, *(callbacks or []), *loggers],
                                   verbose=0, stop=stopper,
                                   failure_config=tune.FailureConfig(
                                       max_failures=ray_cfg.max_failures),

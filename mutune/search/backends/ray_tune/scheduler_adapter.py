@@ -9,7 +9,8 @@ sees them in order. Hook states (Ray Tune 2.x):
 * ``on_trial_result``: the trial is RUNNING, its result not yet stored. The report is
   recorded, then judged by the driver (which tells the searcher — Ray itself skips the
   searcher's ``on_trial_result`` once a trial is stopped); the outcome becomes CONTINUE, PAUSE
-  (Ray saves the trial's last checkpoint and frees its resources) or STOP.
+  (Ray saves the trial's last checkpoint and frees its resources) or STOP. The reports the
+  trial held back (:mod:`mutune.search.trial.report_hold`) are recorded and judged first.
 * ``choose_trial_to_run``: called whenever Ray could start a trial. The driver may promote a
   trial Ray holds PAUSED (it is handed back for Ray to resume from its checkpoint), or end the
   sweep by stopping the paused trials left; otherwise a PENDING trial (proposed through
@@ -29,6 +30,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from mutune.errors import SearchError
 from mutune.search.driver import ActionKind, SweepDriver
 from mutune.search.schedulers.inputs import check_step, check_value
+from mutune.search.trial.report_hold import HELD_KEY
 
 __all__ = ["RayScheduler"]
 
@@ -56,6 +58,16 @@ class RayScheduler(FIFOScheduler):
         return metric in (None, self._metric) and mode in (None, self._mode)
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        # the reports the trial held back come first, each as if it had arrived alone; one
+        # the driver acts on ends the list: what followed it is not recorded
+        # (mutune/search/trial/report_hold.py)
+        for held in result.get(HELD_KEY) or ():
+            decision = self._judge(trial, held)
+            if decision != TrialScheduler.CONTINUE:
+                return decision
+        return self._judge(trial, result)
+
+    def _judge(self, trial: Any, result: dict) -> str:
         for name in (self._metric, "step"):
             if name not in result:
                 raise SearchError(f"trial {self.book.key_of(trial)!r} reported without "

@@ -59,7 +59,9 @@ class RaySearcher(Searcher):
         if act.kind is ActionKind.PROMOTE:   # a dormant trial: Ray starts it anew
             self.book.record_promotion(act.key, act.judgement)
         self.keys[trial_id] = act.key
-        return {"point": act.point}
+        # the steps the trial may not hold a report back at (mutune/search/trial/report_hold.py)
+        return {"point": act.point,
+                "decide_at": self.driver.group_of(act.key).decision_steps()}
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         return None    # the scheduler adapter hands every report to the driver

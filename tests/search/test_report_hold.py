@@ -1,0 +1,142 @@
+"""A trial holds back the reports no decision waits for (mutune.search.trial.report_hold): which
+reports wait and for how long (a test clock), the steps the driver hands the trial, the
+config's cap, and on a real Ray cluster at concurrency 1 the same records and decisions with
+holding off, on, and on with ``decide_at`` wrong (the driver stops trials at held reports)."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+from ray.tune import Callback
+
+from mutune.config import RayConfig
+from mutune.search.driver.types import Group
+from mutune.search.schedulers import make_scheduler
+from mutune.search.trial.report_hold import HELD_KEY, ReportHold
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _m(step: int, loss: float = 1.0) -> dict:
+    return {"step": step, "val_loss": loss, "productive_s": 0.1 * step}
+
+
+def test_reports_between_decisions_wait_and_travel_in_order_with_the_next():
+    clock = _Clock()
+    hold = ReportHold([9, 27], hold_s=1.0, clock=clock)
+    assert hold.hold(_m(3), False) and hold.hold(_m(6), False)
+    assert not hold.hold(_m(9), False)           # a rung milestone: sent at once
+    sent = hold.sending(_m(9))
+    assert [r["step"] for r in sent[HELD_KEY]] == [3, 6] and hold.held == []
+    clock.now += 0.5
+    assert hold.hold(_m(12), False)
+    clock.now += 0.6                              # 1.1 s since the last report sent
+    assert not hold.hold(_m(15), False)
+    assert [r["step"] for r in hold.sending(_m(15))[HELD_KEY]] == [12]
+    assert HELD_KEY not in hold.sending(_m(18))   # nothing held: sent unchanged
+
+
+def test_the_first_report_past_a_milestone_is_sent_when_reports_skip_it():
+    hold = ReportHold([20, 60], hold_s=5.0, clock=_Clock())
+    assert hold.hold(_m(15), False)
+    assert not hold.hold(_m(30), False)           # the rung at 20 judges this report
+    hold.sending(_m(30))
+    assert hold.hold(_m(45), False)
+    assert not hold.hold(_m(75), False)
+
+
+@pytest.mark.parametrize("metrics,checkpointed", [
+    (_m(4), True),                                    # a checkpoint goes to Ray at once
+    ({**_m(4), "val_loss": math.nan}, False),         # divergence: judged at once
+    ({**_m(4), "train_loss": math.inf}, False),
+    ({**_m(4), "preempted": 1.0}, False),             # the driver retries it from here
+])
+def test_checkpoints_non_finite_numbers_and_preemptions_are_never_held(metrics, checkpointed):
+    assert not ReportHold([27], hold_s=5.0, clock=_Clock()).hold(metrics, checkpointed)
+
+
+def test_hold_zero_sends_everything_and_a_bad_hold_names_itself():
+    assert not ReportHold([27], hold_s=0.0).hold(_m(3), False)
+    with pytest.raises(ValueError, match="hold_s = -1"):
+        ReportHold([27], hold_s=-1)
+
+
+def test_flush_sends_the_newest_held_report_with_the_older_ones():
+    hold = ReportHold([27], hold_s=5.0, clock=_Clock())
+    assert hold.flush() is None
+    for s in (3, 6, 9):
+        assert hold.hold(_m(s), False)
+    out = hold.flush()
+    assert out["step"] == 9 and [r["step"] for r in out[HELD_KEY]] == [3, 6]
+    assert hold.held == [] and hold.flush() is None
+
+
+def test_decision_steps_are_the_rungs_the_divergence_limits_and_max_t():
+    core = make_scheduler("hyperband", grace_period=3, reduction_factor=3, max_t=27, seed=0)
+    g = Group("w16", searcher=None, core=core, max_t=27, diverge_above={12: 2.0})
+    assert g.decision_steps() == [3, 9, 12, 27]
+    assert Group("target", searcher=None, core=None, max_t=50).decision_steps() == [50]
+
+
+def test_the_hold_is_capped_by_the_zombie_timeout_and_checked():
+    assert RayConfig().report_hold_window() == 1.0
+    assert RayConfig(zombie_timeout_s=2.0).report_hold_window() == 0.5
+    for bad in (-0.5, math.inf):
+        with pytest.raises(ValueError, match="report_hold_s"):
+            RayConfig(report_hold_s=bad)
+
+
+class _CountHeld(Callback):
+    def __init__(self) -> None:
+        self.held = 0
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.held += len(result.get(HELD_KEY) or ())
+
+
+def _sweep(cfg, tmp_path, name, hold_s):
+    from mutune.pipeline.recording import MemoryRecorder
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.search.backends.ray_tune.run import run_trials
+    from mutune.search.searchers import make_searcher
+    from mutune.search.searchers.space import trial_seeds
+
+    ray_cfg = cfg.ray.model_copy(update={"max_concurrent_trials": 1, "report_hold_s": hold_s})
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
+    rec, counter = MemoryRecorder(), _CountHeld()
+    out = run_trials(None, task=task, width=16, max_t=27, recorder=rec, sweep_id=1,
+                     proxy_sweep_id=2, kind="proxy", scheduler=cfg.search.scheduler,
+                     metric="val_loss", mode="min", ray_cfg=ray_cfg, storage=tmp_path / name,
+                     name=name, seq=itertools.count(1), scheduler_seed=0,
+                     searcher=make_searcher(cfg.search, cfg.seed, 0),
+                     seeds=trial_seeds(cfg.seed, 0, 6), callbacks=[counter])
+    key_of = {t.trial_id: t.key for t in out.trials}
+    reports = [(key_of[e["trial_id"]], e["step"], e["metrics"]["val_loss"])
+               for e in sorted(rec.of("trial_reported"), key=lambda e: e["seq"])]
+    decisions = [(key_of[d["trial_id"]], d["milestone"], d["decision"])
+                 for d in sorted(rec.of("scheduler_decided"), key=lambda d: d["seq"])]
+    statuses = sorted((t.key, t.status, t.last_step) for t in out.trials)
+    return reports, decisions, statuses, counter.held
+
+
+@pytest.mark.slow
+def test_held_reports_leave_records_and_decisions_unchanged_even_with_wrong_steps(
+        ray_local, tiny_config, tmp_path, monkeypatch):
+    cfg = tiny_config.model_copy(update={"search": tiny_config.search.model_copy(update={
+        "num_samples": 6, "searcher": "random"})})
+    sent = _sweep(cfg, tmp_path, "sent", 0.0)
+    held = _sweep(cfg, tmp_path, "held", 60.0)
+    # the driver hands every trial max_t alone: the rungs at 3 and 9 judge held reports
+    monkeypatch.setattr(Group, "decision_steps", lambda self: [self.max_t])
+    wrong = _sweep(cfg, tmp_path, "wrong", 60.0)
+    assert sent[3] == 0 and held[3] > 0 and wrong[3] > held[3]
+    assert any(s == "stopped" for _, s, _ in sent[2])
+    for run in (held, wrong):
+        assert run[:3] == sent[:3]      # reports (values, order), decisions, how each ended
