@@ -46,7 +46,9 @@ def sweep_config(samples: int, checkpoint_every: int, notice: Path):
     d = load_config().model_dump(mode="json")
     d["search"]["num_samples"] = samples
     d["train"]["checkpoint_every"] = checkpoint_every
-    d["ray"].update(max_concurrent_trials=1, max_failures=3,
+    # each trial is hit at the first report the driver sees at or past its drawn step: every
+    # report goes at once (none held back, mutune/search/trial/report_hold.py)
+    d["ray"].update(max_concurrent_trials=1, max_failures=3, report_hold_s=0.0,
                     preemption={"notice_file": str(notice), "poll_s": 0.01})
     return parse_config(d)
 

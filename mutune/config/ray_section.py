@@ -77,10 +77,11 @@ class RayConfig(StrictModel):
     #: its grant is a zombie too (None: never); the zombie timeout counts from that report
     start_timeout_s: float | None = Field(default=None, gt=0)
     #: the longest a trial holds back a report that no decision waits for (no checkpoint,
-    #: not the first at or past a rung milestone, a divergence limit's step or max_t; all
-    #: numbers finite), to send it with its next one instead of waiting for the driver to
+    #: not a start's first, not the first at or past a rung milestone, a divergence limit's
+    #: step or max_t; all numbers finite), to send it with its next one instead of waiting for the driver to
     #: take each (mutune/search/trial/report_hold.py); capped at a quarter of
-    #: ``zombie_timeout_s``; 0: every report at once. Decisions and records are unchanged
+    #: ``zombie_timeout_s`` and ``start_timeout_s``; 0: every report at once. Decisions and
+    #: records are unchanged
     report_hold_s: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     #: notice file and URL that preempt a trial (SIGTERM always does)
     preemption: PreemptionConfig = Field(default_factory=PreemptionConfig)
@@ -92,11 +93,10 @@ class RayConfig(StrictModel):
     storage: str | None = Field(default=None, min_length=1)
 
     def report_hold_window(self) -> float:
-        """``report_hold_s``, capped at a quarter of ``zombie_timeout_s`` (so a trial's
-        held reports never make it look silent), seconds."""
-        if self.zombie_timeout_s is None:
-            return self.report_hold_s
-        return min(self.report_hold_s, self.zombie_timeout_s / 4)
+        """``report_hold_s``, capped at a quarter of ``zombie_timeout_s`` and of
+        ``start_timeout_s`` (so held reports never make a trial look silent), seconds."""
+        caps = [t / 4 for t in (self.zombie_timeout_s, self.start_timeout_s) if t is not None]
+        return min([self.report_hold_s, *caps])
 
     @property
     def priced_kind(self) -> str | None:

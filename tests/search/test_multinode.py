@@ -37,8 +37,11 @@ _SCRIPT = textwrap.dedent("""
     cluster.wait_for_nodes()
     cfg = make_tiny_config()
     d = cfg.model_dump(mode="json")
+    # kill: the harness learns each trial's worker from its reports, so none is held back
+    # (mutune/search/trial/report_hold.py) and every worker on the node dies with it
     d["ray"].update(address=cluster.address, num_cpus=2, max_failures=0 if drain else 2,
-                    storage=sys.argv[3] if kill else None)
+                    storage=sys.argv[3] if kill else None,
+                    report_hold_s=0.0 if kill else 1.0)
     d["train"].update(checkpoint_every=3)
     if drain:   # the trials are a second long: ask Ray about the drain every 50 ms
         d["ray"]["preemption"].update(drain_poll_s=0.05)

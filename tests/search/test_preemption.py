@@ -27,8 +27,11 @@ MAX_T = 300
 
 
 def _ray_cfg(tiny_config, **preempt):
+    # the notices are posted at the first report the driver sees at or past step 3: a short
+    # hold (mutune/search/trial/report_hold.py) still lets reports travel together, and the
+    # preempted report brings the held ones before it, yet the trial cannot finish first
     return tiny_config.ray.model_copy(update={
-        "max_failures": 0, "max_concurrent_trials": 1,
+        "max_failures": 0, "max_concurrent_trials": 1, "report_hold_s": 0.05,
         "preemption": tiny_config.ray.preemption.model_copy(update=preempt)})
 
 

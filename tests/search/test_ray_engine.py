@@ -115,7 +115,9 @@ def test_sigkilled_trial_is_retried_from_its_checkpoint_bit_identical(ray_local,
     rec = MemoryRecorder()
     out = run_trials([point], task=task, width=16, max_t=27, recorder=rec, sweep_id=1,
                      proxy_sweep_id=None, kind="target", scheduler=None, metric="val_loss",
-                     mode="min", ray_cfg=tiny_config.ray, storage=tmp_path / "ray",
+                     # the kill comes at the report of step 15: no report held back
+                     mode="min", ray_cfg=tiny_config.ray.model_copy(update={"report_hold_s": 0}),
+                     storage=tmp_path / "ray",
                      name="kill", seq=itertools.count(1), checkpoint_every=6,
                      callbacks=[_KillOnce(15)])
     (t,) = out.trials

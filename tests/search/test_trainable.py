@@ -15,7 +15,8 @@ import pytest
 
 from mutune.errors import SearchError
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.search.trial.checkpoint import STATE_FILE, load_trial_state, save_trial_state
+from mutune.search.trial.checkpoint import (STATE_FILE, STEP_FILE, load_trial_state,
+                                          save_trial_state)
 from mutune.search.trial.trainable import run_training
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +51,9 @@ def test_save_is_atomic_and_load_round_trips(tmp_path):
     save_trial_state(tmp_path, {"step": 3, "w": torch.arange(4.0)})
     with pytest.raises(Exception):
         save_trial_state(tmp_path, {"step": 6, "bad": lambda: None})   # cannot be saved
-    assert sorted(p.name for p in tmp_path.iterdir()) == [STATE_FILE]  # no temp file left
+    # no temp file left; the step file still says the saved state's step
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([STATE_FILE, STEP_FILE])
+    assert (tmp_path / STEP_FILE).read_text() == "3"
     state = load_trial_state(tmp_path)
     assert state["step"] == 3 and torch.equal(state["w"], torch.arange(4.0))
     with pytest.raises(SearchError, match="has no trial_state.pt"):

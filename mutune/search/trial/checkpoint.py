@@ -30,10 +30,13 @@ from typing import Any
 
 from mutune.errors import SearchError
 
-__all__ = ["STATE_FILE", "save_trial_state", "load_trial_state", "latest_checkpoint"]
+__all__ = ["STATE_FILE", "STEP_FILE", "save_trial_state", "load_trial_state",
+           "latest_checkpoint"]
 
 #: The file inside a checkpoint folder.
 STATE_FILE = "trial_state.pt"
+#: the checkpoint's training step as text, written after the state file (read without torch)
+STEP_FILE = "step.txt"
 
 
 def save_trial_state(directory: str | os.PathLike[str], state: dict[str, Any], *,
@@ -63,6 +66,10 @@ def save_trial_state(directory: str | os.PathLike[str], state: dict[str, Any], *
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if isinstance(state.get("step"), int):      # after the state: never a step it lacks
+        step_tmp = folder / f".{STEP_FILE}.tmp"
+        step_tmp.write_text(str(state["step"]))
+        os.replace(step_tmp, folder / STEP_FILE)
     return target
 
 
@@ -83,10 +90,21 @@ def load_trial_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
         raise SearchError(f"cannot read checkpoint {path}: {exc}") from exc
 
 
-def latest_checkpoint(trial_dir: str | os.PathLike[str] | None) -> str | None:
+def latest_checkpoint(trial_dir: str | os.PathLike[str] | None,
+                      at_most: int | None = None) -> str | None:
     """The newest complete checkpoint folder of a Ray trial folder (Ray numbers them
-    ``checkpoint_000000``, … in order; complete = holds :data:`STATE_FILE`), or None."""
+    ``checkpoint_000000``, … in order; complete = holds :data:`STATE_FILE`), or None.
+
+    ``at_most``: skip checkpoints of a later step (their :data:`STEP_FILE`). A driver that
+    died after Ray stored a report's checkpoint but before it recorded the report (or the
+    reports held back before it, :mod:`mutune.search.trial.report_hold`) left a checkpoint
+    past its last recorded step; resuming from there would never record those reports, so
+    a resume passes the last recorded step and trains the steps after it again."""
     if not trial_dir or not Path(trial_dir).is_dir():
         return None
     found = sorted(p.parent for p in Path(trial_dir).glob(f"checkpoint_*/{STATE_FILE}"))
-    return str(found[-1]) if found else None
+    for folder in reversed(found):
+        step = folder / STEP_FILE
+        if at_most is None or not step.is_file() or int(step.read_text()) <= at_most:
+            return str(folder)
+    return None

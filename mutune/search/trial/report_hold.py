@@ -6,13 +6,20 @@ quickstart's proxies (200 steps in 0.14–0.38 s, an evaluation every 10 steps) 
 about 8.5 ms of every report against 1.5 ms for the evaluation's own bookkeeping: 14.7 of the
 43.6 allocated trial-seconds of a run (issue 18, measured from the reports' clocks).
 
-:class:`ReportHold` lets a trial keep training past a report that nothing can act on: one
-without a checkpoint, that is not the trial's first report at or past one of its
-``decide_at`` steps (its scheduler's rung milestones — a rung judges the first report at or
-past it —, its divergence limits' steps and max_t), whose numbers are all finite, made less
-than ``hold_s`` after the last report sent. The held reports travel, in
-order, under :data:`HELD_KEY` of the next report sent, and the driver takes each of them
-before that report, exactly as if it had arrived alone
+:class:`ReportHold` lets a trial keep training past a report that nothing can act on. A
+report is held when all of these are true:
+
+- it has no checkpoint;
+- it is not the first report of this start of the trial (the driver's zombie clock,
+  ``ray.zombie_timeout_s``, starts at that report);
+- it is not the trial's first report at or past one of its ``decide_at`` steps (its
+  scheduler's rung milestones, since a rung judges the first report at or past it; its
+  divergence limits' steps; max_t);
+- all its numbers are finite;
+- it comes less than ``hold_s`` after the last report sent.
+
+The held reports travel, in order, under :data:`HELD_KEY` of the next report sent, and the
+driver takes each of them before that report, exactly as if it had arrived alone
 (:meth:`mutune.search.backends.ray_tune.scheduler_adapter.RayScheduler.on_trial_result`).
 
 Why this cannot change a sweep's results: the driver judges reports one at a time in step
@@ -20,8 +27,9 @@ order whatever their arrival, and a trial it ends at some report has nothing aft
 report recorded (:meth:`mutune.search.backends.ray_tune.callback.SweepBook.record_report`).
 Were ``decide_at`` wrong, the trial would only have trained a few steps too many before it
 stopped. What changes is when the driver learns of a report: at most ``hold_s`` later, so a
-cancellation, a zombie check (``hold_s`` is capped at a quarter of ``ray.zombie_timeout_s``)
-and the progress display lag by that much. A trial that raises sends what it holds first.
+cancellation, a zombie check and the progress display lag by that much (``hold_s`` is capped
+at a quarter of ``ray.zombie_timeout_s`` and of ``ray.start_timeout_s``). A trial that
+raises, or whose loop returns between decisions, sends what it holds before it ends.
 """
 from __future__ import annotations
 
@@ -69,7 +77,8 @@ class ReportHold:
         it through :meth:`sending`)."""
         step, prev = int(metrics["step"]), self._last_step
         self._last_step = step
-        if (self.hold_s <= 0 or checkpointed or any(prev < m <= step for m in self.decide_at)
+        if (self.hold_s <= 0 or checkpointed or prev < 0
+                or any(prev < m <= step for m in self.decide_at)
                 or metrics.get("preempted")
                 or not all(math.isfinite(v) for v in metrics.values()
                            if isinstance(v, float))

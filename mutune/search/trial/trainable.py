@@ -367,14 +367,13 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
         if remote is not None:      # background upload; Ray keeps only the final one
             remote.checkpointed(metrics, folder)
             folder = remote.for_ray(folder, int(metrics["step"]))
-        if hold.hold(metrics, folder is not None):
-            return
+        if not hold.hold(metrics, folder is not None):
+            send(hold.sending(metrics), folder)
+
+    def send(metrics: dict[str, Any], folder: Path | None = None) -> None:
         log.save()   # before the report: a trial stopped at this report has its output
-        metrics = hold.sending(metrics)
-        if folder is None:
-            tune.report(metrics)
-        else:
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(folder)))
+        tune.report(metrics, checkpoint=None if folder is None
+                    else tune.Checkpoint.from_directory(str(folder)))
 
     with capture(config.get("log_dir"), key,
                  upload=remote.upload_log if remote is not None else None) as log, \
@@ -390,11 +389,11 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
         except BaseException as exc:
             if remote is not None:      # a retry here may restore from the cache
                 remote.close(finished=False)
-            held = hold.flush()
-            if held is not None and isinstance(exc, Exception):  # what it held is recorded
-                log.save()
-                tune.report(held)
+            if isinstance(exc, Exception) and hold.held:   # what it held is recorded first
+                send(hold.flush())
             raise
+        if hold.held:    # a loop that returned between decisions (a plugin's early end)
+            send(hold.flush())
         if remote is not None:   # no rung pauses it (stopping variant), or it reached max_t
             remote.close(finished=status == "completed" or not remote.stop_at)
     del status      # how it ended is in its reports (a preemption's carries preempted = 1)
