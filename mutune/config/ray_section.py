@@ -78,10 +78,10 @@ class RayConfig(StrictModel):
     start_timeout_s: float | None = Field(default=None, gt=0)
     #: the longest a trial holds back a report that no decision waits for (no checkpoint,
     #: not a start's first, not the first at or past a rung milestone, a divergence limit's
-    #: step or max_t; all numbers finite), to send it with its next one instead of waiting for the driver to
-    #: take each (mutune/search/trial/report_hold.py); capped at a quarter of
-    #: ``zombie_timeout_s`` and ``start_timeout_s``; 0: every report at once. Decisions and
-    #: records are unchanged
+    #: step or max_t; all numbers finite), to send it with its next one instead of waiting
+    #: for the driver to take each (mutune/search/trial/report_hold.py); capped at a quarter
+    #: of ``zombie_timeout_s`` and ``start_timeout_s``; 0: every report at once. Decisions
+    #: and records are unchanged
     report_hold_s: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     #: notice file and URL that preempt a trial (SIGTERM always does)
     preemption: PreemptionConfig = Field(default_factory=PreemptionConfig)

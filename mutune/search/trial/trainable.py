@@ -35,9 +35,9 @@ written, and a restarted trial (``max_failures`` retry, or a promoted paused tri
 
 Checkpoints (:mod:`mutune.search.trial.checkpoint`, atomic) are written at report steps: at the
 first report at or past each step in ``checkpoint_at`` (the scheduler's milestones: promotion
-resumes from exactly where the trial paused), when ``checkpoint_every`` steps passed since the last one
-(rounded up to the next report), and on SIGTERM (spot preemption: finish the current step, save,
-exit cleanly). Batches are a pure function of (seed, step) and the checkpoint carries the RNG
+resumes from exactly where the trial paused), when ``checkpoint_every`` steps passed since the
+last one (rounded up to the next report), and on SIGTERM (spot preemption: finish the current
+step, save, exit cleanly). Batches are a pure function of (seed, step) and the checkpoint carries the RNG
 state, so on CPU a resumed trial's reports are bit-identical to an uninterrupted one's.
 
 A non-finite training loss is reported at once as a non-finite ``val_loss`` so the scheduler
