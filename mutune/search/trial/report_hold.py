@@ -98,7 +98,8 @@ class ReportHold:
 
     def flush(self) -> dict[str, Any] | None:
         """The newest held report with the others under :data:`HELD_KEY`, to send before the
-        trial ends without a report of its own (it raised); None when nothing is held."""
+        trial ends without a report of its own (it raised, or its loop returned between
+        decisions); None when nothing is held."""
         if not self._held:
             return None
         *older, last = self._held
