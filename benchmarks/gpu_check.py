@@ -52,9 +52,6 @@ import statistics
 import time
 from typing import Any
 
-#: elements a CUDA tensor may hold before 32-bit indexing overflows
-INDEX_LIMIT = 2 ** 31
-
 #: the fewest bytes per parameter a step holds: float32 weight, gradient, Adam's two moments
 BYTES_PER_PARAM_MIN = 16
 
@@ -161,6 +158,7 @@ def run_target(a: argparse.Namespace, dev) -> dict[str, Any]:
 
     from mutune.config import load_config
     from mutune.config.cost import device_kind_of
+    from mutune.proxies.index_limit import INDEX_LIMIT
     from mutune.scaling.time_split import model_flops_per_step
 
     config = load_config(a.config)

@@ -17,6 +17,7 @@ classes are drop-in: ``mup.optim.MuAdam(groups, impl=EagerAdamW, â€¦)`` builds Î
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -25,15 +26,22 @@ import torch
 __all__ = ["EagerAdam", "EagerAdamW", "EagerSGD", "EAGER_OPTIMIZERS"]
 
 _Opt = torch.optim.Optimizer
-#: torch's methods with the compile guard removed (looked up once, when this module loads)
-_ADD_PARAM_GROUP = inspect.unwrap(_Opt.add_param_group)
-_ZERO_GRAD = inspect.unwrap(_Opt.zero_grad)
-_STATE_DICT = inspect.unwrap(_Opt.state_dict)
-_LOAD_STATE_DICT = inspect.unwrap(_Opt.load_state_dict)
 
 
 def _compiling() -> bool:
     return torch.compiler.is_compiling()
+
+
+def _unguarded(name: str) -> Any:
+    """``Optimizer.<name>`` without its ``torch._disable_dynamo`` guard outside compilation
+    (the undecorated function, looked up once), with it inside."""
+    guarded = getattr(_Opt, name)
+    raw = inspect.unwrap(guarded)
+
+    @functools.wraps(raw)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return (guarded if _compiling() else raw)(self, *args, **kwargs)
+    return method
 
 
 def _guarded_step(base: type) -> Any:
@@ -51,25 +59,10 @@ class _EagerEntryPoints:
     _raw_step: Any = None      # the base class's undecorated step, set by _eager()
     _base: type = _Opt
 
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        if _compiling():
-            return _Opt.add_param_group(self, param_group)
-        return _ADD_PARAM_GROUP(self, param_group)
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        if _compiling():
-            return _Opt.zero_grad(self, set_to_none)
-        return _ZERO_GRAD(self, set_to_none)
-
-    def state_dict(self) -> dict[str, Any]:
-        if _compiling():
-            return _Opt.state_dict(self)
-        return _STATE_DICT(self)
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if _compiling():
-            return _Opt.load_state_dict(self, state_dict)
-        return _LOAD_STATE_DICT(self, state_dict)
+    add_param_group = _unguarded("add_param_group")
+    zero_grad = _unguarded("zero_grad")
+    state_dict = _unguarded("state_dict")
+    load_state_dict = _unguarded("load_state_dict")
 
     def step(self, closure: Any = None) -> Any:
         if _compiling():
