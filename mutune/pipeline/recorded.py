@@ -67,9 +67,10 @@ def unfinished(rec: Any) -> bool:
 def continue_points(records: list[Any], trial_rows: list[dict[str, Any]]
                     ) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
     """(unfinished records, ended records, the unfinished trials' points with their
-    ``key`` and ``restore_from``: the latest checkpoint in the row's folder at or before its
+    ``key``, ``restore_from`` — the latest checkpoint in the row's folder at or before its
     last recorded step, or else ``CONTINUE``: the remote latest where ``ray.storage`` holds
-    one, a fresh start if not)."""
+    one, a fresh start if not — and ``restore_at_most``, that last recorded step, which the
+    trial's remote tier holds to as well where the folder is not on its node)."""
     from mutune.search.trial.checkpoint import latest_checkpoint
     from mutune.search.trial.remote_trial import CONTINUE
 
@@ -78,7 +79,8 @@ def continue_points(records: list[Any], trial_rows: list[dict[str, Any]]
     ended = [r for r in records if not unfinished(r)]
     return left, ended, [
         {**r.point, "key": r.key,
-         "restore_from": latest_checkpoint(trial_dir[r.trial_id], r.last_step) or CONTINUE}
+         "restore_from": latest_checkpoint(trial_dir[r.trial_id], r.last_step) or CONTINUE,
+         "restore_at_most": r.last_step}
         for r in left]
 
 

@@ -4,6 +4,7 @@ background uploads, a worker killed during an upload, and — under real Ray —
 whose local checkpoint is gone restoring from remote storage at the same step."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -104,6 +105,61 @@ def test_a_failed_upload_is_kept_as_an_error_and_the_next_one_goes(tmp_path):
         up.close()
 
 
+def test_a_resume_fetches_the_newest_upload_at_or_before_its_last_recorded_step(storage,
+                                                                                tmp_path):
+    """A driver that died after a trial uploaded a checkpoint but before it recorded the
+    report (or the reports held back before it) left ``LATEST`` past the trial's last
+    recorded step: the resume takes the kept upload before it, or nothing."""
+    store = CheckpointStore(storage, "run")
+    files = {s: _state(tmp_path / f"l{s}" / STATE_FILE, 100 + s) for s in (10, 20, 30)}
+    for step, f in files.items():
+        store.put("t", step, f, owner="ray-a")
+    assert store.entry_at_most("t") == store.entry_at_most("t", 30) == (30, "ray-a")
+    assert store.entry_at_most("t", 29) == (20, "ray-a") == store.entry_at_most("t", 20)
+    assert store.entry_at_most("t", 19) is None               # step 10 was dropped
+    assert store.entry_at_most("other", 100) is None
+    step, folder = store.fetch("t", tmp_path / "got", at_most=25)
+    assert step == 20 and (folder / STATE_FILE).read_bytes() == files[20].read_bytes()
+    assert store.fetch("t", tmp_path / "none", at_most=15) is None
+
+
+def test_the_remote_tier_holds_a_resume_to_its_last_recorded_step(storage, tmp_path,
+                                                                   monkeypatch):
+    """``mutune resume`` continues a trial with ``restore_from = CONTINUE`` and its last
+    recorded step: neither the node's cache nor remote storage may hand it a later
+    checkpoint; without that step the newest of the two wins, as before."""
+    import tempfile
+
+    from mutune.search.trial.remote_trial import CONTINUE, RemoteTier, restore_dir_for
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    store = CheckpointStore(storage, "run")
+    remote = {s: _state(tmp_path / f"r{s}" / STATE_FILE, 200 + s) for s in (20, 30)}
+    for step, f in remote.items():
+        store.put("w16-t0", step, f, owner="old")
+    tier = RemoteTier(store, "w16-t0", "new", min_interval_s=0.0, stop_at=set(), max_t=90)
+    cached = _state(tier.cache_dir / "step_000000040" / STATE_FILE, 340)   # this node's
+    try:
+        with contextlib.ExitStack() as stack:
+            def where(point, sub):
+                return restore_dir_for(None, point, tier, str(tmp_path / sub), stack)
+
+            assert where({"restore_from": CONTINUE}, "a") == str(cached.parent)
+            got = Path(where({"restore_from": CONTINUE, "restore_at_most": 35}, "b"))
+            assert (got / STATE_FILE).read_bytes() == remote[30].read_bytes()
+            got = Path(where({"restore_from": CONTINUE, "restore_at_most": 29}, "c"))
+            assert (got / STATE_FILE).read_bytes() == remote[20].read_bytes()
+            assert tier.remote_restore_s > 0                     # downloaded
+            assert where({"restore_from": CONTINUE, "restore_at_most": 12}, "d") is None
+            # a cached checkpoint at or before the step is taken before an older remote one
+            _state(tier.cache_dir / "step_000000025" / STATE_FILE, 325)
+            assert where({"restore_from": CONTINUE, "restore_at_most": 29}, "e") == str(
+                tier.cache_dir / "step_000000025")
+    finally:
+        tier.close(finished=True)
+
+
 def test_credentials_are_masked_in_messages():
     assert shown("s3://key:secret@bucket/p?x=1") == "s3://***@bucket/p?x=1"
     assert shown("/mnt/shared") == "/mnt/shared"
@@ -181,3 +237,46 @@ def test_a_preempted_trial_without_its_local_copy_restores_from_remote_storage(
     assert t.timing["upload_s"] > 0
     store = CheckpointStore(storage, "remote")
     assert store.latest(str(t.key)) is not None and store.get_log(str(t.key)) is not None
+
+
+@pytest.mark.slow
+def test_a_resumed_trial_under_ray_restores_at_or_before_its_last_recorded_step(
+        ray_local, tiny_config, tmp_path):
+    """A first run uploads its checkpoints (every 100 steps; the newest two are kept); a second
+    continues the trial as ``mutune resume`` does where its folder is not on the node
+    (``restore_from = CONTINUE``), with ``LATEST`` past its last recorded step: the trial
+    downloads the upload kept before ``LATEST`` and its reports from there equal the first
+    run's, bit for bit."""
+    import itertools
+
+    from mutune.pipeline.recording import MemoryRecorder
+    from mutune.proxies.task import ProxyTask, load_task_data
+    from mutune.search.backends.ray_tune.run import run_trials
+    from mutune.search.trial.remote_trial import CONTINUE
+    from tests.search.test_preemption import MAX_T, POINT, _ray_cfg, _trajectory
+
+    storage = str(tmp_path / "shared")
+    task = ProxyTask(tiny_config.model, tiny_config.train,
+                     load_task_data(tiny_config)).with_base_shapes()
+    ray_cfg = _ray_cfg(tiny_config).model_copy(update={"storage": storage})
+
+    def sweep(name, point):
+        rec = MemoryRecorder()
+        out = run_trials([point], task=task, width=16, max_t=MAX_T, recorder=rec, sweep_id=1,
+                         proxy_sweep_id=None, kind="proxy", scheduler=None, metric="val_loss",
+                         mode="min", ray_cfg=ray_cfg, storage=tmp_path / name, name="run",
+                         seq=itertools.count(1), checkpoint_every=100)
+        return out, rec
+
+    key = "w16-t0"
+    first, rec = sweep("first", {**POINT, "key": key})
+    store = CheckpointStore(storage, "run")
+    kept = store.steps(key)
+    assert first.trials[0].status == "completed" and len(kept) == 2
+    assert store.latest(key) == kept[1] and 0 < kept[0] < kept[1] < MAX_T
+    second, rec2 = sweep("second", {**POINT, "key": key, "restore_from": CONTINUE,
+                                    "restore_at_most": kept[1] - 1})
+    (t,) = second.trials
+    assert t.status == "completed" and t.reports[0]["restored_step"] == kept[0]
+    assert t.reports[0]["remote_restore_s"] > 0            # downloaded, not read locally
+    assert _trajectory(rec2) == [r for r in _trajectory(rec) if r[0] > kept[0]]

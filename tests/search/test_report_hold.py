@@ -213,3 +213,30 @@ def test_a_resume_skips_checkpoints_past_the_last_recorded_step(tmp_path):
     assert latest_checkpoint(tmp_path, at_most=12).endswith("checkpoint_000001")
     assert latest_checkpoint(tmp_path, at_most=9).endswith("checkpoint_000000")
     assert latest_checkpoint(tmp_path, at_most=3) is None
+
+
+def test_a_resumed_trial_carries_its_last_recorded_step(tmp_path):
+    """:func:`~mutune.pipeline.recorded.continue_points` picks the local checkpoint at or
+    before the trial's last recorded step and hands that step on (``restore_at_most``) for
+    the remote tier, which the trial falls back to where the folder is not on its node."""
+    import torch
+
+    from mutune.pipeline.recorded import continue_points
+    from mutune.search.backends.ray_tune.records import TrialRecord
+    from mutune.search.trial.checkpoint import save_trial_state
+    from mutune.search.trial.remote_trial import CONTINUE
+
+    for i, step in enumerate((6, 12)):
+        save_trial_state(tmp_path / f"checkpoint_{i:06d}", {"step": step, "w": torch.ones(2)})
+    point = {"hparams": {"lr": 0.1}, "seed": 0, "index": 0}
+    running = TrialRecord("w16-t0", 1, point, 0.0, reports=[{"step": 3}, {"step": 9}])
+    elsewhere = TrialRecord("w16-t1", 2, point, 0.0, reports=[{"step": 3}])
+    done = TrialRecord("w16-t2", 3, point, 0.0, reports=[{"step": 27}], status="completed")
+    rows = [{"id": 1, "checkpoint_dir": str(tmp_path)}, {"id": 2, "checkpoint_dir": None},
+            {"id": 3, "checkpoint_dir": None}]
+    left, ended, points = continue_points([running, elsewhere, done], rows)
+    assert [r.key for r in left] == ["w16-t0", "w16-t1"] and ended == [done]
+    assert points[0]["restore_from"].endswith("checkpoint_000000")
+    assert points[0]["restore_at_most"] == 9
+    assert (points[1]["restore_from"], points[1]["restore_at_most"]) == (CONTINUE, 3)
+

@@ -211,8 +211,8 @@ def train_worker(config: dict[str, Any]) -> None:
 
     with tempfile.TemporaryDirectory(prefix="mutune-ckpt-") as tmp, \
             contextlib.ExitStack() as stack:
-        restore_dir = restore_dir_for(ray.train.get_checkpoint(),
-                                      config["point"].get("restore_from"), remote, tmp, stack)
+        restore_dir = restore_dir_for(ray.train.get_checkpoint(), config["point"], remote, tmp,
+                                      stack)
         # Ray Train holds a reported checkpoint in its storage before ``report`` returns
         # (synchronous upload; moved there without the remote tier): the folders are
         # scratch copies

@@ -22,7 +22,8 @@ an upload leaves the previous checkpoint restorable. On a local or shared filesy
 written to a temporary name and renamed; on object stores (S3, GCS) an object appears only when
 its upload completes. A trial restarted where its local copy is missing (another node, a node
 that was replaced, ``mutune resume`` on another machine) restores from ``LATEST``
-(:meth:`CheckpointStore.fetch`).
+(:meth:`CheckpointStore.fetch`); a resumed one from the newest upload at or before its last
+recorded step, ``LATEST`` or the one kept before it (:meth:`CheckpointStore.entry_at_most`).
 
 ``storage`` is either a path (a shared filesystem mounted at the same path on every node) or a
 URI that :func:`pyarrow.fs.FileSystem.from_uri` opens: ``s3://bucket/prefix`` (credentials from
@@ -154,23 +155,43 @@ class CheckpointStore:
         except (FileNotFoundError, OSError, ValueError):
             return None
 
+    def entry_at_most(self, key: str, at_most: int | None = None) -> tuple[int, str] | None:
+        """``(step, owner)`` of ``key``'s newest complete upload at or before step
+        ``at_most`` (None: the one ``LATEST`` names), or None. An upload older than
+        ``LATEST``'s is kept whole (only the one before it, :data:`_KEEP`) and is complete
+        once its state file exists; ``LATEST`` records only its own owner, which is returned
+        for it too (a continued trial restores regardless of owner)."""
+        from mutune.search.trial.checkpoint import STATE_FILE
+
+        got = self.latest_entry(key)
+        if got is None or at_most is None or got[0] <= at_most:
+            return got
+        import pyarrow.fs as pafs
+
+        for step in reversed([s for s in self.steps(key) if s <= at_most]):
+            info = self.fs.get_file_info(f"{self._dir(key)}/step_{step:09d}/{STATE_FILE}")
+            if info.type != pafs.FileType.NotFound:
+                return step, got[1]
+        return None
+
     def latest(self, key: str) -> int | None:
         """The step ``LATEST`` names for ``key`` (None: nothing uploaded)."""
         got = self.latest_entry(key)
         return None if got is None else got[0]
 
-    def fetch(self, key: str, dest: str | os.PathLike[str],
-              owner: str | None = None) -> tuple[int, Path] | None:
-        """Download ``key``'s ``LATEST`` checkpoint into the folder ``dest``; returns
-        ``(step, folder)``, or None when nothing is uploaded or (``owner`` given) another
-        Ray trial wrote it.
+    def fetch(self, key: str, dest: str | os.PathLike[str], owner: str | None = None,
+              at_most: int | None = None) -> tuple[int, Path] | None:
+        """Download ``key``'s ``LATEST`` checkpoint (with ``at_most``: its newest at or
+        before that step, :meth:`entry_at_most`) into the folder ``dest``; returns
+        ``(step, folder)``, or None when nothing is uploaded (at or before ``at_most``) or
+        (``owner`` given) another Ray trial wrote it.
 
         Raises:
             SearchError: ``LATEST`` names a checkpoint that cannot be read.
         """
         from mutune.search.trial.checkpoint import STATE_FILE
 
-        got = self.latest_entry(key)
+        got = self.entry_at_most(key, at_most)
         if got is None or (owner is not None and got[1] != owner):
             return None
         step = got[0]

@@ -110,13 +110,16 @@ class RemoteTier:
         for old in self._local()[:-_KEEP_LOCAL]:
             shutil.rmtree(old, ignore_errors=True)
 
-    def restore(self, dest: Path, *, continued: bool) -> str | None:
+    def restore(self, dest: Path, *, continued: bool, at_most: int | None = None
+                ) -> str | None:
         """The folder to restore from: the cache's newest (this Ray trial's, on this node)
         unless remote storage holds a newer one, which is downloaded into ``dest``; remote
         checkpoints of another Ray trial only when ``continued`` (the driver continues the
-        trial). None: nothing to restore (a fresh start)."""
-        local = self._local()
-        entry = self.store.latest_entry(self.key)
+        trial). ``at_most``: neither of a later step (a resume continues at or before the
+        trial's last recorded step, :func:`~mutune.search.trial.checkpoint.latest_checkpoint`).
+        None: nothing to restore (a fresh start)."""
+        local = [p for p in self._local() if at_most is None or _step_of(p) <= at_most]
+        entry = self.store.entry_at_most(self.key, at_most)
         if entry is not None and not continued and entry[1] != self.owner:
             entry = None
         if local and (entry is None or _step_of(local[-1]) >= entry[0]):
@@ -124,7 +127,8 @@ class RemoteTier:
         if entry is None:
             return None
         t0 = time.perf_counter()
-        got = self.store.fetch(self.key, dest, owner=None if continued else self.owner)
+        got = self.store.fetch(self.key, dest, owner=None if continued else self.owner,
+                               at_most=at_most)
         self.remote_restore_s = time.perf_counter() - t0
         return None if got is None else str(got[1])
 
@@ -160,14 +164,17 @@ def remote_store(ray_cfg: Any, run: str) -> CheckpointStore | None:
     return CheckpointStore(storage, run) if storage else None
 
 
-def restore_dir_for(ckpt: Any, restore_from: str | None, remote: Any, tmp: str,
+def restore_dir_for(ckpt: Any, point: dict[str, Any], remote: Any, tmp: str,
                     stack: Any) -> str | None:
     """Where a trial (re)starts from (None: a fresh start):
 
     1. Ray's checkpoint (a retry, a promotion), where this node has it;
-    2. ``restore_from`` (a preempted trial's retry, ``mutune resume``), where this node has it;
+    2. ``point["restore_from"]`` (a preempted trial's retry, ``mutune resume``), where this
+       node has it;
     3. with ``ray.storage``: the node-local cache or the remote latest
-       (:meth:`~mutune.search.trial.remote_trial.RemoteTier.restore`).
+       (:meth:`~mutune.search.trial.remote_trial.RemoteTier.restore`), at or before step
+       ``point["restore_at_most"]`` where the driver gives one (``mutune resume``: the
+       trial's last recorded step).
 
     Raises:
         SearchError: a checkpoint Ray or the driver names is not on this node and no
@@ -176,6 +183,7 @@ def restore_dir_for(ckpt: Any, restore_from: str | None, remote: Any, tmp: str,
     from mutune.errors import SearchError
     from mutune.search.trial.checkpoint import STATE_FILE
 
+    restore_from = point.get("restore_from")
     if ckpt is not None:
         path = getattr(ckpt, "path", None)
         local = getattr(getattr(ckpt, "filesystem", None), "type_name", "local") == "local"
@@ -184,7 +192,8 @@ def restore_dir_for(ckpt: Any, restore_from: str | None, remote: Any, tmp: str,
     if restore_from and restore_from != CONTINUE and Path(restore_from, STATE_FILE).is_file():
         return restore_from
     if remote is not None:
-        return remote.restore(Path(tmp) / "remote", continued=bool(restore_from))
+        return remote.restore(Path(tmp) / "remote", continued=bool(restore_from),
+                              at_most=point.get("restore_at_most"))
     if ckpt is not None or (restore_from and restore_from != CONTINUE):
         raise SearchError(f"the trial's checkpoint {getattr(ckpt, 'path', None) or restore_from}"
                           " is not on this node and no ray.storage is set to restore it from")

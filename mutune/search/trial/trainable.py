@@ -37,8 +37,9 @@ Checkpoints (:mod:`mutune.search.trial.checkpoint`, atomic) are written at repor
 first report at or past each step in ``checkpoint_at`` (the scheduler's milestones: promotion
 resumes from exactly where the trial paused), when ``checkpoint_every`` steps passed since the
 last one (rounded up to the next report), and on SIGTERM (spot preemption: finish the current
-step, save, exit cleanly). Batches are a pure function of (seed, step) and the checkpoint carries the RNG
-state, so on CPU a resumed trial's reports are bit-identical to an uninterrupted one's.
+step, save, exit cleanly). Batches are a pure function of (seed, step) and the checkpoint
+carries the RNG state, so on CPU a resumed trial's reports are bit-identical to an
+uninterrupted one's.
 
 A non-finite training loss is reported at once as a non-finite ``val_loss`` so the scheduler
 stops the trial as diverged instead of training on garbage.
@@ -380,8 +381,7 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
             tempfile.TemporaryDirectory(prefix="mutune-ckpt-") as tmp, \
             contextlib.ExitStack() as stack:
         root = str(remote.cache_dir) if remote is not None else tmp
-        restore_dir = restore_dir_for(tune.get_checkpoint(),
-                                      config["point"].get("restore_from"), remote, tmp, stack)
+        restore_dir = restore_dir_for(tune.get_checkpoint(), config["point"], remote, tmp, stack)
         try:
             # without the remote tier the folders are scratch copies of what Ray keeps
             status = run_training(config, task, report=report, restore_dir=restore_dir,
