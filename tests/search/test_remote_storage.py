@@ -279,4 +279,8 @@ def test_a_resumed_trial_under_ray_restores_at_or_before_its_last_recorded_step(
     (t,) = second.trials
     assert t.status == "completed" and t.reports[0]["restored_step"] == kept[0]
     assert t.reports[0]["remote_restore_s"] > 0            # downloaded, not read locally
+    # Ray's trial folder is named by the driver's key (mutune.search.backends.ray_tune.run)
+    name = Path(t.trial_dir).name
+    assert name.startswith(f"{key}_") and "=" not in name and name != Path(
+        first.trials[0].trial_dir).name
     assert _trajectory(rec2) == [r for r in _trajectory(rec) if r[0] > kept[0]]

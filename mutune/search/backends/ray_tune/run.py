@@ -37,6 +37,15 @@ from mutune.search.trial.remote_trial import remote_settings, remote_store
 __all__ = ["run_trials", "run_groups", "GroupSpec", "RunOutcome", "ResumeState", "make_core"]
 
 
+def trial_name(trial: Any) -> str:
+    """A Ray trial's name and folder under its run: the driver's key and Ray's trial id
+    (``w16-t0_d6029d46``; a retried key gets a new id), where Ray's default appends the
+    flattened config, here the run's settings cut off mid-way."""
+    key = str((trial.config.get("point") or {}).get("key", "trial"))
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+    return f"{safe}_{trial.trial_id}"
+
+
 def make_core(scheduler: SchedulerConfig, *, mode: str, seed: int) -> Scheduler:
     """The scheduler core the config names (kind × variant, :func:`make_scheduler`)."""
     return make_scheduler(scheduler.kind, variant=scheduler.variant,
@@ -264,7 +273,8 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
                      "report_hold_s": hold_s},
         tune_config=tune.TuneConfig(scheduler=ray_scheduler, search_alg=ray_searcher,
                                     num_samples=-1, reuse_actors=True,
-                                    metric=metric, mode=mode),
+                                    metric=metric, mode=mode, trial_name_creator=trial_name,
+                                    trial_dirname_creator=trial_name),
         run_config=tune.RunConfig(name=name, storage_path=str(Path(storage).resolve()),
                                   callbacks=[book, *(callbacks or []), *loggers],
                                   verbose=0, stop=stopper,
