@@ -53,8 +53,11 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     console.print(unclipped(t))
     o = Table(title=f"Optimum per {'proxy' if ladder else 'width'} (95 % bootstrap interval; "
                     "method and horizon per row; * = at the edge of what was searched)")
+    # the short-horizon fit runs only for optima read at a rung (no confirmation design)
+    horizon = any(((p.get("optimum") or {}).get("horizon") or {}).get("extrapolated_lr")
+                  is not None for p in report["proxies"])
     for col in (size_col, "horizon", "trials / points / seeds", "method", "optimum",
-                "lr at target steps (short-horizon fit)"):
+                *(("lr at target steps (short-horizon fit)",) if horizon else ())):
         o.add_column(col, justify="right" if col != "optimum" else "left")
     for p in report["proxies"]:
         opt = p.get("optimum")
@@ -70,7 +73,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         counts = [len(opt.get("trial_ids") or []), opt.get("n_points"), opt.get("n_seeds")]
         o.add_row(_size(p), str(opt.get("optimum_horizon") or opt.get("milestone")),
                   " / ".join("—" if c is None else str(c) for c in counts),
-                  str(opt.get("method")), vals, hz_text)
+                  str(opt.get("method")), vals, *((hz_text,) if horizon else ()))
     console.print(unclipped(o))
     for p in report["proxies"]:
         opt = p.get("optimum") or {}
