@@ -240,6 +240,24 @@ def test_no_round_joins_when_the_gate_will_not_act(bowl):
         assert _joined(run, swept) == [] and run.early_round is None
 
 
+def test_a_gate_round_has_a_progress_row_of_its_own():
+    """The progress display keys its rows by label: a gate round's design must not move the
+    first design's finished bar back."""
+    from mutune.pipeline.confirm_stage import design_spec
+
+    run, _, swept = _start(_config(gate="widen", gate_rounds=2), {"lr": 1e-2,
+                                                                  "output_mult": 1.0})
+    rows = []
+    run.on_progress = lambda label, done, total: rows.append((label, done, total))
+    p = swept[0][0]
+    for round_ in (0, 1, 2):
+        design_spec(run, p, 0, {"lr": 1e-2, "output_mult": 1.0}, round_=round_).on_progress(
+            1, 1)
+    assert [r[0] for r in rows] == ["confirm width 16", "gate round 1 width 16",
+                                    "gate round 2 width 16"]
+    assert all(total > 0 for _, _, total in rows)
+
+
 def test_a_widening_is_shown_with_the_evidence_it_came_from():
     from mutune.services.report.render import _widened_from
 

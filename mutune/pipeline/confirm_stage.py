@@ -152,9 +152,10 @@ def design_spec(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str,
     return GroupSpec(proxy.width, proxy.proxy_sweep_id, group, points=new, resume=resume,
                      kind="confirm",
                      task=None if proxy.depth is None else task_at_depth(run, proxy.depth),
+                     # a gate round's design gets its own progress row
                      on_progress=bind_progress(
-                         run.on_progress, f"confirm {size_label(proxy.width, proxy.depth)}",
-                         len(points)))
+                         run.on_progress, ("confirm" if round_ == 0 else f"gate round {round_}")
+                         + f" {size_label(proxy.width, proxy.depth)}", len(points)))
 
 
 def confirm_widths(run: SweepRun, jobs: list[tuple[ProxyResult, int, dict[str, float]]], *,
