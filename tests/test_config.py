@@ -36,35 +36,39 @@ def test_shipped_configs_load():
 
 @pytest.mark.parametrize("mutate, field, value, rule", [
     (lambda d: d.update(bogus=1), "bogus", "1", "unknown key"),
-    (lambda d: d["search"]["scheduler"].update(max_t=5), "search.scheduler", "max_t (5)",
+    (lambda d: d["search"]["scheduler"].update(max_t=5), "search.scheduler.max_t = 5",
+     "max_t (5)",
      "must be >= grace_period (20)"),
     (lambda d: d["search"]["scheduler"].update(reduction_factor=1),
      "search.scheduler.reduction_factor", "1", "greater than or equal to 2"),
     (lambda d: d.update(widths=[128, 64, 256]), "widths", "widths [128, 64, 256]",
      "strictly increasing"),
     (lambda d: d.update(widths=[64, 64]), "widths", "[64, 64]", "strictly increasing"),
-    (lambda d: d["target"].update(width=256), "(root)", "target.width (256)",
+    (lambda d: d["target"].update(width=256), "target.width = 256", "target.width (256)",
      "must be > the largest proxy width (256)"),
-    (lambda d: d["search"]["space"].pop("lr"), "search", "'lr'", "must search"),
+    (lambda d: d["search"]["space"].pop("lr"), "search.space = ['output_mult']", "'lr'",
+     "must search"),
     (lambda d: d["search"].update(replicates=0), "search.replicates", "0",
      "greater than or equal to 1"),
     (lambda d: d["search"]["space"]["lr"].update(low=-1), "search.space.lr.low", "-1",
      "greater than 0"),
     (lambda d: d["search"]["space"].update(momentum={"type": "uniform", "low": 0, "high": 1}),
-     "search", "'momentum'", "unknown hyperparameter"),
+     "search.space.momentum = {…}", "'momentum'", "unknown hyperparameter"),
     (lambda d: d["search"]["space"].update(dropout={"type": "uniform", "low": 0, "high": 1}),
      "search", "dropout: 1.0", "is outside [0, 1), where dropout is defined"),
     (lambda d: d["model"].update(family="resnet"), "model.family", "'resnet'",
      "no model plugin of that name is installed here"),
     (lambda d: d["model"].update(depth=0), "model.depth", "0", "greater than or equal to 1"),
     (lambda d: d["model"].update(d_head=16), "model.d_head", "16", "unknown key"),
-    (lambda d: d.update(data={"kind": "text"}), "(root)", "a mlp model",
+    (lambda d: d.update(data={"kind": "text"}), "data.kind = 'text'", "a mlp model",
      "needs data.kind: digits"),
-    (lambda d: d["search"].update(mode="max"), "search", "search.mode = 'max'",
+    (lambda d: d["search"].update(mode="max"), "search.mode = 'max'", "search.mode = 'max'",
      "it is a loss (lower is better), so mode must be 'min'"),
-    (lambda d: d["train"].update(eval_every=25), "(root)", "train.eval_every (25)",
+    (lambda d: d["train"].update(eval_every=25), "train.eval_every = 25",
+     "train.eval_every (25)",
      "does not divide the rung milestones [20, 60, 180]"),
-    (lambda d: d["train"].update(eval_every=25), "(root)", "train.eval_every (25)",
+    (lambda d: d["train"].update(eval_every=25), "train.eval_every = 25",
+     "train.eval_every (25)",
      "a divisor of 20, e.g. eval_every: 20"),
 ])
 def test_errors_name_field_value_and_rule(quick, mutate, field, value, rule):
@@ -153,7 +157,9 @@ def test_misspelt_hyperparameter_suggests_the_searchable_one(quick, section, nam
     with pytest.raises(ConfigError) as exc:
         parse_config(d)
     (err,) = exc.value.errors
-    assert err["field"] == "search"
+    # the misspelt key, not the whole section (mutune.config.base.FieldRuleError)
+    assert err["field"] == f"search.{section}.{name}"
+    assert err["value"] == ("{…}" if section == "space" else "1.0")
     assert err["rule"] == (f"unknown hyperparameter {name!r}; searchable: lr, output_mult, "
                            "input_mult, attn_mult, init_std, dropout, beta1, beta2, eps, "
                            f"weight_decay, grad_clip, warmup_fraction, lr_schedule; did you mean "

@@ -56,15 +56,15 @@ def test_the_checks_across_depth_take_a_ladder_config():
 
 @pytest.mark.parametrize("over, field, rule", [
     # the two cases: a target depth against one proxy depth, a base above the smallest
-    ({"depths": None, "target.depth": 8}, "(root)",
+    ({"depths": None, "target.depth": 8}, "target.depth",
      "target.depth (8) differs from the only proxy depth, model.depth (2)"),
-    ({"depths": [4], "target.depth": 8}, "(root)",
+    ({"depths": [4], "target.depth": 8}, "target.depth",
      "target.depth (8) differs from the only proxy depth (4, depths)"),
     ({"model.base_depth": 4}, "model.base_depth", "above depth = 2"),
-    ({"model.depth": 4, "model.base_depth": 4}, "(root)",
+    ({"model.depth": 4, "model.base_depth": 4}, "model.depth",
      "model.depth (4) differs from the smallest proxy depth in depths (2)"),
-    ({"target.depth": None}, "(root)", "target.depth is required with a depth ladder"),
-    ({"target.depth": 4}, "(root)", "must be >= the deepest proxy depth (8)"),
+    ({"target.depth": None}, "target.depth", "target.depth is required with a depth ladder"),
+    ({"target.depth": 4}, "target.depth", "must be >= the deepest proxy depth (8)"),
     ({"depths": [4, 2]}, "depths", "strictly increasing"),
 ])
 def test_ladder_errors_name_field_value_and_rule(over, field, rule):

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from mutune.config.base import FieldRuleError
 from mutune.config.model import model_spec_class
 from mutune.config.suggest import did_you_mean, section_keys
 from mutune.config.sweep import SweepConfig, with_ladder_depth
@@ -47,11 +48,14 @@ def config_errors(err: ValidationError, *, prefix: str = "",
     out = []
     for e in err.errors():
         raw = [p for p in e["loc"] if not str(p).startswith("function-after")]
+        value = e.get("input")
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, FieldRuleError):     # a rule across fields names its field
+            raw, value = [*raw, *cause.field.split(".")], cause.value
         loc = ".".join(p for p in (prefix + ".".join(str(p) for p in raw)).split(".")
                        if p not in _UNION_TAGS) or "(root)"
         rule = e["msg"].removeprefix("Value error, ")
-        value = e.get("input")
-        shown = repr(value) if not isinstance(value, dict) else "{…}"
+        shown = repr(value) if not isinstance(value, (dict, BaseModel)) else "{…}"
         if e["type"] == "missing":            # the input is the section that lacks it
             shown, rule = "(missing)", "required: the config must give it"
         if e["type"] == "extra_forbidden":

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from mutune.config.base import StrictModel
+from mutune.config.base import FieldRuleError, StrictModel
 from mutune.config.spaces import CATEGORICAL, SEARCHABLE, VALID_RANGES, Distribution
 from mutune.config.suggest import did_you_mean
 
@@ -34,8 +34,9 @@ class SchedulerConfig(StrictModel):
     @model_validator(mode="after")
     def _budget(self) -> "SchedulerConfig":
         if self.max_t < self.grace_period:
-            raise ValueError(f"max_t ({self.max_t}) must be >= grace_period "
-                             f"({self.grace_period})")
+            raise FieldRuleError("max_t", self.max_t,
+                                 f"max_t ({self.max_t}) must be >= grace_period "
+                                 f"({self.grace_period})")
         return self
 
 
@@ -87,21 +88,27 @@ class SearchConfig(StrictModel):
         for name in list(self.space) + list(self.fixed):
             if name not in SEARCHABLE:
                 hint = did_you_mean(name, SEARCHABLE)
-                raise ValueError(f"unknown hyperparameter {name!r}; searchable: "
-                                 f"{', '.join(SEARCHABLE)}" + (f"; {hint}" if hint else ""))
+                where = "space" if name in self.space else "fixed"
+                raise FieldRuleError(f"{where}.{name}", getattr(self, where)[name],
+                                     f"unknown hyperparameter {name!r}; searchable: "
+                                     f"{', '.join(SEARCHABLE)}" + (f"; {hint}" if hint else ""))
         if "lr" not in self.space:
-            raise ValueError("space must search 'lr' (the transfer rule is fitted on it)")
+            raise FieldRuleError("space", sorted(self.space),
+                                 "space must search 'lr' (the transfer rule is fitted on it)")
         both = set(self.space) & set(self.fixed)
         if both:
-            raise ValueError(f"{sorted(both)} both searched and fixed")
+            raise FieldRuleError("fixed", sorted(both),
+                                 f"{sorted(both)} both searched and fixed")
         for name, value in self.fixed.items():
             if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"fixed {name} = {value} must be a finite number > 0")
+                raise FieldRuleError(f"fixed.{name}", value,
+                                     f"fixed {name} = {value} must be a finite number > 0")
             _in_valid_range(f"fixed {name}", name, [value])
         for name in self.fixed:
             if name in CATEGORICAL:
-                raise ValueError(f"fixed {name}: a name, not a number; set train.{name} "
-                                 "instead (or search it as a choice)")
+                raise FieldRuleError(f"fixed.{name}", self.fixed[name],
+                                     f"fixed {name}: a name, not a number; set train.{name} "
+                                     "instead (or search it as a choice)")
         for name, dist in self.space.items():
             _categorical_ok(name, dist)
             if getattr(dist, "categorical", False):
@@ -111,21 +118,25 @@ class SearchConfig(StrictModel):
         kind = self.metric_kind
         if kind is None:
             if not (self.metric in LOSS_METRICS or self.metric.endswith("loss")):
-                raise ValueError(f"search.metric_kind: say whether {self.metric!r} is a "
-                                 "'loss' (lower is better) or a 'score' (higher is better)")
+                raise FieldRuleError("metric_kind", self.metric_kind,
+                                     f"search.metric_kind: say whether {self.metric!r} is a "
+                                     "'loss' (lower is better) or a 'score' (higher is better)")
             kind = "loss"
         elif kind == "score" and self.metric in LOSS_METRICS:
-            raise ValueError(f"search.metric_kind = 'score' with metric {self.metric!r}: it is "
-                             "a loss (lower is better)")
+            raise FieldRuleError("metric_kind", self.metric_kind,
+                                 f"search.metric_kind = 'score' with metric {self.metric!r}: it is "
+                                 "a loss (lower is better)")
         if kind == "loss" and self.mode != "min":
-            raise ValueError(f"search.mode = {self.mode!r} with metric {self.metric!r}: it is a "
-                             "loss (lower is better), so mode must be 'min'; 'max' would pick "
-                             "the worst trials")
+            raise FieldRuleError("mode", self.mode,
+                                 f"search.mode = {self.mode!r} with metric {self.metric!r}: it "
+                                 "is a loss (lower is better), so mode must be 'min'; 'max' "
+                                 "would pick the worst trials")
         if kind == "score" and self.mode != "max":
-            raise ValueError(f"search.mode = {self.mode!r} with metric {self.metric!r}: it is a "
-                             "score (higher is better), so mode must be 'max'; 'min' would "
-                             "pick the worst trials (a metric where lower is better is a "
-                             "loss: metric_kind: loss)")
+            raise FieldRuleError("mode", self.mode,
+                                 f"search.mode = {self.mode!r} with metric {self.metric!r}: it "
+                                 "is a score (higher is better), so mode must be 'max'; 'min' "
+                                 "would pick the worst trials (a metric where lower is better "
+                                 "is a loss: metric_kind: loss)")
         return self
 
     @property
@@ -228,11 +239,13 @@ class TrainConfig(StrictModel):
     @model_validator(mode="after")
     def _micro_batches(self) -> "TrainConfig":
         if self.checkpoint_every != "auto" and self.checkpoint_every < 0:
-            raise ValueError(f"checkpoint_every = {self.checkpoint_every}: steps >= 0, or "
-                             "'auto' (Young's interval from cost.spot.mtbp_s)")
+            raise FieldRuleError("checkpoint_every", self.checkpoint_every,
+                                 f"checkpoint_every = {self.checkpoint_every}: steps >= 0, or "
+                                 "'auto' (Young's interval from cost.spot.mtbp_s)")
         if self.batch_size % self.micro_batches:
-            raise ValueError(f"micro_batches ({self.micro_batches}) must divide batch_size "
-                             f"({self.batch_size}): every micro-batch holds the same share")
+            raise FieldRuleError("micro_batches", self.micro_batches,
+                                 f"micro_batches ({self.micro_batches}) must divide batch_size "
+                                 f"({self.batch_size}): every micro-batch holds the same share")
         return self
 
 

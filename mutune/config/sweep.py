@@ -7,7 +7,7 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
-from mutune.config.base import StrictModel
+from mutune.config.base import FieldRuleError, StrictModel
 from mutune.config.cost import CostConfig
 from mutune.config.model import (DigitsData, GPTModel, ModelSpec, TextData, TokenData,
                                  model_spec_class)
@@ -93,38 +93,47 @@ class SweepConfig(StrictModel):
 
         family = load_family(self.model.family)
         if self.data.kind not in family.data_kinds:
-            raise ValueError(f"a {self.model.family} model needs data.kind: "
-                             f"{' or '.join(family.data_kinds)} (got {self.data.kind!r})")
+            raise FieldRuleError("data.kind", self.data.kind,
+                                 f"a {self.model.family} model needs data.kind: "
+                                 f"{' or '.join(family.data_kinds)} (got {self.data.kind!r})")
         for name in [*self.search.space, *self.search.fixed]:
             if name in MODEL_HPARAMS and name not in family.hparams:
-                raise ValueError(f"search names {name!r}, which model.family "
-                                 f"{self.model.family!r} does not take (it takes: lr"
-                                 + "".join(f", {h}" for h in family.hparams) + ")")
+                where = "space" if name in self.search.space else "fixed"
+                raise FieldRuleError(f"search.{where}.{name}", getattr(self.search, where)[name],
+                                     f"search names {name!r}, which model.family "
+                                     f"{self.model.family!r} does not take (it takes: lr"
+                                     + "".join(f", {h}" for h in family.hparams) + ")")
         self._check_depths()
         w = self.widths
         if self.model.base_width > w[0]:
-            raise ValueError(f"model.base_width ({self.model.base_width}) must be <= the "
-                             f"smallest width ({w[0]})")
+            raise FieldRuleError("model.base_width", self.model.base_width,
+                                 f"model.base_width ({self.model.base_width}) must be <= the "
+                                 f"smallest width ({w[0]})")
         if self.target.width <= w[-1]:
-            raise ValueError(f"target.width ({self.target.width}) must be > the largest "
-                             f"proxy width ({w[-1]})")
+            raise FieldRuleError("target.width", self.target.width,
+                                 f"target.width ({self.target.width}) must be > the largest "
+                                 f"proxy width ({w[-1]})")
         depth_p = getattr(self.model, "depth_parametrization", "none")
         if depth_p != "none" and self.train.optimizer == "sgd":
-            raise ValueError(f"model.depth_parametrization = {depth_p!r} with train.optimizer "
-                             "= 'sgd': its per-group learning-rate and ε factors are Adam's "
-                             "(Dey et al. 2025, Table 1); use adam or adamw")
+            raise FieldRuleError("model.depth_parametrization", depth_p,
+                                 f"model.depth_parametrization = {depth_p!r} with train.optimizer "
+                                 "= 'sgd': its per-group learning-rate and ε factors are Adam's "
+                                 "(Dey et al. 2025, Table 1); use adam or adamw")
         if isinstance(self.model, GPTModel):
             for width in [*w, self.target.width, self.model.base_width,
                           2 * self.model.base_width]:
                 if width % self.model.d_head:
-                    raise ValueError(f"width {width} must be a multiple of model.d_head "
-                                     f"({self.model.d_head})")
+                    raise FieldRuleError("model.d_head", self.model.d_head,
+                                         f"width {width} must be a multiple of model.d_head "
+                                         f"({self.model.d_head})")
             if isinstance(self.data, TextData) and self.model.vocab != 256:
-                raise ValueError(f"model.vocab ({self.model.vocab}) must be 256 for byte-level "
-                                 "text data")
+                raise FieldRuleError("model.vocab", self.model.vocab,
+                                     f"model.vocab ({self.model.vocab}) must be 256 for byte-level "
+                                     "text data")
             if self.model.positions == "rotary" and self.model.d_head % 2:
-                raise ValueError(f"rotary positions need an even model.d_head "
-                                 f"({self.model.d_head})")
+                raise FieldRuleError("model.d_head", self.model.d_head,
+                                     f"rotary positions need an even model.d_head "
+                                     f"({self.model.d_head})")
         sched, every = self.search.scheduler, self.train.eval_every
         milestones, m = [], sched.grace_period
         while m <= sched.max_t:           # ASHA's rungs; every Hyperband bracket's are among them
@@ -133,7 +142,8 @@ class SweepConfig(StrictModel):
         missed = [m for m in dict.fromkeys([*milestones, sched.max_t]) if m % every]
         if missed:
             fit = math.gcd(*milestones, sched.max_t)
-            raise ValueError(
+            raise FieldRuleError(
+                "train.eval_every", every,
                 f"train.eval_every ({every}) does not divide the rung milestones {missed} "
                 f"(grace_period·η^k and max_t, steps): no evaluation lands on them, so a rung "
                 f"would judge a later step; make eval_every divide every milestone (a divisor "
@@ -141,45 +151,53 @@ class SweepConfig(StrictModel):
         vocab = getattr(self.model, "vocab", None)
         if (getattr(self.data, "kind", None) == "tokens" and self.data.dtype == "uint16"
                 and vocab is not None and vocab > 1 << 16):
-            raise ValueError(f"model.vocab ({vocab}) > 65,536 with data.dtype uint16: token "
-                             "ids above 65,535 do not fit in 16 bits; write the token files "
-                             "as uint32 and set data.dtype: uint32")
+            raise FieldRuleError("data.dtype", self.data.dtype,
+                                 f"model.vocab ({vocab}) > 65,536 with data.dtype uint16: token "
+                                 "ids above 65,535 do not fit in 16 bits; write the token files "
+                                 "as uint32 and set data.dtype: uint32")
         if self.search.metric != "val_loss" and self.train.loop is None:
-            raise ValueError(f"search.metric = {self.search.metric!r}: mutune's own loop "
-                             "reports val_loss (and val_loss_se, test_loss); any other metric "
-                             "comes from a training-loop plugin (train.loop) that reports it")
+            raise FieldRuleError("search.metric", self.search.metric,
+                                 f"search.metric = {self.search.metric!r}: mutune's own loop "
+                                 "reports val_loss (and val_loss_se, test_loss); any other metric "
+                                 "comes from a training-loop plugin (train.loop) that reports it")
         if self.train.loop is not None:
             from mutune.proxies.plugins import load_loop
 
             load_loop(self.train.loop)        # names the installed loops when it is missing
             if self.search.replicates > 1:
-                raise ValueError(f"search.replicates ({self.search.replicates}) with train.loop "
-                                 f"{self.train.loop!r}: a training-loop plugin trains one "
-                                 "model per trial; use replicates: 1 (seeds are then separate "
-                                 "trials)")
+                raise FieldRuleError("search.replicates", self.search.replicates,
+                                     f"search.replicates ({self.search.replicates}) with "
+                                     f"train.loop {self.train.loop!r}: a training-loop plugin "
+                                     "trains one model per trial; use replicates: 1 (seeds "
+                                     "are then separate trials)")
         if self.train.checkpoint_every == "auto" and self.cost.spot.mtbp_s is None:
-            raise ValueError("train.checkpoint_every = 'auto' needs cost.spot.mtbp_s (the mean "
-                             "time between preemptions, seconds) for Young's interval "
-                             "√(2·C·M)")
+            raise FieldRuleError("train.checkpoint_every", self.train.checkpoint_every,
+                                 "train.checkpoint_every = 'auto' needs cost.spot.mtbp_s (the mean "
+                                 "time between preemptions, seconds) for Young's interval "
+                                 "√(2·C·M)")
         if self.ray.cpus_per_trial > self.ray.num_cpus:
-            raise ValueError(f"ray.cpus_per_trial ({self.ray.cpus_per_trial}) must be <= "
-                             f"ray.num_cpus ({self.ray.num_cpus})")
+            raise FieldRuleError("ray.cpus_per_trial", self.ray.cpus_per_trial,
+                                 f"ray.cpus_per_trial ({self.ray.cpus_per_trial}) must be <= "
+                                 f"ray.num_cpus ({self.ray.num_cpus})")
         nw, tb = self.target.num_workers, self.target.batch_size or self.train.batch_size
         if nw and tb % nw:
-            raise ValueError(f"target.num_workers ({nw}) must divide the target's batch size "
-                             f"({tb}, target.batch_size or train.batch_size): each worker "
-                             "trains an equal share of every batch")
+            raise FieldRuleError("target.num_workers", nw,
+                                 f"target.num_workers ({nw}) must divide the target's batch size "
+                                 f"({tb}, target.batch_size or train.batch_size): each worker "
+                                 "trains an equal share of every batch")
         if self.budget.money is not None and self.budget.price_per_hour is None:
             kind = self.ray.priced_kind
             if kind is None:
-                raise ValueError(f"budget.money ({self.budget.money}) with GPU trials needs a "
-                                 "price before the cluster is seen: set budget.price_per_hour, "
-                                 "or ray.device_kind (e.g. h100) to price from cost.devices")
+                raise FieldRuleError("budget.money", self.budget.money,
+                                     f"budget.money ({self.budget.money}) with GPU trials needs a "
+                                     "price before the cluster is seen: set budget.price_per_hour, "
+                                     "or ray.device_kind (e.g. h100) to price from cost.devices")
             price = self.cost.price_per_hour(kind)
             if price is None or price <= 0:
-                raise ValueError(f"budget.money ({self.budget.money}) needs a price: set "
-                                 f"budget.price_per_hour, or a {self.cost.pricing} price for "
-                                 f"device kind {kind!r} in cost.devices")
+                raise FieldRuleError("budget.money", self.budget.money,
+                                     f"budget.money ({self.budget.money}) needs a price: set "
+                                     f"budget.price_per_hour, or a {self.cost.pricing} price for "
+                                     f"device kind {kind!r} in cost.devices")
             # the model is frozen: the validator fills the price in once, as it is built
             object.__setattr__(self, "budget",
                                self.budget.model_copy(update={"price_per_hour": price}))
@@ -191,34 +209,40 @@ class SweepConfig(StrictModel):
         depths, model, tdepth = self.depths, self.model, self.target.depth
         if depths is None:
             if tdepth is not None and tdepth != model.depth:
-                raise ValueError(
+                raise FieldRuleError(
+                    "target.depth", tdepth,
                     f"target.depth ({tdepth}) differs from the only proxy depth, model.depth "
                     f"({model.depth}): a rule across depth needs at least 2 proxy depths; "
                     f"list them in depths (e.g. depths: [{model.depth}, {2 * model.depth}]) "
                     "or leave target.depth out")
             return
         if model.depth != depths[0]:
-            raise ValueError(f"model.depth ({model.depth}) differs from the smallest proxy "
-                             f"depth in depths ({depths[0]}): with depths the model section "
-                             "describes the smallest proxy; leave model.depth out or set it "
-                             f"to {depths[0]}")
+            raise FieldRuleError("model.depth", model.depth,
+                                 f"model.depth ({model.depth}) differs from the smallest proxy "
+                                 f"depth in depths ({depths[0]}): with depths the model section "
+                                 "describes the smallest proxy; leave model.depth out or set it "
+                                 f"to {depths[0]}")
         base = getattr(model, "base_depth", None)
         if base is not None and base > depths[0]:
-            raise ValueError(f"model.base_depth ({base}) must be <= the smallest depth "
-                             f"({depths[0]}): the base depth is where the depth "
-                             "parametrization's multipliers are 1")
+            raise FieldRuleError("model.base_depth", base,
+                                 f"model.base_depth ({base}) must be <= the smallest depth "
+                                 f"({depths[0]}): the base depth is where the depth "
+                                 "parametrization's multipliers are 1")
         if len(depths) == 1:
             if tdepth is not None and tdepth != depths[0]:
-                raise ValueError(
+                raise FieldRuleError(
+                    "target.depth", tdepth,
                     f"target.depth ({tdepth}) differs from the only proxy depth ({depths[0]}, "
                     "depths): a rule across depth needs at least 2 proxy depths")
         else:
             if tdepth is None:
-                raise ValueError(f"target.depth is required with a depth ladder (depths: "
-                                 f"{depths}): the depth the target run trains at")
+                raise FieldRuleError("target.depth", tdepth,
+                                     f"target.depth is required with a depth ladder (depths: "
+                                     f"{depths}): the depth the target run trains at")
             if tdepth < depths[-1]:
-                raise ValueError(f"target.depth ({tdepth}) must be >= the deepest proxy depth "
-                                 f"({depths[-1]}): the ladder transfers upwards")
+                raise FieldRuleError("target.depth", tdepth,
+                                     f"target.depth ({tdepth}) must be >= the deepest proxy depth "
+                                     f"({depths[-1]}): the ladder transfers upwards")
         if hasattr(model, "base_depth") and base is None and len(depths) > 1:
             # the model is frozen: the validator sets the base depth once, as it is built
             object.__setattr__(self, "model", model.model_copy(update={"base_depth": depths[0]}))
