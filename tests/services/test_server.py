@@ -125,6 +125,13 @@ def test_config_errors_are_422_with_field_value_rule(server):
     assert r.status_code == 422
     err = r.json()["detail"]["errors"][0]
     assert err["field"] == "ray.address" and "attacker" in err["value"]
+    d = make_tiny_config().model_dump(mode="json")
+    d["target"]["width"] = 16                 # a rule across sections names its field
+    r = post(json.dumps(d), "application/json")
+    assert r.status_code == 422
+    err = r.json()["detail"]["errors"][0]
+    assert (err["field"], err["value"]) == ("target.width", "16")
+    assert "must be > the largest proxy width (32)" in err["rule"]
     r = post("a: [unclosed")
     assert r.status_code == 422 and r.json()["detail"]["errors"][0]["field"] == "(body)"
     r = post("{not json", "application/json")
