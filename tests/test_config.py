@@ -206,3 +206,19 @@ def test_target_checkpoint_interval_defaults_to_a_tenth_of_its_steps_at_evaluati
     d["target"]["checkpoint_every"] = -1
     with pytest.raises(ConfigError, match="target.checkpoint_every"):
         parse_config(d)
+
+
+def test_a_rule_across_fields_names_its_field_and_survives_pickling(quick):
+    import pickle
+
+    from mutune.config.base import FieldRuleError
+
+    d = copy.deepcopy(quick)
+    d["ray"].update(cpus_per_trial=8)
+    with pytest.raises(ConfigError) as exc:
+        parse_config(d)
+    (err,) = exc.value.errors
+    assert (err["field"], err["value"]) == ("ray.cpus_per_trial", "8.0")
+    got = pickle.loads(pickle.dumps(FieldRuleError("target.width", 32, "must be > 256")))
+    assert (got.field, got.value, str(got)) == ("target.width", 32, "must be > 256")
+

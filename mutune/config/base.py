@@ -19,6 +19,10 @@ class FieldRuleError(ValueError):
         super().__init__(rule)
         self.field, self.value = field, value
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled whole (a Ray worker's error travels pickled): ``args`` holds only the rule
+        return type(self), (self.field, self.value, str(self))
+
 
 class StrictModel(BaseModel):
     """A pydantic model that forbids unknown keys (pydantic error ``extra_forbidden``, which
