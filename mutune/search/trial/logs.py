@@ -60,8 +60,9 @@ class _Tee(io.TextIOBase):
 
 
 def _path(log_dir: str | Path, key: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
-    return Path(log_dir) / f"{safe}.json"
+    from mutune.search.trial.remote import safe_name
+
+    return Path(log_dir) / f"{safe_name(key)}.json"
 
 
 class Captured:

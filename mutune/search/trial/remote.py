@@ -44,7 +44,7 @@ from typing import Any
 
 from mutune.errors import SearchError
 
-__all__ = ["CheckpointStore", "Uploader", "open_filesystem", "shown", "LATEST"]
+__all__ = ["CheckpointStore", "Uploader", "open_filesystem", "shown", "safe_name", "LATEST"]
 
 #: The pointer file naming the newest complete upload.
 LATEST = "LATEST"
@@ -78,8 +78,10 @@ def shown(storage: str) -> str:
     return storage
 
 
-def _safe(key: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+def safe_name(name: str) -> str:
+    """``name`` (a trial key, a run name) as one file or folder name: every character other
+    than a letter, a digit, ``-``, ``_`` or ``.`` becomes ``_`` (``"_"`` for an empty name)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "_"
 
 
 class CheckpointStore:
@@ -93,11 +95,11 @@ class CheckpointStore:
     def __init__(self, storage: str, run: str) -> None:
         self.storage, self.run = storage, run
         self.fs, root = open_filesystem(storage)
-        self.root = f"{root}/{_safe(run)}"
+        self.root = f"{root}/{safe_name(run)}"
         self.local = self.fs.type_name == "local"
 
     def _dir(self, key: str) -> str:
-        return f"{self.root}/{_safe(key)}"
+        return f"{self.root}/{safe_name(key)}"
 
     def _write(self, path: str, src: Any) -> None:
         """Copy the binary stream ``src`` to ``path``: complete or not at all."""
@@ -189,12 +191,20 @@ class CheckpointStore:
         Raises:
             SearchError: ``LATEST`` names a checkpoint that cannot be read.
         """
-        from mutune.search.trial.checkpoint import STATE_FILE
-
         got = self.entry_at_most(key, at_most)
         if got is None or (owner is not None and got[1] != owner):
             return None
-        step = got[0]
+        return got[0], self.download(key, got[0], dest)
+
+    def download(self, key: str, step: int, dest: str | os.PathLike[str]) -> Path:
+        """Download ``key``'s uploaded checkpoint ``step`` (one :meth:`entry_at_most` or
+        :meth:`latest_entry` named) into the folder ``dest``; returns that folder.
+
+        Raises:
+            SearchError: the checkpoint cannot be read.
+        """
+        from mutune.search.trial.checkpoint import STATE_FILE
+
         folder = Path(dest)
         folder.mkdir(parents=True, exist_ok=True)
         src = f"{self._dir(key)}/step_{step:09d}/{STATE_FILE}"
@@ -204,7 +214,7 @@ class CheckpointStore:
         except (FileNotFoundError, OSError) as exc:
             raise SearchError(f"remote checkpoint {shown(self.storage)}/{self.run}/{key} step "
                               f"{step} cannot be read: {exc}") from exc
-        return step, folder
+        return folder
 
     def drop(self, key: str) -> None:
         """Delete trial ``key``'s uploaded checkpoints (a stopped trial: nothing resumes it);

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mutune.search.trial.remote import CheckpointStore, Uploader
+from mutune.search.trial.remote import CheckpointStore, Uploader, safe_name
 
 __all__ = ["RemoteTier", "remote_settings", "remote_store", "restore_dir_for", "CONTINUE"]
 
@@ -58,7 +58,7 @@ class RemoteTier:
         self.start_wall = time.time()
         tag = hashlib.sha1(f"{store.storage}|{store.run}".encode()).hexdigest()[:12]
         self.cache_dir = (Path(tempfile.gettempdir()) / "mutune-ckpt" / tag
-                          / _safe(key) / _safe(owner))
+                          / safe_name(key) / safe_name(owner))
         self.cache_dir.mkdir(parents=True, exist_ok=True)
 
     @classmethod
@@ -127,10 +127,9 @@ class RemoteTier:
         if entry is None:
             return None
         t0 = time.perf_counter()
-        got = self.store.fetch(self.key, dest, owner=None if continued else self.owner,
-                               at_most=at_most)
+        folder = self.store.download(self.key, entry[0], dest)    # the entry checked above
         self.remote_restore_s = time.perf_counter() - t0
-        return None if got is None else str(got[1])
+        return str(folder)
 
     def upload_log(self, local_file: Path) -> None:
         """Upload the trial's log record (at the end of its start)."""
@@ -143,10 +142,6 @@ class RemoteTier:
         self.uploader.close()
         if finished:
             shutil.rmtree(self.cache_dir, ignore_errors=True)
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "_"
 
 
 def remote_settings(ray_cfg: Any, run: str, spot: dict[str, Any] | None) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from mutune.search.budget import BudgetAdmission
 from mutune.search.recording import SweepControl, TrialRecorder
 from mutune.search.schedulers.contract import Scheduler
 from mutune.search.schedulers.factory import make_scheduler
+from mutune.search.trial.remote import safe_name
 from mutune.search.trial.remote_trial import remote_settings, remote_store
 
 __all__ = ["run_trials", "run_groups", "GroupSpec", "RunOutcome", "ResumeState", "make_core"]
@@ -42,8 +43,7 @@ def trial_name(trial: Any) -> str:
     (``w16-t0_d6029d46``; a retried key gets a new id), where Ray's default appends the
     flattened config, here the run's settings cut off mid-way."""
     key = str((trial.config.get("point") or {}).get("key", "trial"))
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
-    return f"{safe}_{trial.trial_id}"
+    return f"{safe_name(key)}_{trial.trial_id}"
 
 
 def make_core(scheduler: SchedulerConfig, *, mode: str, seed: int) -> Scheduler:
