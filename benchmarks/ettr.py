@@ -15,14 +15,18 @@ of ``--repeat`` runs:
      "load_avg": the 1-minute load average when the run ended, "where": {…}}
 
 ``wall_s`` is ``run_trials`` from call to return (the one-time Ray cluster start is excluded:
-the cluster is started before the first run and reused). ``productive_s`` sums the trials'
+the cluster is started before the first run and reused, as a server keeps Ray up). Each run
+starts once the cluster's CPUs are all free again: Ray frees a run's actors a little after
+``run_trials`` returns, and that teardown (``teardown_wait_s`` before the next run, ≈ 0.05–0.1
+s) belongs to neither span. ``productive_s`` sums the trials'
 seconds inside training steps. ``where`` splits ``overhead_s_per_trial`` (CPU-seconds per
 trial; the parts sum to it), measured on the workers — every report carries the worker's PID
 and when the trial function began there, so the trials each actor ran are laid end to end:
 
     run_start     from the call until each actor's first trial function began: Ray Tune's
-                  set-up, the actor's process start, its imports (Ray Tune, torch) and the
-                  task fetched from the object store
+                  set-up, the actor's process start (none where it took a worker Ray had
+                  started idle: mutune/search/backends/ray_tune/idle_workers.py), its imports
+                  (Ray Tune, torch) and the task fetched from the object store
     first_setup   the first trial's model and optimizer build on each actor (torch.optim's
                   first use imported ``torch._dynamo`` there, ≈ 0.7–2 s a process, until the
                   optimizers were built without it: mutune/proxies/eager_optim.py)
@@ -133,6 +137,19 @@ def where(trials: list, *, called_at: float, wall: float, cpus: int) -> dict:
             "actors": len(by_worker)}
 
 
+def wait_for_free_cpus(cpus: int, timeout_s: float = 60.0) -> float:
+    """Wait until ``cpus`` CPUs of the connected cluster are free (the previous run's
+    actors ended); returns the seconds waited. Raises TimeoutError after ``timeout_s``."""
+    import ray
+
+    t0 = time.perf_counter()
+    while ray.available_resources().get("CPU", 0.0) < cpus:
+        if time.perf_counter() - t0 > timeout_s:
+            raise TimeoutError(f"the cluster's {cpus} CPUs were not free after {timeout_s} s")
+        time.sleep(0.02)
+    return time.perf_counter() - t0
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=3, help="runs; the median is printed last")
@@ -145,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     runs = []
     with ray_cluster(cfg.ray), tempfile.TemporaryDirectory(prefix="mutune-ettr-") as tmp:
         for _ in range(max(args.repeat, 1)):
-            fig = run_once(cfg, task, Path(tmp))
+            waited = wait_for_free_cpus(cfg.ray.num_cpus)
+            fig = {**run_once(cfg, task, Path(tmp)), "teardown_wait_s": waited}
             runs.append(fig)
             print(json.dumps({**fig, "run": len(runs)}), flush=True)
     # the median run (by overhead per trial), so its figures belong together

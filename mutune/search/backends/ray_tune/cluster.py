@@ -15,7 +15,7 @@ from typing import Any
 from mutune.config import RayConfig
 
 __all__ = ["ray_cluster", "slots", "tracking_callbacks", "shortfall", "pending_trials",
-           "PENDING_ENV"]
+           "PENDING_ENV", "worker_env", "local_worker_env", "TUNE_ACTOR_ENV"]
 
 
 def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
@@ -55,13 +55,34 @@ def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
 MALLOC_ARENAS = "2"
 
 
+#: what Ray Tune sets in every trial actor's ``runtime_env`` (Ray 2.60,
+#: ``ray.tune.execution.class_cache.DEFAULT_ENV_VARS``); in the workers' own environment it
+#: lets trial actors start in idle workers (:mod:`~.idle_workers`)
+TUNE_ACTOR_ENV = {"PL_DISABLE_FORK": "1"}
+
+#: the environment the workers of the local cluster :func:`ray_cluster` started inherit,
+#: while it runs (Ray's own state is per process too: one cluster per driver)
+_started: dict[str, dict[str, str]] = {}
+
+
 def worker_env() -> dict[str, str]:
     """Environment variables of the sweep's Ray workers (set where a local cluster starts,
     or as the job's ``runtime_env`` on a cluster at ``ray.address``): ``MALLOC_ARENA_MAX``
-    (:data:`MALLOC_ARENAS`) unless the user's environment sets it."""
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return {}
-    return {"MALLOC_ARENA_MAX": MALLOC_ARENAS}
+    (:data:`MALLOC_ARENAS`) unless the user's environment sets it, and
+    :data:`TUNE_ACTOR_ENV`."""
+    env = dict(TUNE_ACTOR_ENV)
+    if "MALLOC_ARENA_MAX" not in os.environ:
+        env["MALLOC_ARENA_MAX"] = MALLOC_ARENAS
+    return env
+
+
+def local_worker_env() -> dict[str, str] | None:
+    """The environment every worker of the local cluster :func:`ray_cluster` started in this
+    process inherits (its raylet's: this process's environment when ``ray.init`` ran, plus
+    :func:`worker_env`); None while no such cluster runs (none, one at ``ray.address``, or
+    one this process joined already initialized)."""
+    env = _started.get("env")
+    return dict(env) if env is not None else None
 
 
 @contextlib.contextmanager
@@ -102,16 +123,20 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
         # a local cluster's workers inherit the environment its raylet starts in: set there
         # instead of as the job's runtime_env, the workers Ray prestarts at ray.init serve
         # the sweep's actors (with a runtime_env every actor waits for a process of its own:
-        # two actors ready in 0.96 s against 0.34 s on 2 CPUs)
+        # two actors ready in 0.96 s against 0.34 s on 2 CPUs); Ray Tune's trial actors too,
+        # given no runtime_env of their own (idle_workers.py, local_worker_env)
         from mutune.search.backends.ray_tune.import_ahead import importing_ahead
 
         # the sweep imports Ray Tune next: in a thread while Ray starts its processes
         with _environ(worker_env()), importing_ahead("ray.tune"):
+            started = dict(os.environ)
             ray.init(address="local", num_cpus=cfg.num_cpus, **kwargs)
         entry = register(_session_dir())
+        _started["env"] = started
     try:
         yield
     finally:
+        _started.pop("env", None)
         ray.shutdown()
         if entry is not None:
             from mutune.search.backends.ray_tune.orphans import unregister

@@ -22,7 +22,7 @@ from typing import Any
 from mutune.config import RayConfig, SchedulerConfig
 from mutune.errors import SearchError
 from mutune.search.backends.ray_tune.callback import SweepBook
-from mutune.search.backends.ray_tune.cluster import (pending_trials, slots,
+from mutune.search.backends.ray_tune.cluster import (local_worker_env, pending_trials, slots,
                                                       tracking_callbacks)
 from mutune.search.backends.ray_tune.groups import (GroupSpec, ResumeState, RunOutcome,
                                                     driver_group, nothing_to_run)
@@ -242,7 +242,7 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
     if stopper.check() is not None:
         return outcomes(stopper.reason)
     ray_searcher = RaySearcher(driver, book, metric=metric, mode=mode)
-    ray_scheduler = RayScheduler(driver, book, metric, mode)
+    ray_scheduler = RayScheduler(driver, book, metric, mode, worker_env=local_worker_env())
     resources = {"cpu": ray_cfg.cpus_per_trial, **({"gpu": gpus} if gpus else {})}
     # groups with their own task (e.g. one per depth) ship every task once, by group name
     own = {s.group: s.task for s in live if s.task is not None}

@@ -44,18 +44,31 @@ class RayScheduler(FIFOScheduler):
         metric, mode: the reported key the driver ranks, and its direction.
     """
 
-    def __init__(self, driver: SweepDriver, book: Any, metric: str, mode: str) -> None:
+    def __init__(self, driver: SweepDriver, book: Any, metric: str, mode: str,
+                 worker_env: dict[str, str] | None = None) -> None:
         super().__init__()
         self.driver, self.book = driver, book
         self._metric, self._mode = metric, mode
         self._kept: set[Any] = set()     # the trial resources whose actors Tune keeps
+        # the workers' own environment (cluster.local_worker_env), None when unknown; the
+        # trainable's actor class is settled at the first trial added (idle_workers.py)
+        self._worker_env, self._classed = worker_env, False
 
     def __getstate__(self) -> dict[str, Any]:
-        # Tune snapshots the scheduler into its experiment state: no live driver or book.
-        return {**self.__dict__, "driver": None, "book": None}
+        # Tune snapshots the scheduler into its experiment state: no live driver or book,
+        # nor the workers' environment (it may hold credentials)
+        return {**self.__dict__, "driver": None, "book": None, "_worker_env": None}
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         return metric in (None, self._metric) and mode in (None, self._mode)
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        super().on_trial_add(tune_controller, trial)
+        if not self._classed:        # before Tune makes any actor of the run
+            from mutune.search.backends.ray_tune.idle_workers import use_idle_workers
+
+            use_idle_workers(tune_controller, trial, self._worker_env)
+            self._classed = True
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
         # the reports the trial held back come first, each as if it had arrived alone; one
