@@ -42,6 +42,10 @@ class RayScheduler(FIFOScheduler):
         driver: the run's driver (its groups' cores decide).
         book: the run's :class:`~mutune.search.backends.ray_tune.callback.SweepBook`.
         metric, mode: the reported key the driver ranks, and its direction.
+        worker_env: the environment the cluster's workers start with
+            (:func:`~.cluster.local_worker_env`), or None when unknown: where it holds what
+            Ray Tune would set in a trial actor's ``runtime_env``, the actors are made
+            without one and can start in Ray's idle workers (:mod:`~.idle_workers`).
     """
 
     def __init__(self, driver: SweepDriver, book: Any, metric: str, mode: str,
