@@ -7,7 +7,9 @@
 * :mod:`.callback` — the :class:`~.callback.SweepBook` that records every trial;
   :mod:`.records` — its per-trial record and timing; :mod:`.retention` — checkpoints kept on
   disk; :mod:`.zombies` — trials that hold devices and report nothing; :mod:`.cancel` —
-  ``mutune cancel`` as a Ray Tune stopper.
+  ``mutune cancel`` as a Ray Tune stopper;
+* :mod:`.actor_keep`, :mod:`.idle_workers` — a slot's actor kept between trials, and trial
+  actors started in the worker processes Ray already runs idle.
 
 Import the submodule you need; this package imports nothing.
 """
