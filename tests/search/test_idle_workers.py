@@ -36,9 +36,18 @@ def _runtime_env(actor_cls):
     return actor_cls._default_options.get("runtime_env")
 
 
+def _no_passed_on_variables(monkeypatch):
+    """This process without the variables Ray Tune passes on to trial actors."""
+    from ray.tune.execution.class_cache import ENV_VARS_TO_PROPAGATE
+
+    for name in ENV_VARS_TO_PROPAGATE:
+        monkeypatch.delenv(name, raising=False)
+
+
 def test_tune_actor_env_is_what_tune_puts_in_a_trial_actors_runtime_env(monkeypatch):
     from ray.tune.execution.class_cache import _ActorClassCache
 
+    _no_passed_on_variables(monkeypatch)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key-of-the-driver")
     got = tune_actor_env()
     assert got == _runtime_env(_ActorClassCache().get(_Trainable))["env_vars"]
@@ -50,9 +59,7 @@ def test_tune_actor_env_is_what_tune_puts_in_a_trial_actors_runtime_env(monkeypa
 
 
 def test_the_class_without_runtime_env_only_where_the_workers_hold_every_variable(monkeypatch):
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN",
-                 "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
+    _no_passed_on_variables(monkeypatch)
     workers = {**os.environ, **worker_env()}
 
     ctl = _controller()                          # unknown workers' environment: Tune's own
