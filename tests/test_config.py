@@ -62,8 +62,8 @@ def test_shipped_configs_load():
     (lambda d: d["model"].update(d_head=16), "model.d_head", "16", "unknown key"),
     (lambda d: d.update(data={"kind": "text"}), "data.kind = 'text'", "a mlp model",
      "needs data.kind: digits"),
-    (lambda d: d["search"].update(mode="max"), "search.mode = 'max'", "search.mode = 'max'",
-     "it is a loss (lower is better), so mode must be 'min'"),
+    (lambda d: d["search"].update(mode="max"), "search.mode = 'max'", "'val_loss'",
+     "is a loss (lower is better), so mode must be 'min'"),
     (lambda d: d["train"].update(eval_every=25), "train.eval_every = 25",
      "train.eval_every (25)",
      "does not divide the rung milestones [20, 60, 180]"),
@@ -222,3 +222,30 @@ def test_a_rule_across_fields_names_its_field_and_survives_pickling(quick):
     got = pickle.loads(pickle.dumps(FieldRuleError("target.width", 32, "must be > 256")))
     assert (got.field, got.value, str(got)) == ("target.width", 32, "must be > 256")
 
+
+
+@pytest.mark.parametrize("change, field, value", [
+    ({"ray": {"storage": "foo://x"}}, "ray.storage", "'foo://x'"),
+    ({"ray": {"gpus_per_trial": 1.5}}, "ray.gpus_per_trial", "1.5"),
+    ({"ray": {"lease_s": 1.0}}, "ray.lease_s", "1.0"),
+    ({"search": {"metric_kind": "score"}}, "search.metric_kind", "'score'"),
+    ({"search": {"mode": "max"}}, "search.mode", "'max'"),
+    ({"search": {"metric": "val_acc"}}, "search.metric_kind", "None"),
+    ({"search": {"metric": "val_acc", "metric_kind": "score", "mode": "max"}}, "search.metric",
+     "'val_acc'"),
+    ({"train": {"checkpoint_every": -1}}, "train.checkpoint_every", "-1"),
+    ({"model": {"depth_parametrization": "completep", "residual": True},
+      "train": {"optimizer": "sgd"}}, "model.depth_parametrization", "'completep'"),
+])
+def test_a_rule_across_fields_names_its_field_and_value_once(quick, change, field, value):
+    d = copy.deepcopy(quick)
+    for section, values in change.items():
+        d[section].update(values)
+    with pytest.raises(ConfigError) as exc:
+        parse_config(d)
+    (err,) = exc.value.errors
+    assert (err["field"], err["value"]) == (field, value)
+    # the message line is "field = value: rule"; the rule does not repeat the field
+    shown = field.split(".")[-1]
+    assert not err["rule"].startswith((field, shown)), err["rule"]
+    assert str(exc.value).count(f"{field} = {value}") == 1

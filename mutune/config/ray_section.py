@@ -110,18 +110,18 @@ class RayConfig(StrictModel):
             scheme = self.storage.split("://", 1)[0].lower()
             if scheme not in STORAGE_SCHEMES:
                 raise FieldRuleError("storage", self.storage,
-                                     f"ray.storage = {self.storage!r}: scheme {scheme!r} is not "
-                                     "a pyarrow filesystem (use a shared folder's path or one of "
+                                     f"scheme {scheme!r} is not a pyarrow filesystem (use a "
+                                     "shared folder's path or one of "
                                      f"{', '.join(sorted(STORAGE_SCHEMES))})")
         g = self.gpus_per_trial
         if g > 1 and g != int(g):
             raise FieldRuleError("gpus_per_trial", g,
-                                 f"ray.gpus_per_trial = {g}: above 1 it must be a whole number "
-                                 "of GPUs (Ray grants fractions of one GPU only)")
+                                 "above 1 it must be a whole number of GPUs (Ray grants "
+                                 "fractions of one GPU only)")
         if not self.lease_s >= LEASE_FACTOR * self.heartbeat_s:
             raise FieldRuleError("lease_s", self.lease_s,
-                                 f"ray.lease_s = {self.lease_s}: must be >= {LEASE_FACTOR:g} × "
-                                 f"ray.heartbeat_s ({self.heartbeat_s}) = "
-                                 f"{LEASE_FACTOR * self.heartbeat_s:g}, so a live trial that "
-                                 "misses a beat or two is never reaped as stale")
+                                 f"must be >= {LEASE_FACTOR:g} × ray.heartbeat_s "
+                                 f"({self.heartbeat_s}) = {LEASE_FACTOR * self.heartbeat_s:g}, "
+                                 "so a live trial that misses a beat or two is never reaped as "
+                                 "stale")
         return self

@@ -119,24 +119,22 @@ class SearchConfig(StrictModel):
         if kind is None:
             if not (self.metric in LOSS_METRICS or self.metric.endswith("loss")):
                 raise FieldRuleError("metric_kind", self.metric_kind,
-                                     f"search.metric_kind: say whether {self.metric!r} is a "
-                                     "'loss' (lower is better) or a 'score' (higher is better)")
+                                     f"say whether {self.metric!r} is a 'loss' (lower is "
+                                     "better) or a 'score' (higher is better)")
             kind = "loss"
         elif kind == "score" and self.metric in LOSS_METRICS:
             raise FieldRuleError("metric_kind", self.metric_kind,
-                                 f"search.metric_kind = 'score' with metric {self.metric!r}: it is "
-                                 "a loss (lower is better)")
+                                 f"metric {self.metric!r} is a loss (lower is better), so its "
+                                 "kind is 'loss'")
         if kind == "loss" and self.mode != "min":
             raise FieldRuleError("mode", self.mode,
-                                 f"search.mode = {self.mode!r} with metric {self.metric!r}: it "
-                                 "is a loss (lower is better), so mode must be 'min'; 'max' "
-                                 "would pick the worst trials")
+                                 f"metric {self.metric!r} is a loss (lower is better), so "
+                                 "mode must be 'min'; 'max' would pick the worst trials")
         if kind == "score" and self.mode != "max":
             raise FieldRuleError("mode", self.mode,
-                                 f"search.mode = {self.mode!r} with metric {self.metric!r}: it "
-                                 "is a score (higher is better), so mode must be 'max'; 'min' "
-                                 "would pick the worst trials (a metric where lower is better "
-                                 "is a loss: metric_kind: loss)")
+                                 f"metric {self.metric!r} is a score (higher is better), so "
+                                 "mode must be 'max'; 'min' would pick the worst trials (a "
+                                 "metric where lower is better is a loss: metric_kind: loss)")
         return self
 
     @property
@@ -240,8 +238,8 @@ class TrainConfig(StrictModel):
     def _micro_batches(self) -> "TrainConfig":
         if self.checkpoint_every != "auto" and self.checkpoint_every < 0:
             raise FieldRuleError("checkpoint_every", self.checkpoint_every,
-                                 f"checkpoint_every = {self.checkpoint_every}: steps >= 0, or "
-                                 "'auto' (Young's interval from cost.spot.mtbp_s)")
+                                 "steps >= 0, or 'auto' (Young's interval from "
+                                 "cost.spot.mtbp_s)")
         if self.batch_size % self.micro_batches:
             raise FieldRuleError("micro_batches", self.micro_batches,
                                  f"micro_batches ({self.micro_batches}) must divide batch_size "

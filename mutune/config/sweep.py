@@ -116,9 +116,9 @@ class SweepConfig(StrictModel):
         depth_p = getattr(self.model, "depth_parametrization", "none")
         if depth_p != "none" and self.train.optimizer == "sgd":
             raise FieldRuleError("model.depth_parametrization", depth_p,
-                                 f"model.depth_parametrization = {depth_p!r} with train.optimizer "
-                                 "= 'sgd': its per-group learning-rate and ε factors are Adam's "
-                                 "(Dey et al. 2025, Table 1); use adam or adamw")
+                                 "its per-group learning-rate and ε factors are Adam's (Dey "
+                                 "et al. 2025, Table 1), and train.optimizer is 'sgd': use "
+                                 "adam or adamw")
         if isinstance(self.model, GPTModel):
             for width in [*w, self.target.width, self.model.base_width,
                           2 * self.model.base_width]:
@@ -157,9 +157,9 @@ class SweepConfig(StrictModel):
                                  "as uint32 and set data.dtype: uint32")
         if self.search.metric != "val_loss" and self.train.loop is None:
             raise FieldRuleError("search.metric", self.search.metric,
-                                 f"search.metric = {self.search.metric!r}: mutune's own loop "
-                                 "reports val_loss (and val_loss_se, test_loss); any other metric "
-                                 "comes from a training-loop plugin (train.loop) that reports it")
+                                 "mutune's own loop reports val_loss (and val_loss_se, "
+                                 "test_loss); any other metric comes from a training-loop "
+                                 "plugin (train.loop) that reports it")
         if self.train.loop is not None:
             from mutune.proxies.plugins import load_loop
 
