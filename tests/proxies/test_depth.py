@@ -168,7 +168,7 @@ def test_the_config_checks_depth_options_and_builds_a_scaled_trainable_model():
     d["model"] = {"family": "mlp", "depth_parametrization": "completep"}   # residual omitted
     with pytest.raises(ConfigError, match="model.residual = False"):
         parse_config(d)
-    with pytest.raises(ConfigError, match="train.optimizer = 'sgd'"):
+    with pytest.raises(ConfigError, match="and train.optimizer is 'sgd'"):
         _model_section(residual=True, depth_parametrization="depth_mup", train_sgd=True)
     cfg = _model_section(residual=True, depth_parametrization="completep", depth=4,
                          base_depth=2)

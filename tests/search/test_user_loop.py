@@ -282,7 +282,8 @@ def test_dry_run_times_the_users_own_loop(tiny_config, user_loops):
 def test_metric_kinds_are_checked_and_a_loss_metric_needs_no_loop(tiny_config, user_loops):
     d = tiny_config.model_dump(mode="json")
     d["search"].update(metric="val_accuracy", mode="max")
-    with pytest.raises(ConfigError, match=r"search\.metric_kind = None: say whether 'val_accuracy' is"):
+    with pytest.raises(ConfigError,
+                       match=r"search\.metric_kind = None: say whether 'val_accuracy' is"):
         parse_config(d)
     d["search"]["metric_kind"] = "score"
     with pytest.raises(ConfigError, match="mutune's own loop reports val_loss"):
@@ -290,10 +291,12 @@ def test_metric_kinds_are_checked_and_a_loss_metric_needs_no_loop(tiny_config, u
     d["train"]["loop"] = "accuracy"
     assert parse_config(d).search.kind_of_metric == "score"
     d["search"]["mode"] = "min"
-    with pytest.raises(ConfigError, match=r"search\.mode = 'min': metric 'val_accuracy' is a score .* so mode must be 'max'"):
+    with pytest.raises(ConfigError, match=r"search\.mode = 'min': metric 'val_accuracy' is a "
+                                          r"score .* so mode must be 'max'"):
         parse_config(d)
     d["search"].update(metric="val_loss", metric_kind="score", mode="max")
-    with pytest.raises(ConfigError, match=r"search\.metric_kind = 'score': metric 'val_loss' is a loss"):
+    with pytest.raises(ConfigError,
+                       match=r"search\.metric_kind = 'score': metric 'val_loss' is a loss"):
         parse_config(d)
 
 
