@@ -88,15 +88,28 @@ def one_store_url(tmp_path) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def ray_local() -> Iterator[None]:
-    """A real local Ray cluster for the whole session: 2 CPUs, no dashboard."""
+    """A real local Ray cluster for the whole session: 2 CPUs, no dashboard; its workers get
+    the environment a sweep's local cluster gives them (``cluster.worker_env``)."""
     import logging
 
     import ray
 
+    from mutune.search.backends.ray_tune.cluster import worker_env
+
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)
+    env = worker_env()
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)                  # inherited by the raylet and so by every worker
+    try:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR)
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     try:
         yield
     finally:

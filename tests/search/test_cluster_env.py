@@ -24,12 +24,13 @@ with ray_cluster(load_config().ray):
     @ray.remote(num_cpus=1)
     class Probe:
         def env(self):
-            return os.environ.get("MALLOC_ARENA_MAX")
+            return [os.environ.get(k) for k in ("MALLOC_ARENA_MAX",
+                                                "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S")]
 
-    worker = ray.get(Probe.remote().env.remote())
+    worker, poll = ray.get(Probe.remote().env.remote())
     job = dict(ray.get_runtime_context().runtime_env)
     inside = os.environ.get("MALLOC_ARENA_MAX")
-print("RESULT " + json.dumps({"worker": worker, "job": job, "inside": inside,
+print("RESULT " + json.dumps({"worker": worker, "poll": poll, "job": job, "inside": inside,
                               "tune_ahead": tune_ahead,
                               "after": os.environ.get("MALLOC_ARENA_MAX")}))
 """
@@ -47,11 +48,13 @@ def _run(env_value):
 
 @pytest.mark.slow
 def test_local_workers_inherit_the_environment_and_the_job_has_no_runtime_env():
-    from mutune.search.backends.ray_tune.cluster import MALLOC_ARENAS
+    from mutune.search.backends.ray_tune.cluster import MALLOC_ARENAS, TRAIN_POLL_ENV
 
     got = _run(None)
     assert got["tune_ahead"]      # Ray Tune was imported while the cluster started
     assert got["worker"] == MALLOC_ARENAS          # the workers' setting reached them
+    # and Ray Train's poll interval, which the target run's controller (a worker) reads
+    assert got["poll"] == TRAIN_POLL_ENV["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"]
     assert not got["job"].get("env_vars")          # not as a runtime_env
     assert got["inside"] is None and got["after"] is None   # the driver's own env unchanged
     got = _run("4")                                # a user's value is kept everywhere
@@ -71,3 +74,13 @@ print("colorsys" in sys.modules, "mutune_no_such_module" in sys.modules)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
     assert out.stdout.split() == ["True", "False"]
+
+
+def test_a_poll_interval_the_user_set_is_kept(monkeypatch):
+    from mutune.search.backends.ray_tune.cluster import TRAIN_POLL_ENV, worker_env
+
+    (name, value), = TRAIN_POLL_ENV.items()
+    monkeypatch.delenv(name, raising=False)
+    assert worker_env()[name] == value == "0.1"
+    monkeypatch.setenv(name, "1.5")             # the user's own: inherited, not overridden
+    assert name not in worker_env()

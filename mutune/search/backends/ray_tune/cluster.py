@@ -15,7 +15,8 @@ from typing import Any
 from mutune.config import RayConfig
 
 __all__ = ["ray_cluster", "slots", "tracking_callbacks", "shortfall", "pending_trials",
-           "PENDING_ENV", "worker_env", "local_worker_env", "TUNE_ACTOR_ENV"]
+           "PENDING_ENV", "worker_env", "local_worker_env", "TUNE_ACTOR_ENV",
+           "TRAIN_POLL_ENV"]
 
 
 def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
@@ -60,6 +61,16 @@ MALLOC_ARENAS = "2"
 #: lets trial actors start in idle workers (:mod:`~.idle_workers`)
 TUNE_ACTOR_ENV = {"PL_DISABLE_FORK": "1"}
 
+#: how often Ray Train's controller polls the target run's workers, in seconds (Ray Train
+#: v2's ``RAY_TRAIN_HEALTH_CHECK_INTERVAL_S``, default 2.0). Each worker hands its reports
+#: over through a one-slot queue (``ray/train/v2/_internal/execution/worker_group/worker.py``)
+#: that only a poll empties, so with Ray's default a worker that reports more often than
+#: every 2 s waits at each report, and every run ends up to one interval after its last
+#: step: a DDP target of 600 steps reporting every 3 took 426.6 s for 4.3 s of training
+#: on 2 CPUs, 43.7 s at 0.1 s. A poll is one small actor call per worker (the controller
+#: used about 4 % of one CPU polling at 0.1 s).
+TRAIN_POLL_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.1"}
+
 #: the environment the workers of the local cluster :func:`ray_cluster` started inherit,
 #: while it runs (Ray's own state is per process too: one cluster per driver)
 _started: dict[str, dict[str, str]] = {}
@@ -67,12 +78,14 @@ _started: dict[str, dict[str, str]] = {}
 
 def worker_env() -> dict[str, str]:
     """Environment variables of the sweep's Ray workers (set where a local cluster starts,
-    or as the job's ``runtime_env`` on a cluster at ``ray.address``): ``MALLOC_ARENA_MAX``
-    (:data:`MALLOC_ARENAS`) unless the user's environment sets it, and
-    :data:`TUNE_ACTOR_ENV`."""
+    or as the job's ``runtime_env`` on a cluster at ``ray.address``, which Ray merges into
+    every actor's own): :data:`TUNE_ACTOR_ENV`; ``MALLOC_ARENA_MAX`` (:data:`MALLOC_ARENAS`)
+    and Ray Train's poll interval (:data:`TRAIN_POLL_ENV`, read by the target run's
+    controller, a worker too) unless the user's environment sets them."""
     env = dict(TUNE_ACTOR_ENV)
     if "MALLOC_ARENA_MAX" not in os.environ:
         env["MALLOC_ARENA_MAX"] = MALLOC_ARENAS
+    env.update({k: v for k, v in TRAIN_POLL_ENV.items() if k not in os.environ})
     return env
 
 
