@@ -66,9 +66,10 @@ TUNE_ACTOR_ENV = {"PL_DISABLE_FORK": "1"}
 #: over through a one-slot queue (``ray/train/v2/_internal/execution/worker_group/worker.py``)
 #: that only a poll empties, so with Ray's default a worker that reports more often than
 #: every 2 s waits at each report, and every run ends up to one interval after its last
-#: step: a DDP target of 600 steps reporting every 3 took 426.6 s for 4.3 s of training
-#: on 2 CPUs, 43.7 s at 0.1 s (one run each). A poll is one small actor call per worker:
-#: the controller used 5.2 CPU-s in the 43.7-s run, its start-up included (9.0 in the other).
+#: step: a DDP target on 2 CPUs reporting every 3 steps, 40 reports, took 101.3 s against
+#: 20.6 s at 0.1 s (medians of 3, ``benchmarks/train_poll.py``). A poll is one small actor
+#: call per worker: the controller used 5.2 CPU-s in a 43.7-s run at 0.1 s, its start-up
+#: included.
 TRAIN_POLL_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.1"}
 
 #: the environment the workers of the local cluster :func:`ray_cluster` started inherit,
