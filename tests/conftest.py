@@ -94,22 +94,13 @@ def ray_local() -> Iterator[None]:
 
     import ray
 
-    from mutune.search.backends.ray_tune.cluster import worker_env
+    from mutune.search.backends.ray_tune.cluster import environ, worker_env
 
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    env = worker_env()
-    before = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)                  # inherited by the raylet and so by every worker
-    try:
+    with environ(worker_env()):             # inherited by the raylet and so by every worker
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.ERROR)
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     try:
         yield
     finally:

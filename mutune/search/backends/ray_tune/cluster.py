@@ -16,7 +16,7 @@ from mutune.config import RayConfig
 
 __all__ = ["ray_cluster", "slots", "tracking_callbacks", "shortfall", "pending_trials",
            "PENDING_ENV", "worker_env", "local_worker_env", "TUNE_ACTOR_ENV",
-           "TRAIN_POLL_ENV"]
+           "TRAIN_POLL_ENV", "environ"]
 
 
 def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
@@ -142,7 +142,7 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
         from mutune.search.backends.ray_tune.import_ahead import importing_ahead
 
         # the sweep imports Ray Tune next: in a thread while Ray starts its processes
-        with _environ(worker_env()), importing_ahead("ray.tune"):
+        with environ(worker_env()), importing_ahead("ray.tune"):
             started = dict(os.environ)
             ray.init(address="local", num_cpus=cfg.num_cpus, **kwargs)
         entry = register(_session_dir())
@@ -158,9 +158,10 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _environ(env: dict[str, str]) -> Iterator[None]:
-    """``env`` in this process's environment for the block (what processes started in it
-    inherit), as it was afterwards."""
+def environ(env: dict[str, str]) -> Iterator[None]:
+    """``env`` (variable name → value) in this process's environment for the block, so the
+    processes started in it (a local Ray cluster's raylet and so its workers) inherit it;
+    each variable is as it was before (set or absent) afterwards, also on an error."""
     before = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -219,7 +220,7 @@ def pending_trials(n: int) -> Iterator[None]:
     if PENDING_ENV in os.environ:
         yield
         return
-    with _environ({PENDING_ENV: str(max(int(n), 1))}):
+    with environ({PENDING_ENV: str(max(int(n), 1))}):
         yield
 
 
