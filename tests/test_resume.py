@@ -187,6 +187,66 @@ def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_
         assert "pause" in kinds and "promote" in kinds
 
 
+@dataclasses.dataclass
+class DiesAtStart(DyingRecorder):
+    """Dies at the first row of trial ``key``: that call writes nothing."""
+    key: str = ""
+
+    def __getattr__(self, name):
+        if name == "trial_started":
+            def call(*args, **kwargs):
+                if self.dead or args[3] == self.key:
+                    self.dead = True
+                    raise DriverKilled(name)
+                return self.store.trial_started(*args, **kwargs)
+            return call
+        return super().__getattr__(name)
+
+
+def test_a_trial_proposed_but_never_recorded_starts_on_resume(ray_local, tiny_config,
+                                                              tmp_path):
+    """The searcher's state may be saved after it proposed a trial and before that trial's
+    first row (another trial's decision is saved while Ray starts the new one); a driver
+    dying then leaves a proposal with no row. The resumed width starts that trial under its
+    key with its proposed point, and ends as the uninterrupted sweep: 4 trials, not 3."""
+    from mutune.search.searchers import make_searcher
+
+    cfg = _config(tiny_config)
+    with Store.open(f"sqlite:///{tmp_path / 'a.db'}") as a:
+        with open_sweep(cfg, a, out_dir=tmp_path / "a") as run:
+            sweep_width(run, 16, 0)
+        want = _summary(a, run.sweep_id)
+
+    with Store.open(f"sqlite:///{tmp_path / 'b.db'}") as b:
+        with pytest.raises(Exception):
+            with open_sweep(cfg, DiesAtStart(b, lambda *call: False, key="w16-t2"),
+                            out_dir=tmp_path / "b") as run:
+                sweep_width(run, 16, 0)
+        sweep_id = run.sweep_id
+        (ps,) = b.sweep_rows(sweep_id)["proxy_sweeps"]
+        # the state saved in that window: the last saved one, with w16-t2 proposed
+        searcher = make_searcher(cfg.search, cfg.seed, 0)
+        searcher.load_state(ps["searcher_state"])
+        assert "w16-t2" not in searcher.proposed
+        searcher.suggest("w16-t2")
+        b.scheduler_saved(ps["id"], ps["scheduler_state"], searcher.state_dict(),
+                          int(ps["state_seq"]))
+        rows = b.sweep_rows(sweep_id)
+        assert {t["key"] for t in rows["trials"]} == {"w16-t0", "w16-t1"}
+        time.sleep(cfg.ray.lease_s + 0.2)
+        reap_stale(b, sweep_id, lease_s=cfg.ray.lease_s)
+        rows = b.sweep_rows(sweep_id)
+        last_seq = max([e["seq"] for e in rows["events"]]
+                       + [r["seq"] for t in rows["trials"] for r in t["reports"]])
+        with open_sweep(cfg, b, out_dir=tmp_path / "b", resume=(sweep_id, last_seq)) as run:
+            resume_width(run, 16, 0, rows["proxy_sweeps"][0], rows)
+        trials, decisions, statuses, n_reports, seqs, rows_b = _summary(b, sweep_id)
+
+    assert sorted(t["key"] for t in rows_b["trials"]) == [f"w16-t{i}" for i in range(4)]
+    assert trials == want[0] and decisions == want[1] and statuses == want[2]
+    assert n_reports == want[3] and len(seqs) == len(set(seqs))
+
+
 def test_mutune_resume_finishes_an_interrupted_main_job(ray_local, tiny_config, tmp_path):
     """The whole job: the driver dies in width 32's sweep; ``mutune resume`` (the API behind
     the command) reaps the stale trial, finishes width 32, fits, trains the target, reports."""

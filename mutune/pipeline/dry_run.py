@@ -260,7 +260,7 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     trial_steps = planned_trial_steps(search.num_samples, kind=sched.kind,
                                       grace_period=sched.grace_period,
                                       reduction_factor=sched.reduction_factor,
-                                      max_t=sched.max_t)
+                                      max_t=sched.max_t, seed=config.seed)
     evals = [_evals(s, every) for s in trial_steps]
 
     def price(m: dict[str, float], steps: list[int], n_evals: list[int],

@@ -172,7 +172,8 @@ def width_result(run: SweepRun, width: int, proxy_sweep_id: int, outcome: Any, *
 
     search = run.config.search
     best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3,
-                        scope=search.best_scope, curves=trial_curves(outcome.trials))
+                        scope=search.best_scope,
+                        curves=trial_curves(outcome.trials, search.metric))
     rec = next(t for t in outcome.trials if t.key == best.trial)
     result = ProxyResult(width, proxy_sweep_id, rec.trial_id, dict(rec.point["hparams"]),
                          best.value, best.milestone, len(outcome.trials),
@@ -295,7 +296,8 @@ def align_optima(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
     for p, o in swept:
         if p.optimum.get("milestone") != m:
             best = best_at_rung(o.core.rung_values(), mode=config.search.mode, min_trials=3,
-                                scope=config.search.best_scope, curves=trial_curves(o.trials))
+                                scope=config.search.best_scope,
+                                curves=trial_curves(o.trials, config.search.metric))
             p = dataclasses.replace(p, optimum={**width_optimum(config, o, best, milestone=m),
                                                 "aligned_from": p.optimum.get("milestone")})
             record_best(run, p, best.n_trials)
@@ -303,7 +305,8 @@ def align_optima(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
     return out
 
 
-def trial_curves(trials: list[Any], metric: str = "val_loss") -> dict[str, list[tuple]]:
-    """Trial key → [(step, value), …] of its recorded reports (for ``best-so-far``)."""
+def trial_curves(trials: list[Any], metric: str) -> dict[str, list[tuple]]:
+    """Trial key → [(step, value of ``metric``), …] of its recorded reports (for
+    ``best-so-far``; ``metric`` is the sweep's ranked metric)."""
     return {t.key: [(int(r["step"]), float(r[metric])) for r in t.reports if metric in r]
             for t in trials}

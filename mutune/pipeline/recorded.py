@@ -3,16 +3,19 @@
 :func:`trial_records` turns trial rows into the driver's
 :class:`~mutune.search.backends.ray_tune.records.TrialRecord`; :func:`continue_points` splits
 them into the trials that had ended and the ones a dead driver left running (with their
-latest checkpoints); :func:`recorded_trials` does both for the stages after the proxy
+latest checkpoints); :func:`never_started` gives the points of trials proposed but never
+recorded; :func:`recorded_trials` does both for the stages after the proxy
 sweeps — a width's confirmation design and the target run — whose trials a resumed sweep
 finds by key (``SweepRun.recorded``). :mod:`mutune.pipeline.resume` uses the first two for the
 proxy sweeps.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["trial_records", "continue_points", "recorded_trials", "unfinished"]
+__all__ = ["trial_records", "continue_points", "never_started", "recorded_trials",
+           "unfinished"]
 
 
 def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
@@ -82,6 +85,30 @@ def continue_points(records: list[Any], trial_rows: list[dict[str, Any]]
          "restore_from": latest_checkpoint(trial_dir[r.trial_id], r.last_step) or CONTINUE,
          "restore_at_most": r.last_step}
         for r in left]
+
+
+def never_started(proposed: Mapping[str, Mapping[str, Any]], records: list[Any],
+                  seeds: list[int], replicates: int = 1) -> list[dict[str, Any]]:
+    """The points of trials the searcher had proposed but the database never recorded (the
+    searcher's state was saved between a proposal and its trial's first row, then the driver
+    died): each under its own key, with the seeds of its index, to start afresh — so the
+    width still ends with every proposed trial, and with the points it proposed.
+
+    Args:
+        proposed: the restored searcher's key → point, in proposal order (index = position).
+        records: the recorded trials (:func:`trial_records`).
+        seeds: the width's training seeds, ``replicates`` per trial.
+    """
+    have = {r.key for r in records}
+    r = max(replicates, 1)
+    out = []
+    for i, (key, hparams) in enumerate(proposed.items()):
+        if key in have:
+            continue
+        own = [int(x) for x in seeds[i * r:(i + 1) * r]]
+        out.append({"hparams": dict(hparams), "seed": own[0], "index": i, "key": key,
+                    **({"replicate_seeds": own} if r > 1 else {})})
+    return out
 
 
 def recorded_trials(run: Any, points: list[dict[str, Any]],

@@ -10,8 +10,10 @@ What continues how (docs/architecture.md §4):
 * a proxy width that completed is rebuilt from its saved scheduler and searcher state;
 * the interrupted width continues with that state: reports recorded after the last save are
   fed to both again in sequence order (:func:`mutune.search.driver.catch_up`), its unfinished
-  trials resume from their latest checkpoints under their own rows and keys, and only the
-  missing trials start, so the width ends with exactly ``num_samples`` trials;
+  trials resume from their latest checkpoints under their own rows and keys, a trial the
+  searcher had proposed but the database never recorded starts under its key with its
+  proposed point, and only the missing trials start, so the width ends with exactly
+  ``num_samples`` trials;
 * widths never started are swept, in the same Ray Tune run as the interrupted ones;
 * each width's confirmation design keeps the trials that had ended, continues the ones left
   running from their latest checkpoints under their own rows, and trains only the rest
@@ -33,7 +35,7 @@ from mutune.pipeline.main_job import finish_sweep
 from mutune.pipeline.depth_tasks import ladder_sizes, task_at_depth
 from mutune.pipeline.proxy_stage import (new_width, run_widths, width_result, width_results,
                                          width_seeds, width_spec)
-from mutune.pipeline.recorded import continue_points, trial_records
+from mutune.pipeline.recorded import continue_points, never_started, trial_records
 from mutune.pipeline.recorded import unfinished as _unfinished
 from mutune.pipeline.recording import Recorder
 from mutune.pipeline.sweep import PipelineResult, Progress, ProxyResult, SweepRun, open_sweep
@@ -237,6 +239,7 @@ def restore_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
         if run.budget is not None:        # ended here, held before: spent, in no book
             run.budget.add_prior(r.timing["allocated_s"] * r.timing["devices"] / 3600.0)
     unfinished, finished, cont = continue_points(records, trial_rows)
+    cont += never_started(searcher.proposed, records, seeds, search.replicates)
     for r in finished:
         searcher.complete(r.key, r.status)
     paused = core.paused()   # promotion: they wait at their rung until promoted

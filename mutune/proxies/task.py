@@ -8,6 +8,7 @@ family-agnostic.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,11 +43,23 @@ def load_task_data(config: SweepConfig) -> TaskData:
     return load_text_data(config.data.path)
 
 
-def _tensor(a: Any) -> torch.Tensor:
-    if isinstance(a, torch.Tensor):
-        return a
-    a = np.ascontiguousarray(a)
-    return torch.from_numpy(a if a.flags.writeable else a.copy())
+def _tensor(a: Any, device: torch.device | None = None) -> torch.Tensor:
+    if not isinstance(a, torch.Tensor):
+        a = np.ascontiguousarray(a)
+        a = torch.from_numpy(a if a.flags.writeable else a.copy())
+    return a if device is None else a.to(device, non_blocking=True)
+
+
+def _one(loss: Any, device: torch.device) -> torch.Tensor:
+    """A family's scalar loss (tensor or float) as a one-element float64 tensor on ``device``."""
+    return torch.as_tensor(loss, dtype=torch.float64, device=device).detach().reshape(1)
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    """The device of the model's first parameter (or buffer); CPU for a model without either."""
+    for t in itertools.chain(model.parameters(), model.buffers()):
+        return t.device
+    return torch.device("cpu")
 
 
 @dataclass(frozen=True)
@@ -341,19 +354,20 @@ class ProxyTask:
 
     def _unit_losses(self, model: torch.nn.Module, split: str, rank: int,
                      world: int) -> torch.Tensor:
-        """The per-unit losses (float64, nats) of units rank, rank + world, … of ``split``."""
+        """The per-unit losses (float64, nats) of units rank, rank + world, … of ``split``,
+        on the model's device (the inputs are moved there)."""
         if split not in ("val", "test") or not self.has_split(split):
             raise ProxyError(f"split {split!r}: the data hold no such split (val always; "
                              "test for digits, text, and token folders with test.bin)")
-        was_training = model.training
+        was_training, dev = model.training, _model_device(model)
         model.eval()
         with torch.no_grad():
             if isinstance(self.data, ClassificationData):
                 xs = self.data.val_x if split == "val" else self.data.test_x
                 ys = self.data.val_y if split == "val" else self.data.test_y
-                x, y = _tensor(xs[rank::world]), _tensor(ys[rank::world])
+                x, y = _tensor(xs[rank::world], dev), _tensor(ys[rank::world], dev)
                 if self.family.forward_loss is not None:
-                    per = torch.full((1,), float(self.step_loss(model, x, y)))
+                    per = _one(self.step_loss(model, x, y), dev)
                 else:
                     per = F.cross_entropy(model(x), y, reduction="none")
             else:
@@ -363,11 +377,11 @@ class ProxyTask:
                 x, y = x[rank::world], y[rank::world]
                 parts, bs = [], max(self.train.batch_size, 1)
                 for i in range(0, len(x), bs):
-                    xb, yb = _tensor(x[i:i + bs]), _tensor(y[i:i + bs])
+                    xb, yb = _tensor(x[i:i + bs], dev), _tensor(y[i:i + bs], dev)
                     if self.family.forward_loss is not None:
                         # a family's own loss gives one value per batch: the units of the
                         # standard error are then the batches
-                        parts.append(torch.tensor([float(self.step_loss(model, xb, yb))]))
+                        parts.append(_one(self.step_loss(model, xb, yb), dev))
                     else:
                         logits = model(xb)
                         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),

@@ -6,9 +6,11 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 
 from mutune.config import load_config, parse_config
 from mutune.errors import ProxyError
+from mutune.proxies.meta_init import SkipInitOnMeta
 from mutune.proxies.task import ProxyTask, load_task_data, loss_summary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,3 +59,18 @@ def test_a_bad_part_is_refused_and_tiny_sums_summarise():
     one, none = loss_summary(1, 2.0, 4.0), loss_summary(0, 0.0, 0.0)
     assert one[0] == 2.0 and math.isnan(one[1])           # one unit: no spread to estimate
     assert all(math.isnan(v) for v in none)
+
+
+@pytest.mark.parametrize("family", ["mlp", "gpt"])
+def test_evaluation_moves_its_inputs_to_the_models_device(tiny_config, one_thread, family):
+    """The evaluation's inputs go to the model's device: here PyTorch's meta device, which,
+    like CUDA, refuses a CPU input (no GPU needed); the per-unit losses stay there."""
+    task = (_gpt_text_task() if family == "gpt" else
+            ProxyTask(tiny_config.model, tiny_config.train,
+                      load_task_data(tiny_config)).with_base_shapes())
+    hp = {"lr": 0.01} if family == "gpt" else {"lr": 0.01, "output_mult": 1.0}
+    with torch.device("meta"), SkipInitOnMeta():
+        model = task.build(16, hp)
+    per = task._unit_losses(model, "val", 0, 1)
+    assert per.device.type == "meta" and per.dtype == torch.float64
+    assert per.shape == ((37,) if family == "gpt" else (len(task.data.val_y),))

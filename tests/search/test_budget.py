@@ -3,6 +3,7 @@ real Ray Tune ``Trial`` objects, the real ASHA core and the real driver-side boo
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import pytest
 from ray.tune.experiment import Trial
@@ -121,11 +122,24 @@ def test_spent_committed_and_estimates():
     (4, "asha", [3, 3, 3, 27]),
     (9, "asha", [3] * 6 + [9, 9, 27]),
     (1, "asha", [27]),
-    (9, "hyperband", [3, 3, 27] + [9, 9, 27] + [27, 27, 27]),
+    # seed 0 puts 4, 2 and 3 of the first 9 trials in brackets 0, 1, 2 (of weights 9:5:3)
+    (9, "hyperband", [3, 3, 3, 27] + [9, 27] + [27, 27, 27]),
 ])
 def test_planned_steps_follow_successive_halving(n, kind, expected):
     steps = planned_trial_steps(n, kind=kind, grace_period=3, reduction_factor=3, max_t=27)
     assert steps == sorted(expected) and len(steps) == n
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_the_plan_weights_hyperbands_brackets_as_the_core_does(seed):
+    """r 20, η 3, max_t 200: bracket weights 9:5:3 per cycle of 17, so 170 trials (10 whole
+    cycles, whatever the seed) are 90, 50 and 30 in brackets 0, 1, 2 — not round-robin — and
+    each bracket halves synchronously from its own first rung (20, 60, 180)."""
+    steps = planned_trial_steps(170, kind="hyperband", grace_period=20, reduction_factor=3,
+                                max_t=200, seed=seed)
+    # bracket 0: 90 → 60 cut at 20, 20 at 60, 7 at 180, 3 to 200; bracket 1: 50 → 34 at 60,
+    # 11 at 180, 5 to 200; bracket 2: 30 → 20 at 180, 10 to 200
+    assert Counter(steps) == {20: 60, 60: 20 + 34, 180: 7 + 11 + 20, 200: 3 + 5 + 10}
 
 
 def test_spent_counts_held_segments_not_uptime_and_what_came_before():

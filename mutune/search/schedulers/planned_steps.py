@@ -4,11 +4,14 @@ Synchronous successive halving as the expectation of ASHA (Li et al. 2020): of n
 n_0 = n are judged at rung m_0 = r, n_{k+1} = max(⌊n_k/η⌋, 1) continue to rung m_{k+1}; the ones
 cut at rung k trained m_k steps; the survivors of the last rung train on to max_t. Asynchronous
 ASHA promotes early arrivals more generously, so a real sweep trains somewhat more; the dry run
-says so. Hyperband spreads the n trials over its brackets round-robin, bracket s starting at
-r·η^s (Li et al. 2018).
+says so. Hyperband's n trials go to its brackets exactly as the live core assigns them
+(:class:`~mutune.search.schedulers.hyperband.Hyperband`: seeded cycles weighted by the
+brackets' sizes n_s, Li et al. 2018, Algorithm 1), bracket s starting at r·η^s; the i-th new
+trial takes entry i of the cycles, so the counts per bracket depend only on the seed and n.
 """
 from __future__ import annotations
 
+from mutune.search.schedulers.hyperband import Hyperband
 from mutune.search.schedulers.rungs import rung_milestones
 
 __all__ = ["planned_trial_steps", "DEFAULT_TRIAL_OVERHEAD_S", "DEFAULT_REPORT_OVERHEAD_S"]
@@ -42,12 +45,13 @@ def _halving(n: int, milestones: list[int], eta: int, max_t: int) -> list[int]:
 
 
 def planned_trial_steps(n: int, *, kind: str, grace_period: int, reduction_factor: int,
-                        max_t: int) -> list[int]:
+                        max_t: int, seed: int = 0) -> list[int]:
     """Training steps of each of ``n`` trials under the scheduler, sorted ascending.
 
     Args:
         n: trials (num_samples), >= 1. kind: ``asha`` or ``hyperband``.
         grace_period, reduction_factor, max_t: r, η, R in steps.
+        seed: the sweep seed, which draws Hyperband's bracket assignment.
     Returns:
         A list of n step counts, each a rung milestone or max_t.
     Raises:
@@ -56,9 +60,12 @@ def planned_trial_steps(n: int, *, kind: str, grace_period: int, reduction_facto
     ms = rung_milestones(grace_period, reduction_factor, max_t)
     if kind != "hyperband":
         return sorted(_halving(n, ms, reduction_factor, max_t))
+    core = Hyperband(grace_period=grace_period, reduction_factor=reduction_factor,
+                     max_t=max_t, seed=seed)
+    brackets = [core.assign(f"t{i}") for i in range(n)]
     out: list[int] = []
     for s in range(len(ms)):
-        n_s = len(range(s, n, len(ms)))
+        n_s = brackets.count(s)
         if n_s:
             out += _halving(n_s, ms[s:], reduction_factor, max_t)
     return sorted(out)
