@@ -239,7 +239,7 @@ def main() -> None:
             finals = [best["hparams"]] + [r["config"] for r in runs]
             rows = _train(run, width, finals, evals, steps, "final")
     by = {}
-    for i, s, v, te in rows:
+    for i, s, _, te in rows:
         by.setdefault(i, {})[s] = te
     best_test = [by[0][s] for s in evals]
     per_seed, regrets, fracs, lr_errs = [], [], [], []

@@ -123,7 +123,7 @@ def test_no_import_circle():
 
 
 def test_no_private_name_is_imported_across_modules():
-    for name, (py, tree) in SOURCES.items():
+    for py, tree in SOURCES.values():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module != "__future__":
                 mod = _resolve(py, node)   # a package's own private modules are fine

@@ -268,7 +268,7 @@ def test_an_interrupted_ladder_resumes_proxy_by_proxy(ray_local, tiny_config, tm
     cfg = parse_config(d)
     url = f"sqlite:///{tmp_path / 'l.db'}"
     with Store.open(url) as store:
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - Ray wraps DriverKilled
             # the driver dies once trial 5's report at step 9 is written (widest first,
             # deepest first at concurrency 1: w32d2 holds trials 1–4, w32d1 begins with 5)
             run_pipeline(cfg, DyingRecorder(store, lambda name, args, kw: name ==
@@ -326,7 +326,7 @@ def test_the_horizon_is_one_more_axis_of_the_lr_rule():
     ws, ds, _ = _grid(0.0, 0.0)
     rungs = [20, 60, 180]
     optima = []
-    for w, dp in zip(ws, ds):
+    for _ in zip(ws, ds):
         per_rung = [math.exp(-6.0 - 0.3 * math.log(t)) for t in rungs]
         o = _optima([per_rung[-1]])[0]
         o["horizon"] = {"rungs": rungs, "optimum_lr_per_rung": per_rung,

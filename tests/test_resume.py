@@ -121,7 +121,7 @@ def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_
         want = _summary(a, run.sweep_id)
 
     with Store.open(f"sqlite:///{tmp_path / 'b.db'}") as b:
-        with pytest.raises(Exception) as info:
+        with pytest.raises(Exception) as info:  # noqa: B017 - Ray wraps DriverKilled
             with open_sweep(cfg, DyingRecorder(b, when), out_dir=tmp_path / "b") as run:
                 sweep_width(run, 16, 0)
         assert "DriverKilled" in repr(info.value) or "DriverKilled" in str(info.value)
@@ -218,7 +218,7 @@ def test_a_trial_proposed_but_never_recorded_starts_on_resume(ray_local, tiny_co
         want = _summary(a, run.sweep_id)
 
     with Store.open(f"sqlite:///{tmp_path / 'b.db'}") as b:
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - Ray wraps DriverKilled
             with open_sweep(cfg, DiesAtStart(b, lambda *call: False, key="w16-t2"),
                             out_dir=tmp_path / "b") as run:
                 sweep_width(run, 16, 0)
@@ -261,7 +261,7 @@ def test_mutune_resume_finishes_an_interrupted_main_job(ray_local, tiny_config, 
     with Store.open(url) as c:
         dying = DyingRecorder(c, lambda name, args, kw: name == "trial_reported"
                               and args[0] == 5 and args[1] == 9)   # width 32's 1st trial
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - Ray wraps DriverKilled
             run_pipeline(cfg, dying, out_dir=tmp_path / "c")
         assert [t["status"] for t in c.sweep_rows(1)["trials"]].count("running") >= 1
     time.sleep(cfg.ray.lease_s + 0.2)
@@ -298,7 +298,7 @@ def test_resume_during_the_confirmation_design_keeps_what_it_had_trained(ray_loc
     with Store.open(url) as e:
         dying = DyingRecorder(e, lambda name, args, kw: name == "trial_started"
                               and args[2] == "confirm" and args[3] == "c0w16-t3")
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - Ray wraps DriverKilled
             run_pipeline(cfg, dying, out_dir=tmp_path / "e")
         before = {t["key"]: t for t in e.sweep_rows(1)["trials"] if t["kind"] == "confirm"}
     assert len(before) == 9 + 4 and before["c0w16-t3"]["status"] == "running"
@@ -354,7 +354,7 @@ def test_resume_during_the_target_run_continues_it_from_its_checkpoint(ray_local
             return name == "trial_reported" and args[0] == ids.get("target_trial") \
                 and args[1] == 9
 
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - Ray wraps DriverKilled
             run_pipeline(cfg, DyingRecorder(g, dies), out_dir=tmp_path / "g")
         before = g.sweep_rows(1)
     assert before["target"]["status"] == "running"

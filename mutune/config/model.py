@@ -52,7 +52,7 @@ class DepthOptions(StrictModel):
         """The model's :class:`~mutune.proxies.depth.DepthScaling`."""
         from mutune.proxies.depth import DepthScaling
 
-        depth = int(getattr(self, "depth"))
+        depth = int(self.depth)  # type: ignore[attr-defined]
         return DepthScaling(self.depth_parametrization, depth, self.base_depth or depth)
 
     def depth_options(self) -> dict[str, Any]:

@@ -25,9 +25,9 @@ class PreemptionConfig(StrictModel):
     ``/latest/meta-data/spot/instance-action``, with ``token_url`` for IMDSv2's session
     token) or ``body`` (200 with ``FALSE`` until it reads ``TRUE``: GCP's
     ``/computeMetadata/v1/instance/preempted``); ``ray_drain`` — Ray draining the trial's
-    node (a drain Ray accepts for a busy node is a preemption). On a notice the trial finishes its step,
-    checkpoints it, ends ``preempted`` and is retried from that checkpoint without consuming
-    ``ray.max_failures`` (docs/architecture.md §4)."""
+    node (a drain Ray accepts for a busy node is a preemption). On a notice the trial finishes
+    its step, checkpoints it, ends ``preempted`` and is retried from that checkpoint without
+    consuming ``ray.max_failures`` (docs/architecture.md §4)."""
     notice_file: str | None = Field(default=None, min_length=1)
     notice_url: str | None = Field(default=None, pattern=r"^https?://")
     notice_style: Literal["status", "body"] = "status"

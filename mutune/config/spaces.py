@@ -9,7 +9,8 @@ from pydantic import Field, model_validator
 from mutune.config.base import StrictModel
 
 __all__ = ["SEARCHABLE", "RECIPE_HPARAMS", "NOT_TRANSFERRED", "VALID_RANGES", "CATEGORICAL",
-           "clip_valid", "is_categorical", "as_value", "fmt_value", "LogUniform", "Uniform", "Choice", "Distribution"]
+           "clip_valid", "is_categorical", "as_value", "fmt_value", "LogUniform", "Uniform",
+           "Choice", "Distribution"]
 
 #: Hyperparameters a search space may name: the learning rate; the μP multipliers
 #: (input/embedding, output/readout, attention logit, init std scale) and ``dropout``, which a

@@ -371,7 +371,7 @@ def run_depth_coord_check(config: SweepConfig, *, width: int, depths: Sequence[i
 
 def _depth_of(model: Any, tasks: dict[int, Any]) -> int:
     """Which depth's task built ``model`` (its ``depth`` attribute)."""
-    depth = int(getattr(model, "depth"))
+    depth = int(model.depth)
     if depth not in tasks:
         raise ConfigError(f"a model of depth {depth} is not one of the checked depths "
                           f"{sorted(tasks)}")

@@ -169,7 +169,8 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
             "achieved_flops_per_s": achieved,
             "formula": (f"s_step = FLOPs/step ÷ FLOP/s of width {w}"
                         f"{f' × {t_threads}/{threads} threads' if t_threads != threads else ''}"
-                        f" = {step_t:.4g} ÷ {achieved:.4g}; s_eval = {widest['s_per_eval']:.4g} s × "
+                        f" = {step_t:.4g} ÷ {achieved:.4g}; "
+                        f"s_eval = {widest['s_per_eval']:.4g} s × "
                         f"{f_t:.4g}/{f_w:.4g}; build = {widest['setup_s']:.4g} s × "
                         f"{t_params:,}/{w_params:,} parameters")}
 

@@ -130,7 +130,8 @@ def watch_target(watch: dict[str, Any] | None, reports: list[dict[str, Any]],
     if behind:
         b = behind[-1]
         note = (f"the target (width {target_width}) is behind the best proxy ("
-                f"{size_label(watch['width'], watch.get('depth'))}) at {len(behind)} of {len(compared)} compared steps; at "
+                f"{size_label(watch['width'], watch.get('depth'))}) at {len(behind)} of "
+                f"{len(compared)} compared steps; at "
                 f"step {b['step']}: {b['target']:.4g} vs {b['proxy']:.4g} nats (gap "
                 f"{b['gap']:.3g} > 2·se {b['two_se']:.3g}): a transferred setting may be off")
     return {"proxy_width": watch["width"],

@@ -132,7 +132,7 @@ def coord_check(build: Callable[[int, str], nn.Module],
             named = [(depth_role(name, width) if by_depth else name, m)
                      for name, m in _modules(model, blocks=by_depth)]
             hooks = [m.register_forward_hook(
-                lambda _m, _i, out, name=name: record.setdefault(name, []).append(
+                lambda _m, _i, out, name=name, record=record: record.setdefault(name, []).append(
                     float(out.detach().abs().mean())))
                 for name, m in named if name is not None]
             try:

@@ -11,12 +11,20 @@ PyTorch ships it; elsewhere SDPA chooses its kernel itself. On CPU both are off.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
-__all__ = ["TrainDevice", "numerics_for", "select_device", "measure_cpu_peak_flops"]
+__all__ = ["TrainDevice", "numerics_for", "select_device", "model_device",
+           "measure_cpu_peak_flops"]
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of the model's first parameter or buffer (CPU when it has neither)."""
+    return next((t.device for t in itertools.chain(model.parameters(), model.buffers())),
+                torch.device("cpu"))
 
 #: the first compute capability with native bf16 and PyTorch's flash SDPA kernel (Ampere)
 SM80 = (8, 0)

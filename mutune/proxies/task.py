@@ -8,7 +8,6 @@ family-agnostic.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import torch.nn.functional as F
 
 from mutune.config import ModelSpec, SweepConfig, TrainConfig
 from mutune.proxies.plugins import ModelFamily, load_family, load_loop
+from mutune.proxies.device import model_device
 from mutune.proxies.data import (ClassificationData, TextData, classification_batch,
                                  lm_batch, lm_eval_windows, load_digits_data, load_text_data)
 from mutune.errors import ProxyError
@@ -53,13 +53,6 @@ def _tensor(a: Any, device: torch.device | None = None) -> torch.Tensor:
 def _one(loss: Any, device: torch.device) -> torch.Tensor:
     """A family's scalar loss (tensor or float) as a one-element float64 tensor on ``device``."""
     return torch.as_tensor(loss, dtype=torch.float64, device=device).detach().reshape(1)
-
-
-def _model_device(model: torch.nn.Module) -> torch.device:
-    """The device of the model's first parameter (or buffer); CPU for a model without either."""
-    for t in itertools.chain(model.parameters(), model.buffers()):
-        return t.device
-    return torch.device("cpu")
 
 
 @dataclass(frozen=True)
@@ -157,8 +150,9 @@ class ProxyTask:
         """This task with the training recipe a trial's point sets: every
         :data:`~mutune.config.spaces.RECIPE_HPARAMS` entry of ``hparams`` replaces the
         ``train`` field of the same name (β1, β2, ε, weight decay, clipping norm, warmup
-        fraction, learning-rate schedule), so the optimizer, the schedule and the clipping of that trial — proxy or
-        target — use it. Unchanged (the same object) when the point sets none."""
+        fraction, learning-rate schedule), so the optimizer, the schedule and the clipping of
+        that trial — proxy or target — use it. Unchanged (the same object) when the point sets
+        none."""
         from mutune.config.spaces import RECIPE_HPARAMS, as_value
 
         update = {k: as_value(hparams[k]) for k in RECIPE_HPARAMS if k in hparams}
@@ -359,7 +353,7 @@ class ProxyTask:
         if split not in ("val", "test") or not self.has_split(split):
             raise ProxyError(f"split {split!r}: the data hold no such split (val always; "
                              "test for digits, text, and token folders with test.bin)")
-        was_training, dev = model.training, _model_device(model)
+        was_training, dev = model.training, model_device(model)
         model.eval()
         with torch.no_grad():
             if isinstance(self.data, ClassificationData):

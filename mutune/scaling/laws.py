@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -95,21 +96,22 @@ class LossLaw:
         return (float(np.exp(lo)), float(np.exp(hi)))
 
 
-def _check_sizes(N) -> np.ndarray:
+def _check_sizes(N: Any) -> np.ndarray:
     n = np.asarray(N, dtype=float)
     if not np.all(np.isfinite(n) & (n > 0)):
         raise FitError(f"sizes {n.tolist()}: parameter counts must be finite and > 0")
     return n
 
 
-def _fit3(x: np.ndarray, y: np.ndarray, start: np.ndarray | None, tol: float = 1e-15):
+def _fit3(x: np.ndarray, y: np.ndarray, start: np.ndarray | None, tol: float = 1e-15) -> Any:
     """Fit log L = log(exp(e) + exp(a)·exp(x)^(−exp(l))) with x = log(N/N₀). Returns θ, ok."""
     from scipy.optimize import least_squares     # lazy: 31 MB, only when a law is fitted
 
     ymin = float(np.min(y))
 
-    def resid(t):
-        return np.log(np.exp(t[0]) + np.exp(t[1] - np.exp(t[2]) * x)) - y
+    def resid(t: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.log(np.exp(t[0]) + np.exp(t[1] - np.exp(t[2]) * x)) - y
+        return out
 
     lower = np.array([ymin - 40.0, -60.0, math.log(1e-4)])
     upper = np.array([ymin, 60.0, math.log(10.0)])
@@ -132,7 +134,7 @@ def _fit3(x: np.ndarray, y: np.ndarray, start: np.ndarray | None, tol: float = 1
     return best
 
 
-def fit_loss_law(N, losses, *, n_boot: int = 1000, seed: int = 0) -> LossLaw:
+def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> LossLaw:
     """Fit L(N) = E + A·N^(−α) to the best loss of each proxy size, with bootstrap intervals.
 
     Args:
@@ -188,8 +190,8 @@ def fit_loss_law(N, losses, *, n_boot: int = 1000, seed: int = 0) -> LossLaw:
     res_scale = float(np.sqrt(np.sum(resid ** 2) / dof)) if dof > 0 else 0.0
     adj = (resid - resid.mean()) * math.sqrt(n / dof)
 
-    def normalized(t3):          # (E, log A', α)
-        return (math.exp(t3[0]), t3[1], math.exp(t3[2]))
+    def normalized(t3: np.ndarray) -> tuple[float, float, float]:     # (E, log A', α)
+        return (math.exp(t3[0]), float(t3[1]), math.exp(t3[2]))
 
     E, log_a0, alpha = normalized(theta) if identifiable else (0.0, float(coef[0]),
                                                                    -float(coef[1]))
@@ -199,12 +201,12 @@ def fit_loss_law(N, losses, *, n_boot: int = 1000, seed: int = 0) -> LossLaw:
     Ystar = fitted[None, :] + adj[idx]
     noise = adj[rng.integers(0, n, n_boot)]
     if identifiable:
-        draws = []
+        fitted_draws = []
         for yb in Ystar:
             rb = _fit3(x, yb, theta, tol=1e-10)
             if rb.success:
-                draws.append(normalized(rb.x))
-        draws = np.array(draws).reshape(-1, 3)
+                fitted_draws.append(normalized(rb.x))
+        draws = np.array(fitted_draws).reshape(-1, 3)
     else:
         X = np.column_stack([np.ones(n), x])
         C = np.linalg.lstsq(X, Ystar.T, rcond=None)[0].T      # (B, 2)

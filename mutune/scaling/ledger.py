@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mutune.config import SweepConfig
@@ -39,7 +39,7 @@ __all__ = ["compute_cost"]
 def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                  flops_per_sample: Callable[[int, float], float],
                  peak_flops: float | None, peak_source: str,
-                 extra_trials: list[tuple[int, Any]] = (),
+                 extra_trials: Sequence[tuple[int, Any]] = (),
                  resources: dict[str, float] | None = None,
                  sweep_start: float | None = None,
                  target_size: Any = None
@@ -168,9 +168,12 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
     # the span needs this process's clock for every trial: a resumed sweep's earlier trials
     # ran under another driver, so there the sweep is taken as the sum of its trials
     timed = all(t.started > 0 and t.ended is not None for t in everything)
-    first = min(t.started for t in everything) if timed else None
-    t0 = min(sweep_start, first) if timed and sweep_start is not None else first
-    span = max(t.ended for t in everything) - t0 if timed else None
+    t0: float | None = None
+    span: float | None = None
+    if timed:
+        first = float(min(t.started for t in everything))
+        t0 = first if sweep_start is None else min(sweep_start, first)
+        span = float(max(t.ended for t in everything)) - t0
     held_device_s = None if span is None else max(span * held.devices, trial_device_s)
     waste = sweep_waste([(t.status, t.timing, t.timing["devices"]) for t in everything],
                         held_device_s=held_device_s)
@@ -180,7 +183,7 @@ def compute_cost(config: SweepConfig, outcomes: dict[int, Any], target: Any, *,
                          + sp.seconds["checkpoint"] + sp.seconds["setup"]) * t.timing["devices"]
                         for t, sp in splits)
     idle_causes = idle_check = None
-    if held_device_s is not None:
+    if held_device_s is not None and t0 is not None:
         extra_ids = {t.trial_id for _, t in extra_trials}
         intervals = [Interval(t.started, t.ended, t.timing["devices"],
                               "target" if t is target else

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,7 +168,7 @@ def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int
 
 
 def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[str],
-                     mode: str = "min", groups: Sequence | None = None,
+                     mode: str = "min", groups: Sequence[Any] | None = None,
                      n_best: int | None = None, n_boot: int = 500, seed: int = 0,
                      bounds: np.ndarray | None = None,
                      best_at_extreme_is_edge: bool = True) -> Optimum:

@@ -140,7 +140,7 @@ def adamw_weight_decay_for(*, lr: float, dataset_size: float | None = None,
     if tau_iters is not None:
         _positive(lr=lr, tau_iters=tau_iters)
         return 1.0 / (lr * tau_iters)
-    if dataset_size is None or batch_size is None:
+    if tau_epochs is None or dataset_size is None or batch_size is None:
         raise ValueError(f"dataset_size = {dataset_size!r}, batch_size = {batch_size!r}: both "
                          "are needed with tau_epochs (λ = B/(η·τ·D))")
     _positive(lr=lr, dataset_size=dataset_size, batch_size=batch_size, tau_epochs=tau_epochs)

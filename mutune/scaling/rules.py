@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def _huber_wls(X: np.ndarray, Y: np.ndarray, prec: np.ndarray, robust: bool,
     n, p = X.shape
     outer = (X[:, :, None] * X[:, None, :]).reshape(n, p * p)     # rows x_i x_iᵀ
 
-    def solve(w):
+    def solve(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         A = (w @ outer).reshape(-1, p, p)
         return np.linalg.solve(A, ((w * Y) @ X)[..., None])[..., 0], A
 
@@ -124,7 +125,8 @@ def _huber_wls(X: np.ndarray, Y: np.ndarray, prec: np.ndarray, robust: bool,
     return beta, inv, s2
 
 
-def _fit_with_noise(X: np.ndarray, Y: np.ndarray, sigma2: np.ndarray, robust: bool):
+def _fit_with_noise(X: np.ndarray, Y: np.ndarray, sigma2: np.ndarray, robust: bool
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fit each row of Y (B, n): τ² by moments from an OLS pass, then Huber WLS with
     precision 1/(σ_i² + τ²). Returns beta, cov, tau2 (all batched)."""
     n, p = X.shape
@@ -273,7 +275,7 @@ class TransferRule:
         return text
 
 
-def _as_1d(name: str, values, n: int | None, hyperparameter: str) -> np.ndarray:
+def _as_1d(name: str, values: Any, n: int | None, hyperparameter: str) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
         raise FitError(f"{hyperparameter}: {name} shape {arr.shape} must be equal 1-D to the "
@@ -281,7 +283,8 @@ def _as_1d(name: str, values, n: int | None, hyperparameter: str) -> np.ndarray:
     return arr
 
 
-def fit_transfer_rule(hyperparameter: str, scales: Sequence[float], optima: Sequence[float], *,
+def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
+                      optima: Sequence[float] | np.ndarray, *,
                       axes: Sequence[str] | None = None,
                       extra_scales: Mapping[str, Sequence[float]] | None = None,
                       optima_intervals: Sequence[tuple[float, float]] | None = None,

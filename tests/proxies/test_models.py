@@ -308,7 +308,6 @@ def test_saved_base_shapes_build_the_same_model():
 
     bsh = base_shapes_text(lambda w: MuMLP(8, w, 3, depth=2), 16)
     assert bsh.startswith("# mup base shapes")
-    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
     for w in (16, 64):
         outs = []
         for shapes in (None, bsh):

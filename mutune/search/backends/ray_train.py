@@ -336,7 +336,7 @@ def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, reco
         ended = None
         trainer = make_trainer()
 
-        def fit() -> None:
+        def fit(trainer: Any = trainer) -> None:
             try:
                 outcome["result"] = trainer.fit()
             except Exception as exc:  # noqa: BLE001 - any failure of the run is recorded

@@ -8,9 +8,9 @@ the same calls in the same order under each. Backends only translate: "a slot is
 becomes :meth:`SweepDriver.next_action`, "the trial reported" :meth:`SweepDriver.report`, "the
 trial died" :meth:`SweepDriver.ended`.
 
-Trials belong to **groups**; each group has its own scheduler core (its own rungs) and its own
-searcher (today one group per proxy width, or the one target run). On a free slot the driver
-takes, in this order (Li et al. 2020, Algorithm 2: promotions before new trials):
+Trials belong to **groups**, each with its own scheduler core (its own rungs) and searcher
+(one group per proxy width, design or target run). On a free slot the driver takes, in order
+(Li et al. 2020, Algorithm 2: promotions before new trials):
 
 1. the promotion candidate of every group's core, highest rung first (the earlier group on
    ties): the paused trial resumes from its checkpoint;
@@ -31,8 +31,7 @@ A group may join while the sweep runs (:meth:`SweepDriver.when_done`): when one 
 next free slot on, ahead of the groups given at the start (a width's confirmation design
 overlapping the other widths' trials), and watch them in turn.
 
-Trial keys are the driver's: ``key_of(index)`` of the group (``t0``, ``t1``, … by default);
-backends map their own ids to them.
+Trial keys are the driver's (the group's ``key_of(index)``); backends map their ids to them.
 """
 from __future__ import annotations
 
@@ -44,7 +43,7 @@ from mutune.errors import SearchError
 from mutune.search.driver.types import (DIVERGE_SE, EXECUTOR_STATUSES, STATUS_OF, Action,
                                         ActionKind, Admission, Group, Outcome, TrialState,
                                         beyond_limit)
-from mutune.search.schedulers.contract import Decision, Judgement
+from mutune.search.schedulers.contract import Decision, Judgement, Scheduler
 from mutune.search.schedulers.inputs import check_step, check_value
 
 __all__ = ["SweepDriver"]
@@ -97,8 +96,8 @@ class SweepDriver:
             for key, point in items:
                 self._adopt(key, gname, point, "pending")
                 self._queue.append(key)
-        for gname, items in (dormant or {}).items():
-            for key, point in items.items():
+        for gname, paused in (dormant or {}).items():
+            for key, point in paused.items():
                 self._adopt(key, gname, point, "paused")
 
     def _adopt(self, key: str, group: str, point: dict[str, Any], state: str) -> None:
@@ -131,7 +130,7 @@ class SweepDriver:
     def status(self, key: str) -> tuple[str, str | None] | None:
         """(status, reason) of an ended trial, None while it has not ended."""
         t = self._trial(key)
-        return (t.status, t.reason) if t.state == "ended" else None
+        return (t.status, t.reason) if t.state == "ended" and t.status is not None else None
 
     def _trial(self, key: str) -> TrialState:
         t = self.trials.get(key)
@@ -205,13 +204,14 @@ class SweepDriver:
         return any(not self.groups[g].searcher.exhausted for g in self.order)
 
     # -- a free slot -------------------------------------------------------------------------
-    def _candidate(self) -> tuple[Group, Judgement] | None:
-        best: tuple[Group, Judgement] | None = None
+    def _candidate(self) -> tuple[Group, Scheduler, Judgement] | None:
+        best: tuple[Group, Scheduler, Judgement] | None = None
         for name in self.order:
             g = self.groups[name]
             c = g.core.candidate() if g.core is not None else None
-            if c is not None and (best is None or c.milestone > best[1].milestone):
-                best = (g, c)
+            if c is not None and g.core is not None and (best is None
+                                                         or c.milestone > best[2].milestone):
+                best = (g, g.core, c)
         return best
 
     def next_action(self, *, can_start: bool = True,
@@ -235,13 +235,13 @@ class SweepDriver:
             return Action(ActionKind.WAIT)
         cand = None if self._budget_closed() else self._candidate()
         if cand is not None:
-            g, c = cand
+            g, core, c = cand
             t = self._trial(c.trial)
             promotable = (can_promote_live(t.key) if callable(can_promote_live)
                           else can_promote_live)
             if (t.live and not promotable) or (not t.live and not can_start):
                 return Action(ActionKind.WAIT)
-            j = g.core.promote(c.trial)
+            j = core.promote(c.trial)
             self.core_log.append(("promote", g.name, c.trial))
             live = t.live
             self._move(t, "running")

@@ -6,6 +6,7 @@ The cores — :class:`~.asha.ASHA` (stopping), :class:`~.promotion.PromotionASHA
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mutune.errors import SearchError
@@ -30,12 +31,13 @@ def make_scheduler(kind: str, *, grace_period: int, reduction_factor: int, max_t
     """
     if variant not in VARIANTS:
         raise SearchError(f"variant = {variant!r}: must be one of {VARIANTS}")
-    kw = dict(grace_period=grace_period, reduction_factor=reduction_factor, max_t=max_t,
-              mode=mode)
+    r, eta = grace_period, reduction_factor
     if kind == "asha":
-        return ASHA(**kw) if variant == "stopping" else PromotionASHA(**kw)
+        rungs = ASHA if variant == "stopping" else PromotionASHA
+        return rungs(grace_period=r, reduction_factor=eta, max_t=max_t, mode=mode)
     if kind == "hyperband":
-        return Hyperband(**kw, seed=seed, variant=variant)
+        return Hyperband(grace_period=r, reduction_factor=eta, max_t=max_t, mode=mode,
+                         seed=seed, variant=variant)
     raise SearchError(f"scheduler kind = {kind!r}: must be one of {KINDS}")
 
 
@@ -47,9 +49,11 @@ def scheduler_from_state(state: dict[str, Any]) -> Scheduler:
     """
     if not isinstance(state, dict):
         raise SearchError(f"scheduler state must be a mapping, got {type(state).__name__}")
-    loaders = {"asha": ASHA, "asha-promotion": PromotionASHA, "hyperband": Hyperband}
-    cls = loaders.get(state.get("kind"))
-    if cls is None:
+    loaders: dict[str, Callable[[dict[str, Any]], Scheduler]] = {
+        "asha": ASHA.from_state, "asha-promotion": PromotionASHA.from_state,
+        "hyperband": Hyperband.from_state}
+    load = loaders.get(str(state.get("kind")))
+    if load is None:
         raise SearchError(f"scheduler state kind = {state.get('kind')!r}: must be one of "
                           f"{sorted(loaders)}")
-    return cls.from_state(state)
+    return load(state)

@@ -94,10 +94,10 @@ class Hyperband(Scheduler):
         self.mode, self.seed, self.variant = mode, seed, variant
         self.s_max = len(self.milestones) - 1
         core = ASHA if variant == "stopping" else PromotionASHA
-        self.brackets: list[Any] = [core(grace_period=grace_period * reduction_factor ** s,
-                                         reduction_factor=reduction_factor, max_t=max_t,
-                                         mode=mode)
-                                    for s in range(self.s_max + 1)]
+        self.brackets: list[ASHA | PromotionASHA] = [
+            core(grace_period=grace_period * reduction_factor ** s,
+                 reduction_factor=reduction_factor, max_t=max_t, mode=mode)
+            for s in range(self.s_max + 1)]
         self.sizes = bracket_sizes(grace_period, reduction_factor, max_t)
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 4]))
         self._sequence: list[int] = []

@@ -41,7 +41,7 @@ def check_mode(mode: Any) -> str:
     """``mode`` if it is ``"min"`` or ``"max"``; else SearchError naming it."""
     if mode not in ("min", "max"):
         raise SearchError(f"mode = {mode!r}: must be 'min' or 'max'")
-    return mode
+    return str(mode)
 
 
 def rung_milestones(grace_period: int, reduction_factor: int, max_t: int) -> list[int]:

@@ -135,8 +135,8 @@ class NoticeWatcher:
     """A daemon thread polling a notice file and/or URL every ``poll_s`` seconds; posts
     :func:`notice` when one appears (edge-triggered). ``settings``: the ``ray.preemption``
     section as a dict (``notice_file``, ``notice_url``, ``notice_style``, ``token_url``,
-    ``poll_s``, ``ray_drain``, ``drain_poll_s``); nothing is started when it names no source (Ray's drain counts
-    only inside a Ray worker)."""
+    ``poll_s``, ``ray_drain``, ``drain_poll_s``); nothing is started when it names no source
+    (Ray's drain counts only inside a Ray worker)."""
 
     def __init__(self, settings: dict[str, Any] | None) -> None:
         s = dict(settings or {})

@@ -355,7 +355,6 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
 
     began_at = time.time()      # the function's start on its worker (epoch seconds)
     node = ray.get_runtime_context().get_node_id()
-    log = None
     ray_id = str(tune.get_context().get_trial_id() or "")
     key = str(config["point"].get("key") or ray_id or "trial")
     remote = RemoteTier.for_trial(config, key, ray_id)

@@ -87,7 +87,8 @@ def parse_widths(text: str) -> list[int]:
     try:
         return [int(w) for w in text.split(",") if w.strip()]
     except ValueError:
-        raise typer.BadParameter(f"{text!r}: give comma-separated integers, e.g. 64,128,256")
+        raise typer.BadParameter(
+            f"{text!r}: give comma-separated integers, e.g. 64,128,256") from None
 
 
 def main() -> None:

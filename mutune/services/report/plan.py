@@ -21,8 +21,8 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
                   + _timed_on(plan.get("timed_on")) + ".", highlight=False)
     t = Table(title=f"Plan ({plan['scheduler']}; device kind {plan['device_kind']}, "
                     f"{plan['devices_per_trial']:g} per trial)")
-    for col in ("width × depth" if ladder else "width", "trials", "steps", "evals", "s/step", "s/eval", "build s",
-                "confirm trials", "GPU-hours (sweep + design)"):
+    for col in ("width × depth" if ladder else "width", "trials", "steps", "evals", "s/step",
+                "s/eval", "build s", "confirm trials", "GPU-hours (sweep + design)"):
         t.add_column(col, justify="right")
     for w in [*plan["widths"], plan["target"]]:
         label = (("target " if w is plan["target"] else "") + str(w["width"])
