@@ -1,7 +1,7 @@
 """The confirmation stage: each width's optimum measured at the full horizon, not at a rung.
 
 An ASHA sweep judges most trials at its first rungs, where short horizons favour large
-learning rates (Wu et al. 2018, ICLR, §3–4; mup issue 64), and its top rung holds only a few
+learning rates (Wu et al. 2018, ICLR, §3–4; microsoft/mup#64), and its top rung holds only a few
 trials, partly chosen by arrival order. So after a width's sweep this stage retrains a small
 designed set of configurations around the sweep's best one to ``max_t`` steps — a
 face-centred central composite design in the

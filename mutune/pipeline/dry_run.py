@@ -3,8 +3,8 @@
 For every proxy width and the target, a short warm-up (``warmup_steps`` training steps and
 one evaluation of the real model on the real data, one torch thread per granted CPU, on the
 device a trial gets and with its numerics — bf16 autocast on CUDA — as a trial would) measures
-seconds per step, per evaluation and to build the model. Where trials run on this machine's
-CPUs the warm-up runs in this process; where they get GPUs (``ray.gpus_per_trial``) or run
+seconds per step, per evaluation and to build the model. Where trials run on the local
+machine's CPUs the warm-up runs in this process; where they get GPUs (``ray.gpus_per_trial``) or run
 on a cluster (``ray.address``) it runs as one Ray task holding a trial's resources, so each
 width is priced on the device it will use (the plan's ``timed_on`` says where, and on which
 device). The scheduler's planned steps
@@ -187,8 +187,7 @@ def _planned_target_workers(config: SweepConfig, batch: int, on_ray: bool) -> in
 
 
 #: the target run's own start-up beyond a proxy trial's, seconds: it is a run of its own (a
-#: fresh worker, its final checkpoint kept): the tiny test config's target held 4.6 s for
-#: 0.3 s of steps and evaluations (2026-12-01, on 2 shared CPUs)
+#: fresh worker, its final checkpoint kept; benchmarks/results/README.md, "Assumed overheads")
 TARGET_RUN_OVERHEAD_S = 3.0
 
 #: above this many parameters the dry run extrapolates the target's time from its FLOPs

@@ -70,7 +70,7 @@ def common_rung(config: SweepConfig, outcomes: list[Any]) -> int | None:
     (k hyperparameters searched), or None when no rung does.
 
     Optima compared across widths must be measured at equal budget (docs/architecture.md §4): early
-    rungs favour larger learning rates (short-horizon bias, Wu et al. 2018; mup issue 64),
+    rungs favour larger learning rates (short-horizon bias, Wu et al. 2018; microsoft/mup#64),
     so an optimum at rung 60 at one width and rung 180 at another mixes horizons into the
     fitted width exponent. ASHA's asynchronous promotions give each width a different number
     of trials at its top rungs, so the per-width choice alone does not align them.

@@ -3,8 +3,8 @@
 torch.optim guards its optimizers against ``torch.compile``: ``add_param_group``,
 ``zero_grad``, ``state_dict`` and ``load_state_dict`` are wrapped in ``torch._disable_dynamo``,
 and ``step`` in ``_use_grad_for_differentiable`` (which inserts graph breaks). Both wrappers
-import ``torch._dynamo`` when first called, so a fresh worker pays that import (0.7–1.4 s on
-this project's 2-CPU machine, issue 18) when it builds its first optimizer, although nothing
+import ``torch._dynamo`` when first called, so a fresh worker pays that import (about a
+second, benchmarks/results/README.md) when it builds its first optimizer, although nothing
 in a mutune trial is compiled. The classes here call torch's own undecorated methods (the
 functions ``functools.wraps`` keeps as ``__wrapped__``), and do what the wrappers do outside
 compilation themselves: ``step`` runs with autograd off (on when the optimizer is

@@ -88,7 +88,7 @@ class MuGPT(nn.Module):
     summed and multiplied by ``input_mult``; ``depth`` pre-LN blocks; final LayerNorm;
     ``mup.MuReadout(width, vocab, output_mult=output_mult)`` with a bias (zero at init; it
     learns the byte frequencies within the first steps), or with ``tied=True`` a
-    ``mup.MuSharedReadout`` without bias sharing the token embedding (mup issue 55: the
+    ``mup.MuSharedReadout`` without bias sharing the token embedding (microsoft/mup#55: the
     shared weight's init is kept width-independent by ``build_parametrized``). With
     ``positions="rotary"`` there is no position embedding; q and k are rotated per head
     (Su et al. 2021).

@@ -1,13 +1,13 @@
 """Whether one micro-batch of a CUDA run makes an activation too large to index with 32 bits.
 
-Measured on an NVIDIA H200 (issue 18, ``benchmarks/gpu_check.py``, PyTorch 2.11 with
-CUDA 13): mutune's GPT at width 11,264 on 65,536 tokens a step — an FFN hidden activation of
-65,536 × 4·11,264 = 2.95·10⁹ elements, past 2³¹ — trained NaN from its first steps and then
-stopped with a CUDA illegal memory access, while widths 1,024 and 4,096 trained alike in bf16
-and float32. Kernels that index with 32-bit integers are the likely cause (the op was not
-pinned down). The run would be stopped as ``diverged`` at its first step (a non-finite loss
-always stops it) without saying why; :func:`index_limit_warning` says so before it starts,
-with the ``train.micro_batches`` that keeps every micro-batch under the limit.
+Seen on an NVIDIA H200 (``benchmarks/gpu_check.py``, PyTorch 2.11 with CUDA 13): mutune's
+GPT at width 11,264 on 65,536 tokens a step — an FFN hidden activation of 65,536 × 4·11,264
+= 2.95·10⁹ elements, past 2³¹ — trained NaN from its first steps and then stopped with a
+CUDA illegal memory access, while widths 1,024 and 4,096 trained alike in bf16 and float32.
+Kernels that index with 32-bit integers are the likely cause (the op was not pinned down).
+The run would be stopped as ``diverged`` at its first step (a non-finite loss always stops
+it) without saying why; :func:`index_limit_warning` says so before it starts, with the
+``train.micro_batches`` that keeps every micro-batch under the limit.
 """
 from __future__ import annotations
 

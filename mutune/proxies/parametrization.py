@@ -59,7 +59,7 @@ def _build(factory: Callable[[int], nn.Module], width: int) -> nn.Module:
 
 
 def _undo_shared_readout_rescale(model: nn.Module) -> None:
-    """mup issue 55: ``set_base_shapes`` multiplies a MuSharedReadout's weight by √width_mult,
+    """microsoft/mup#55: ``set_base_shapes`` multiplies a MuSharedReadout's weight by √width_mult,
     which is also the embedding's weight, so the embedding init would grow with width. Undo it."""
     seen: set[int] = set()
     for module in model.modules():

@@ -2,7 +2,7 @@
 
 Early rungs of a successive-halving sweep judge trials after few steps, and short horizons
 favour large learning rates (Wu, Ren, Liao & Grosse 2018, "Understanding Short-Horizon Bias in
-Stochastic Meta-Optimization", ICLR, §3–4; reported for μP sweeps in mup issue 64). So the
+Stochastic Meta-Optimization", ICLR, §3–4; reported for μP sweeps in microsoft/mup#64). So the
 per-rung optima are fitted as a power law in the horizon,
 
     log lr*(T) = c + d·log T          (Bjorck et al. 2025, "Scaling Optimal LR Across Token

@@ -5,9 +5,9 @@ when both sit on one local filesystem.
 (``<storage>/<name>/checkpoint_*``) before it returns, every worker waiting at its barrier;
 by default it copies the folder with ``pyarrow.fs.copy_files``. The target's folders are
 scratch copies written for that report (:func:`mutune.search.trial.trainable.run_training`
-with ``scratch_checkpoints``), so copying a 406 MB state (the quickstart model's parameters
-and Adam's two moments at width 4096) holds every worker's device for about 1.1 s a
-checkpoint on this project's 2-CPU machine, for nothing the folder's owner still needs.
+with ``scratch_checkpoints``), so copying a large state (406 MB for the quickstart model's
+parameters and Adam's two moments at width 4096) holds every worker's device for about a
+second a checkpoint, for nothing the folder's owner still needs.
 
 :func:`storage_mover` returns a ``checkpoint_upload_fn`` for ``ray.train.report`` (Ray Train
 V2's hook for a custom upload) that renames the folder into place — ``os.rename``, one

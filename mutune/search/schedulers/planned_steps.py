@@ -17,15 +17,15 @@ from mutune.search.schedulers.rungs import rung_milestones
 __all__ = ["planned_trial_steps", "DEFAULT_TRIAL_OVERHEAD_S", "DEFAULT_REPORT_OVERHEAD_S"]
 
 #: Assumed Ray per-trial start-up + teardown, seconds, until one is measured; with actors
-#: reused between trials it is small. Each report costs more (:data:`DEFAULT_REPORT_OVERHEAD_S`):
-#: the quickstart on a quiet 2-CPU machine (2026-12-02), least squares over its 145 proxy and
-#: design trials of (allocated − steps − evaluations) against the reports each made:
-#: 0.041 s per trial + 0.043 s per report. Used by the dry run and the budget.
+#: reused between trials it is small. Each report costs more (:data:`DEFAULT_REPORT_OVERHEAD_S`).
+#: Both are a least-squares fit of a quickstart run's (allocated − steps − evaluations)
+#: against the reports each trial made (benchmarks/results/README.md, "Assumed overheads").
+#: Used by the dry run and the budget.
 DEFAULT_TRIAL_OVERHEAD_S = 0.05
 
 #: Assumed seconds per report beyond the evaluation: Ray Tune's function trainable waits in
 #: ``report`` until the controller has taken the result (its callbacks, the database write)
-#: and asks for the next one, so every report is a round trip to the driver (measured as
+#: and asks for the next one, so every report is a round trip to the driver (fitted as
 #: above).
 DEFAULT_REPORT_OVERHEAD_S = 0.04
 

@@ -1,8 +1,7 @@
 """Trial checkpoints: one file per checkpoint folder, written atomically.
 
 A checkpoint holds everything a trial needs to continue its exact trajectory (docs/architecture.md
-§6,
-issue 4): per replicate the model's and the optimizer's ``state_dict``; torch's CPU RNG state
+§6): per replicate the model's and the optimizer's ``state_dict``; torch's CPU RNG state
 (and CUDA's when present); the data position (the training step: batches are a pure function of
 (seed, step), :meth:`mutune.proxies.task.ProxyTask.batch`); the running train-loss sum since the
 last report; and the cumulative productive/eval seconds.
@@ -15,10 +14,8 @@ into that folder, with no atomicity of their own.
 
 A folder that is only a scratch copy — Ray copies it into its storage when the trial reports it
 and the trial removes it right after (``durable=False``) — is written without the fsync: forcing
-the bytes to disk would protect a file that is deleted seconds later (a 406 MB state written
-with torch.save on this project's 2-core test machine: 0.3–1.2 s with the fsync, 0.2–0.3 s
-without; the quickstart target's two checkpoints, one run each: 4.96 s before, 3.04 s after).
-The copy a restart reads is Ray's.
+the bytes to disk would protect a file that is deleted seconds later (benchmarks/results/
+README.md has the times with and without it). The copy a restart reads is Ray's.
 """
 from __future__ import annotations
 

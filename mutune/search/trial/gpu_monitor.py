@@ -1,7 +1,6 @@
 """GPU utilization and memory of a trial's devices, sampled with NVML while it trains.
 
-The ledger's device figures (docs/architecture.md §6, issue 6): a daemon thread in the trial's
-worker
+The ledger's device figures (docs/architecture.md §6): a daemon thread in the trial's worker
 reads NVML (``nvidia-ml-py``: ``nvmlDeviceGetUtilizationRates`` — the percent of the last
 sample period in which a kernel ran — and ``nvmlDeviceGetMemoryInfo`` — bytes in use) every
 ``interval_s`` and keeps running aggregates; every report carries them. Without CUDA or NVML

@@ -2,9 +2,9 @@
 
 Ray Tune runs a function trainable's reports synchronously: after ``tune.report`` the trial
 waits until the driver has taken the report, recorded it and asked for the next one. On the
-quickstart's proxies (200 steps in 0.14–0.38 s, an evaluation every 10 steps) that wait was
-about 8.5 ms of every report against 1.5 ms for the evaluation's own bookkeeping: 14.7 of the
-43.6 allocated trial-seconds of a run (issue 18, measured from the reports' clocks).
+quickstart's proxies (200 steps in well under a second, an evaluation every 10 steps) that
+wait is several times the evaluation's own bookkeeping and a third of the trials' allocated
+seconds (benchmarks/results/README.md, measured from the reports' clocks).
 
 :class:`ReportHold` lets a trial keep training past a report that nothing can act on. A
 report is held when all of these are true:

@@ -90,9 +90,9 @@ def require_existing(url: str | URL) -> None:
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     """On every new SQLite connection: WAL journal, busy timeout, foreign keys, and
-    ``synchronous=NORMAL`` — a commit appends to the WAL without waiting for the disk
-    (≈ 1.3 ms a report against 3.5 ms on this project's 2-core machine; a running trial
-    waits for its report's write). What was committed survives a killed process (the
+    ``synchronous=NORMAL`` — a commit appends to the WAL without waiting for the disk (a
+    running trial waits for its report's write; benchmarks/results/README.md has the
+    figures). What was committed survives a killed process (the
     driver, a server, a worker); only an operating-system crash or a power loss can take
     the last commits back (SQLite documentation, "PRAGMA synchronous": "WAL mode is always
     consistent with synchronous=NORMAL, but WAL mode does lose durability")."""

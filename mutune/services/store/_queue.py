@@ -1,4 +1,4 @@
-"""The search server's rows (issue 8): the sweep queue, API tokens and progress reads.
+"""The search server's rows: the sweep queue, API tokens and progress reads.
 
 A submitted sweep is a ``sweeps`` row with status ``queued`` (:meth:`QueueMixin.sweep_queued`);
 the worker claims the oldest one (compare-and-set ``queued`` → ``running``) and the run attaches

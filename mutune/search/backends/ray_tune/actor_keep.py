@@ -8,9 +8,9 @@ a free slot, and a joined group's trials (a width's confirmation design, the gat
 made after that width's last trial ends. So at the end of each width the second slot's actor
 was ended, and the design's and the gate round's trials then ran one at a time on the one
 kept actor — a new actor cost a process start and the imports of Ray Tune, torch and
-``torch._dynamo`` (≈ 3.5 s on this project's 2-CPU machine; ``torch._dynamo`` is no longer
-imported, mutune/proxies/eager_optim.py) against 0.25–0.4 s per design trial. Measured on
-the quickstart: 22 trials, 7 s, one of the two CPUs idle.
+``torch._dynamo`` (seconds; ``torch._dynamo`` is no longer imported,
+mutune/proxies/eager_optim.py) against a fraction of a second per design trial
+(benchmarks/results/README.md has the quickstart's figures).
 
 :func:`keep_actors` raises Tune's cache bound for the sweep's trial resources by the driver's
 concurrency (the slots), so up to that many finished actors stay cached between trials and

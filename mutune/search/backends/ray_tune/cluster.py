@@ -133,7 +133,7 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
                           f"left by driver PID {found['driver_pid']} "
                           f"({found['session_dir']}): {names or 'none left'}", stacklevel=3)
         # address="local": always a new local cluster, never one another process started
-        # on this machine (ray.init() without an address joins the latest `ray start` one)
+        # on the same host (ray.init() without an address joins the latest `ray start` one)
         # a local cluster's workers inherit the environment its raylet starts in: set there
         # instead of as the job's runtime_env, the workers Ray prestarts at ray.init serve
         # the sweep's actors (with a runtime_env every actor waits for a process of its own:
@@ -208,7 +208,7 @@ def pending_trials(n: int) -> Iterator[None]:
     Ray Tune lets a custom searcher (mutune's driver) have one trial pending (its
     ``TUNE_MAX_PENDING_TRIALS_PG`` default), so a run started its actors one after another:
     each slot but the first idled for the actor start-ups before it (a new worker process
-    imports torch and Ray Tune, ≈ 3 s each on a 2-core machine). With ``n`` = the run's
+    imports torch and Ray Tune, seconds each on a small CPU machine). With ``n`` = the run's
     slots every actor starts at once. It never starts more trials than the slots: the driver
     answers Ray's requests and counts a trial running from the moment it hands it out
     (:meth:`mutune.search.driver.SweepDriver.next_action`), so the order of its decisions is
