@@ -26,8 +26,8 @@ from mutune.errors import ConfigError
 __all__ = ["parse_config", "load_config", "default_config_path", "config_errors"]
 
 #: Union tags pydantic puts in error locations; they are not user fields, so paths omit them.
-_UNION_TAGS = frozenset({"DigitsData", "TextData", "TokenData", "digits", "text", "tokens",
-                         "loguniform", "uniform", "choice"})
+_UNION_TAGS = frozenset({"DigitsDataConfig", "TextDataConfig", "TokenDataConfig", "digits",
+                         "text", "tokens", "loguniform", "uniform", "choice"})
 
 
 def config_errors(err: ValidationError, *, prefix: str = "",

@@ -12,8 +12,8 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from mutune.config.base import StrictModel
 
-__all__ = ["ModelSpec", "MLPModel", "GPTModel", "DigitsData", "TextData", "TokenData",
-           "model_spec_class"]
+__all__ = ["ModelSpec", "MLPModel", "GPTModel", "DigitsDataConfig", "TextDataConfig",
+           "TokenDataConfig", "model_spec_class"]
 
 
 class ModelSpec(StrictModel):
@@ -115,7 +115,7 @@ class GPTModel(DepthOptions, ModelSpec):
         return {**opts, "sp_style": self.parametrization == "sp", **self.depth_options()}
 
 
-class DigitsData(StrictModel):
+class DigitsDataConfig(StrictModel):
     """scikit-learn's bundled handwritten digits (1,797 images of 8×8 pixels, 10 classes);
     ``val_fraction`` of them (0–1, exclusive) are held out for validation (what the scheduler
     and the fits see) and ``test_fraction`` for test (only reported). The split is one
@@ -127,14 +127,14 @@ class DigitsData(StrictModel):
     split_seed: int = Field(default=0, ge=0)
 
 
-class TextData(StrictModel):
+class TextDataConfig(StrictModel):
     """Byte-level text. ``path`` None: the running Python's standard library
     (docs/architecture.md §2); otherwise any text file or folder."""
     kind: Literal["text"]
     path: str | None = None
 
 
-class TokenData(StrictModel):
+class TokenDataConfig(StrictModel):
     """A nanoGPT-style token file, or a folder with ``train.bin`` and ``val.bin``; ``dtype``
     its element type: ``uint16`` (nanoGPT's, ids below 65,536) or ``uint32`` (larger
     vocabularies), little-endian. The model's ``vocab`` must cover every token id."""

@@ -9,8 +9,8 @@ from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
 from mutune.config.base import FieldRuleError, StrictModel
 from mutune.config.cost import CostConfig
-from mutune.config.model import (DigitsData, GPTModel, ModelSpec, TextData, TokenData,
-                                 model_spec_class)
+from mutune.config.model import (DigitsDataConfig, GPTModel, ModelSpec, TextDataConfig,
+                                 TokenDataConfig, model_spec_class)
 from mutune.config.ray_section import RayConfig
 from mutune.config.sections import (BudgetConfig, SearchConfig, TargetConfig,
                                     TrackingConfig, TrainConfig, TransferConfig)
@@ -46,7 +46,8 @@ class SweepConfig(StrictModel):
     name: str = Field(min_length=1, max_length=200)
     seed: int = Field(default=0, ge=0)
     model: SerializeAsAny[ModelSpec]
-    data: Annotated[Union[DigitsData, TextData, TokenData], Field(discriminator="kind")]
+    data: Annotated[Union[DigitsDataConfig, TextDataConfig, TokenDataConfig],
+                    Field(discriminator="kind")]
     widths: list[int] = Field(min_length=2)
     depths: list[int] | None = Field(default=None, min_length=1)
     search: SearchConfig
@@ -126,7 +127,7 @@ class SweepConfig(StrictModel):
                     raise FieldRuleError("model.d_head", self.model.d_head,
                                          f"width {width} must be a multiple of model.d_head "
                                          f"({self.model.d_head})")
-            if isinstance(self.data, TextData) and self.model.vocab != 256:
+            if isinstance(self.data, TextDataConfig) and self.model.vocab != 256:
                 raise FieldRuleError("model.vocab", self.model.vocab,
                                      f"model.vocab ({self.model.vocab}) must be 256 for byte-level "
                                      "text data")

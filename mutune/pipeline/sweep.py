@@ -75,7 +75,7 @@ class SweepRun:
     out_dir: Path
     seq: itertools.count
     on_progress: Progress | None = None
-    #: the sweep's :class:`~mutune.search.budget.BudgetGate` when the config sets a budget
+    #: the sweep's :class:`~mutune.search.budget.SweepBudget` when the config sets a budget
     budget: Any = None
     #: heartbeats and stop requests (usually the recorder itself, the results store)
     control: SweepControl | None = None
@@ -163,8 +163,8 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         limit = config.budget.limit_gpu_hours
         gate = None
         if limit is not None:
-            from mutune.search.budget import BudgetGate
-            gate = BudgetGate(limit)
+            from mutune.search.budget import SweepBudget
+            gate = SweepBudget(limit)
         if control is None and isinstance(recorder, SweepControl):
             control = recorder
         with ray_cluster(config.ray):

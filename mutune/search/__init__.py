@@ -7,7 +7,7 @@
   finish, tell the searcher);
 * :mod:`.backends` — Ray Tune, the simulator, the replay;
 * :mod:`.trial` — what runs inside a trial's worker (training loop, checkpoints, logs);
-* :mod:`.best` — the best trial at equal budget; :mod:`.budget` — the sweep's budget gate;
+* :mod:`.best` — the best trial at equal budget; :mod:`.budget` — the sweep's GPU-hour budget;
   :mod:`.recording` — what a backend records and whom it asks to stop.
 
 The names below load lazily (PEP 562): ``import mutune.search.recording`` stays light.

@@ -1,13 +1,13 @@
 """The sweep's budget, enforced while it runs (config ``budget``; docs/architecture.md §6 units).
 
-One :class:`BudgetGate` per sweep, in the driver. It sees every trial through the
+One :class:`SweepBudget` per sweep, in the driver. It sees every trial through the
 :class:`~mutune.search.backends.ray_tune.callback.SweepBook` of each Ray Tune run (proxy widths and
 the target) and
 answers one question before Ray gives a slot to a new trial:
 
     spent + committed + new > limit   →   refuse
 
-* spent: what the sweep spent before an interruption (:meth:`BudgetGate.add_prior`, from the
+* spent: what the sweep spent before an interruption (:meth:`SweepBudget.add_prior`, from the
   database when ``mutune resume`` continues it), device-hours of finished trials (allocated
   seconds × devices / 3600) and, for running ones, the seconds they have held their devices:
   earlier segments plus the current one since its grant — a resumed trial's clock restarts
@@ -32,10 +32,10 @@ from typing import Any
 
 from mutune.search.schedulers.planned_steps import DEFAULT_TRIAL_OVERHEAD_S
 
-__all__ = ["BudgetGate", "BudgetAdmission"]
+__all__ = ["SweepBudget", "BudgetAdmission"]
 
 
-class BudgetGate:
+class SweepBudget:
     """Admission control of new trials against a device-hour limit.
 
     Args:
@@ -143,7 +143,7 @@ class BudgetGate:
 
 
 class BudgetAdmission:
-    """A :class:`BudgetGate` as the driver loop's admission
+    """A :class:`SweepBudget` as the driver loop's admission
     (:class:`~mutune.search.driver.Admission`): a new trial's first rung, at the measured
     speed of the run it joins, must fit.
 
@@ -154,7 +154,7 @@ class BudgetAdmission:
         first_rung: steps to a new trial's first rung (the grace period).
     """
 
-    def __init__(self, gate: BudgetGate, book: Any, first_rung: int) -> None:
+    def __init__(self, gate: SweepBudget, book: Any, first_rung: int) -> None:
         self.gate, self.book, self.first_rung = gate, book, first_rung
 
     def admit(self, group: str) -> bool:

@@ -1,5 +1,6 @@
-"""The budget gate and the scheduler adapter's budget path, driven through their hooks with
-real Ray Tune ``Trial`` objects, the real ASHA core and the real driver-side book."""
+"""The sweep budget (SweepBudget) and the scheduler adapter's budget path, driven through
+their hooks with real Ray Tune ``Trial`` objects, the real ASHA core and the real driver-side
+book."""
 from __future__ import annotations
 
 import itertools
@@ -12,7 +13,7 @@ from ray.tune.schedulers import TrialScheduler
 from mutune.pipeline.recording import MemoryRecorder
 from mutune.search.backends.ray_tune.callback import SweepBook
 from mutune.search.backends.ray_tune.scheduler_adapter import RayScheduler
-from mutune.search.budget import BudgetAdmission, BudgetGate
+from mutune.search.budget import BudgetAdmission, SweepBudget
 from mutune.search.driver import ActionKind, Group, SweepDriver
 from mutune.search.schedulers.asha import ASHA
 from mutune.search.schedulers.planned_steps import DEFAULT_TRIAL_OVERHEAD_S, planned_trial_steps
@@ -50,7 +51,7 @@ def _run(core, gate=None, devices=1, n=2):
 
 def test_a_running_trial_finishes_its_rung_once_the_budget_is_exhausted():
     core = ASHA(grace_period=3, reduction_factor=3, max_t=27, mode="min")
-    gate = BudgetGate(1.0)
+    gate = SweepBudget(1.0)
     rec, book, driver, sched = _run(core, gate)
     starts = [driver.next_action() for _ in range(2)]
     assert [(a.kind, a.key) for a in starts] == [(ActionKind.START, "a"), (ActionKind.START, "b")]
@@ -83,7 +84,7 @@ def test_a_running_trial_finishes_its_rung_once_the_budget_is_exhausted():
 
 def test_a_closed_budget_admits_no_new_trial_and_no_promotion():
     core = PromotionASHA(grace_period=3, reduction_factor=2, max_t=27, mode="min")
-    gate = BudgetGate(1.0)
+    gate = SweepBudget(1.0)
     rec, book, driver, sched = _run(core, gate, n=4)
     for _ in range(2):
         act = driver.next_action()
@@ -101,7 +102,7 @@ def test_a_closed_budget_admits_no_new_trial_and_no_promotion():
 
 def test_spent_committed_and_estimates():
     core = ASHA(grace_period=3, reduction_factor=3, max_t=27, mode="min")
-    gate = BudgetGate(1.0)
+    gate = SweepBudget(1.0)
     rec, book, driver, sched = _run(core, gate, devices=2)
     driver.next_action()
     t = _trial("a", 0)
@@ -115,7 +116,7 @@ def test_spent_committed_and_estimates():
         (3 * 12.0 * 4 + o) / 3600)
     assert 0 <= gate.spent_gpu_hours() < 0.01
     with pytest.raises(ValueError, match="must be > 0"):
-        BudgetGate(0.0)
+        SweepBudget(0.0)
 
 
 @pytest.mark.parametrize("n, kind, expected", [
@@ -161,7 +162,7 @@ def test_spent_counts_held_segments_not_uptime_and_what_came_before():
         "done": TrialRecord("d", 3, {}, now - 600.0, status="completed",
                             timing={"allocated_s": 3.0})}
     book.resumed = {"w": TrialRecord("w", 4, {}, 0.0, held_s=4.0)}
-    gate = BudgetGate(1.0)
+    gate = SweepBudget(1.0)
     gate.register(book)
     held = (10.0 + 5.0 + 7.0 + 3.0 + 4.0) * 2 / 3600.0
     assert gate.spent_gpu_hours() == pytest.approx(held, abs=2 * 0.5 / 3600)

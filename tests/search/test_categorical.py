@@ -78,14 +78,14 @@ def test_every_searcher_draws_names_as_names():
 
 def test_a_trials_schedule_name_reaches_its_scheduler(tiny_config):
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.trial.schedule import lr_factor, make_scheduler
+    from mutune.search.trial.schedule import lr_factor, make_lr_schedule
 
     task = ProxyTask(tiny_config.model, tiny_config.train,
                      load_task_data(tiny_config)).with_base_shapes()
     mine = task.for_point({"lr": 0.01, "lr_schedule": "cosine"})
     assert mine.train.lr_schedule == "cosine" and task.train.lr_schedule == "constant"
     opt = mine.optimizer(mine.build(32, {"lr": 0.01}), 0.01)
-    sched = make_scheduler(opt, mine.train, 10)
+    sched = make_lr_schedule(opt, mine.train, 10)
     for _ in range(5):
         opt.step()
         sched.step()

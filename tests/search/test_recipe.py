@@ -10,7 +10,7 @@ import torch
 
 from mutune.config import parse_config
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.search.trial.schedule import lr_factor, make_scheduler
+from mutune.search.trial.schedule import lr_factor, make_lr_schedule
 from mutune.search.trial.trainable import run_training
 
 
@@ -66,7 +66,7 @@ def test_schedule_keeps_every_mup_groups_ratio_at_every_step(tiny_config):
     opt = task.optimizer(model, 0.01)
     plain = [g["lr"] for g in task.optimizer(task.build(64, {"lr": 0.01}), 0.01).param_groups]
     assert len(set(plain)) >= 2                        # the test needs μP's distinct groups
-    sched = make_scheduler(opt, task.train, 12)
+    sched = make_lr_schedule(opt, task.train, 12)
     for t in range(12):
         lrs = [g["lr"] for g in opt.param_groups]
         factor = lr_factor(t, 12, kind="cosine", warmup_steps=3, min_lr_ratio=0.1)
@@ -75,7 +75,7 @@ def test_schedule_keeps_every_mup_groups_ratio_at_every_step(tiny_config):
                                                           rel=1e-12)
         opt.step()
         sched.step()
-    assert make_scheduler(opt, _task(tiny_config).train, 12) is None       # constant: none
+    assert make_lr_schedule(opt, _task(tiny_config).train, 12) is None       # constant: none
 
 
 def test_clipping_bounds_the_global_gradient_norm(tiny_config, monkeypatch):

@@ -15,7 +15,7 @@ from mutune.errors import ConfigError
 from mutune.pipeline.confirm_stage import design_points
 from mutune.pipeline.transfer_stage import transfer_rules
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.search.trial.schedule import make_scheduler
+from mutune.search.trial.schedule import make_lr_schedule
 from mutune.search.trial.trainable import run_training
 
 
@@ -65,7 +65,7 @@ def test_a_points_knobs_reach_its_optimizer_schedule_and_model(tiny_config):
     # MuAdamW scales a group's decay against its lr: the decoupled product λ·η stays 0.05·η
     assert [g["weight_decay"] * g["lr"] for g in opt.param_groups] == pytest.approx(
         [0.05 * 0.01] * len(opt.param_groups))
-    sched = make_scheduler(opt, mine.train, 40)          # warmup: round(0.25 × 40) = 10 steps
+    sched = make_lr_schedule(opt, mine.train, 40)          # warmup: round(0.25 × 40) = 10 steps
     start = [g["initial_lr"] for g in opt.param_groups]
     assert [g["lr"] for g in opt.param_groups] == pytest.approx([v / 10 for v in start])
     assert sched is not None

@@ -3,7 +3,7 @@ warmup-stable-decay, as a factor on every parameter group's *own* starting learn
 
 mup's optimizers give each parameter group its own learning rate (a matrix-like group's is
 the base lr ÷ its width multiplier under Adam; Tensor Programs V, Table 3), so a schedule must
-never set a learning rate absolutely: :func:`make_scheduler` wraps the optimizer in
+never set a learning rate absolutely: :func:`make_lr_schedule` wraps the optimizer in
 ``torch.optim.lr_scheduler.LambdaLR``, which keeps each group's starting value
 (``initial_lr``) and sets ``lr = initial_lr × factor(t)`` — the ratios between groups stay
 those of the unscheduled μP optimizer at every step (docs/architecture.md §5).
@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["SCHEDULES", "lr_factor", "make_scheduler"]
+__all__ = ["SCHEDULES", "lr_factor", "make_lr_schedule"]
 
 SCHEDULES = ("constant", "cosine", "linear", "wsd")
 
@@ -81,7 +81,7 @@ class _Factor:
         return lr_factor(min(int(t), self.total - 1), self.total, **self.settings)
 
 
-def make_scheduler(optimizer: Any, train: Any, total: int) -> Any:
+def make_lr_schedule(optimizer: Any, train: Any, total: int) -> Any:
     """``LambdaLR`` over ``optimizer`` for the schedule ``train`` configures
     (``lr_schedule``, ``warmup_steps`` — or round(``warmup_fraction`` × ``total``) when that is
     set — ``min_lr_ratio``, ``decay_fraction``) and a

@@ -130,7 +130,7 @@ def run_training(config: dict[str, Any], task: Any, *,
     from mutune.search.trial.checkpoint import load_trial_state, save_trial_state
     from mutune.search.driver.types import beyond_limit
     from mutune.search.trial.evaluation import evaluate_models, replicate_mean, replicate_se
-    from mutune.search.trial.schedule import make_scheduler
+    from mutune.search.trial.schedule import make_lr_schedule
 
     torch.set_num_threads(int(config.get("threads", 1)))
     dev = select_device(prefer_cuda=bool(config.get("gpus", 0)))
@@ -151,7 +151,7 @@ def run_training(config: dict[str, Any], task: Any, *,
             models.append(task.build(width, hparams).to(dev.device))
         opts.append(task.optimizer(models[-1], float(hparams["lr"])))
     # the schedule scales every μP group's own starting lr (None: constant, no warmup)
-    scheds = [make_scheduler(opt, task.train, max_t) for opt in opts]
+    scheds = [make_lr_schedule(opt, task.train, max_t) for opt in opts]
     clip = task.train.grad_clip
     micro = int(task.train.micro_batches)
     # what the steps run: each model, or its data-parallel wrapper (the optimizer, the

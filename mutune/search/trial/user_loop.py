@@ -208,7 +208,7 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
     from mutune.proxies.device import select_device
     from mutune.search.driver.types import beyond_limit
     from mutune.search.trial.checkpoint import load_trial_state, save_trial_state
-    from mutune.search.trial.schedule import make_scheduler
+    from mutune.search.trial.schedule import make_lr_schedule
 
     torch.set_num_threads(int(config.get("threads", 1)))
     dev = select_device(prefer_cuda=bool(config.get("gpus", 0)))
@@ -233,7 +233,7 @@ def run_user_loop(config: dict[str, Any], task: Any, *,
     opt = task.optimizer(model, float(hparams["lr"]))
     for group in opt.param_groups:          # set_lr_factor's reference, schedule or not
         group.setdefault("initial_lr", group["lr"])
-    sched = make_scheduler(opt, task.train, max_t)
+    sched = make_lr_schedule(opt, task.train, max_t)
     net = parallel.wrap(model) if parallel is not None else model
     lead = parallel is None or parallel.lead
     limits = {int(k): float(v) for k, v in (config.get("diverge_above") or {}).items()}

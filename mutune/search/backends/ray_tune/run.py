@@ -151,7 +151,7 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
         checkpoint_keep: checkpoints Ray keeps per trial: the best this many by ``metric``,
             plus always the latest; a stopped or diverged trial's are deleted when it ends.
         callbacks: extra Ray Tune callbacks (driver side).
-        budget: the sweep's :class:`~mutune.search.budget.BudgetGate` (None: no budget).
+        budget: the sweep's :class:`~mutune.search.budget.SweepBudget` (None: no budget).
         tracking: the config's :class:`~mutune.config.TrackingConfig` (None: no loggers).
         trainable: the Ray function trainable (default: :func:`train_trial` on ``task``).
         keep_final: also checkpoint each trial's trained model at ``max_t`` (the target run:
