@@ -31,3 +31,15 @@ def test_no_docstring_or_comment_reads_as_a_lab_notebook():
              for p in sorted((ROOT / "mutune").rglob("*.py")) if "migrations" not in p.parts
              for line, text in _prose(p) if NOTEBOOK.search(text)]
     assert not found, "move these figures to benchmarks/results/:\n" + "\n".join(found)
+
+
+def test_the_architecture_map_names_every_module():
+    """docs/architecture.md §2.2 is the map of the rooms: every module of ``mutune/`` is named
+    there (by its file name without ``.py``; a package by its folder)."""
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rooms = doc[doc.index("### 2.2 Rooms"):doc.index("### 2.3")]
+    named = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", rooms))
+    missing = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "mutune").rglob("*.py"))
+               if "migrations" not in p.parts
+               and (p.parent.name if p.stem == "__init__" else p.stem) not in named]
+    assert not missing, "name these in docs/architecture.md §2.2: " + ", ".join(missing)
