@@ -28,8 +28,16 @@ def render_report(report: dict[str, Any], console: Any) -> None:
     ``console``: per-width best, optima, rules, target, cost lines (GPU-hours, money in the
     sweep's currency). Free text (reasons, errors) is escaped, so a bracket in it is never
     taken as markup."""
+    for part in (_header, _proxies, _optima, _rules, _rule_notes):
+        part(report, console)
+    _gate(console, report)
+    for part in (_target, _cost_table, _cost_notes):
+        part(report, console)
+
+
+def _header(report: dict[str, Any], console: Any) -> None:
+    """The sweep's id, name, status and device kind; why it ended early."""
     from rich.markup import escape
-    from rich.table import Table
 
     console.print(f"[bold]mutune sweep {report['sweep_id']}[/] ({report['name']}, "
                   f"{report['status']}, device kind: {report['device_kind']})")
@@ -38,10 +46,16 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         console.print(f"[yellow]sweep {report['status']}:[/] "
                       f"{escape(report.get('reason') or '')} — "
                       "the tables show what was recorded before it ended", highlight=False)
-    t = Table(title="Proxy sweeps: best configuration at the rung shown (the highest with ≥ 3 "
-                    "trials; after a confirmation design, its seed mean at max_t)")
+
+
+def _proxies(report: dict[str, Any], console: Any) -> None:
+    """Each proxy's best configuration at its chosen rung."""
+    from rich.table import Table
+
     ladder = any(p.get("depth") for p in report["proxies"])
     size_col = "width × depth" if ladder else "width"
+    t = Table(title="Proxy sweeps: best configuration at the rung shown (the highest with ≥ 3 "
+                    "trials; after a confirmation design, its seed mean at max_t)")
     for col in (size_col, "trials", "confirm trials", "rung (steps)", "best val loss (nats)",
                 "best test loss", "best config"):
         t.add_column(col, justify="right" if col != "best config" else "left")
@@ -51,6 +65,15 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                   str(p["chosen_rung"]), fmt_num(p["best_val_loss"]),
                   fmt_num(p.get("best_test_loss")), cfg)
     console.print(unclipped(t))
+
+
+def _optima(report: dict[str, Any], console: Any) -> None:
+    """Each proxy's optimum with its interval, horizon and counts; fallbacks."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    ladder = any(p.get("depth") for p in report["proxies"])
+    size_col = "width × depth" if ladder else "width"
     o = Table(title=f"Optimum per {'proxy' if ladder else 'width'} (95 % bootstrap interval; "
                     "method and horizon per row; * = at the edge of what was searched)")
     # the short-horizon fit runs only for optima read at a rung (no confirmation design)
@@ -82,6 +105,13 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                           "optimum[/] — the best "
                           f"configuration is used: {escape(opt['fallback_reason'])}",
                           highlight=False)
+
+
+def _rules(report: dict[str, Any], console: Any) -> None:
+    """The transfer rules' table."""
+    from rich.table import Table
+
+    ladder = any(p.get("depth") for p in report["proxies"])
     r = Table(title="Transfer rules: log h*(w) = a + b·log w" + (" + c·log L" if ladder else "")
                     + " (95 % intervals; b and its verdict are the width's)")
     depth_cols = ("c (depth)", "c interval", "depth verdict") if ladder else ()
@@ -97,6 +127,12 @@ def render_report(report: dict[str, Any], console: Any) -> None:
                   fmt_num(rule["transferred_value"]),
                   fmt_interval(rule.get("transferred_interval")), rule.get("verdict", "—"))
     console.print(unclipped(r))
+
+
+def _rule_notes(report: dict[str, Any], console: Any) -> None:
+    """Each rule's fitted formula, verdict and advice, further axes, choices and warnings."""
+    from rich.markup import escape
+
     for rule in report["rules"]:
         if rule.get("formula"):
             flat = str(rule.get("transfer_form", "")).startswith("flat")
@@ -125,7 +161,12 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         if rule.get("outside_searched_range"):
             console.print(f"  [yellow]warning:[/] the transferred {rule['hyperparameter']} "
                           "lies outside the searched range", highlight=False)
-    _gate(console, report)
+
+
+def _target(report: dict[str, Any], console: Any) -> None:
+    """The target run, the watch against the best proxy and the predicted loss."""
+    from rich.markup import escape
+
     tg = report.get("target")
     if tg:
         cfg = " ".join(f"{k}={fmt_num(v)}" for k, v in sorted(tg["config"].items()))
@@ -166,6 +207,12 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         elif tg.get("predicted_val_loss_error"):
             console.print(f"  no loss prediction: {escape(tg['predicted_val_loss_error'])}",
                           highlight=False)
+
+
+def _cost_table(report: dict[str, Any], console: Any) -> None:
+    """The cost table: GPU-hours, ETTR, MFU, waste, idle causes, money."""
+    from rich.table import Table
+
     c = report["cost"]
     ct = Table(title=f"Cost (GPU-hours; device kind {c.get('device_kind')})")
     ct.add_column("line")
@@ -218,6 +265,11 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         if c.get(key) is not None:
             ct.add_row(label, f"{c[key]:.4f} {cur}")
     console.print(unclipped(ct))
+
+
+def _cost_notes(report: dict[str, Any], console: Any) -> None:
+    """The formulas under the cost table, billing, spot economics."""
+    c = report["cost"]
     if c.get("idle_gpu_hours_by_cause"):
         console.print("held, not training = held − productive − evaluation − checkpoint − "
                       "set-up (stopped trials' steps count as productive here); waste: idle = "
