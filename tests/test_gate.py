@@ -1,9 +1,10 @@
 """The confirmation design and the gate before the target run, on a synthetic loss surface.
 
 The trials' values come from a known bowl in (log2 lr, log2 output_mult) whose minimum can be
-put outside the searched range; the backend that would train them on Ray is replaced by one
-that evaluates the bowl (the Ray path runs end to end in tests/test_pipeline.py). So the
-gate's decisions are checked against a known optimum, fast and seeded.
+put outside the searched range; the backend that would train the stages' groups on Ray is
+replaced by one that evaluates the bowl and hands each group's outcome to the stages' follow-up,
+as the Ray run does (which runs end to end in tests/test_pipeline.py). So the gate's decisions
+are checked against a known optimum, fast and seeded.
 """
 from __future__ import annotations
 
@@ -18,9 +19,12 @@ import pytest
 from mutune.config import parse_config
 from mutune.errors import SweepStopped
 from mutune.pipeline.confirm_stage import design_allocation, design_points, trials_per_design
-from mutune.pipeline.gate import confirm_proxies, gate_rules, join_first_round
+from mutune.pipeline.gate import confirm_proxies, gate_rules
 from mutune.pipeline.recording import MemoryRecorder
+from mutune.pipeline.stage_groups import StageGroups
 from mutune.pipeline.sweep import ProxyResult, SweepRun
+from mutune.search.backends.ray_tune.groups import RunOutcome, finished_trials
+from mutune.search.backends.ray_tune.joining import settle
 from mutune.search.backends.ray_tune.records import TrialRecord
 
 from .conftest import make_tiny_config
@@ -45,30 +49,49 @@ def _loss(hp, seed, noise):
 
 
 @pytest.fixture
-def bowl(monkeypatch):
-    """Replace the Ray backend with the bowl; returns the list of designs it ran."""
-    import mutune.search.backends.ray_tune.run as ray_run
-
+def bowl():
+    """A backend that evaluates the bowl: ``bowl.drive(stages)`` trains every group the stages
+    release, in order, and hands each outcome back (``bowl.ran``: (group, points) trained)."""
     ran, ids = [], itertools.count(1000)
     state = {"noise": 0.002}
 
-    def run_groups(specs, *, max_t, **kw):
-        out = {}
-        for spec in specs:            # one Ray Tune run holds every width's design
-            trials = []
-            for i, p in enumerate(spec.points):
-                v = _loss(p["hparams"], p["seed"], state["noise"])
-                trials.append(TrialRecord(
-                    key=f"{spec.group}-t{i}", trial_id=next(ids), point=p, started=0.0,
-                    reports=[{"step": max_t, "val_loss": v, "val_loss_se": 0.001,
-                              "test_loss": v + 0.01}],
-                    status="completed", timing={"allocated_s": 2.0, "devices": 1}))
+    def train(spec, max_t):
+        trials = list(finished_trials(spec))
+        for i, p in enumerate(spec.points):
+            v = _loss(p["hparams"], p["seed"], state["noise"])
+            trials.append(TrialRecord(
+                key=p.get("key") or f"{spec.group}-t{i}", trial_id=next(ids), point=p,
+                started=0.0, reports=[{"step": max_t, "val_loss": v, "val_loss_se": 0.001,
+                                       "test_loss": v + 0.01}],
+                status="completed", timing={"allocated_s": 2.0, "devices": 1}))
+        if spec.points:
             ran.append((spec.group, [p["hparams"] for p in spec.points]))
-            out[spec.group] = SimpleNamespace(trials=trials, stopped=None)
-        return out
+        return RunOutcome(trials, None)
 
-    monkeypatch.setattr(ray_run, "run_groups", run_groups)
-    return SimpleNamespace(ran=ran, state=state)
+    def drive(stages):
+        max_t = stages.run.config.search.scheduler.max_t
+        queue, outcomes = settle(stages.ready(), stages.follow)
+        while queue:
+            spec = queue.pop(0)
+            outcomes[spec.group] = train(spec, max_t)
+            more, done = settle(stages.follow(spec.group, outcomes[spec.group]),
+                                stages.follow)
+            queue += more
+            outcomes.update(done)
+        stages.ran(outcomes)
+        return outcomes
+
+    return SimpleNamespace(ran=ran, state=state, drive=drive)
+
+
+def _confirm(run, swept, bowl):
+    """The stages of ``swept`` (every width's sweep done) trained by the bowl: (the refitted
+    swept list, the confirmation states, the stages)."""
+    stages = StageGroups(run, [(p.width, p.depth) for p, _ in swept])
+    for p, o in swept:
+        stages.rebuilt(p, o)
+    bowl.drive(stages)
+    return (*confirm_proxies(run, stages), stages)
 
 
 def _start(config, center):
@@ -77,7 +100,7 @@ def _start(config, center):
     swept = []
     for i, w in enumerate(config.widths):
         p = ProxyResult(w, 10 + i, 1, dict(center), 1.5, 9, 4, {})
-        swept.append((p, SimpleNamespace(trials=[])))
+        swept.append((p, RunOutcome([], None)))
     return run, rec, swept
 
 
@@ -108,12 +131,15 @@ def test_optimum_outside_the_range_is_flagged_then_found_by_widening(bowl):
     re-centres the designs 3 octaves further out and the pooled fit finds it."""
     config = _config(gate="widen", gate_rounds=1)
     run, rec, swept = _start(config, {"lr": 1e-2, "output_mult": 1.0})
-    swept, states = confirm_proxies(run, swept)
-    first = swept[-1][0].optimum
+    swept, states, stages = _confirm(run, swept, bowl)
+    first = stages.confirmed[64].optimum
     assert first["optimum_horizon"] == "max_t" and first["n_trials"] == 11
     assert first["on_edge"]["lr"] and first["edge_side"]["lr"] == "high"
     assert first["clipped"]["lr"]
-    swept, rules, hp, _, gate = gate_rules(run, swept, states)
+    n_ran = len(bowl.ran)                               # the designs, then the round
+    swept, rules, hp, _, gate = gate_rules(run, swept, stages)
+    assert n_ran == 6 and len(bowl.ran) == n_ran        # the gate trains nothing itself
+    assert swept[-1][0].optimum["n_trials"] == 22
     lr = next(r for r in rules if r["hyperparameter"] == "lr")
     assert gate["first_verdicts"]["lr"] == "edge"
     assert [a["action"] for a in gate["rounds"][0]["actions"]] == ["widen"] * 3
@@ -136,13 +162,12 @@ def test_optimum_outside_the_range_is_flagged_then_found_by_widening(bowl):
 def test_gate_stop_does_not_act(bowl):
     config = _config(gate="stop", gate_rounds=3)
     run, rec, swept = _start(config, {"lr": 1e-2, "output_mult": 1.0})
-    swept, states = confirm_proxies(run, swept)
-    n_designs = len(bowl.ran)
+    swept, states, stages = _confirm(run, swept, bowl)
     with pytest.raises(SweepStopped, match="gate stopped before the target run: lr: edge") \
             as err:
-        gate_rules(run, swept, states)
+        gate_rules(run, swept, stages)
     assert err.value.status == "gate_stopped"
-    assert len(bowl.ran) == n_designs                 # no round ran
+    assert len(bowl.ran) == 3 and not stages.rounds     # the designs; no round ran
     assert rec.of("law_fitted")[0]["law"]["outcome"] == "stopped"
 
 
@@ -151,12 +176,12 @@ def test_gate_widen_stops_when_rounds_do_not_suffice_and_proceed_warns(bowl):
     for setting in ("widen", "proceed"):
         config = _config(gate=setting, gate_rounds=1, widen_octaves=0.5)
         run, rec, swept = _start(config, {"lr": 1e-2, "output_mult": 1.0})
-        swept, states = confirm_proxies(run, swept)
+        swept, states, stages = _confirm(run, swept, bowl)
         if setting == "widen":
             with pytest.raises(SweepStopped, match="after 1 round"):
-                gate_rules(run, swept, states)
+                gate_rules(run, swept, stages)
         else:
-            _, rules, _, _, gate = gate_rules(run, swept, states)
+            _, rules, _, _, gate = gate_rules(run, swept, stages)
             assert gate["outcome"] == "proceeded" and "still not healthy" in gate["warning"]
             assert next(r for r in rules if r["hyperparameter"] == "lr")["verdict"] == "edge"
 
@@ -170,8 +195,8 @@ def test_noisy_rule_gets_replicates_on_the_same_points(bowl):
     d["search"]["space"]["lr"] = {"type": "loguniform", "low": 1e-3, "high": 1.0}
     config = parse_config(d)
     run, rec, swept = _start(config, {"lr": LR_STAR, "output_mult": OM_STAR})
-    swept, states = confirm_proxies(run, swept)
-    swept, rules, _, _, gate = gate_rules(run, swept, states)
+    swept, states, stages = _confirm(run, swept, bowl)
+    swept, rules, _, _, gate = gate_rules(run, swept, stages)
     assert gate["first_verdicts"] == {"lr": "noisy", "output_mult": "noisy"}
     acts = gate["rounds"][0]["actions"]
     assert [a["action"] for a in acts] == ["replicates"] * 3
@@ -180,31 +205,27 @@ def test_noisy_rule_gets_replicates_on_the_same_points(bowl):
     assert gate["outcome"] in ("passed", "proceeded")
 
 
-def _joined(run, swept):
-    """What the proxy run's follow-up does (mutune.pipeline.proxy_stage.design_follow_up):
-    each width's first design once its sweep is done, then — every design done — the gate's
-    first round (join_first_round), each trained by the bowl inside "the proxy run"."""
-    import mutune.search.backends.ray_tune.run as ray_run
-    from mutune.pipeline.confirm_stage import design_center, design_spec
-
-    max_t = run.config.search.scheduler.max_t
-    centers = {p.width: design_center(run.config, p) for p, _ in swept}
-    specs = [design_spec(run, p, i, centers[p.width]) for i, (p, _) in enumerate(swept)]
-    ran = ray_run.run_groups(specs, max_t=max_t)
-    run.early_designs = {s.width: (centers[s.width], ran[s.group]) for s in specs}
-    joined = join_first_round(run, swept, run.early_designs)
-    ran = ray_run.run_groups(joined, max_t=max_t)
-    if run.early_round is not None:
-        run.early_round["outcomes"] = {w: ran[g] for w, g in run.early_round["groups"].items()}
-    return joined
+_TIMING = ("allocated_s", "productive_s", "eval_s", "overhead_s", "steps", "samples",
+           "devices", "device_kind", "restarts", "preemptions", "repeated_steps", "recovery_s",
+           "checkpoint_s", "upload_s")
 
 
-def test_the_first_round_joins_the_proxy_run_with_the_plan_it_would_have_after(bowl):
-    """Once every width's design is done, the gate's first round is planned from the same
-    refits and rules the gate computes after the run, and trained inside it: the gate then
-    trains nothing more and records the same round, rules and target values as a gate that
-    ran the round after the proxy run; the early plan records no refit of its own. Both
-    kinds of round: a widening (an edge) and replicates (noisy rules)."""
+def _row(t):
+    """A trial as the results database returns it (``Store.sweep_rows``)."""
+    return {"key": t.key, "id": t.trial_id, "seed": t.point["seed"],
+            "config": dict(t.point["hparams"]), "status": t.status, "reason": None,
+            "checkpoint_dir": None,
+            "reports": [{"step": r["step"], "metrics": {k: v for k, v in r.items()
+                                                        if k != "step"}}
+                        for r in t.reports],
+            **{k: 0 for k in _TIMING}, "allocated_s": 2.0, "devices": 1}
+
+
+def test_a_resumed_sweep_whose_stages_had_ended_trains_nothing_and_records_the_same(bowl):
+    """On resume every stage is released again: a design whose trials had all ended is done
+    at once (settled, no slot), so what follows it is planned from the same trials and
+    released in turn; the rounds, rules, target values and optima are those of the sweep
+    before. Both kinds of round: a widening (an edge) and replicates (noisy rules)."""
     noisy = _config(gate="proceed", gate_rounds=1, tolerance=0.01).model_dump(mode="json")
     noisy["search"]["space"]["lr"] = {"type": "loguniform", "low": 1e-3, "high": 1.0}
     for config, center, noise, action in (
@@ -213,31 +234,47 @@ def test_the_first_round_joins_the_proxy_run_with_the_plan_it_would_have_after(b
             (parse_config(noisy), {"lr": LR_STAR, "output_mult": OM_STAR}, 0.01,
              "replicates")):
         bowl.state["noise"] = noise
-        run, rec, swept = _start(config, center)
-        joined = _joined(run, swept)
-        assert [s.group for s in joined] == ["c1w16", "c1w32", "c1w64"]
-        assert not rec.of("proxy_sweep_finished")            # the plan recorded nothing
+        run, _, swept = _start(config, center)
+        swept, _, stages = _confirm(run, swept, bowl)
+        got = gate_rules(run, swept, stages)
+        assert [g for g, _ in bowl.ran[-3:]] == ["c1w16", "c1w32", "c1w64"]
         n_ran = len(bowl.ran)
-        got = gate_rules(run, *confirm_proxies(run, swept))
-        assert len(bowl.ran) == n_ran                         # nothing trained after the run
         run_b, _, swept_b = _start(config, center)
-        want = gate_rules(run_b, *confirm_proxies(run_b, swept_b))
-        assert len(bowl.ran) == n_ran + 6                     # designs, then the round
+        run_b.recorded = {t.key: _row(t) for s in stages.states.values()
+                          for o in s.designs for t in o.trials}
+        swept_b, _, stages_b = _confirm(run_b, swept_b, bowl)
+        want = gate_rules(run_b, swept_b, stages_b)
+        assert len(bowl.ran) == n_ran                         # nothing trained again
         assert got[1:] == want[1:]                            # rules, values, settings, gate
         assert [a["action"] for a in got[4]["rounds"][0]["actions"]] == [action] * 3
         assert got[4]["rounds"][0]["trials"] == 33
 
-        # the same optima (the fake backend numbers the two runs' trials apart)
         def optima(swept):
             return [{k: v for k, v in p.optimum.items() if "trial_id" not in k}
                     for p, _ in swept]
         assert optima(got[0]) == optima(want[0])
 
 
+def test_later_rounds_join_when_the_round_before_is_done(bowl):
+    """Half an octave per widening leaves the optimum at the edge after round 1: round 2 is
+    released once round 1's designs are done, with its own seeds and group names."""
+    run, _, swept = _start(_config(gate="proceed", gate_rounds=2, widen_octaves=0.5),
+                           {"lr": 1e-2, "output_mult": 1.0})
+    swept, states, stages = _confirm(run, swept, bowl)
+    _, _, _, _, gate = gate_rules(run, swept, stages)
+    assert [r.number for r in stages.rounds] == [1, 2]
+    assert [r["round"] for r in gate["rounds"]] == [1, 2]
+    assert {g for g, _ in bowl.ran[-3:]} == {"c2w16", "c2w32", "c2w64"}
+    assert all(len(s.designs) == 3 for s in states.values())
+    assert gate["rounds"][0]["verdicts"]["lr"] == "edge"
+
+
 def test_no_round_joins_when_the_gate_will_not_act(bowl):
     for transfer in ({"gate": "stop", "gate_rounds": 3}, {"gate": "widen", "gate_rounds": 0}):
         run, _, swept = _start(_config(**transfer), {"lr": 1e-2, "output_mult": 1.0})
-        assert _joined(run, swept) == [] and run.early_round is None
+        n_ran = len(bowl.ran)
+        _, _, stages = _confirm(run, swept, bowl)
+        assert stages.rounds == [] and len(bowl.ran) == n_ran + 3
 
 
 def test_a_gate_round_has_a_progress_row_of_its_own():
@@ -285,13 +322,14 @@ def test_a_depth_ladder_confirms_and_widens_each_width_and_depth(bowl):
     swept = [(ProxyResult(w, 10 + i, 1, dict(center), 1.5, 9, 4, {}, depth=dp),
               SimpleNamespace(trials=[]))
              for i, (w, dp) in enumerate((w, dp) for dp in (1, 2) for w in (16, 32, 64))]
-    swept, states = confirm_proxies(run, swept)
+    swept, states, stages = _confirm(run, swept, bowl)
     assert sorted(states) == sorted((w, dp) for dp in (1, 2) for w in (16, 32, 64))
-    first = [g for g, _ in bowl.ran]
+    first = [g for g, _ in bowl.ran][:6]
     assert sorted(first) == sorted(f"c0w{w}d{dp}" for dp in (1, 2) for w in (16, 32, 64))
-    # a design at depth 2 builds its depth's model (its own base shapes)
+    # a design at depth 2 builds its depth's model (its own base shapes), shipped under its
+    # depth's name with the proxies of that depth
     assert run.depth_tasks[2].model.depth == 2 and run.depth_tasks[2].base_shapes
-    swept, rules, hp, _, gate = gate_rules(run, swept, states)
+    swept, rules, hp, _, gate = gate_rules(run, swept, stages)
     (rnd,) = gate["rounds"]
     assert {(a["width"], a["depth"]) for a in rnd["actions"]} == set(states)
     assert {g for g, _ in bowl.ran[len(first):]} == {f"c1w{w}d{dp}" for w, dp in states}

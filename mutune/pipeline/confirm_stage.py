@@ -21,15 +21,11 @@ design (Myers, Montgomery & Anderson-Cook, §7.4), so the 3 × 3 design costs 11
 runs instead of 18 with two seeds everywhere.
 
 Every design trial is a ``confirm`` trial of the width's proxy sweep, billed to the proxies.
-In a new sweep without a budget each width's first design joins the proxy run as soon as that
-width's sweep is done (:func:`mutune.pipeline.proxy_stage.run_widths`, built by
-:func:`design_spec`), and so does the gate's first round once every design is done
-(:func:`mutune.pipeline.gate.join_first_round`); :func:`confirm_widths` trains the others — a
-resumed sweep's, a budgeted sweep's, the gate's later rounds — in one Ray Tune run after the
-sweep.
-:func:`mutune.pipeline.transfer_stage.width_optimum` then fits the local quadratic to these
-full-horizon values. The gate (:mod:`mutune.pipeline.gate`) re-centres a design whose
-optimum it does not bracket, or adds replicates, and calls this stage again.
+Each design (:func:`design_spec`) joins the run that sweeps the proxies once its width's
+sweep is done (:class:`mutune.pipeline.stage_groups.StageGroups`), and so does each gate
+round's; :func:`mutune.pipeline.full_horizon.full_horizon_optimum` then fits the local
+quadratic to these full-horizon values. The gate (:mod:`mutune.pipeline.gate`) re-centres a
+design whose optimum it does not bracket, or adds replicates.
 """
 from __future__ import annotations
 
@@ -39,12 +35,12 @@ from typing import Any
 
 from mutune.config import Choice, SweepConfig
 from mutune.config.spaces import clip_valid, is_categorical
-from mutune.pipeline.depth_tasks import issue_order, task_at_depth
+from mutune.pipeline.depth_tasks import task_at_depth
 from mutune.pipeline.fitted_rule import size_label
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["design_names", "design_points", "design_allocation", "trials_per_design",
-           "design_center", "design_spec", "confirm_widths", "CONFIRM_SEED_BASE"]
+           "design_center", "design_spec", "CONFIRM_SEED_BASE"]
 
 #: the confirmation trials' seed streams start here (width index + round × 100 added), far
 #: from the proxy sweeps' (0 … k−1) and the target's (k)
@@ -152,53 +148,8 @@ def design_spec(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str,
     return GroupSpec(proxy.width, proxy.proxy_sweep_id, group, points=new, resume=resume,
                      kind="confirm",
                      task=None if proxy.depth is None else task_at_depth(run, proxy.depth),
+                     task_key=None if proxy.depth is None else f"d{proxy.depth}",
                      # a gate round's design gets its own progress row
                      on_progress=bind_progress(
                          run.on_progress, ("confirm" if round_ == 0 else f"gate round {round_}")
                          + f" {size_label(proxy.width, proxy.depth)}", len(points)))
-
-
-def confirm_widths(run: SweepRun, jobs: list[tuple[ProxyResult, int, dict[str, float]]], *,
-                   round_: int = 0) -> list[Any]:
-    """Train each job's design around its ``center`` at its ``proxy.width`` to ``max_t``
-    steps as ``confirm`` trials of that width's proxy sweep — every width's design in **one**
-    Ray Tune run (one driver group per width, ``c{round}w{width}``, the slots shared) — seeds
-    per point from :func:`design_allocation` (``transfer.confirm_replicates``, and
-    ``transfer.confirm_center_replicates`` at the centre; separate trials, so the fit's
-    bootstrap can resample them). In a resumed sweep the design's recorded trials (keys
-    ``c{round}w{width}-t{k}``) are kept or continued, and only the rest are trained
-    (:func:`mutune.pipeline.recorded.recorded_trials`). The widest width's design is
-    issued first (its trials are the longest).
-
-    Args:
-        jobs: (the width's sweep result (its proxy sweep id), the width's position among the
-            proxies (seeds its trials), the design's centre (every searched and fixed
-            hyperparameter)) per width.
-        round_: 0 for the first design, 1, 2, … for the gate's rounds (fresh seeds each).
-    Returns:
-        The RunOutcome of each job, in ``jobs`` order (its trials in a terminal state).
-    Raises:
-        SweepStopped: ``mutune cancel`` stopped it.
-    """
-    from mutune.errors import SweepStopped
-    from mutune.search.backends.ray_tune.run import run_groups
-
-    config = run.config
-    specs = [design_spec(run, proxy, index, center, round_=round_)
-             for proxy, index, center in jobs]
-    widths = "-".join(s.group[len(f"c{round_}"):] for s in specs)
-    outcomes = run_groups(sorted(specs, key=issue_order), task=run.task,
-                          max_t=config.search.scheduler.max_t, recorder=run.recorder,
-                          control=run.control, sweep_id=run.sweep_id, kind="confirm",
-                          scheduler=None, metric=config.search.metric,
-                          mode=config.search.mode, ray_cfg=config.ray,
-                          storage=run.out_dir / "ray",
-                          name=f"sweep{run.sweep_id}-{widths}-confirm{round_}", seq=run.seq,
-                          tracking=config.tracking,
-                          checkpoint_every=config.train.checkpoint_every,
-                          spot=config.cost.spot.model_dump(),
-                          checkpoint_keep=config.train.checkpoint_keep, budget=run.budget)
-    stopped = next((o.stopped for o in outcomes.values() if o.stopped is not None), None)
-    if stopped is not None:
-        raise SweepStopped("cancelled", stopped)
-    return [outcomes[s.group] for s in specs]

@@ -1,9 +1,11 @@
-"""Full-horizon optima and the gate before the target run.
+"""The gate before the target run: what a round does, and what the gate records.
 
-:func:`confirm_proxies` runs each width's confirmation design
-(:mod:`mutune.pipeline.confirm_stage`) and refits its optimum on the values at ``max_t``.
-:func:`gate_rules` then fits the transfer rules and, when a rule is not healthy, acts before
-the one expensive run (``transfer.gate``, ``transfer.gate_rounds``; docs/transfer.md):
+Each width's confirmation design (:mod:`mutune.pipeline.confirm_stage`) refits its optimum on
+the values at ``max_t`` (:func:`refit_optimum`); the transfer rules are fitted on those optima
+(:func:`fit_rules`) and, when a rule is not healthy, the gate acts before the one expensive
+run (``transfer.gate``, ``transfer.gate_rounds``; docs/transfer.md). The designs and rounds
+train as groups of the proxies' run (:class:`mutune.pipeline.stage_groups.StageGroups`, which
+plans each round with :func:`plan_round`); :func:`gate_rules` records what they did:
 
 * ``edge`` — a width's optimum is not bracketed by what was searched: its design is re-centred
   ``transfer.widen_octaves`` beyond the clipped optimum on the side it touched (Box & Wilson
@@ -20,14 +22,17 @@ did, and the GPU-hours it cost, is recorded as a law row of kind ``gate``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mutune.config.spaces import clip_valid
 from mutune.errors import FitError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun, record_best
 
-__all__ = ["confirm_proxies", "gate_rules", "plan_round", "join_first_round",
-           "GATED_VERDICTS", "ConfirmState"]
+if TYPE_CHECKING:
+    from mutune.pipeline.stage_groups import GateRound, StageGroups
+
+__all__ = ["confirm_proxies", "gate_rules", "plan_round", "refit_optimum", "fit_rules",
+           "gate_problems", "GATED_VERDICTS", "ConfirmState"]
 
 #: verdicts the gate acts on (``too_few_sizes`` needs another width, not another round)
 GATED_VERDICTS = ("edge", "noisy", "fallback")
@@ -36,10 +41,12 @@ GATED_VERDICTS = ("edge", "noisy", "fallback")
 @dataclasses.dataclass
 class ConfirmState:
     """Per width: its sweep's outcome, its confirmation outcomes and its first design's
-    centre (so replicates added later land on the same points)."""
+    centre (so replicates added later land on the same points), and the designs' group
+    names (released in order; ``designs`` holds those done)."""
     sweep: Any
     designs: list[Any]
     center: dict[str, float]
+    groups: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def outcomes(self) -> list[Any]:
@@ -54,8 +61,11 @@ def _gpu_hours(outcomes: list[Any]) -> tuple[float, int]:
                 for t in trials if t.timing), len(trials))
 
 
-def _refit(run: SweepRun, p: ProxyResult, state: ConfirmState, *,
-           record: bool = True) -> ProxyResult:
+def refit_optimum(run: SweepRun, p: ProxyResult, state: ConfirmState) -> ProxyResult:
+    """``p`` with its optimum refitted on every design of ``state`` at the full horizon
+    (:func:`mutune.pipeline.full_horizon.full_horizon_optimum`), recorded on its proxy sweep
+    row; when the fit fails, ``p`` with ``full_horizon_error`` in its optimum (not
+    recorded)."""
     from mutune.pipeline.full_horizon import full_horizon_optimum
 
     sweep_best = p.optimum.get("sweep_best") or {
@@ -72,47 +82,57 @@ def _refit(run: SweepRun, p: ProxyResult, state: ConfirmState, *,
     p = dataclasses.replace(p, optimum=opt, best_val_loss=opt["best_val_loss"],
                             best_config=opt["best_config"], milestone=opt["milestone"],
                             best_trial_id=opt["best_trial_id"])
-    if record:
-        record_best(run, p, opt["n_trials"])
+    record_best(run, p, opt["n_trials"])
     return p
 
 
-def confirm_proxies(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
+def confirm_proxies(run: SweepRun, stages: StageGroups
                     ) -> tuple[list[tuple[ProxyResult, Any]], dict[Any, ConfirmState]]:
-    """Each width's confirmation design around its sweep's best configuration, and its
-    optimum refitted on the values at max_t (``transfer.confirm_replicates`` 0: nothing is
-    run and the rung-based optima stay).
+    """Each width's optimum refitted at the full horizon on its confirmation designs — the
+    first and the gate rounds', as the proxies' run trained them
+    (``transfer.confirm_replicates`` 0: the sweeps' results, no state).
 
     Returns:
-        (the swept list with refitted ProxyResults, width (on a depth ladder (width,
-        depth)) → :class:`ConfirmState`).
+        (ProxyResult refitted on its designs, RunOutcome of its sweep) per proxy in proxy
+        order, and proxy (its width, or (width, depth) on a depth ladder) →
+        :class:`ConfirmState`.
+    Raises:
+        SearchError: a proxy has no design (the run ended before its sweep was done, or
+            nothing continuous is searched).
     """
-    from mutune.pipeline.confirm_stage import confirm_widths, design_center
+    from mutune.errors import SearchError
 
     if run.config.transfer.confirm_replicates == 0:
-        return swept, {}
-    # categorical knobs at the rung's choice (its names' best trials), the rest at the
-    # sweep's best configuration; a design already trained in the proxy run (it joined when
-    # its width was done) is kept with the centre it was trained around
-    early = run.early_designs
-    # (a proxy's key: its width, or (width, depth) on a depth ladder, whose designs never join
-    # the proxy run)
-    jobs = [(p, i, early[p.size][0] if p.size in early else design_center(run.config, p))
-            for i, (p, _) in enumerate(swept)]
-    todo = [j for j in jobs if j[0].size not in early]
-    # every other width's design in one Ray Tune run
-    ran = dict(zip([p.size for p, _, _ in todo], confirm_widths(run, todo) if todo else []))
-    out, states = [], {}
-    for (p, _, center), (_, o) in zip(jobs, swept):
-        design = early[p.size][1] if p.size in early else ran[p.size]
-        state = ConfirmState(o, [design], center)
-        states[p.size] = state
-        out.append((_refit(run, p, state), o))
-    return out, states
+        return stages.final(), {}
+    swept = stages.final()
+    missing = [p.size for p, _ in swept if not stages.states.get(p.size, None)
+               or not stages.states[p.size].designs]
+    if missing:
+        raise SearchError(f"no confirmation design was trained for proxies {missing} "
+                          "(transfer.confirm_replicates > 0 needs a continuous hyperparameter "
+                          "in search.space)")
+    return swept, dict(stages.states)
 
 
-def _problems(rules: list[dict[str, Any]]) -> dict[str, str]:
-    """Hyperparameter → what the gate acts on: the rule's verdict when it is gated, or
+def fit_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
+              ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
+    """The transfer rules on the optima of ``swept`` (a depth ladder's on both axes):
+    (rule rows, the target's hyperparameters, its training settings),
+    :func:`mutune.pipeline.transfer_stage.transfer_rules`.
+
+    Raises:
+        FitError: a rule cannot be fitted.
+    """
+    from mutune.pipeline.transfer_stage import transfer_rules
+
+    depths = [p.depth for p, _ in swept] if run.config.depth_ladder else None
+    return transfer_rules(run.config, [p.width for p, _ in swept],
+                          [p.optimum for p, _ in swept], depths)
+
+
+def gate_problems(rules: list[dict[str, Any]]) -> dict[str, str]:
+    """Hyperparameter → what the gate acts on (``rules``: rule rows): the rule's verdict when
+    it is gated, or
     ``edge`` when any width's optimum is at the edge (even under ``too_few_sizes``, which
     outranks ``edge`` as a verdict: the optimum is censored all the same), or on a depth
     ladder the depth axis's gated verdict (``noisy along depth``)."""
@@ -179,13 +199,13 @@ def _widening(p: ProxyResult, name: str, new_center: float) -> dict[str, Any]:
 def plan_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                states: dict[Any, ConfirmState], bad: dict[str, str]
                ) -> tuple[list[dict[str, Any]], list[tuple[ProxyResult, int, dict[str, float]]]]:
-    """What one gate round does about ``bad`` (:func:`_problems`): an ``edge`` widens the
+    """What one gate round does about ``bad`` (:func:`gate_problems`): an ``edge`` widens the
     design of every width whose optimum is at that edge (:func:`_widen_center`); otherwise
     every width's first design is trained again with fresh seeds.
 
     Returns:
-        (the actions recorded, the jobs :func:`~mutune.pipeline.confirm_stage.
-        confirm_widths` trains: (ProxyResult, its position, the design's centre) per width).
+        (the actions recorded, the designs to train: (ProxyResult, its position, the
+        design's centre) per width).
     """
     from mutune.pipeline.confirm_stage import design_names
 
@@ -213,47 +233,12 @@ def plan_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
     return actions, jobs
 
 
-def join_first_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
-                     designs: dict[int, tuple[dict[str, float], Any]]) -> list[Any]:
-    """The gate's first round as groups that join the proxy run, once every width's first
-    design is done there (``designs``: width → (centre, RunOutcome)): the optima are refitted
-    (not recorded: :func:`confirm_proxies` records them after the run), the rules fitted and
-    the round planned exactly as :func:`gate_rules` would after the run, so its trials take
-    the slots the designs' tails leave free, on workers already started, instead of a Ray
-    Tune run of their own. The plan is kept in ``run.early_round``; :func:`gate_rules` uses
-    it when its own first round finds the same problems. Returns ``[]`` (the gate then runs
-    after the proxy run as before) when no round is due or a fit fails.
-    """
-    from mutune.pipeline.confirm_stage import design_spec
-    from mutune.pipeline.transfer_stage import transfer_rules
-
-    tr = run.config.transfer
-    if tr.gate == "stop" or tr.gate_rounds < 1 or tr.confirm_replicates == 0:
-        return []
-    states = {p.width: ConfirmState(o, [designs[p.width][1]], designs[p.width][0])
-              for p, o in swept}
-    refitted = [(_refit(run, p, states[p.width], record=False), o) for p, o in swept]
-    try:
-        rules, _, _ = transfer_rules(run.config, [p.width for p, _ in refitted],
-                                     [p.optimum for p, _ in refitted])
-    except (FitError, ValueError):
-        return []
-    bad = _problems(rules)
-    if not bad:
-        return []
-    actions, jobs = plan_round(run, refitted, states, bad)
-    specs = [design_spec(run, p, i, center, round_=1) for p, i, center in jobs]
-    run.early_round = {"problems": bad, "actions": actions, "jobs": jobs,
-                       "groups": {s.width: s.group for s in specs}}
-    return specs
-
-
-def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
-               states: dict[Any, ConfirmState]
+def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: StageGroups
                ) -> tuple[list[tuple[ProxyResult, Any]], list[dict[str, Any]],
                           dict[str, float], dict[str, Any], dict[str, Any]]:
-    """Fit the transfer rules, let the gate act for up to ``transfer.gate_rounds`` rounds,
-    and record the rules (and the gate's row).
+    """Record the transfer rules on ``swept`` (the optima after the gate's rounds, trained
+    in the proxies' run by ``stages``, :class:`~mutune.pipeline.stage_groups.StageGroups`)
+    and the gate's row.
 
     Returns:
         (swept after the rounds, the rule rows, the target's hyperparameters, its training
@@ -264,51 +249,14 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
             and ``transfer.gate`` is ``widen`` or ``stop`` (rules and gate row recorded).
         FitError: a rule cannot be fitted.
     """
-    from mutune.pipeline.confirm_stage import confirm_widths
-    from mutune.pipeline.transfer_stage import transfer_rules
-
-    config = run.config
-    tr = config.transfer
-    widths = [p.width for p, _ in swept]
-    depths = [p.depth for p, _ in swept] if config.depth_ladder else None
-
-    def fit() -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
-        return transfer_rules(config, widths, [p.optimum for p, _ in swept], depths)
-
-    rules, hp, settings = fit()
+    tr = run.config.transfer
+    rules, hp, settings = (stages.fitted if stages.fitted is not None and stages.states
+                           else fit_rules(run, swept))
+    first = stages.first_verdicts or {r["hyperparameter"]: r["verdict"] for r in rules}
     gate: dict[str, Any] = {"kind": "gate", "setting": tr.gate, "max_rounds": tr.gate_rounds,
-                            "rounds": [], "first_verdicts": {r["hyperparameter"]: r["verdict"]
-                                                              for r in rules}}
-    rounds = tr.gate_rounds if tr.gate != "stop" and states else 0
-    for rnd in range(1, rounds + 1):
-        bad = _problems(rules)
-        if not bad:
-            break
-        before = _gpu_hours([d for s in states.values() for d in s.designs])
-        early = run.early_round if rnd == 1 else None
-        if early is not None and early["problems"] == bad:
-            # it joined the proxy run once every design was done (the same inputs, so the
-            # same plan: :func:`join_first_round`); its trials are trained already
-            actions, jobs, designs = early["actions"], early["jobs"], dict(early["outcomes"])
-        else:
-            actions, jobs = plan_round(run, swept, states, bad)
-            # every width this round acts on: its design in one Ray Tune run
-            designs = dict(zip((p.size for p, _, _ in jobs),
-                               confirm_widths(run, jobs, round_=rnd) if jobs else []))
-        new = []
-        for p, o in swept:
-            if p.size in designs:
-                states[p.size].designs.append(designs[p.size])
-                p = _refit(run, p, states[p.size])
-            new.append((p, o))
-        swept = new
-        rules, hp, settings = fit()
-        after = _gpu_hours([d for s in states.values() for d in s.designs])
-        gate["rounds"].append({"round": rnd, "problems": bad, "actions": actions,
-                               "trials": after[1] - before[1],
-                               "gpu_hours": after[0] - before[0],
-                               "verdicts": {r["hyperparameter"]: r["verdict"] for r in rules}})
-    left = _problems(rules)
+                            "rounds": [_round_row(r) for r in stages.rounds],
+                            "first_verdicts": first}
+    left = gate_problems(rules)
     gate["gpu_hours"] = sum(r["gpu_hours"] for r in gate["rounds"])
     gate["final_verdicts"] = {r["hyperparameter"]: r["verdict"] for r in rules}
     for row in rules:
@@ -333,3 +281,11 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
     gate["reason"] = reason
     run.recorder.law_fitted(run.sweep_id, gate)
     raise SweepStopped("gate_stopped", reason)
+
+
+def _round_row(rnd: GateRound) -> dict[str, Any]:
+    """What the gate's row records of one round: its problems, actions, the trials and
+    GPU-hours its designs cost, and the verdicts after it."""
+    hours, trials = _gpu_hours(list(rnd.outcomes.values()))
+    return {"round": rnd.number, "problems": rnd.problems, "actions": rnd.actions,
+            "trials": trials, "gpu_hours": hours, "verdicts": rnd.verdicts}

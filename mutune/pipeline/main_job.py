@@ -8,7 +8,6 @@ shared by a new sweep and a resumed one (:mod:`mutune.pipeline.resume`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from mutune.config import SweepConfig
 from mutune.errors import SweepStopped
@@ -17,7 +16,8 @@ from mutune.pipeline.importance import proxy_importance
 from mutune.pipeline.ledger_stage import record_cost
 from mutune.pipeline.proxy_stage import align_optima, sweep_ladder, sweep_widths
 from mutune.pipeline.recording import Recorder
-from mutune.pipeline.sweep import PipelineResult, Progress, ProxyResult, SweepRun, open_sweep
+from mutune.pipeline.stage_groups import StageGroups
+from mutune.pipeline.sweep import PipelineResult, Progress, SweepRun, open_sweep
 from mutune.pipeline.target_stage import (admit_target, predict_target_loss, proxy_curve,
                                           train_target)
 
@@ -47,28 +47,31 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         return finish_sweep(run, sweep_widths(run, list(config.widths)))
 
 
-def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> PipelineResult:
-    """The stages after the proxy sweeps, for a new sweep and a resumed one alike: each
-    width's optimum at the full horizon (its confirmation design, :func:`confirm_proxies`;
-    with ``transfer.confirm_replicates`` 0 at one common rung, :func:`align_optima`), the
-    transfer rules and the gate (:func:`gate_rules`), the target run (if the budget admits
+def finish_sweep(run: SweepRun, stages: StageGroups) -> PipelineResult:
+    """What follows the proxies' run, for a new sweep and a resumed one alike: each
+    width's optimum at the full horizon (its confirmation design, trained in that run,
+    :func:`confirm_proxies`; with ``transfer.confirm_replicates`` 0 at one common rung,
+    :func:`align_optima`), the transfer rules and the gate's record (:func:`gate_rules`;
+    its rounds trained in that run too), the target run (if the budget admits
     it), watched against the best proxy's curve, the loss law's prediction of the target's
     loss (fitted on the proxies alone; before the target when a budget needs it to admit
     the run, else after, so the held devices do not wait on it), the widest width's
     hyperparameter importance, and the ledger.
 
     Args:
-        swept: (ProxyResult, RunOutcome) per proxy width, in width order (on a depth ladder
-            per (width, depth), :func:`mutune.pipeline.depth_ladder.ladder_sizes` order).
+        stages: the proxies' results, designs and rounds
+            (:class:`~mutune.pipeline.stage_groups.StageGroups`), in width order (on a depth
+            ladder per (width, depth), :func:`mutune.pipeline.depth_tasks.ladder_sizes`
+            order).
     Raises:
         FitError, SearchError: a stage failed. SweepStopped: the budget refused the target,
             the gate stopped before it (``gate_stopped``), or the target diverged and was
             stopped (``target_diverged``; its time is billed and the report built).
     """
     if run.config.transfer.confirm_replicates == 0:
-        swept, states = align_optima(run, swept), {}
+        swept, states = align_optima(run, stages.final()), {}
     else:
-        swept, states = confirm_proxies(run, swept)
+        swept, states = confirm_proxies(run, stages)
     widest_p, widest = swept[-1]
 
     def importance() -> None:
@@ -80,7 +83,7 @@ def finish_sweep(run: SweepRun, swept: list[tuple[ProxyResult, Any]]) -> Pipelin
     # it and the importance (proxy data alone) are fitted once the target has released the
     # devices, which then do not wait on them
     try:
-        swept, rules, target_hp, settings, gate = gate_rules(run, swept, states)
+        swept, rules, target_hp, settings, gate = gate_rules(run, swept, stages)
         law = predict_target_loss(run, swept, target_hp) if run.budget is not None else None
         admit_target(run, law or {})
     except SweepStopped:       # stopped before the target: the importance is still told

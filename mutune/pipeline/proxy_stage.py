@@ -3,21 +3,24 @@
 :func:`sweep_widths` runs every width's ASHA/Hyperband sweep in one Ray Tune run (one scheduler
 core and searcher per width, the slots shared, so no width waits for another's tail) and
 picks each width's best trial at equal budget (the highest rung holding at least 3 trials,
-docs/architecture.md §4); :func:`align_optima` then re-estimates every width's optimum at one
-common rung.
+docs/architecture.md §4); the confirmation designs and gate rounds join the same run
+(:mod:`mutune.pipeline.stage_groups`). Without designs :func:`align_optima` re-estimates every
+width's optimum at one common rung.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mutune.errors import SearchError, SweepStopped
 from mutune.pipeline.depth_tasks import issue_order, ladder_sizes, task_at_depth
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress, record_best
 
-__all__ = ["sweep_widths", "sweep_width", "sweep_ladder", "run_widths", "early_designs",
-           "design_follow_up", "width_spec",
+if TYPE_CHECKING:
+    from mutune.pipeline.stage_groups import StageGroups
+
+__all__ = ["sweep_widths", "sweep_width", "sweep_ladder", "run_widths", "width_spec",
            "new_width", "width_result", "width_results", "align_optima", "record_best",
            "trial_curves", "proxy_settings", "width_seeds"]
 
@@ -57,73 +60,21 @@ def width_spec(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searc
     group = f"w{width}" if depth is None else f"w{width}d{depth}"
     return GroupSpec(width, proxy_sweep_id, group, searcher=searcher,
                      seeds=width_seeds(run, index), replicates=search.replicates, core=core,
-                     resume=resume, task=task,
+                     resume=resume, task=task, task_key=None if depth is None else f"d{depth}",
                      on_progress=bind_progress(run.on_progress, size_label(width, depth),
                                                search.num_samples))
 
 
-def early_designs(run: SweepRun) -> bool:
-    """Whether each width's first confirmation design joins the proxy run as soon as that
-    width's sweep is done: when confirmation is on and something continuous is searched,
-    and no budget is set (the budget admits every proxy trial before any design trial)."""
-    from mutune.pipeline.confirm_stage import trials_per_design
-
-    return trials_per_design(run.config) > 0 and run.budget is None
-
-
-def design_follow_up(run: SweepRun, specs: list[Any],
-                     joined: dict[int, tuple[dict[str, float], str]]) -> Any:
-    """The follow-up of a proxy run (:data:`~mutune.search.backends.ray_tune.joining.
-    FollowUp`): when a width's sweep is done, its best trial and optimum are recorded
-    (:func:`width_result`, kept in ``run.early_results``) and its first confirmation design
-    joins the run (``joined``: width → (the design's centre, its group name)). A width whose
-    result cannot be had yet (every trial diverged) gets no design here: the stages after the
-    run handle it as before. When every width's design is done, the gate's first round joins
-    too, where one is due (:func:`mutune.pipeline.gate.join_first_round`)."""
-    from mutune.errors import FitError
-    from mutune.pipeline.confirm_stage import design_center, design_spec
-    from mutune.pipeline.gate import join_first_round
-
-    index = {s.group: (i, s) for i, s in enumerate(specs)}
-    sweeps: dict[int, Any] = {}          # width → its sweep's outcome, once done
-    designs: dict[str, list[Any]] = {}   # design group → [width, centre, outcome once done]
-
-    def follow(group: str, outcome: Any) -> list[Any]:
-        if group in designs:
-            designs[group][2] = outcome
-            if len(designs) < len(specs) or any(d[2] is None for d in designs.values()):
-                return []
-            return join_first_round(run, [(run.early_results[s.width], sweeps[s.width])
-                                          for s in specs],
-                                    {w: (c, o) for w, c, o in designs.values()})
-        if group not in index:
-            return []
-        i, s = index[group]
-        try:
-            p = width_result(run, s.width, s.proxy_sweep_id, outcome)
-        except (SearchError, FitError, ValueError):
-            return []
-        run.early_results[s.width], sweeps[s.width] = p, outcome
-        center = design_center(run.config, p)
-        design = design_spec(run, p, i, center)
-        joined[s.width] = (center, design.group)
-        designs[design.group] = [s.width, center, None]
-        return [design]
-    return follow
-
-
-def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None,
-               designs: bool = False) -> list[Any]:
+def run_widths(run: SweepRun, specs: list[Any], *, stages: StageGroups | None = None,
+               name: str | None = None) -> list[Any]:
     """The proxy widths of ``specs`` (:func:`width_spec`) in **one** Ray Tune run: each width
     keeps its own scheduler core and searcher, all share the slots; new trials are taken
     from the widest width first (its trials are the longest; the smallest fill the tail;
-    :func:`~mutune.search.backends.ray_tune.run.run_groups`). With ``designs`` (a new
-    sweep, :func:`early_designs`), each width's first confirmation design joins the run
-    when that width is done (:func:`design_follow_up`): its trials take the slots ahead of
-    the widths still sweeping (designs in the order their widths finished), so the
-    designs overlap the other widths' tails instead of waiting for a run of their own; once
-    every design is done the gate's first round joins too, where one is due (its plan and
-    outcomes in ``run.early_round``). Returns the RunOutcomes in ``specs`` order.
+    :func:`~mutune.search.backends.ray_tune.run.run_groups`). With ``stages`` the
+    confirmation designs and gate rounds join the same run as they are released
+    (:class:`~mutune.pipeline.stage_groups.StageGroups`; those released before it starts go
+    first), their trials taking the slots the widths' tails leave free. Returns the
+    RunOutcomes in ``specs`` order.
 
     Raises:
         SweepStopped: ``mutune cancel`` stopped it.
@@ -132,10 +83,15 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None,
 
     config = run.config
     search, sched = config.search, config.search.scheduler
-    widths = "-".join(s.group for s in specs)
-    joined: dict[int, tuple[dict[str, float], str]] = {}
-    follow = design_follow_up(run, specs, joined) if designs else None
-    outcomes = run_groups(sorted(specs, key=issue_order), task=run.task,
+    ready = stages.ready() if stages is not None else []
+    groups = [*ready, *sorted(specs, key=issue_order)]
+    if not groups:
+        return []
+    widths = "-".join(s.group for s in specs) or "stages"
+    # a depth ladder ships every depth's task: a design joins with its proxy's
+    task = ({f"d{d}": task_at_depth(run, d) for _, d in ladder_sizes(config)}
+            if config.depth_ladder else run.task)
+    outcomes = run_groups(groups, task=task,
                           max_t=sched.max_t, recorder=run.recorder, control=run.control,
                           sweep_id=run.sweep_id, kind="proxy", scheduler=sched,
                           metric=search.metric, mode=search.mode, ray_cfg=config.ray,
@@ -145,15 +101,13 @@ def run_widths(run: SweepRun, specs: list[Any], *, name: str | None = None,
                           checkpoint_every=config.train.checkpoint_every,
                           spot=config.cost.spot.model_dump(),
                           checkpoint_keep=config.train.checkpoint_keep,
-                          budget=run.budget, tracking=config.tracking, follow_up=follow)
+                          budget=run.budget, tracking=config.tracking,
+                          follow_up=None if stages is None else stages.follow)
     stopped = next((o.stopped for o in outcomes.values() if o.stopped is not None), None)
     if stopped is not None:
         raise SweepStopped("cancelled", stopped)
-    run.early_designs.update((w, (center, outcomes[group]))
-                             for w, (center, group) in joined.items())
-    if run.early_round is not None:
-        run.early_round["outcomes"] = {w: outcomes[g]
-                                       for w, g in run.early_round["groups"].items()}
+    if stages is not None:
+        stages.ran(outcomes)
     return [outcomes[s.group] for s in specs]
 
 
@@ -195,45 +149,54 @@ def new_width(run: SweepRun, width: int, index: int, depth: int | None = None) -
                       task=None if depth is None else task_at_depth(run, depth))
 
 
-def sweep_ladder(run: SweepRun) -> list[tuple[ProxyResult, Any]]:
+def sweep_ladder(run: SweepRun) -> StageGroups:
     """Every (width, depth) of a depth ladder
     (:func:`~mutune.pipeline.depth_tasks.ladder_sizes`) swept in one Ray Tune run
     (:func:`run_widths`), each a proxy sweep of its own with its best trial at the highest
-    rung holding at least 3 trials.
+    rung holding at least 3 trials, its confirmation design and the gate's rounds in the
+    same run.
 
     Returns:
-        (ProxyResult with ``depth`` set, RunOutcome) per proxy, in ``ladder_sizes`` order.
+        The sweep's :class:`~mutune.pipeline.stage_groups.StageGroups` (every proxy's
+        result, design and round), in ``ladder_sizes`` order.
     Raises:
         SearchError: every trial of a proxy diverged or failed.
         SweepStopped: cancelled, or the budget ran out (``budget_exhausted``).
     """
-    sizes = ladder_sizes(run.config)
-    specs = [new_width(run, w, i, d) for i, (w, d) in enumerate(sizes)]
-    return width_results(run, [(s.width, s.proxy_sweep_id, o)
-                               for s, o in zip(specs, run_widths(run, specs))],
-                         depths=[d for _, d in sizes])
+    return _sweep_sizes(run, ladder_sizes(run.config))
 
 
-def sweep_widths(run: SweepRun, widths: list[int]) -> list[tuple[ProxyResult, Any]]:
+def sweep_widths(run: SweepRun, widths: list[int]) -> StageGroups:
     """Every width of ``widths`` (proxy number = its position) swept in one Ray Tune run
-    (:func:`run_widths`), and each width's best trial at the highest rung with at least 3
-    trials (docs/architecture.md §4).
+    (:func:`run_widths`), each width's best trial at the highest rung with at least 3
+    trials (docs/architecture.md §4), its confirmation design and the gate's rounds in the
+    same run.
 
     Returns:
-        (ProxyResult, RunOutcome) per width, in ``widths`` order.
+        The sweep's :class:`~mutune.pipeline.stage_groups.StageGroups`, in ``widths`` order.
     Raises:
         SearchError: every trial of a width diverged or failed.
         SweepStopped: cancelled, or the budget ran out (``budget_exhausted``).
     """
-    specs = [new_width(run, w, i) for i, w in enumerate(widths)]
-    return width_results(run, [(s.width, s.proxy_sweep_id, o) for s, o in
-                               zip(specs, run_widths(run, specs,
-                                                     designs=early_designs(run)))])
+    return _sweep_sizes(run, [(w, None) for w in widths])
+
+
+def _sweep_sizes(run: SweepRun, sizes: list[tuple[int, int | None]]) -> StageGroups:
+    from mutune.pipeline.stage_groups import StageGroups
+
+    stages = StageGroups(run, sizes)
+    specs = [new_width(run, w, i, d) for i, (w, d) in enumerate(sizes)]
+    for s, (w, d) in zip(specs, sizes):
+        stages.swept(s.group, w, d, s.proxy_sweep_id)
+    ran = run_widths(run, specs, stages=stages)
+    width_results(run, [(s.width, s.proxy_sweep_id, o) for s, o in zip(specs, ran)],
+                  depths=[d for _, d in sizes], stages=stages)
+    return stages
 
 
 def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any]:
     """One ASHA/Hyperband sweep at ``width`` alone (proxy number ``index``, which seeds its
-    trials): :func:`sweep_widths` of one width, as (ProxyResult, RunOutcome).
+    trials), without designs, as (ProxyResult, RunOutcome).
 
     Raises:
         SearchError: every trial diverged or failed.
@@ -244,11 +207,13 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
 
 
 def width_results(run: SweepRun, ran: list[tuple[int, int, Any]],
-                  depths: list[int] | None = None) -> list[tuple[ProxyResult, Any]]:
+                  depths: list[int | None] | None = None,
+                  stages: StageGroups | None = None) -> list[tuple[ProxyResult, Any]]:
     """(width, proxy sweep id, RunOutcome) per width → (ProxyResult, RunOutcome) per width,
-    recorded (:func:`width_result`). When the budget ran out, every width that got trials
-    is recorded as far as it went and the sweep stops. ``depths``: each entry's depth on a
-    depth ladder.
+    recorded (:func:`width_result`; a width whose result ``stages`` took when its sweep was
+    done keeps it, the others are handed to ``stages``). When the budget ran out, every
+    width that got trials is recorded as far as it went and the sweep stops. ``depths``:
+    each entry's depth on a depth ladder.
 
     Raises:
         SweepStopped: ``budget_exhausted`` (the reason names what each width kept).
@@ -258,9 +223,16 @@ def width_results(run: SweepRun, ran: list[tuple[int, int, Any]],
 
     cut = run.budget.exhausted if run.budget is not None else None
     ds = depths or [None] * len(ran)
-    if cut is None:       # a width done inside the proxy run was recorded then
-        return [((run.early_results.get(w) if d is None else None)
-                 or width_result(run, w, ps, o, depth=d), o) for (w, ps, o), d in zip(ran, ds)]
+    if cut is None:
+        out = []
+        for (w, ps, o), d in zip(ran, ds):
+            p = stages.results.get(w if d is None else (w, d)) if stages else None
+            if p is None:
+                p = width_result(run, w, ps, o, depth=d)
+                if stages is not None:
+                    stages.rebuilt(p, o)
+            out.append((p, o))
+        return out
     kept = []
     for (w, ps, o), d in zip(ran, ds):
         if any(t.reports for t in o.trials):

@@ -40,11 +40,13 @@ class StageRecorder(Protocol):
 
     def rule_fitted(self, sweep_id: int, rule: Mapping[str, Any]) -> None:
         """A transfer rule was fitted; ``rule`` holds hyperparameter, intercept, slope,
-        widths, optima, target_width, transferred_value, formula."""
+        widths, optima, target_width, transferred_value, formula. Kept by (sweep,
+        hyperparameter): a rule recorded again replaces the one before."""
 
     def law_fitted(self, sweep_id: int, law: Mapping[str, Any]) -> None:
         """A scaling law was fitted; ``law`` holds kind (e.g. ``loss_vs_params``), its
-        parameters, and its prediction for the target with an interval."""
+        parameters, and its prediction for the target with an interval. Kept by (sweep,
+        kind): a law recorded again replaces the one before."""
 
     def target_started(self, sweep_id: int, trial_id: int, width: int,
                        config: Mapping[str, Any]) -> int:
@@ -56,8 +58,9 @@ class StageRecorder(Protocol):
         its kept model (None: none kept)."""
 
     def ledger_recorded(self, sweep_id: int, entries: Sequence[Mapping[str, Any]]) -> None:
-        """Cost figures: each entry has scope, name, value, unit, and optional trial_id,
-        formula (str) and inputs (mapping)."""
+        """The sweep's cost figures: each entry has scope, name, value, unit, and optional
+        trial_id, formula (str) and inputs (mapping). A ledger recorded again replaces the
+        one before."""
 
     def sweep_finished(self, sweep_id: int, status: str, reason: str | None = None) -> None:
         """The sweep ended (``completed``, ``failed``, …)."""

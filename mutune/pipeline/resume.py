@@ -15,17 +15,19 @@ What continues how (docs/architecture.md §4):
   proposed point, and only the missing trials start, so the width ends with exactly
   ``num_samples`` trials;
 * widths never started are swept, in the same Ray Tune run as the interrupted ones;
-* each width's confirmation design keeps the trials that had ended, continues the ones left
-  running from their latest checkpoints under their own rows, and trains only the rest
-  (:func:`mutune.pipeline.recorded.recorded_trials`; keys ``c{round}w{width}-t{k}``);
-* the stages after the proxy sweeps run again: rules, the loss law and the ledger already
-  recorded are not recorded twice (the same widths give the same fit);
+* each width's confirmation design and each gate round join the same run, as in a new sweep
+  (:class:`mutune.pipeline.stage_groups.StageGroups`): a design keeps the trials that had
+  ended, continues the ones left running from their latest checkpoints under their own rows,
+  and trains only the rest (:func:`mutune.pipeline.recorded.recorded_trials`; keys
+  ``c{round}w{width}-t{k}``);
+* the stages after the proxies' run run again: the results store records rules, laws and the
+  ledger by key (hyperparameter, kind, the sweep), so what is recorded again replaces what
+  was (the same trials give the same fit);
 * a target run that was interrupted continues from its latest checkpoint under its own trial
   and target rows (no checkpoint: from its start); one that had ended is kept.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -38,41 +40,10 @@ from mutune.pipeline.proxy_stage import (new_width, run_widths, width_result, wi
 from mutune.pipeline.recorded import continue_points, never_started, trial_records
 from mutune.pipeline.recorded import unfinished as _unfinished
 from mutune.pipeline.recording import Recorder
+from mutune.pipeline.stage_groups import StageGroups
 from mutune.pipeline.sweep import PipelineResult, Progress, ProxyResult, SweepRun, open_sweep
 
-__all__ = ["resume_pipeline", "resume_width", "restore_width", "trial_records",
-           "RecordedOnce"]
-
-
-class RecordedOnce:
-    """A recorder that passes everything on, except sweep-level results the interrupted run
-    already recorded: rules by hyperparameter, laws by kind, and the ledger.
-
-    Args:
-        recorder: the recorder to wrap (usually the results store).
-        rows: the sweep's rows before the resume.
-    """
-
-    def __init__(self, recorder: Recorder, rows: Mapping[str, Any]) -> None:
-        self._inner = recorder
-        self._rules = {r["hyperparameter"] for r in rows.get("rules", [])}
-        self._laws = {x["kind"] for x in rows.get("laws", [])}
-        self._ledger = any(e["scope"] == "sweep" for e in rows.get("ledger", []))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def rule_fitted(self, sweep_id: int, rule: Mapping[str, Any]) -> None:
-        if rule.get("hyperparameter") not in self._rules:
-            self._inner.rule_fitted(sweep_id, rule)
-
-    def law_fitted(self, sweep_id: int, law: Mapping[str, Any]) -> None:
-        if law.get("kind") not in self._laws:
-            self._inner.law_fitted(sweep_id, law)
-
-    def ledger_recorded(self, sweep_id: int, entries: Any) -> None:
-        if not self._ledger:
-            self._inner.ledger_recorded(sweep_id, entries)
+__all__ = ["resume_pipeline", "resume_width", "restore_width", "trial_records"]
 
 
 def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
@@ -104,8 +75,7 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
             update={"address": ray_address})})
     last_seq = max([e["seq"] for e in rows["events"]]
                    + [r["seq"] for t in rows["trials"] for r in t["reports"]] + [0])
-    once = RecordedOnce(recorder, rows)
-    with open_sweep(config, once, out_dir=out_dir, on_progress=on_progress,  # type: ignore
+    with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress,
                     resume=(sweep["id"], last_seq), control=control or recorder) as run:
         # the confirmation designs and the target continue what they had trained (their keys
         # name them)
@@ -120,7 +90,8 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
         # proxy sweep row's settings)
         sizes = (ladder_sizes(config) if config.depth_ladder
                  else [(w, None) for w in config.widths])
-        done, specs, spec_depths = {}, [], []
+        stages = StageGroups(run, sizes)
+        specs, spec_depths = [], []
         for i, (width, depth) in enumerate(sizes):
             ps = next((p for p in rows["proxy_sweeps"] if p["width"] == width
                        and (p["settings"] or {}).get("depth") == depth
@@ -128,16 +99,15 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
             got = (new_width(run, width, i, depth) if ps is None
                    else restore_width(run, width, i, ps, rows, depth=depth))
             if isinstance(got, tuple):
-                done[width, depth] = got
+                stages.rebuilt(*got)
             else:
+                stages.swept(got.group, width, depth, got.proxy_sweep_id)
                 specs.append(got)
                 spec_depths.append(depth)
-        if specs:
-            ran = run_widths(run, specs, name=f"sweep{run.sweep_id}-resumed")
-            done.update(((p.width, p.depth), (p, o)) for p, o in width_results(
-                run, [(s.width, s.proxy_sweep_id, o) for s, o in zip(specs, ran)],
-                depths=spec_depths if config.depth_ladder else None))
-        return finish_sweep(run, [done[size] for size in sizes])
+        ran = run_widths(run, specs, stages=stages, name=f"sweep{run.sweep_id}-resumed")
+        width_results(run, [(s.width, s.proxy_sweep_id, o) for s, o in zip(specs, ran)],
+                      depths=spec_depths, stages=stages)
+        return finish_sweep(run, stages)
 
 
 def spent_before(rows: dict[str, Any]) -> float:

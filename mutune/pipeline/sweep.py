@@ -89,17 +89,6 @@ class SweepRun:
     started_at: float | None = None
     #: the Ray cluster's total resources (``ray.cluster_resources()``) once it is up
     resources: dict[str, float] | None = None
-    #: width → (centre, RunOutcome) of its first confirmation design when it was trained in
-    #: the proxy run, joining as soon as that width's sweep was done
-    #: (:func:`mutune.pipeline.proxy_stage.run_widths`)
-    early_designs: dict[int, tuple[dict[str, float], Any]] = field(default_factory=dict)
-    #: width → its ProxyResult, recorded when its sweep was done inside the proxy run
-    early_results: dict[int, ProxyResult] = field(default_factory=dict)
-    #: the gate's first round when it joined the proxy run (every width's design done):
-    #: ``problems``, ``actions``, ``jobs`` as :func:`mutune.pipeline.gate.plan_round` gave
-    #: them, ``groups`` (width → group) and, once the run ended, ``outcomes`` (width →
-    #: RunOutcome); None when it did not join
-    early_round: dict[str, Any] | None = None
     #: depth → the task at that depth, with its own base shapes, on a depth ladder
     #: (:func:`mutune.pipeline.depth_ladder.task_at_depth`)
     depth_tasks: dict[int, Any] = field(default_factory=dict)

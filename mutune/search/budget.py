@@ -158,7 +158,11 @@ class BudgetAdmission:
         self.gate, self.book, self.first_rung = gate, book, first_rung
 
     def admit(self, group: str) -> bool:
-        """Whether a new trial fits; a refusal closes the gate for good."""
+        """Whether a new trial fits; a refusal closes the gate for good. A group of another
+        kind than the run's (a confirmation design in the proxies' run) is admitted: it is
+        released only once every proxy trial was."""
+        if self.book.kinds.get(group, self.book.kind) != self.book.kind:
+            return True
         width = self.book.groups.get(group, (self.book.width,))[0]
         return self.gate.admits(
             self.gate.estimate_gpu_hours(self.book, self.first_rung,

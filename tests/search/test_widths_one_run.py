@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from mutune.pipeline import open_sweep
-from mutune.pipeline.gate import confirm_proxies
-from mutune.pipeline.proxy_stage import sweep_width, sweep_widths
+from mutune.pipeline.proxy_stage import run_widths, sweep_width, sweep_widths
+from mutune.pipeline.stage_groups import StageGroups
 from mutune.search.backends.ray_tune.searcher_adapter import RaySearcher
 from mutune.search.schedulers.factory import scheduler_from_state
 from mutune.services.store import Store
@@ -53,27 +53,32 @@ def _designs(rows):
             for t in rows["trials"] if t["kind"] == "confirm"}
 
 
-def _sweep(cfg, tmp_path, name, together, confirm=False):
+def _sweep(cfg, tmp_path, name, together):
+    """The widths swept in one run with their designs (``together``), or one by one and their
+    designs after them in a run of their own (as a resumed sweep whose widths had completed)."""
     with Store.open(f"sqlite:///{tmp_path / name}.db") as store:
         with open_sweep(cfg, store, out_dir=tmp_path / name) as run:
             if together:
-                got = sweep_widths(run, list(cfg.widths))
+                stages = sweep_widths(run, list(cfg.widths))
             else:
-                got = [sweep_width(run, w, i) for i, w in enumerate(cfg.widths)]
-            if confirm:                    # the designs not trained yet run after the sweep
-                got = (got, *confirm_proxies(run, got), dict(run.early_designs))
-        return got, store.sweep_rows(run.sweep_id)
+                stages = StageGroups(run, [(w, None) for w in cfg.widths])
+                for i, w in enumerate(cfg.widths):
+                    stages.rebuilt(*sweep_width(run, w, i))
+                run_widths(run, [], stages=stages)
+        return stages, store.sweep_rows(run.sweep_id)
 
 
 def test_widths_swept_together_end_as_each_swept_alone(ray_local, tiny_config, tmp_path):
     cfg = _config(tiny_config, 1)
-    (alone, confirmed_alone, _, early_alone), rows_alone = _sweep(
-        cfg, tmp_path, "alone", together=False, confirm=True)
-    (together, confirmed, _, early), rows = _sweep(cfg, tmp_path, "together",
-                                                   together=True, confirm=True)
-    # each width's design joined the proxy run when the width was done, and trained the
-    # same trials bit for bit as the designs run after the widths swept one by one
-    assert not early_alone and sorted(early) == sorted(cfg.widths)
+    stages_alone, rows_alone = _sweep(cfg, tmp_path, "alone", together=False)
+    stages, rows = _sweep(cfg, tmp_path, "together", together=True)
+    alone, together = stages_alone.screened(), stages.screened()
+    confirmed, confirmed_alone = stages.final(), stages_alone.final()
+    # each width's design joined the proxy run when the width was done (the same driver),
+    # and trained the same trials bit for bit as the designs run after the widths swept one
+    # by one
+    for p, o in together:
+        assert stages.states[p.size].designs[0].driver is o.driver
     assert _designs(rows) == _designs(rows_alone) and len(_designs(rows)) == 2 * 9
     for (p, _), (q, _) in zip(confirmed, confirmed_alone):
         assert (p.best_config, p.best_val_loss, p.optimum["optimum"]) == (
@@ -123,7 +128,8 @@ def test_a_width_starts_while_another_width_still_runs(ray_local, tiny_config, t
 
     monkeypatch.setattr(RaySearcher, "suggest", spy)
     cfg = _config(tiny_config, 2)
-    together, rows = _sweep(cfg, tmp_path, "overlap", together=True)
+    stages, rows = _sweep(cfg, tmp_path, "overlap", together=True)
+    together = stages.screened()
     # every width's design joined the proxy run (its trials lie in that run's experiment,
     # no run of their own); when it starts against the other widths is timing here (the
     # driver's order is tested in tests/search/test_driver.py)

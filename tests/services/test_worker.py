@@ -1,10 +1,9 @@
 """The worker's pieces without Ray: the recorder attached to a queued sweep (cancel behaviour)
-and what a restart records once (the one recovery path's :class:`RecordedOnce`)."""
+and what a restart records again (rules, laws and the ledger are kept by key)."""
 from __future__ import annotations
 
 import pytest
 
-from mutune.pipeline.resume import RecordedOnce
 from mutune.services.server.worker import SweepCancelled, _AttachedRecorder, _Cancel
 
 
@@ -15,7 +14,7 @@ def no_cancel():
     _Cancel.requested = False
 
 
-def test_attached_recorder_records_once_what_a_restart_finds(store, no_cancel):
+def test_what_a_restart_records_again_replaces_what_was_recorded(store, no_cancel):
     sid = store.sweep_queued({"name": "q"}, project="alpha", seed=0, name="q")
     rec = _AttachedRecorder(store, sid)
     assert rec.sweep_started({"name": "q"}, 0, {"p": 1}) == sid
@@ -23,17 +22,22 @@ def test_attached_recorder_records_once_what_a_restart_finds(store, no_cancel):
     rec.law_fitted(sid, {"kind": "loss_vs_params"})
     rec.ledger_recorded(sid, [{"scope": "sweep", "name": "total_gpu_hours", "value": 1.0,
                                "unit": "GPU-h"}])
-    again = RecordedOnce(_AttachedRecorder(store, sid), store.sweep_rows(sid))   # a restart
-    again.rule_fitted(sid, {"hyperparameter": "lr", "slope": 0.1})
+    again = _AttachedRecorder(store, sid)                  # a restart fits the same again
+    again.rule_fitted(sid, {"hyperparameter": "lr", "slope": 0.2})
     again.rule_fitted(sid, {"hyperparameter": "output_mult", "slope": 0.0})
-    again.law_fitted(sid, {"kind": "loss_vs_params"})
-    again.ledger_recorded(sid, [{"scope": "sweep", "name": "total_gpu_hours", "value": 1.0,
+    again.law_fitted(sid, {"kind": "loss_vs_params", "E": 2.0})
+    again.law_fitted(sid, {"kind": "gate"})
+    again.ledger_recorded(sid, [{"scope": "sweep", "name": "total_gpu_hours", "value": 2.0,
                                  "unit": "GPU-h"}])
     counts = store.counts(sid)
-    assert counts["transfer_rules"] == 2 and counts["scaling_laws"] == 1
+    assert counts["transfer_rules"] == 2 and counts["scaling_laws"] == 2
     assert counts["ledger_entries"] == 1 and counts["provenance"] == 1
-    assert [r["hyperparameter"] for r in store.sweep_rows(sid)["rules"]] == ["lr",
-                                                                             "output_mult"]
+    rows = store.sweep_rows(sid)
+    assert sorted((r["hyperparameter"], r["slope"]) for r in rows["rules"]) == [
+        ("lr", 0.2), ("output_mult", 0.0)]
+    assert sorted(x["kind"] for x in rows["laws"]) == ["gate", "loss_vs_params"]
+    assert next(x for x in rows["laws"] if x["kind"] == "loss_vs_params")["data"]["E"] == 2.0
+    assert [e["value"] for e in rows["ledger"]] == [2.0]
 
 
 def test_a_cancel_request_stops_the_next_write(store, no_cancel):

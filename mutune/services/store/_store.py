@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -329,7 +329,8 @@ class Store(ControlMixin, QueueMixin, ReadsMixin):
         self._write(work)
 
     def rule_fitted(self, sweep_id: int, rule: Mapping[str, Any]) -> None:
-        """Record a fitted transfer rule; the whole mapping goes to ``data``.
+        """Record a fitted transfer rule; the whole mapping goes to ``data``. A rule is kept
+        by (sweep, hyperparameter): recording it again (a resumed sweep) replaces it.
 
         Raises:
             StoreError: unknown sweep, or ``rule`` lacks ``hyperparameter``.
@@ -339,6 +340,9 @@ class Store(ControlMixin, QueueMixin, ReadsMixin):
 
         def work(s: Session) -> None:
             self._get(s, Sweep, sweep_id, "sweep")
+            s.execute(delete(TransferRule).where(
+                TransferRule.sweep_id == sweep_id,
+                TransferRule.hyperparameter == str(rule["hyperparameter"])))
             s.add(TransferRule(sweep_id=sweep_id, hyperparameter=str(rule["hyperparameter"]),
                                intercept=finite_float(rule.get("intercept"), "intercept"),
                                slope=finite_float(rule.get("slope"), "slope"),
@@ -347,6 +351,7 @@ class Store(ControlMixin, QueueMixin, ReadsMixin):
 
     def law_fitted(self, sweep_id: int, law: Mapping[str, Any]) -> None:
         """Record a fitted scaling law; ``law["kind"]`` names it, the mapping goes to ``data``.
+        A law is kept by (sweep, kind): recording it again (a resumed sweep) replaces it.
 
         Raises:
             StoreError: unknown sweep, or ``law`` lacks ``kind``.
@@ -356,6 +361,8 @@ class Store(ControlMixin, QueueMixin, ReadsMixin):
 
         def work(s: Session) -> None:
             self._get(s, Sweep, sweep_id, "sweep")
+            s.execute(delete(ScalingLaw).where(ScalingLaw.sweep_id == sweep_id,
+                                               ScalingLaw.kind == str(law["kind"])))
             s.add(ScalingLaw(sweep_id=sweep_id, kind=str(law["kind"]), data=finite_json(law)))
         self._write(work)
 
@@ -391,7 +398,8 @@ class Store(ControlMixin, QueueMixin, ReadsMixin):
         self._write(work)
 
     def ledger_recorded(self, sweep_id: int, entries: Sequence[Mapping[str, Any]]) -> None:
-        """Record cost figures, all in one transaction. Each entry needs scope, name, value
+        """Record the sweep's cost figures, all in one transaction, replacing any recorded
+        before (a resumed sweep records its ledger again). Each entry needs scope, name, value
         (NULL when None or not finite) and unit; trial_id, formula and inputs are optional.
 
         Raises:
@@ -422,6 +430,7 @@ class Store(ControlMixin, QueueMixin, ReadsMixin):
             if missing:
                 raise StoreError(f"no trial with id {missing[0]!r} in the results database "
                                  f"{self.url}")
+            s.execute(delete(LedgerEntry).where(LedgerEntry.sweep_id == sweep_id))
             if rows:
                 s.execute(insert(LedgerEntry), rows)
         self._write(work)

@@ -12,7 +12,8 @@ from typing import Any
 from mutune.errors import SearchError
 from mutune.search.backends.ray_tune.records import TrialRecord
 
-__all__ = ["RunOutcome", "ResumeState", "GroupSpec", "driver_group", "nothing_to_run"]
+__all__ = ["RunOutcome", "ResumeState", "GroupSpec", "driver_group", "nothing_to_run",
+           "finished_trials"]
 
 
 @dataclass
@@ -64,7 +65,11 @@ class GroupSpec:
             (:class:`~mutune.search.driver.Group`).
         task: the group's own :class:`~mutune.proxies.task.ProxyTask` (another depth or
             depth parametrization; its points name it), or None: the run's.
-        kind: the trials' recorded kind (``proxy``, ``confirm`` …), or None: the run's.
+        kind: the trials' recorded kind (``proxy``, ``confirm`` …), or None: the run's; a
+            group of another kind than the run's has no scheduler core (its trials run to
+            ``max_t``).
+        task_key: the name its ``task`` is shipped under (groups sharing a model share it;
+            None: the group's name).
     """
     width: int
     proxy_sweep_id: int | None
@@ -79,10 +84,17 @@ class GroupSpec:
     diverge_above: dict[int, float] | None = None
     task: Any = None
     kind: str | None = None
+    task_key: str | None = None
+
+    @property
+    def task_name(self) -> str:
+        """The name its own task is shipped under."""
+        return self.task_key or self.group
 
     def tags(self) -> dict[str, Any]:
         """What each of the group's points carries: its width, and the name of its own task."""
-        return {"width": self.width, **({"task": self.group} if self.task is not None else {})}
+        return {"width": self.width,
+                **({"task": self.task_name} if self.task is not None else {})}
 
 
 def _key_of(points: list[dict[str, Any]] | None, group: str, i: int) -> str:
@@ -140,3 +152,8 @@ def nothing_to_run(spec: GroupSpec) -> bool:
     """A resumed design or target that had ended: nothing to start or continue."""
     return (spec.points is not None and not spec.points
             and (spec.resume is None or not spec.resume.points))
+
+
+def finished_trials(spec: GroupSpec) -> list[TrialRecord]:
+    """The trials of ``spec`` a resumed sweep had ended (kept in its outcome)."""
+    return list(spec.resume.finished) if spec.resume else []

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,7 @@ from mutune.search.backends.ray_tune.callback import SweepBook
 from mutune.search.backends.ray_tune.cluster import (local_worker_env, pending_trials, slots,
                                                       tracking_callbacks)
 from mutune.search.backends.ray_tune.groups import (GroupSpec, ResumeState, RunOutcome,
-                                                    driver_group, nothing_to_run)
-from mutune.search.backends.ray_tune.records import TrialRecord
+                                                    driver_group, finished_trials)
 from mutune.search.backends.ray_tune.retention import checkpoint_bytes_on_disk
 from mutune.search.budget import BudgetAdmission
 from mutune.search.recording import SweepControl, TrialRecorder
@@ -178,17 +177,16 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
 
     if not specs:
         raise SearchError("run_groups needs at least one group")
+    from mutune.search.backends.ray_tune.joining import settle
 
-    def finished(spec: GroupSpec) -> list[TrialRecord]:
-        return list(spec.resume.finished) if spec.resume else []
-
-    live = [s for s in specs if not nothing_to_run(s)]
-    out = {s.group: RunOutcome(finished(s), None) for s in specs if nothing_to_run(s)}
+    # a resumed design that had ended is done already: what follows it is asked at once
+    live, out = settle(specs, follow_up)
     if not live:
         return out
     if control is None and hasattr(recorder, "stop_requested"):
         control = recorder  # type: ignore[assignment]
     cores = {s.group: s.core if s.core is not None or scheduler is None
+             or s.kind not in (None, kind)       # a design in the proxies' run: to max_t
              else make_core(scheduler, mode=mode, seed=scheduler_seed) for s in live}
     built = {s.group: driver_group(s, cores[s.group], max_t) for s in live}
     gpus = ray_cfg.gpus_per_trial
@@ -217,13 +215,15 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
         dormant={s.group: {k: {**p, **s.tags()} for k, p in s.resume.dormant.items()}
                  for s in live if s.resume and s.resume.dormant} or None)
     book.driver = driver
+    # groups with their own task (e.g. one per depth) ship every task once, by its name
+    shipped = dict(task) if isinstance(task, Mapping) else {}
+    shipped.update({s.task_name: s.task for s in live if s.task is not None})
     joiner = None
     if follow_up is not None:
         from mutune.search.backends.ray_tune.joining import Joiner
 
-        if any(s.task is not None for s in live):
-            raise SearchError("follow-up groups join only runs whose groups share one task")
-        joiner = Joiner(driver, book, follow_up, cores, built, max_t)
+        joiner = Joiner(driver, book, follow_up, cores, built, max_t,
+                        specs={s.group: s for s in live}, shipped=set(shipped))
         for s in live:
             joiner.watch(s.group)
     book.remote = remote_store(ray_cfg, name)
@@ -231,12 +231,14 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
         budget.register(book)
 
     def outcomes(reason: str | None) -> dict[str, RunOutcome]:
-        ran = [*live, *(joiner.joined if joiner is not None else [])]
-        for s in ran:
+        joined = joiner.joined if joiner is not None else []
+        for s in [*live, *joined]:
             mine = [r for r in book.trials.values() if book.group_of(r.key) == s.group]
-            out[s.group] = RunOutcome(finished(s) + mine, cores[s.group],
+            out[s.group] = RunOutcome(finished_trials(s) + mine, cores[s.group],
                                       built[s.group][1], reason, driver)
-        return {s.group: out[s.group] for s in [*specs, *ran[len(live):]]}
+        if joiner is not None:
+            out.update(joiner.settled)
+        return out
 
     stopper = CancelStopper(control, sweep_id)
     if stopper.check() is not None:
@@ -244,10 +246,7 @@ def run_groups(specs: list[GroupSpec], *, task: Any, max_t: int, recorder: Trial
     ray_searcher = RaySearcher(driver, book, metric=metric, mode=mode)
     ray_scheduler = RayScheduler(driver, book, metric, mode, worker_env=local_worker_env())
     resources = {"cpu": ray_cfg.cpus_per_trial, **({"gpu": gpus} if gpus else {})}
-    # groups with their own task (e.g. one per depth) ship every task once, by group name
-    own = {s.group: s.task for s in live if s.task is not None}
-    fn = trainable or tune.with_parameters(
-        train_trial, task={**{s.group: task for s in live}, **own} if own else task)
+    fn = trainable or tune.with_parameters(train_trial, task=shipped or task)
     if not hasattr(fn, "__mixins__"):
         # the SIGTERM notice handler, installed in each actor's main thread at set-up
         fn.__mixins__ = (PreemptibleTrainable,)
