@@ -22,17 +22,14 @@ did, and the GPU-hours it cost, is recorded as a law row of kind ``gate``.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mutune.config.spaces import clip_valid
 from mutune.errors import FitError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun, record_best
 
-if TYPE_CHECKING:
-    from mutune.pipeline.stage_groups import GateRound, StageGroups
-
 __all__ = ["confirm_proxies", "gate_rules", "plan_round", "refit_optimum", "fit_rules",
-           "gate_problems", "GATED_VERDICTS", "ConfirmState"]
+           "gate_problems", "GATED_VERDICTS", "ConfirmState", "GateRound", "GateStages", "Size"]
 
 #: verdicts the gate acts on (``too_few_sizes`` needs another width, not another round)
 GATED_VERDICTS = ("edge", "noisy", "fallback")
@@ -51,6 +48,57 @@ class ConfirmState:
     @property
     def outcomes(self) -> list[Any]:
         return [self.sweep, *self.designs]
+
+
+#: a proxy's key among the sweep's proxies: its width, or (width, depth) on a depth ladder
+Size = Any
+
+
+@dataclasses.dataclass
+class GateRound:
+    """One gate round as planned and as trained.
+
+    Attributes:
+        number: 1, 2, … (seeds and group names ``c{number}w{width}`` follow it).
+        problems: hyperparameter → the verdict the round acts on.
+        actions: what the round does per proxy (widen, replicates), as recorded.
+        groups: design group → the proxy it refits.
+        outcomes: proxy → its design's RunOutcome, once done.
+        verdicts: hyperparameter → the rule's verdict after the round (None: the fit
+            failed).
+    """
+    number: int
+    problems: dict[str, str]
+    actions: list[dict[str, Any]]
+    groups: dict[str, Size]
+    outcomes: dict[Size, Any] = dataclasses.field(default_factory=dict)
+    verdicts: dict[str, str] | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether every design of the round has ended."""
+        return len(self.outcomes) == len(self.groups)
+
+
+
+class GateStages(Protocol):
+    """What the gate reads of the proxies' run once it has ended
+    (:class:`mutune.pipeline.stage_groups.StageGroups` is one)."""
+
+    @property
+    def states(self) -> dict[Size, ConfirmState]: ...
+
+    @property
+    def rounds(self) -> list[GateRound]: ...
+
+    @property
+    def first_verdicts(self) -> dict[str, str] | None: ...
+
+    @property
+    def fitted(self) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]] | None:
+        ...
+
+    def final(self) -> list[tuple[ProxyResult, Any]]: ...
 
 
 def _gpu_hours(outcomes: list[Any]) -> tuple[float, int]:
@@ -86,7 +134,7 @@ def refit_optimum(run: SweepRun, p: ProxyResult, state: ConfirmState) -> ProxyRe
     return p
 
 
-def confirm_proxies(run: SweepRun, stages: StageGroups
+def confirm_proxies(run: SweepRun, stages: GateStages
                     ) -> tuple[list[tuple[ProxyResult, Any]], dict[Any, ConfirmState]]:
     """Each width's optimum refitted at the full horizon on its confirmation designs — the
     first and the gate rounds', as the proxies' run trained them
@@ -233,7 +281,7 @@ def plan_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
     return actions, jobs
 
 
-def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: StageGroups
+def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: GateStages
                ) -> tuple[list[tuple[ProxyResult, Any]], list[dict[str, Any]],
                           dict[str, float], dict[str, Any], dict[str, Any]]:
     """Record the transfer rules on ``swept`` (the optima after the gate's rounds, trained

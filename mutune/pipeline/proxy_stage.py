@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mutune.errors import SearchError, SweepStopped
 from mutune.pipeline.depth_tasks import issue_order, ladder_sizes, task_at_depth
+from mutune.pipeline.proxy_best import trial_curves, width_result
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress, record_best
 
 if TYPE_CHECKING:
@@ -109,32 +110,6 @@ def run_widths(run: SweepRun, specs: list[Any], *, stages: StageGroups | None = 
     if stages is not None:
         stages.ran(outcomes)
     return [outcomes[s.group] for s in specs]
-
-
-def width_result(run: SweepRun, width: int, proxy_sweep_id: int, outcome: Any, *,
-                 record: bool = True, depth: int | None = None) -> ProxyResult:
-    """The width's best trial at equal budget (the highest rung holding at least 3 trials,
-    docs/architecture.md §4) and its optimum per hyperparameter; recorded unless ``record``
-    is False (a width that had already finished). ``depth``: the proxy's depth on a depth
-    ladder (None: the one depth).
-
-    Raises:
-        SearchError: no rung holds a finite value (every trial diverged or failed).
-    """
-    from mutune.pipeline.transfer_stage import width_optimum
-    from mutune.search.best import best_at_rung
-
-    search = run.config.search
-    best = best_at_rung(outcome.core.rung_values(), mode=search.mode, min_trials=3,
-                        scope=search.best_scope,
-                        curves=trial_curves(outcome.trials, search.metric))
-    rec = next(t for t in outcome.trials if t.key == best.trial)
-    result = ProxyResult(width, proxy_sweep_id, rec.trial_id, dict(rec.point["hparams"]),
-                         best.value, best.milestone, len(outcome.trials),
-                         width_optimum(run.config, outcome, best), depth=depth)
-    if record:
-        record_best(run, result, best.n_trials)
-    return result
 
 
 def new_width(run: SweepRun, width: int, index: int, depth: int | None = None) -> Any:
@@ -275,10 +250,3 @@ def align_optima(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
             record_best(run, p, best.n_trials)
         out.append((p, o))
     return out
-
-
-def trial_curves(trials: list[Any], metric: str) -> dict[str, list[tuple]]:
-    """Trial key → [(step, value of ``metric``), …] of its recorded reports (for
-    ``best-so-far``; ``metric`` is the sweep's ranked metric)."""
-    return {t.key: [(int(r["step"]), float(r[metric])) for r in t.reports if metric in r]
-            for t in trials}

@@ -27,43 +27,14 @@ the rounds did without training anything more.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mutune.errors import FitError, SearchError
+from mutune.pipeline.gate import GateRound, Size
 from mutune.pipeline.sweep import ProxyResult, SweepRun
 
 __all__ = ["StageGroups", "GateRound", "Size"]
-
-#: a proxy's key among the sweep's proxies: its width, or (width, depth) on a depth ladder
-Size = Any
-
-
-@dataclass
-class GateRound:
-    """One gate round as planned and as trained.
-
-    Attributes:
-        number: 1, 2, … (seeds and group names ``c{number}w{width}`` follow it).
-        problems: hyperparameter → the verdict the round acts on.
-        actions: what the round does per proxy (widen, replicates), as recorded.
-        groups: design group → the proxy it refits.
-        outcomes: proxy → its design's RunOutcome, once done.
-        verdicts: hyperparameter → the rule's verdict after the round (None: the fit
-            failed).
-    """
-    number: int
-    problems: dict[str, str]
-    actions: list[dict[str, Any]]
-    groups: dict[str, Size]
-    outcomes: dict[Size, Any] = field(default_factory=dict)
-    verdicts: dict[str, str] | None = None
-
-    @property
-    def done(self) -> bool:
-        """Whether every design of the round has ended."""
-        return len(self.outcomes) == len(self.groups)
-
 
 @dataclass
 class _Proxy:
@@ -185,7 +156,7 @@ class StageGroups:
 
     # -- steps ------------------------------------------------------------------------------
     def _sweep_done(self, proxy: _Proxy, outcome: Any) -> list[Any]:
-        from mutune.pipeline.proxy_stage import width_result
+        from mutune.pipeline.proxy_best import width_result
 
         try:
             result = width_result(self.run, proxy.width, proxy.proxy_sweep_id, outcome,
