@@ -199,7 +199,7 @@ class TrainConfig(StrictModel):
     soon as it ends (its rung closed on it: nothing will resume it), so disk use stays
     bounded by the live trials. The report gives the bytes written and kept.
 
-    Recipe (:mod:`mutune.search.trial.schedule`): ``lr_schedule`` ``constant`` (default),
+    Recipe (:mod:`mutune.training.schedule`): ``lr_schedule`` ``constant`` (default),
     ``cosine``, ``linear`` or ``wsd`` (warmup-stable-decay, the last ``decay_fraction`` of the
     steps decaying) after ``warmup_steps`` of linear warmup, down to ``min_lr_ratio`` × each
     μP parameter group's own starting rate, over each run's own steps (max_t for a proxy
@@ -209,7 +209,7 @@ class TrainConfig(StrictModel):
     accumulated (one update per step; the ledger counts the whole batch); ``eps``: Adam's ε.
 
     ``loop``: a training-loop plugin (entry-point group ``mutune.loops``) that runs every
-    trial's and the target's steps in the user's own code (:mod:`mutune.search.trial.user_loop`);
+    trial's and the target's steps in the user's own code (:mod:`mutune.training.context`);
     None: mutune's loop."""
     batch_size: int = Field(default=64, ge=1)
     eval_every: int = Field(default=10, ge=1)

@@ -11,7 +11,7 @@ a :class:`ModelFamily`::
 
 Training loops are plugins too, in the group ``mutune.loops``, named by ``train.loop``: a
 function ``loop(ctx)`` doing its own forward, backward and optimizer step
-(:mod:`mutune.search.trial.user_loop` gives the contract)::
+(:mod:`mutune.training.context` gives the contract)::
 
     [project.entry-points."mutune.loops"]
     warmup_cosine = "gpt_loop:train"
@@ -137,7 +137,7 @@ def installed_loops() -> dict[str, importlib.metadata.EntryPoint]:
 
 def load_loop(name: str) -> Callable[..., Any]:
     """Load the training-loop plugin registered as ``name`` in group ``mutune.loops``: a
-    callable ``loop(ctx) -> None`` (:class:`mutune.search.trial.user_loop.LoopContext`).
+    callable ``loop(ctx) -> None`` (:class:`mutune.training.context.LoopContext`).
 
     Raises:
         ConfigError: no such plugin (names the installed ones), the entry point fails to

@@ -2,7 +2,7 @@
 
 This is the one place that maps the config's model and data sections onto the model plugin
 (:mod:`mutune.proxies.plugins`; the built-in ``mlp`` and ``gpt`` are plugins too) and
-:mod:`mutune.proxies.data`, so the trainer (:mod:`mutune.search.trial.trainable`) stays
+:mod:`mutune.proxies.data`, so the training loop (:mod:`mutune.training`) stays
 family-agnostic.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ class ProxyTask:
         family: the model plugin; loaded from ``model.family`` when not given (in the driver,
             so Ray workers receive it with the task and never look plugins up).
         loop: the training-loop plugin named by ``train.loop`` (loaded likewise), or None for
-            mutune's own loop (:mod:`mutune.search.trial.user_loop`).
+            mutune's own loop (:mod:`mutune.training.context`).
     """
     model: ModelSpec
     train: TrainConfig

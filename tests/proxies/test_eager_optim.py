@@ -115,7 +115,7 @@ def test_a_fresh_process_trains_checkpoints_and_resumes_without_torch_dynamo(kin
         import sys
         from mutune.config import load_config, parse_config
         from mutune.proxies.task import ProxyTask, load_task_data
-        from mutune.search.trial.trainable import run_training
+        from mutune.training import run_loop
         d = load_config().model_dump(mode="json")
         d["train"].update(optimizer={kind!r}, grad_clip=1.0, lr_schedule="cosine",
                           warmup_steps=2, weight_decay=0.0 if {kind!r} == "adam" else 0.01)
@@ -124,10 +124,10 @@ def test_a_fresh_process_trains_checkpoints_and_resumes_without_torch_dynamo(kin
         conf = {{"width": cfg.widths[0], "max_t": 20, "threads": 1, "checkpoint_at": [10],
                 "point": {{"hparams": {{"lr": 1e-3}}, "seed": 0, "index": 0}}}}
         runs = [[], []]
-        run_training(conf, task, report=lambda m, c: runs[0].append((m, c)),
+        run_loop(conf, task, report=lambda m, c: runs[0].append((m, c)),
                      checkpoint_root={str(tmp_path)!r})
         folder = next(c for m, c in runs[0] if c is not None)
-        run_training(conf, task, report=lambda m, c: runs[1].append((m, c)), restore_dir=folder)
+        run_loop(conf, task, report=lambda m, c: runs[1].append((m, c)), restore_dir=folder)
         assert runs[0][-1][0]["val_loss"] == runs[1][-1][0]["val_loss"]
         print("dynamo" if "torch._dynamo" in sys.modules else "no dynamo")
     """)

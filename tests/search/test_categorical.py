@@ -78,7 +78,7 @@ def test_every_searcher_draws_names_as_names():
 
 def test_a_trials_schedule_name_reaches_its_scheduler(tiny_config):
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.trial.schedule import lr_factor, make_lr_schedule
+    from mutune.training.schedule import lr_factor, make_lr_schedule
 
     task = ProxyTask(tiny_config.model, tiny_config.train,
                      load_task_data(tiny_config)).with_base_shapes()

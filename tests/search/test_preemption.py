@@ -264,7 +264,7 @@ def test_a_notice_url_that_stops_answering_does_not_fire_twice():
 def test_the_loop_ends_preempted_with_a_checkpointed_report(tiny_config, tmp_path):
     """A notice posted while the loop trains: it finishes the step, checkpoints it, reports
     it with ``preempted`` = 1 and returns ``preempted``; the notice is spent."""
-    from mutune.search.trial.trainable import run_training
+    from mutune.training import run_loop
 
     task = ProxyTask(tiny_config.model, tiny_config.train,
                      load_task_data(tiny_config)).with_base_shapes()
@@ -276,7 +276,7 @@ def test_the_loop_ends_preempted_with_a_checkpointed_report(tiny_config, tmp_pat
             preemption.notice("test")
 
     cfg = {"width": 16, "max_t": MAX_T, "threads": 1, "gpus": 0, "point": dict(POINT)}
-    status = run_training(cfg, task, report=report, checkpoint_root=tmp_path)
+    status = run_loop(cfg, task, report=report, checkpoint_root=tmp_path)
     assert status == "preempted"
     last, folder = got[-1]
     assert last["step"] == 7 and last["preempted"] == 1.0 and last["at_eval"] == 0.0

@@ -15,7 +15,7 @@ from mutune.pipeline.recording import MemoryRecorder
 from mutune.search.schedulers.asha import Decision
 from mutune.search.searchers import make_searcher
 from mutune.search.searchers.space import trial_seeds
-from mutune.search.trial.trainable import run_training
+from mutune.training import run_loop
 from mutune.search.backends.ray_tune.run import make_core, run_trials
 
 pytestmark = pytest.mark.slow
@@ -110,7 +110,7 @@ def test_sigkilled_trial_is_retried_from_its_checkpoint_bit_identical(ray_local,
     task = _task(tiny_config)
     point = {"hparams": {"lr": 0.01, **tiny_config.search.fixed}, "seed": 77, "index": 0}
     ref = []
-    run_training({"width": 16, "max_t": 27, "threads": 1, "gpus": 0, "point": point}, task,
+    run_loop({"width": 16, "max_t": 27, "threads": 1, "gpus": 0, "point": point}, task,
                  report=lambda m, f: ref.append(m), checkpoint_root=tmp_path / "ref")
     rec = MemoryRecorder()
     out = run_trials([point], task=task, width=16, max_t=27, recorder=rec, sweep_id=1,

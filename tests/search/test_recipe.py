@@ -10,8 +10,8 @@ import torch
 
 from mutune.config import parse_config
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.search.trial.schedule import lr_factor, make_lr_schedule
-from mutune.search.trial.trainable import run_training
+from mutune.training.schedule import lr_factor, make_lr_schedule
+from mutune.training import run_loop
 
 
 def _task(tiny_config, **train):
@@ -28,7 +28,7 @@ def _config(width=32, max_t=12, **extra):
 
 def _run(task, config, **kw):
     out = []
-    status = run_training(config, task, report=lambda m, folder: out.append(
+    status = run_loop(config, task, report=lambda m, folder: out.append(
         {**m, "folder": folder}), **kw)
     return status, out
 
@@ -141,7 +141,7 @@ def test_a_scheduled_trial_resumes_bit_for_bit(tiny_config, tmp_path):
             raise Killed
 
     with pytest.raises(Killed):
-        run_training(_config(checkpoint_every=6), task, report=report,
+        run_loop(_config(checkpoint_every=6), task, report=report,
                      checkpoint_root=tmp_path / "b")
     (folder,) = [r["folder"] for r in seen if r["folder"] is not None]
     _, rest = _run(task, _config(), restore_dir=folder, checkpoint_root=tmp_path / "c")

@@ -15,8 +15,8 @@ from mutune.errors import ConfigError
 from mutune.pipeline.confirm_stage import design_points
 from mutune.pipeline.transfer_stage import transfer_rules
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.search.trial.schedule import make_lr_schedule
-from mutune.search.trial.trainable import run_training
+from mutune.training.schedule import make_lr_schedule
+from mutune.training import run_loop
 
 
 def _space(**extra):
@@ -83,10 +83,10 @@ def test_a_trial_trains_with_its_clip_and_betas(tiny_config):
     cfg = {"width": 32, "max_t": 12, "threads": 1, "gpus": 0,
            "point": {"hparams": {"lr": 0.05, "grad_clip": 1e-9, "beta1": 0.5}, "seed": 3,
                      "index": 0}}
-    assert run_training(cfg, task, report=lambda m, f: out.append(m)) == "completed"
+    assert run_loop(cfg, task, report=lambda m, f: out.append(m)) == "completed"
     free = []
     cfg["point"]["hparams"] = {"lr": 0.05}
-    run_training(cfg, task, report=lambda m, f: free.append(m))
+    run_loop(cfg, task, report=lambda m, f: free.append(m))
     # clipped to norm 1e-9, every gradient is far below Adam's ε (1e-8): the updates shrink
     # about tenfold and the clipped trial barely moves from chance while the free one learns
     assert out[-1]["val_loss"] > math.log(10) - 0.01

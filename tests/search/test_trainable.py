@@ -18,7 +18,7 @@ from mutune.errors import SearchError
 from mutune.proxies.task import ProxyTask, load_task_data
 from mutune.search.trial.checkpoint import (STATE_FILE, STEP_FILE, load_trial_state,
                                           save_trial_state)
-from mutune.search.trial.trainable import run_training
+from mutune.training import run_loop
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAJECTORY = ("step", "val_loss", "train_loss", "samples")
@@ -41,7 +41,7 @@ def _trajectory(reports, eval_every=3, max_t=27):
 
 def _run(task, config, **kw):
     out = []
-    status = run_training(config, task, report=lambda m, folder: out.append(
+    status = run_loop(config, task, report=lambda m, folder: out.append(
         {**m, "folder": folder}), **kw)
     return status, out
 
@@ -90,7 +90,7 @@ def test_the_checkpoint_share_counts_the_report_that_hands_the_folder_over(tiny_
         out.append({**metrics, "folder": folder})
         if folder is not None:
             time.sleep(0.25)            # what Ray's copy of a large checkpoint takes
-    run_training(task=task, config=_config(checkpoint_every=3, checkpoint_max_share=0.05),
+    run_loop(task=task, config=_config(checkpoint_every=3, checkpoint_max_share=0.05),
                  report=report, checkpoint_root=tmp_path)
     assert [r["step"] for r in out if r["folder"]] == [3]
     assert [r["checkpoints"] for r in out][:2] == [1.0, 1.0]
@@ -112,7 +112,7 @@ def test_interrupted_then_resumed_is_bit_identical(tiny_config, tmp_path):
             raise Killed                      # dies right after the step-15 report
 
     with pytest.raises(Killed):
-        run_training(_config(checkpoint_every=6), task, report=report,
+        run_loop(_config(checkpoint_every=6), task, report=report,
                      checkpoint_root=tmp_path / "b")
     folders = [r["folder"] for r in seen if r["folder"] is not None]
     assert [Path(f).name for f in folders] == ["step_000000006", "step_000000012"]
@@ -128,14 +128,14 @@ _CHILD = textwrap.dedent("""
     import json, sys, time
     from tests.conftest import make_tiny_config
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.trial.trainable import run_training
+    from mutune.training import run_loop
     cfg = make_tiny_config()
     task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
     def report(m, folder):
         print(json.dumps({**m, "folder": str(folder) if folder else None}), flush=True)
         time.sleep(0.15)   # leave the parent time to signal mid-run
     config = json.loads(sys.argv[1])
-    status = run_training(config, task, report=report, checkpoint_root=sys.argv[2])
+    status = run_loop(config, task, report=report, checkpoint_root=sys.argv[2])
     print(json.dumps({"status": status}), flush=True)
 """)
 

@@ -16,7 +16,7 @@ from mutune.config import parse_config
 from mutune.errors import ConfigError, SearchError
 from mutune.proxies.task import ProxyTask, load_task_data
 from mutune.search.trial.checkpoint import load_trial_state
-from mutune.search.trial.trainable import run_training
+from mutune.training import run_loop
 
 LOOPS = textwrap.dedent('''
     """A user's loops: a plain AdamW loop with its own loss and warmup, and broken ones."""
@@ -141,7 +141,7 @@ def _config(max_t=12, **extra):
 
 def _run(task, config, **kw):
     out = []
-    status = run_training(config, task, report=lambda m, folder: out.append(
+    status = run_loop(config, task, report=lambda m, folder: out.append(
         {**m, "folder": folder}), **kw)
     return status, out
 
@@ -188,22 +188,41 @@ def test_user_loop_trains_the_mup_model_and_reports_what_mutune_adds(tiny_config
     assert state["step"] == 6 and state["loop_state"] == {"updates": 6}
 
 
+def test_a_plugins_scratch_checkpoints_are_removed_once_reported(tiny_config, user_loops,
+                                                                  tmp_path):
+    """Under Ray the report hands each checkpoint folder over (Ray copies it before the report
+    returns): a plugin's folders, like mutune's loop's, exist while reported and are removed
+    after; the cadence counts every checkpoint written."""
+    task = _task(tiny_config, "plain")
+    seen = []
+
+    def report(metrics, folder):
+        seen.append((metrics["step"], metrics["checkpoints"], folder,
+                     folder is not None and (folder / "trial_state.pt").is_file()))
+
+    root = tmp_path / "checkpoints"
+    status = run_loop(_config(max_t=12, checkpoint_every=6), task, report=report,
+                      checkpoint_root=root, scratch_checkpoints=True)
+    assert status == "completed"
+    written = [(step, n, here) for step, n, folder, here in seen if folder is not None]
+    assert written == [(6, 1.0, True)]                 # max_t is not checkpointed (no target)
+    assert [n for _, n, _, _ in seen] == [0.0, 1.0, 1.0, 1.0]
+    assert sorted(p.name for p in root.iterdir()) == []   # removed once Ray held its copy
+
+
 def test_user_loop_set_lr_factor_keeps_every_mup_groups_ratio(tiny_config, user_loops):
     """mup's groups start at different lrs (hidden and readout matrices: lr ÷ width
     multiplier); the user's warmup scales each by the same factor, never sets one value."""
-    from mutune.search.trial.user_loop import LoopContext
+    from mutune.training.context import LoopContext
+    from mutune.training.session import TrialSession
 
     task = _task(tiny_config, "plain")
-    model = task.build(64, {"lr": 0.01})
-    opt = task.optimizer(model, 0.01)
-    for g in opt.param_groups:
-        g.setdefault("initial_lr", g["lr"])
+    session = TrialSession(_config(max_t=4) | {"width": 64}, task)
+    session.restore(None)
+    opt = session.optimizers[0]
     start = sorted({g["lr"] for g in opt.param_groups})
     assert len(start) > 1                        # width 64 over base 16: distinct group lrs
-    ctx = LoopContext(model=model, net=model, optimizer=opt, scheduler=None, hparams={},
-                      width=64, max_t=4, eval_every=2, start_step=0, seed=0, device="cpu",
-                      task=task, parallel=None, on_report=None, stop_check=lambda: False,
-                      on_stop=None, restored=None, compute=None)
+    ctx = LoopContext(session, report=lambda m, f: None, notice=lambda: False)
     ctx.set_lr_factor(0.25)
     assert sorted({g["lr"] for g in opt.param_groups}) == pytest.approx(
         [v * 0.25 for v in start])
@@ -277,6 +296,27 @@ def test_dry_run_times_the_users_own_loop(tiny_config, user_loops):
     m = warmup(task, 32, {"lr": 0.01}, 4, 1)
     assert m["s_per_step"] > 0 and m["s_per_eval"] > 0 and m["setup_s"] > 0
     assert m["warmup_s"] >= m["setup_s"] + 4 * m["s_per_step"]
+
+
+def test_the_warm_up_times_the_trials_own_run_step_by_step(tiny_config):
+    """mutune's loop and a plugin are timed by the same run: one time per step trained, the
+    median of steps 2… priced (the first one's allocation left out)."""
+    import statistics
+
+    from mutune.pipeline.warmup import warmup
+
+    task = ProxyTask(tiny_config.model, tiny_config.train,
+                     load_task_data(tiny_config)).with_base_shapes()
+    times = []
+    reports = []
+    assert run_loop(_config(max_t=5), task, report=lambda m, f: reports.append(m),
+                    step_times=times) == "completed"
+    assert len(times) == 5 and all(t > 0 for t in times)
+    assert sum(times) <= reports[-1]["productive_s"] + 1e-9
+    m = warmup(task, 32, {"lr": 0.01}, 5, 1)
+    assert m["s_per_step"] > 0 and m["s_per_eval"] > 0 and m["setup_s"] > 0
+    assert m["warmup_s"] >= m["setup_s"] + 4 * m["s_per_step"]
+    assert statistics.median(times[1:]) > 0
 
 
 def test_metric_kinds_are_checked_and_a_loss_metric_needs_no_loop(tiny_config, user_loops):
@@ -353,7 +393,7 @@ def _ddp_worker(rank: int, world: int, init: str, task, config, out: str) -> Non
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
         reports = []
-        status = run_training(config, task, report=lambda m, f: reports.append(m),
+        status = run_loop(config, task, report=lambda m, f: reports.append(m),
                               parallel=DataParallel(rank, world))
         with open(f"{out}.{rank}", "w") as fh:
             json.dump({"status": status, "val": [r["val_loss"] for r in reports],

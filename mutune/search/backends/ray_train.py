@@ -5,7 +5,7 @@ The full-size run is not a Ray Tune trial. :func:`run_target` starts its own Ray
 checkpoint manager) with ``num_workers`` workers, each holding one trial's resources
 (``ray.cpus_per_trial`` CPUs, ``ray.gpus_per_trial`` GPUs), PyTorch's process group on gloo
 (CPU) or NCCL (GPU). Every worker runs the same loop as a proxy trial
-(:func:`mutune.search.trial.trainable.run_training`) with :class:`DataParallel`:
+(:func:`mutune.training.run.run_loop`) with :class:`DataParallel`:
 
 - the model is built on every worker from the same seed and wrapped in
   ``DistributedDataParallel``; the μP optimizer is built on the model itself, whose
@@ -55,7 +55,7 @@ __all__ = ["DataParallel", "run_target", "mup_lr_groups", "refuse_sharded", "tra
 
 
 class DataParallel:
-    """Data parallelism for :func:`~mutune.search.trial.trainable.run_training` over the
+    """Data parallelism for :func:`~mutune.training.run.run_loop` over the
     initialised ``torch.distributed`` process group (rank ``rank`` of ``world``).
 
     Raises (in :meth:`shard`):
@@ -159,13 +159,14 @@ def refuse_sharded(model: Any) -> None:
 
 
 def train_worker(config: dict[str, Any]) -> None:
-    """Ray Train's ``train_loop_per_worker``: :func:`run_training` with :class:`DataParallel`
-    on this worker, reports through ``ray.train.report`` (the leading worker's checkpoint
-    folder, when it wrote one), resuming from ``ray.train.get_checkpoint()`` (a retry, or a
-    resumed sweep) or else from ``point["restore_from"]`` — with ``ray.storage``, from the
-    node's cache or remote storage (:func:`~mutune.search.trial.remote_trial.restore_dir_for`,
-    this run's ``owner`` token telling its own checkpoints); the run's end state goes in a
-    last ``{"ended": status}`` report."""
+    """Ray Train's ``train_loop_per_worker``: :func:`~mutune.training.run.run_loop` with
+    :class:`DataParallel` on this worker, reports through ``ray.train.report`` (the leading
+    worker's checkpoint folder, when it wrote one), resuming from
+    ``ray.train.get_checkpoint()`` (a retry, or a resumed sweep) or else from
+    ``point["restore_from"]`` — with ``ray.storage``, from the node's cache or remote storage
+    (:func:`~mutune.search.trial.remote_trial.restore_dir_for`, this run's ``owner`` token
+    telling its own checkpoints); the run's end state goes in a last ``{"ended": status}``
+    report."""
     import contextlib
     import tempfile
 
@@ -173,7 +174,7 @@ def train_worker(config: dict[str, Any]) -> None:
     import torch
 
     from mutune.proxies.device import select_device
-    from mutune.search.trial.trainable import run_training
+    from mutune.training import run_loop
 
     ctx = ray.train.get_context()
     task, stop = config.pop("task"), config.pop("stop_flag")
@@ -216,10 +217,10 @@ def train_worker(config: dict[str, Any]) -> None:
         # Ray Train holds a reported checkpoint in its storage before ``report`` returns
         # (synchronous upload; moved there without the remote tier): the folders are
         # scratch copies
-        status = run_training(config, task, report=report, parallel=parallel,
-                              restore_dir=restore_dir,
-                              checkpoint_root=str(remote.cache_dir) if remote else tmp,
-                              scratch_checkpoints=remote is None)
+        status = run_loop(config, task, report=report, parallel=parallel,
+                          restore_dir=restore_dir,
+                          checkpoint_root=str(remote.cache_dir) if remote else tmp,
+                          scratch_checkpoints=remote is None)
         if remote is not None:     # the leading worker clears the cache of a finished run
             remote.close(finished=parallel.lead and status == "completed")
     ray.train.report({"ended": status})

@@ -4,7 +4,7 @@ when both sit on one local filesystem.
 ``ray.train.report(checkpoint=…)`` persists a checkpoint folder into the run's storage
 (``<storage>/<name>/checkpoint_*``) before it returns, every worker waiting at its barrier;
 by default it copies the folder with ``pyarrow.fs.copy_files``. The target's folders are
-scratch copies written for that report (:func:`mutune.search.trial.trainable.run_training`
+scratch copies written for that report (:func:`mutune.training.run.run_loop`
 with ``scratch_checkpoints``), so copying a large state (406 MB for the quickstart model's
 parameters and Adam's two moments at width 4096) holds every worker's device for about a
 second a checkpoint, for nothing the folder's owner still needs.

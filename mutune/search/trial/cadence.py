@@ -2,14 +2,12 @@
 √(2·C·M) from the checkpoint seconds C this trial measured and the mean time between
 preemptions M (``cost.spot.mtbp_s``; :func:`mutune.scaling.spot.young_interval_s`).
 
-Both of mutune's loops (:mod:`mutune.search.trial.trainable`, the user-loop runner
-:mod:`mutune.search.trial.user_loop`) ask :meth:`Cadence.due` at each evaluation step and
-tell :meth:`Cadence.wrote` after every checkpoint they write (periodic, rung, preemption), so
-the interval counts from the latest one. C is what a checkpoint held the trial for: mutune's
-own loop counts the write and the report that hands the folder to Ray (Ray Tune copies it
-into its storage before the report returns: for the quickstart target's 406 MB, about as long
-again as the write); the user-loop runner counts the write. Under ``auto`` the first
-evaluation checkpoints, to measure C.
+Every trial's run (:class:`mutune.training.session.TrialSession`, whichever loop trains it)
+asks :meth:`Cadence.due` at each evaluation step and tells :meth:`Cadence.wrote` after every
+checkpoint it writes (periodic, rung, preemption), so the interval counts from the latest one.
+C is what a checkpoint held the trial for: the write and the report that hands the folder to
+Ray (Ray Tune copies it into its storage before the report returns: for a large target, about
+as long again as the write). Under ``auto`` the first evaluation checkpoints, to measure C.
 
 ``max_share`` (the target run's default, ``target.checkpoint_max_share``) also holds a
 periodic checkpoint back until the seconds since the last one are at least the mean checkpoint
