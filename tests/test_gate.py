@@ -32,6 +32,11 @@ from .conftest import make_tiny_config
 LR_STAR, OM_STAR = 2.0 ** -3, 2.0          # the bowl's minimum (lr outside [1e-4, 1e-2])
 
 
+def _gated(out):
+    """A GateOutcome's fields, in order (a shallow astuple: ProxyResults stay objects)."""
+    return (out.swept, out.rules, out.target_hparams, out.settings, out.record)
+
+
 def _config(**transfer):
     d = make_tiny_config().model_dump(mode="json")
     d["widths"], d["target"]["width"] = [16, 32, 64], 256
@@ -137,7 +142,7 @@ def test_optimum_outside_the_range_is_flagged_then_found_by_widening(bowl):
     assert first["on_edge"]["lr"] and first["edge_side"]["lr"] == "high"
     assert first["clipped"]["lr"]
     n_ran = len(bowl.ran)                               # the designs, then the round
-    swept, rules, hp, _, gate = gate_rules(run, swept, stages)
+    swept, rules, hp, _, gate = _gated(gate_rules(run, swept, stages))
     assert n_ran == 6 and len(bowl.ran) == n_ran        # the gate trains nothing itself
     assert swept[-1][0].optimum["n_trials"] == 22
     lr = next(r for r in rules if r["hyperparameter"] == "lr")
@@ -181,7 +186,7 @@ def test_gate_widen_stops_when_rounds_do_not_suffice_and_proceed_warns(bowl):
             with pytest.raises(SweepStopped, match="after 1 round"):
                 gate_rules(run, swept, stages)
         else:
-            _, rules, _, _, gate = gate_rules(run, swept, stages)
+            _, rules, _, _, gate = _gated(gate_rules(run, swept, stages))
             assert gate["outcome"] == "proceeded" and "still not healthy" in gate["warning"]
             assert next(r for r in rules if r["hyperparameter"] == "lr")["verdict"] == "edge"
 
@@ -196,7 +201,7 @@ def test_noisy_rule_gets_replicates_on_the_same_points(bowl):
     config = parse_config(d)
     run, rec, swept = _start(config, {"lr": LR_STAR, "output_mult": OM_STAR})
     swept, states, stages = _confirm(run, swept, bowl)
-    swept, rules, _, _, gate = gate_rules(run, swept, stages)
+    swept, rules, _, _, gate = _gated(gate_rules(run, swept, stages))
     assert gate["first_verdicts"] == {"lr": "noisy", "output_mult": "noisy"}
     acts = gate["rounds"][0]["actions"]
     assert [a["action"] for a in acts] == ["replicates"] * 3
@@ -236,14 +241,14 @@ def test_a_resumed_sweep_whose_stages_had_ended_trains_nothing_and_records_the_s
         bowl.state["noise"] = noise
         run, _, swept = _start(config, center)
         swept, _, stages = _confirm(run, swept, bowl)
-        got = gate_rules(run, swept, stages)
+        got = _gated(gate_rules(run, swept, stages))
         assert [g for g, _ in bowl.ran[-3:]] == ["c1w16", "c1w32", "c1w64"]
         n_ran = len(bowl.ran)
         run_b, _, swept_b = _start(config, center)
         run_b.recorded = {t.key: _row(t) for s in stages.states.values()
                           for o in s.designs for t in o.trials}
         swept_b, _, stages_b = _confirm(run_b, swept_b, bowl)
-        want = gate_rules(run_b, swept_b, stages_b)
+        want = _gated(gate_rules(run_b, swept_b, stages_b))
         assert len(bowl.ran) == n_ran                         # nothing trained again
         assert got[1:] == want[1:]                            # rules, values, settings, gate
         assert [a["action"] for a in got[4]["rounds"][0]["actions"]] == [action] * 3
@@ -261,7 +266,7 @@ def test_later_rounds_join_when_the_round_before_is_done(bowl):
     run, _, swept = _start(_config(gate="proceed", gate_rounds=2, widen_octaves=0.5),
                            {"lr": 1e-2, "output_mult": 1.0})
     swept, states, stages = _confirm(run, swept, bowl)
-    _, _, _, _, gate = gate_rules(run, swept, stages)
+    gate = gate_rules(run, swept, stages).record
     assert [r.number for r in stages.rounds] == [1, 2]
     assert [r["round"] for r in gate["rounds"]] == [1, 2]
     assert {g for g, _ in bowl.ran[-3:]} == {"c2w16", "c2w32", "c2w64"}
@@ -329,7 +334,7 @@ def test_a_depth_ladder_confirms_and_widens_each_width_and_depth(bowl):
     # a design at depth 2 builds its depth's model (its own base shapes), shipped under its
     # depth's name with the proxies of that depth
     assert run.depth_tasks[2].model.depth == 2 and run.depth_tasks[2].base_shapes
-    swept, rules, hp, _, gate = gate_rules(run, swept, stages)
+    swept, rules, hp, _, gate = _gated(gate_rules(run, swept, stages))
     (rnd,) = gate["rounds"]
     assert {(a["width"], a["depth"]) for a in rnd["actions"]} == set(states)
     assert {g for g, _ in bowl.ran[len(first):]} == {f"c1w{w}d{dp}" for w, dp in states}

@@ -29,7 +29,8 @@ from mutune.errors import FitError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun, record_best
 
 __all__ = ["confirm_proxies", "gate_rules", "plan_round", "refit_optimum", "fit_rules",
-           "gate_problems", "GATED_VERDICTS", "ConfirmState", "GateRound", "GateStages", "Size"]
+           "gate_problems", "GATED_VERDICTS", "ConfirmState", "GateRound", "GateStages", "Size",
+           "GateOutcome"]
 
 #: verdicts the gate acts on (``too_few_sizes`` needs another width, not another round)
 GATED_VERDICTS = ("edge", "noisy", "fallback")
@@ -281,17 +282,33 @@ def plan_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
     return actions, jobs
 
 
+@dataclasses.dataclass(frozen=True)
+class GateOutcome:
+    """What the gate leaves for the target run.
+
+    Attributes:
+        swept: (ProxyResult, RunOutcome of its sweep) per proxy, after the rounds.
+        rules: the transfer rule rows, as recorded.
+        target_hparams: the target's hyperparameters {name: value} the rules give.
+        settings: the target's training settings the rules give (batch, steps, …).
+        record: the gate's record: setting, rounds with their problems, actions, trials and
+            GPU-hours, the outcome and any warning.
+    """
+    swept: list[tuple[ProxyResult, Any]]
+    rules: list[dict[str, Any]]
+    target_hparams: dict[str, float]
+    settings: dict[str, Any]
+    record: dict[str, Any]
+
+
 def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: GateStages
-               ) -> tuple[list[tuple[ProxyResult, Any]], list[dict[str, Any]],
-                          dict[str, float], dict[str, Any], dict[str, Any]]:
+               ) -> GateOutcome:
     """Record the transfer rules on ``swept`` (the optima after the gate's rounds, trained
     in the proxies' run by ``stages``, :class:`~mutune.pipeline.stage_groups.StageGroups`)
     and the gate's row.
 
     Returns:
-        (swept after the rounds, the rule rows, the target's hyperparameters, its training
-        settings, the gate's record: setting, rounds with their problems, actions, trials
-        and GPU-hours, the outcome and any warning).
+        The :class:`GateOutcome`.
     Raises:
         SweepStopped: ``gate_stopped``, a rule is still edge/noisy/fallback after the rounds
             and ``transfer.gate`` is ``widen`` or ``stop`` (rules and gate row recorded).
@@ -312,7 +329,7 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: Gate
     if not left:
         gate["outcome"] = "passed" if gate["rounds"] else "passed without a round"
         run.recorder.law_fitted(run.sweep_id, gate)
-        return swept, rules, hp, settings, gate
+        return GateOutcome(swept, rules, hp, settings, gate)
     what = ", ".join(f"{n}: {v}" for n, v in sorted(left.items()))
     if tr.gate == "proceed":
         gate["outcome"] = "proceeded"
@@ -320,7 +337,7 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: Gate
                            f"not healthy ({what}); the target run trains anyway "
                            "(transfer.gate = proceed)")
         run.recorder.law_fitted(run.sweep_id, gate)
-        return swept, rules, hp, settings, gate
+        return GateOutcome(swept, rules, hp, settings, gate)
     gate["outcome"] = "stopped"
     reason = (f"the gate stopped before the target run: {what} after "
               f"{len(gate['rounds'])} round(s) (transfer.gate = {tr.gate}, gate_rounds = "

@@ -83,7 +83,8 @@ def finish_sweep(run: SweepRun, stages: StageGroups) -> PipelineResult:
     # it and the importance (proxy data alone) are fitted once the target has released the
     # devices, which then do not wait on them
     try:
-        swept, rules, target_hp, settings, gate = gate_rules(run, swept, stages)
+        gated = gate_rules(run, swept, stages)
+        swept, rules, target_hp = gated.swept, gated.rules, gated.target_hparams
         law = predict_target_loss(run, swept, target_hp) if run.budget is not None else None
         admit_target(run, law or {})
     except SweepStopped:       # stopped before the target: the importance is still told
@@ -91,7 +92,7 @@ def finish_sweep(run: SweepRun, stages: StageGroups) -> PipelineResult:
         raise
     proxies = [p for p, _ in swept]
     designs = [d for s in states.values() for d in s.designs]
-    target, trec = train_target(run, target_hp, settings,
+    target, trec = train_target(run, target_hp, gated.settings,
                                 watch=proxy_curve(run.config, swept, designs))
     importance()
     if law is None:
@@ -99,7 +100,7 @@ def finish_sweep(run: SweepRun, stages: StageGroups) -> PipelineResult:
     if law.get("predicted_val_loss") is not None:
         target["predicted_val_loss"] = law["predicted_val_loss"]
         target["predicted_val_loss_interval"] = law["predicted_val_loss_interval"]
-    target["gate"] = {k: gate.get(k) for k in ("setting", "outcome", "warning")}
+    target["gate"] = {k: gated.record.get(k) for k in ("setting", "outcome", "warning")}
     if run.config.search.kind_of_metric != "loss":
         target["watch"] = {"skipped": f"the sweep's metric {run.config.search.metric!r} is a "
                                       "score: the target is watched against its proxies on "

@@ -30,7 +30,21 @@ class TrialSession:
     """The models, optimizers, schedules and checkpoints of one trial.
 
     Args:
-        config: the trial's settings (:func:`mutune.training.run.run_loop`).
+        config: the trial's settings: ``width`` (int), ``max_t`` (steps), ``threads``
+            (torch intra-op threads), ``gpus`` (> 0: CUDA with bf16 autocast),
+            ``checkpoint_every`` (steps, 0: off; or ``"auto"`` with ``spot`` = ``cost.spot``
+            as a dict: :class:`~mutune.search.trial.cadence.Cadence`), ``checkpoint_at``
+            (steps, e.g. the rung milestones), ``keep_final`` (also checkpoint the trained model at
+            ``max_t``: the target run), ``metric`` (the sweep's, default ``val_loss``),
+            ``diverge_above`` ({step: value}: the run ends as diverged after a report above
+            it by more than three standard errors,
+            :func:`mutune.search.driver.types.beyond_limit`), ``preemption`` (the
+            ``ray.preemption`` section: notice file and URL to poll), ``test_at_max_t``
+            (default True: the evaluation at ``max_t`` includes the test split) and
+            ``point`` = {"hparams": {name: value}, "seed": int, "index": int, optional
+            "replicate_seeds": [int, …] (replicates train in lockstep, the mean is
+            reported), optional "width" (the trial's own width, in a run of several widths;
+            default ``config["width"]``), optional "task" (the group's task name)}.
         task: the trial's :class:`~mutune.proxies.task.ProxyTask`.
         parallel: the run's :class:`~mutune.search.backends.ray_train.DataParallel`, or None.
         checkpoint_root: where checkpoint folders are made (default: a temporary folder).
