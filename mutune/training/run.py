@@ -39,11 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from mutune.errors import SearchError
+from mutune.training.spec import TrialSpec
 
 __all__ = ["run_loop"]
 
 
-def run_loop(config: dict[str, Any], task: Any, *,
+def run_loop(config: Mapping[str, Any] | TrialSpec, task: Any, *,
              report: Callable[[dict[str, Any], Path | None], None],
              restore_dir: str | Path | None = None,
              checkpoint_root: str | Path | None = None,
@@ -52,8 +53,8 @@ def run_loop(config: dict[str, Any], task: Any, *,
     """Train one trial, reporting after every ``task.train.eval_every`` steps and at the end.
 
     Args:
-        config: the trial's settings (their keys: :class:`~mutune.training.session.
-            TrialSession`).
+        config: the trial's :class:`~mutune.training.spec.TrialSpec`, or the worker's
+            config dict it is read from (:meth:`~mutune.training.spec.TrialSpec.from_config`).
         task: a :class:`mutune.proxies.task.ProxyTask`, or task name → task (a run whose
             groups train different models): the point's ``"task"`` names its own. Its
             ``loop``, when set, is the training-loop plugin that trains it.
@@ -72,8 +73,9 @@ def run_loop(config: dict[str, Any], task: Any, *,
         ``"completed"`` (max_t reached), ``"diverged"``, ``"preempted"`` or ``"cancelled"``.
     Raises:
         ProxyError: the model cannot be built.
-        SearchError: an unreadable checkpoint; a plugin asked for lockstep replicates,
-            reports out of order or without the sweep's metric, or returns before ``max_t``.
+        SearchError: a config the spec cannot be read from; an unreadable checkpoint; a
+            plugin asked for lockstep replicates, reports out of order or without the
+            sweep's metric, or returns before ``max_t``.
             Whatever a plugin raises propagates (the trial fails with its traceback).
     """
     from mutune.search.trial.gpu_monitor import GpuMonitor
@@ -82,13 +84,16 @@ def run_loop(config: dict[str, Any], task: Any, *,
     from mutune.training.default_loop import train_steps
     from mutune.training.session import TrialSession
 
+    spec = config if isinstance(config, TrialSpec) else TrialSpec.from_config(config)
     if isinstance(task, Mapping):      # one task per group (a run of several depths)
-        task = task[config["point"]["task"]]
+        task = task[spec.point.task]
     loop = getattr(task, "loop", None)
     name = str(task.train.loop) if loop is not None else "mutune"
-    if loop is not None:
-        _one_replicate(config, name)
-    session = TrialSession(config, task, parallel=parallel, checkpoint_root=checkpoint_root,
+    if loop is not None and len(spec.point.seeds) > 1:
+        raise SearchError(f"train.loop = {name!r} trains one model per trial; this trial asks "
+                          f"for {len(spec.point.seeds)} replicate seeds in lockstep "
+                          "(search.replicates or a transfer check's seeds): use 1")
+    session = TrialSession(spec, task, parallel=parallel, checkpoint_root=checkpoint_root,
                            scratch_checkpoints=scratch_checkpoints)
     session.restore(restore_dir)
     # CUDA trials sample NVML utilization and memory while they train (None on CPU)
@@ -99,7 +104,7 @@ def run_loop(config: dict[str, Any], task: Any, *,
             metrics.update(monitor.figures())
         report(metrics, folder)
 
-    with Preemption() as preempt, NoticeWatcher(config.get("preemption")), \
+    with Preemption() as preempt, NoticeWatcher(dict(spec.preemption or {})), \
             contextlib.ExitStack() as stack:
         # however the loop ends, a notice it saw is spent (the next trial here starts clean)
         stack.callback(lambda: preempt.consume() if preempt.requested else None)
@@ -119,10 +124,3 @@ def run_loop(config: dict[str, Any], task: Any, *,
                           "ctx.steps() and report every evaluation step)")
     return "completed"
 
-
-def _one_replicate(config: dict[str, Any], name: str) -> None:
-    seeds = config["point"].get("replicate_seeds") or [config["point"]["seed"]]
-    if len(seeds) > 1:
-        raise SearchError(f"train.loop = {name!r} trains one model per trial; this trial asks "
-                          f"for {len(seeds)} replicate seeds in lockstep (search.replicates or "
-                          "a transfer check's seeds): use 1")

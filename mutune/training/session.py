@@ -16,7 +16,10 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mutune.training.spec import TrialSpec
 
 __all__ = ["TrialSession", "LEDGER_KEYS"]
 
@@ -30,21 +33,7 @@ class TrialSession:
     """The models, optimizers, schedules and checkpoints of one trial.
 
     Args:
-        config: the trial's settings: ``width`` (int), ``max_t`` (steps), ``threads``
-            (torch intra-op threads), ``gpus`` (> 0: CUDA with bf16 autocast),
-            ``checkpoint_every`` (steps, 0: off; or ``"auto"`` with ``spot`` = ``cost.spot``
-            as a dict: :class:`~mutune.search.trial.cadence.Cadence`), ``checkpoint_at``
-            (steps, e.g. the rung milestones), ``keep_final`` (also checkpoint the trained model at
-            ``max_t``: the target run), ``metric`` (the sweep's, default ``val_loss``),
-            ``diverge_above`` ({step: value}: the run ends as diverged after a report above
-            it by more than three standard errors,
-            :func:`mutune.search.driver.types.beyond_limit`), ``preemption`` (the
-            ``ray.preemption`` section: notice file and URL to poll), ``test_at_max_t``
-            (default True: the evaluation at ``max_t`` includes the test split) and
-            ``point`` = {"hparams": {name: value}, "seed": int, "index": int, optional
-            "replicate_seeds": [int, …] (replicates train in lockstep, the mean is
-            reported), optional "width" (the trial's own width, in a run of several widths;
-            default ``config["width"]``), optional "task" (the group's task name)}.
+        spec: the trial's :class:`~mutune.training.spec.TrialSpec`.
         task: the trial's :class:`~mutune.proxies.task.ProxyTask`.
         parallel: the run's :class:`~mutune.search.backends.ray_train.DataParallel`, or None.
         checkpoint_root: where checkpoint folders are made (default: a temporary folder).
@@ -54,27 +43,24 @@ class TrialSession:
         ProxyError: the model cannot be built.
     """
 
-    def __init__(self, config: dict[str, Any], task: Any, *, parallel: Any = None,
+    def __init__(self, spec: TrialSpec, task: Any, *, parallel: Any = None,
                  checkpoint_root: str | Path | None = None,
                  scratch_checkpoints: bool = False) -> None:
         import torch
 
         from mutune.proxies.device import select_device
 
-        torch.set_num_threads(int(config.get("threads", 1)))
-        self.dev = select_device(prefer_cuda=bool(config.get("gpus", 0)))
+        torch.set_num_threads(spec.threads)
+        self.spec = spec
+        self.dev = select_device(prefer_cuda=spec.gpus > 0)
         self.t0 = time.perf_counter()
-        point = config["point"]
-        self.hparams: dict[str, float] = dict(point["hparams"])
+        self.hparams: dict[str, float] = dict(spec.point.hparams)
         self.task = task.for_point(self.hparams)    # the point's recipe knobs
-        self.seeds = [int(s) for s in point.get("replicate_seeds") or [point["seed"]]]
-        self.width = int(point.get("width") or config["width"])
-        self.max_t = int(config["max_t"])
-        self.keep_final = bool(config.get("keep_final"))   # the target: its model is kept
-        self.marks = sorted(int(m) for m in config.get("checkpoint_at") or ())
-        self.metric = str(config.get("metric") or "val_loss")
-        self.test_at_end = bool(config.get("test_at_max_t", True))
-        self.limits = {int(k): float(v) for k, v in (config.get("diverge_above") or {}).items()}
+        self.seeds = list(spec.point.seeds)
+        self.width, self.max_t = spec.trial_width, spec.max_t
+        self.keep_final = spec.keep_final               # the target: its model is kept
+        self.marks, self.metric = spec.checkpoint_at, spec.metric
+        self.test_at_end, self.limits = spec.test_at_max_t, spec.diverge_above
         self.parallel = parallel
         self.lead = parallel is None or parallel.lead
         self.models, self.optimizers, self.schedulers = self._build()
@@ -87,7 +73,6 @@ class TrialSession:
         self.prior_productive_s = self.prior_eval_s = 0.0
         self.checkpoint_bytes = 0
         self.restored: dict[str, Any] | None = None
-        self._config = config
         self._root = [Path(checkpoint_root)] if checkpoint_root else []
         self._scratch = scratch_checkpoints
         self._written_s = 0.0
@@ -149,10 +134,11 @@ class TrialSession:
                 loop_state = {"loss_sum": state["loss_sum"], "loss_n": state["loss_n"]}
             self.restored = {"step": self.start_step, "state": loop_state}
             self.restore_s = time.perf_counter() - tr
-        c = self._config
+        sp = self.spec
         # every N steps, or ``auto``: Young's interval from the measured checkpoint seconds
-        self.cadence = Cadence(c.get("checkpoint_every"), start_step=self.start_step,
-                               spot=c.get("spot"), max_share=c.get("checkpoint_max_share"),
+        self.cadence = Cadence(sp.checkpoint_every, start_step=self.start_step,
+                               spot=dict(sp.spot) if sp.spot else None,
+                               max_share=sp.checkpoint_max_share,
                                final_step=self.max_t if self.keep_final else None)
 
     def save(self, step: int, loop_state: Any, productive_s: float, eval_s: float) -> Path:

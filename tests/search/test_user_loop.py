@@ -215,9 +215,10 @@ def test_user_loop_set_lr_factor_keeps_every_mup_groups_ratio(tiny_config, user_
     multiplier); the user's warmup scales each by the same factor, never sets one value."""
     from mutune.training.context import LoopContext
     from mutune.training.session import TrialSession
+    from mutune.training.spec import TrialSpec
 
     task = _task(tiny_config, "plain")
-    session = TrialSession(_config(max_t=4) | {"width": 64}, task)
+    session = TrialSession(TrialSpec.from_config(_config(max_t=4) | {"width": 64}), task)
     session.restore(None)
     opt = session.optimizers[0]
     start = sorted({g["lr"] for g in opt.param_groups})
