@@ -160,7 +160,8 @@ def test_optimum_outside_the_range_is_flagged_then_found_by_widening(bowl):
     assert abs(math.log2(hp["lr"] / LR_STAR)) < 0.5
     assert abs(math.log2(hp["output_mult"] / OM_STAR)) < 0.75
     assert gate["outcome"] == "passed"
-    assert [e["law"]["kind"] for e in rec.of("law_fitted")] == ["gate"]
+    assert [e["check"].kind for e in rec.of("check_recorded")] == ["gate"]
+    assert not rec.of("law_fitted")
     assert len(rec.of("rule_fitted")) == 2          # rules recorded once, after the gate
 
 
@@ -173,7 +174,7 @@ def test_gate_stop_does_not_act(bowl):
         gate_rules(run, swept, stages)
     assert err.value.status == "gate_stopped"
     assert len(bowl.ran) == 3 and not stages.rounds     # the designs; no round ran
-    assert rec.of("law_fitted")[0]["law"]["outcome"] == "stopped"
+    assert rec.of("check_recorded")[0]["check"].data["outcome"] == "stopped"
 
 
 def test_gate_widen_stops_when_rounds_do_not_suffice_and_proceed_warns(bowl):

@@ -114,7 +114,8 @@ def test_main_job_end_to_end(ray_local, tiny_config, one_store_url, tmp_path):
     assert rows["sweep"]["status"] == "completed"
     confirm = sum(p["confirm_trials"] for p in rep["proxies"])
     assert n["trials"] == 3 * 8 + confirm + 1 and n["proxy_sweeps"] == 3
-    assert n["scaling_laws"] >= 3          # loss law, importance, gate (and target watch)
+    assert n["scaling_laws"] == 1                               # the loss law
+    assert {c["kind"] for c in rows["checks"]} >= {"preflight", "importance", "gate"}
     assert n["trial_reports"] >= 8 and n["scheduler_events"] >= 8
     assert n["transfer_rules"] == 2 and n["target_runs"] == 1 and n["ledger_entries"] >= 25
     # the designs and a gate round joined the proxy run: every trial but the target lies in

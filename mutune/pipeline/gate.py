@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol
 
+from mutune.checks import CheckRecord
 from mutune.config.spaces import clip_valid
 from mutune.errors import FitError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun, record_best
@@ -318,7 +319,7 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: Gate
     rules, hp, settings = (stages.fitted if stages.fitted is not None and stages.states
                            else fit_rules(run, swept))
     first = stages.first_verdicts or {r["hyperparameter"]: r["verdict"] for r in rules}
-    gate: dict[str, Any] = {"kind": "gate", "setting": tr.gate, "max_rounds": tr.gate_rounds,
+    gate: dict[str, Any] = {"setting": tr.gate, "max_rounds": tr.gate_rounds,
                             "rounds": [_round_row(r) for r in stages.rounds],
                             "first_verdicts": first}
     left = gate_problems(rules)
@@ -328,7 +329,7 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: Gate
         run.recorder.rule_fitted(run.sweep_id, row)
     if not left:
         gate["outcome"] = "passed" if gate["rounds"] else "passed without a round"
-        run.recorder.law_fitted(run.sweep_id, gate)
+        run.recorder.check_recorded(run.sweep_id, CheckRecord("gate", gate))
         return GateOutcome(swept, rules, hp, settings, gate)
     what = ", ".join(f"{n}: {v}" for n, v in sorted(left.items()))
     if tr.gate == "proceed":
@@ -336,7 +337,7 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: Gate
         gate["warning"] = (f"after {len(gate['rounds'])} gate round(s) the transfer is still "
                            f"not healthy ({what}); the target run trains anyway "
                            "(transfer.gate = proceed)")
-        run.recorder.law_fitted(run.sweep_id, gate)
+        run.recorder.check_recorded(run.sweep_id, CheckRecord("gate", gate))
         return GateOutcome(swept, rules, hp, settings, gate)
     gate["outcome"] = "stopped"
     reason = (f"the gate stopped before the target run: {what} after "
@@ -344,7 +345,7 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: Gate
               f"{tr.gate_rounds}); widen the range or add samples, or set transfer.gate: "
               "proceed")
     gate["reason"] = reason
-    run.recorder.law_fitted(run.sweep_id, gate)
+    run.recorder.check_recorded(run.sweep_id, CheckRecord("gate", gate))
     raise SweepStopped("gate_stopped", reason)
 
 

@@ -39,14 +39,14 @@ def proxy_importance(config: SweepConfig, width: int, outcome: Any) -> dict[str,
         width: the proxy width; outcome: its first-round sweep (``core.rung_values()``:
             milestone → {trial key: value}; ``trials`` with their points).
     Returns:
-        JSON-able {"kind": "importance", "width", "step" (the rung), "n_trials",
-        "importances": {name: share, summing to 1}, "method"}, or with ``error`` when no
-        rung holds :data:`MIN_TRIALS` finite values or one hyperparameter is searched.
+        The ``importance`` check's JSON-able data (:class:`~mutune.checks.CheckRecord`):
+        {"width", "step" (the rung), "n_trials", "importances": {name: share, summing to
+        1}, "method"}, or with ``error`` when no rung holds :data:`MIN_TRIALS` finite
+        values or one hyperparameter is searched.
     References:
         Hutter et al. 2014, ICML, §3 (functional ANOVA on a random forest).
     """
-    row: dict[str, Any] = {"kind": "importance", "width": width,
-                           "method": "fANOVA (Hutter et al. 2014; optuna)"}
+    row: dict[str, Any] = {"width": width, "method": "fANOVA (Hutter et al. 2014; optuna)"}
     names = sorted(config.search.space)
     if len(names) < 2:
         row["error"] = f"one hyperparameter searched ({names[0]}): its share is 1 by definition"

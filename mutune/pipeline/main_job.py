@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mutune.checks import CheckRecord
 from mutune.config import SweepConfig
 from mutune.errors import SweepStopped
 from mutune.pipeline.gate import confirm_proxies, gate_rules
@@ -75,10 +76,10 @@ def finish_sweep(run: SweepRun, stages: StageGroups) -> PipelineResult:
     widest_p, widest = swept[-1]
 
     def importance() -> None:
-        law = proxy_importance(run.config, widest_p.width, widest)
+        found = proxy_importance(run.config, widest_p.width, widest)
         if widest_p.depth is not None:          # the widest, deepest proxy of a ladder
-            law = {**law, "depth": widest_p.depth}
-        run.recorder.law_fitted(run.sweep_id, law)
+            found = {**found, "depth": widest_p.depth}
+        run.recorder.check_recorded(run.sweep_id, CheckRecord("importance", found))
     # the loss law is needed before the target only to admit it under a budget; otherwise
     # it and the importance (proxy data alone) are fitted once the target has released the
     # devices, which then do not wait on them
@@ -106,7 +107,7 @@ def finish_sweep(run: SweepRun, stages: StageGroups) -> PipelineResult:
                                       "score: the target is watched against its proxies on "
                                       "losses only"}
     if target.get("watch"):
-        run.recorder.law_fitted(run.sweep_id, {"kind": "target_watch", **target["watch"]})
+        run.recorder.check_recorded(run.sweep_id, CheckRecord("target_watch", target["watch"]))
     cost, _ = record_cost(run, {p.size: o for p, o in swept}, trec, extra=designs)
     if target["status"] == "diverged":   # billed above as diverged waste, then reported
         raise SweepStopped("target_diverged", f"the target run diverged and was stopped: "

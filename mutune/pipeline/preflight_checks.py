@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mutune.checks import CheckRecord
+
 __all__ = ["transfer_breakers", "check_converted_coords", "run_preflight", "COORD_TOLERANCE"]
 
 #: the largest log-log slope of a module's mean |activation| against width a μP model may
@@ -108,14 +110,15 @@ def check_converted_coords(task: Any, lr: float, hparams: dict[str, float] | Non
             "steps": steps, "seeds": list(seeds), "lr": lr}
 
 
-def run_preflight(config: Any, task: Any) -> dict[str, Any]:
+def run_preflight(config: Any, task: Any) -> CheckRecord:
     """What the sweep checks before its first trial: :func:`transfer_breakers` always, and
     :func:`check_converted_coords` for a μP sweep of a converted plain model (at the
     searched learning rate range's geometric middle; other searched hyperparameters at
     their fixed values).
 
     Returns:
-        {"kind": "preflight", "warnings": [str], "coord_check": {...} or None}.
+        The ``preflight`` :class:`~mutune.checks.CheckRecord`: {"warnings": [str],
+        "coord_check": {...} or None}.
     Raises:
         ProxyError: the converted model fails its coord check.
     """
@@ -127,4 +130,5 @@ def run_preflight(config: Any, task: Any) -> dict[str, Any]:
     plain = fam.readout is not None or fam.attention_scale is not None
     coords = (check_converted_coords(task, float(lr), hp)
               if plain and config.model.parametrization == "mup" else None)
-    return {"kind": "preflight", "warnings": transfer_breakers(task, hp), "coord_check": coords}
+    return CheckRecord("preflight", {"warnings": transfer_breakers(task, hp),
+                                     "coord_check": coords})

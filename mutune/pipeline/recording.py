@@ -1,7 +1,8 @@
 """What the main job's stages record, and an in-memory recorder for tests and checks.
 
 :class:`StageRecorder` is what the pipeline itself records: the sweep, each proxy width's sweep
-and its best trial, the transfer rules, the loss law, the target run and the ledger.
+and its best trial, the transfer rules, the loss law, the sweep's checks, the target run and the
+ledger.
 :class:`Recorder` is everything a sweep records — those plus the trial records of
 :class:`~mutune.search.recording.TrialRecorder`; :class:`~mutune.search.recording.SweepControl`
 (stop requests, heartbeats) is separate: it steers, it does not record.
@@ -13,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from mutune.checks import CheckRecord
 from mutune.search.recording import TRIAL_STATUSES, SweepControl, TrialRecorder
 
 __all__ = ["StageRecorder", "Recorder", "MemoryRecorder", "TrialRecorder", "SweepControl",
-           "TRIAL_STATUSES"]
+           "TRIAL_STATUSES", "CheckRecord"]
 
 
 @runtime_checkable
@@ -47,6 +49,11 @@ class StageRecorder(Protocol):
         """A scaling law was fitted; ``law`` holds kind (e.g. ``loss_vs_params``), its
         parameters, and its prediction for the target with an interval. Kept by (sweep,
         kind): a law recorded again replaces the one before."""
+
+    def check_recorded(self, sweep_id: int, check: CheckRecord) -> None:
+        """One of the sweep's checks (preflight, gate, importance, target watch: a
+        :class:`~mutune.checks.CheckRecord`). Kept by (sweep, kind): a check recorded again
+        replaces the one before."""
 
     def target_started(self, sweep_id: int, trial_id: int, width: int,
                        config: Mapping[str, Any]) -> int:
@@ -115,6 +122,9 @@ class MemoryRecorder:
 
     def law_fitted(self, sweep_id, law):
         self._log("law_fitted", sweep_id=sweep_id, law=dict(law))
+
+    def check_recorded(self, sweep_id, check):
+        self._log("check_recorded", sweep_id=sweep_id, check=check)
 
     def target_started(self, sweep_id, trial_id, width, config):
         return self._new_id("target_started", sweep_id=sweep_id, trial_id=trial_id,

@@ -143,7 +143,7 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         checked = run_preflight(config, task)       # before anything is recorded or trained
         sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed,
                                           provenance)
-        recorder.law_fitted(sweep_id, checked)
+        recorder.check_recorded(sweep_id, checked)
         first_seq = 1
     else:
         sweep_id, first_seq = resume[0], resume[1] + 1

@@ -8,8 +8,10 @@ import sys
 import threading
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import inspect, text
 
+from mutune.checks import CheckRecord
 from mutune.errors import StoreError
 from mutune.pipeline.recording import MemoryRecorder, Recorder
 from mutune.services.store import (TABLES, Base, Store, alembic_config, finite_json, make_engine,
@@ -57,6 +59,8 @@ def _record_sweep(rec) -> dict[str, int]:
     rec.law_fitted(sweep_id=ids["sweep"], law={"kind": "loss_vs_params", "E": 0.1,
                                                 "alpha": float("nan"),
                                                 "predicted_val_loss": 1.2})
+    rec.check_recorded(sweep_id=ids["sweep"],
+                       check=CheckRecord("gate", {"outcome": "passed", "gpu_hours": 0.25}))
     ids["target"] = rec.target_started(sweep_id=ids["sweep"], trial_id=ids["t3"], width=64,
                                        config={"lr": 0.0095})
     rec.trial_finished(trial_id=ids["t3"], status="completed", reason=None, timing=TIMING)
@@ -132,6 +136,65 @@ def test_migrated_schema_matches_the_models(store_url):
         engine.dispose()
 
 
+def test_upgrade_moves_a_sweeps_checks_out_of_its_laws_and_back(store_url):
+    from alembic import command
+
+    from mutune.services.report.data import build_report
+
+    upgrade(store_url, revision="0008")
+    engine = make_engine(store_url)
+    old = [("loss_vs_params", {"kind": "loss_vs_params", "E": 0.5}),
+           ("gate", {"kind": "gate", "outcome": "stopped", "rounds": []}),
+           ("gate", {"kind": "gate", "outcome": "passed", "rounds": [], "setting": "widen"}),
+           ("preflight", {"kind": "preflight", "warnings": ["w"], "coord_check": None})]
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO sweeps (name, status, seed, config, created_at) "
+                              "VALUES ('old', 'completed', 1, '{}', CURRENT_TIMESTAMP)"))
+            laws = sa.table("scaling_laws", sa.column("sweep_id"), sa.column("kind"),
+                            sa.column("data", sa.JSON))
+            conn.execute(laws.insert(), [{"sweep_id": 1, "kind": k, "data": d} for k, d in old])
+        with Store.open(store_url) as store:             # opening upgrades to the head
+            rows = store.sweep_rows(1)
+            report = build_report(rows)
+        assert [x["kind"] for x in rows["laws"]] == ["loss_vs_params"]
+        assert {x["kind"]: x["data"] for x in rows["checks"]} == {
+            "gate": {"outcome": "passed", "rounds": [], "setting": "widen"},
+            "preflight": {"warnings": ["w"], "coord_check": None}}
+        assert report["gate"]["outcome"] == "passed"
+        assert report["preflight"]["warnings"] == ["w"]
+        command.downgrade(alembic_config(store_url), "0008")
+        assert "sweep_checks" not in inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            kinds = conn.execute(text("SELECT kind FROM scaling_laws ORDER BY id")).scalars()
+            assert sorted(kinds) == ["gate", "loss_vs_params", "preflight"]
+    finally:
+        engine.dispose()
+
+
+def test_a_check_recorded_again_replaces_the_one_before(store):
+    sid = store.sweep_started({"name": "c"}, 0, {})
+    store.check_recorded(sid, CheckRecord("importance", {"width": 64, "n_trials": 8}))
+    store.check_recorded(sid, CheckRecord("importance", {"width": 128, "n_trials": 9}))
+    store.check_recorded(sid, CheckRecord("target_watch", {"skipped": "a score"}))
+    rows = store.sweep_rows(sid)
+    assert [(c["kind"], c["data"]) for c in rows["checks"]] == [
+        ("importance", {"width": 128, "n_trials": 9}), ("target_watch", {"skipped": "a score"})]
+    with pytest.raises(StoreError, match="CheckRecord"):
+        store.check_recorded(sid, {"kind": "gate"})
+    with pytest.raises(StoreError, match="sweep"):
+        store.check_recorded(sid + 99, CheckRecord("gate", {}))
+
+
+@pytest.mark.parametrize("kind, data, field", [
+    ("watch", {}, "CheckRecord.kind"), ("gate", [1], "CheckRecord.data"),
+    ("gate", {"kind": "importance"}, "CheckRecord.data['kind']")])
+def test_a_check_record_names_what_is_wrong(kind, data, field):
+    with pytest.raises(ValueError) as err:
+        CheckRecord(kind, data)
+    assert str(err.value).startswith(f"{field} = ")
+
+
 def test_store_is_a_recorder(store):
     assert isinstance(store, Recorder)
     assert isinstance(MemoryRecorder(), Recorder)
@@ -193,10 +256,12 @@ def test_full_recorder_sequence_reads_back(store):
     assert store.counts(ids["sweep"]) == {
         "sweeps": 1, "provenance": 1, "proxy_sweeps": 1, "trials": 3, "trial_reports": 3,
         "scheduler_events": 2, "transfer_rules": 1, "target_runs": 1, "ledger_entries": 2,
-        "scaling_laws": 1, "trial_logs": 1}
+        "scaling_laws": 1, "sweep_checks": 1, "trial_logs": 1}
     (law,) = rows["laws"]
     assert law["kind"] == "loss_vs_params" and law["data"]["alpha"] == "nan"
     assert law["data"]["predicted_val_loss"] == 1.2
+    (check,) = rows["checks"]
+    assert (check["kind"], check["data"]) == ("gate", {"outcome": "passed", "gpu_hours": 0.25})
     (listed,) = store.list_sweeps()
     assert listed["id"] == ids["sweep"] and listed["status"] == "completed"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from mutune.checks import CheckRecord
+
 from mutune.services.server.worker import SweepCancelled, _AttachedRecorder, _Cancel
 
 
@@ -26,16 +28,19 @@ def test_what_a_restart_records_again_replaces_what_was_recorded(store, no_cance
     again.rule_fitted(sid, {"hyperparameter": "lr", "slope": 0.2})
     again.rule_fitted(sid, {"hyperparameter": "output_mult", "slope": 0.0})
     again.law_fitted(sid, {"kind": "loss_vs_params", "E": 2.0})
-    again.law_fitted(sid, {"kind": "gate"})
+    again.check_recorded(sid, CheckRecord("gate", {"outcome": "passed"}))
+    again.check_recorded(sid, CheckRecord("gate", {"outcome": "stopped"}))
     again.ledger_recorded(sid, [{"scope": "sweep", "name": "total_gpu_hours", "value": 2.0,
                                  "unit": "GPU-h"}])
     counts = store.counts(sid)
-    assert counts["transfer_rules"] == 2 and counts["scaling_laws"] == 2
+    assert counts["transfer_rules"] == 2 and counts["scaling_laws"] == 1
+    assert counts["sweep_checks"] == 1
     assert counts["ledger_entries"] == 1 and counts["provenance"] == 1
     rows = store.sweep_rows(sid)
     assert sorted((r["hyperparameter"], r["slope"]) for r in rows["rules"]) == [
         ("lr", 0.2), ("output_mult", 0.0)]
-    assert sorted(x["kind"] for x in rows["laws"]) == ["gate", "loss_vs_params"]
+    assert [x["kind"] for x in rows["laws"]] == ["loss_vs_params"]
+    assert [(x["kind"], x["data"]) for x in rows["checks"]] == [("gate", {"outcome": "stopped"})]
     assert next(x for x in rows["laws"] if x["kind"] == "loss_vs_params")["data"]["E"] == 2.0
     assert [e["value"] for e in rows["ledger"]] == [2.0]
 

@@ -47,11 +47,11 @@ def live_proxy_sweeps(rows: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for p in rows["proxy_sweeps"] if p.get("status") != "interrupted"]
 
 
-def _law(rows: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    """The data of the sweep's last law row of ``kind`` (``gate``, ``importance``,
-    ``target_watch``, …), or None."""
-    found = [x["data"] for x in rows.get("laws", []) if x["kind"] == kind]
-    return found[-1] if found else None
+def _check(rows: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The data of the sweep's check of ``kind`` (``preflight``, ``gate``, ``importance``,
+    ``target_watch``: :class:`~mutune.checks.CheckRecord`), without its ``kind``; or None."""
+    found = [x["data"] for x in rows.get("checks", []) if x["kind"] == kind]
+    return {k: v for k, v in found[-1].items() if k != "kind"} if found else None
 
 
 def build_report(rows: dict[str, Any]) -> dict[str, Any]:
@@ -142,9 +142,9 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
         if metric != "val_loss":            # a loop plugin's own metric, beside val_loss
             target["metric"] = metric
             target["metric_value"] = _f(last.get(metric))
-        watch = _law(rows, "target_watch")
+        watch = _check(rows, "target_watch")
         if watch is not None:
-            target["watch"] = {k: v for k, v in watch.items() if k != "kind"}
+            target["watch"] = watch
         if law and law.get("predicted_val_loss") is not None:
             target["predicted_val_loss"] = _f(law["predicted_val_loss"])
             target["predicted_val_loss_interval"] = [
@@ -206,9 +206,9 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
            "reason": sweep.get("reason"), "device_kind": device_kind, "proxies": proxies,
            "rules": rules, "target": target, "cost": cost}
     for kind in ("gate", "importance", "preflight"):
-        row = _law(rows, kind)
+        row = _check(rows, kind)
         if row is not None:
-            out[kind] = {k: v for k, v in row.items() if k != "kind"}
+            out[kind] = row
     if law is not None:
         out["loss_law"] = {k: law.get(k) for k in ("form", "identifiable", "intervals",
                                                     "n_params", "losses", "target_params",

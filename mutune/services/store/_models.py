@@ -16,7 +16,8 @@ from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, Met
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ["Base", "Sweep", "Provenance", "ProxySweep", "Trial", "TrialReport", "SchedulerEvent",
-           "TransferRule", "TargetRun", "LedgerEntry", "ScalingLaw", "TrialLog", "ApiToken",
+           "TransferRule", "TargetRun", "LedgerEntry", "ScalingLaw", "SweepCheck", "TrialLog",
+           "ApiToken",
            "TABLES"]
 
 #: Constraint names are fixed by convention so the migration and the models name them alike.
@@ -212,6 +213,20 @@ class ScalingLaw(Base):
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+class SweepCheck(Base):
+    """A check the sweep made about itself (:class:`mutune.checks.CheckRecord`: preflight,
+    gate, importance, target watch), one per (sweep, kind); ``data`` holds the whole record
+    (migration 0009 moved these out of ``scaling_laws``)."""
+
+    __tablename__ = "sweep_checks"
+    __table_args__ = (UniqueConstraint("sweep_id", "kind", name="uq_sweep_checks_sweep_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
 class TrialLog(Base):
     """What a trial wrote: the tail of its stdout and stderr, and the traceback when it raised
     (migration 0003). One row per trial."""
@@ -243,4 +258,4 @@ class ApiToken(Base):
 #: Table names, in creation order.
 TABLES = ("sweeps", "provenance", "proxy_sweeps", "trials", "trial_reports", "scheduler_events",
           "transfer_rules", "target_runs", "ledger_entries", "scaling_laws", "trial_logs",
-          "api_tokens")
+          "api_tokens", "sweep_checks")

@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ._models import (Base, LedgerEntry, Provenance, ProxySweep, ScalingLaw, SchedulerEvent,
-                      Sweep, TargetRun, TransferRule, Trial, TrialLog, TrialReport)
+                      Sweep, SweepCheck, TargetRun, TransferRule, Trial, TrialLog, TrialReport)
 from ._values import jsonable, row
 
 __all__ = ["ReadsMixin"]
@@ -127,6 +127,7 @@ class ReadsMixin:
                 "target_runs": count(TargetRun, TargetRun.sweep_id == sweep_id),
                 "ledger_entries": count(LedgerEntry, LedgerEntry.sweep_id == sweep_id),
                 "scaling_laws": count(ScalingLaw, ScalingLaw.sweep_id == sweep_id),
+                "sweep_checks": count(SweepCheck, SweepCheck.sweep_id == sweep_id),
                 "trial_logs": count(TrialLog, TrialLog.trial_id.in_(trial_ids)),
             }
         return self._read(work)
@@ -137,7 +138,8 @@ class ReadsMixin:
         Returns:
             ``{"sweep", "provenance", "proxy_sweeps", "trials" (each with its "reports":
             [{"step", "seq", "metrics"}] by step), "events" (by seq), "rules", "target" (the
-            latest target run or None), "ledger", "laws"}``; timestamps are UTC ISO 8601 strings.
+            latest target run or None), "ledger", "laws", "checks" (each {"kind", "data", …},
+            :class:`~mutune.checks.CheckRecord`)}``; timestamps are UTC ISO 8601 strings.
         Raises:
             StoreError: unknown sweep.
         """
@@ -167,6 +169,8 @@ class ReadsMixin:
                                .order_by(LedgerEntry.id)).all()
             laws = s.scalars(select(ScalingLaw).where(ScalingLaw.sweep_id == sweep_id)
                              .order_by(ScalingLaw.id)).all()
+            checks = s.scalars(select(SweepCheck).where(SweepCheck.sweep_id == sweep_id)
+                               .order_by(SweepCheck.id)).all()
             return {
                 "sweep": row(sweep),
                 "provenance": dict(prov.data) if prov is not None else {},
@@ -177,5 +181,6 @@ class ReadsMixin:
                 "target": row(target) if target is not None else None,
                 "ledger": [row(e) for e in ledger],
                 "laws": [row(law) for law in laws],
+                "checks": [row(c) for c in checks],
             }
         return self._read(work)

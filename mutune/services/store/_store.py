@@ -23,11 +23,12 @@ from mutune.search.recording import TRIAL_STATUSES
 
 from . import _engine
 from ._control import ControlMixin
+from ._fits import FitsMixin
 from ._values import finite_float, finite_json, optional_int, utc_now
 from ._queue import QueueMixin
 from ._reads import ReadsMixin
-from ._models import (Base, LedgerEntry, Provenance, ProxySweep, ScalingLaw, SchedulerEvent,
-                      Sweep, TargetRun, TransferRule, Trial, TrialLog, TrialReport)
+from ._models import (Base, LedgerEntry, Provenance, ProxySweep, SchedulerEvent,
+                      Sweep, TargetRun, Trial, TrialLog, TrialReport)
 
 __all__ = ["Store", "finite_json"]
 
@@ -43,7 +44,7 @@ _TIMING_FLOATS = ("allocated_s", "productive_s", "eval_s", "overhead_s", "device
 _TIMING_INTS = ("steps", "samples", "restarts", "repeated_steps", "preemptions")
 
 
-class Store(ControlMixin, QueueMixin, ReadsMixin):
+class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
     """The results database as a :class:`mutune.pipeline.recording.Recorder` (and
     :class:`~mutune.search.recording.SweepControl`) (docs/architecture.md §2, §7).
 
@@ -326,44 +327,6 @@ class Store(ControlMixin, QueueMixin, ReadsMixin):
             row.best = finite_json(best)
             row.status = "completed"
             row.finished_at = utc_now()
-        self._write(work)
-
-    def rule_fitted(self, sweep_id: int, rule: Mapping[str, Any]) -> None:
-        """Record a fitted transfer rule; the whole mapping goes to ``data``. A rule is kept
-        by (sweep, hyperparameter): recording it again (a resumed sweep) replaces it.
-
-        Raises:
-            StoreError: unknown sweep, or ``rule`` lacks ``hyperparameter``.
-        """
-        if "hyperparameter" not in rule:
-            raise StoreError(f"a transfer rule needs 'hyperparameter'; got keys {sorted(rule)}")
-
-        def work(s: Session) -> None:
-            self._get(s, Sweep, sweep_id, "sweep")
-            s.execute(delete(TransferRule).where(
-                TransferRule.sweep_id == sweep_id,
-                TransferRule.hyperparameter == str(rule["hyperparameter"])))
-            s.add(TransferRule(sweep_id=sweep_id, hyperparameter=str(rule["hyperparameter"]),
-                               intercept=finite_float(rule.get("intercept"), "intercept"),
-                               slope=finite_float(rule.get("slope"), "slope"),
-                               data=finite_json(rule)))
-        self._write(work)
-
-    def law_fitted(self, sweep_id: int, law: Mapping[str, Any]) -> None:
-        """Record a fitted scaling law; ``law["kind"]`` names it, the mapping goes to ``data``.
-        A law is kept by (sweep, kind): recording it again (a resumed sweep) replaces it.
-
-        Raises:
-            StoreError: unknown sweep, or ``law`` lacks ``kind``.
-        """
-        if "kind" not in law:
-            raise StoreError(f"a scaling law needs 'kind'; got keys {sorted(law)}")
-
-        def work(s: Session) -> None:
-            self._get(s, Sweep, sweep_id, "sweep")
-            s.execute(delete(ScalingLaw).where(ScalingLaw.sweep_id == sweep_id,
-                                               ScalingLaw.kind == str(law["kind"])))
-            s.add(ScalingLaw(sweep_id=sweep_id, kind=str(law["kind"]), data=finite_json(law)))
         self._write(work)
 
     def target_started(self, sweep_id: int, trial_id: int, width: int,
