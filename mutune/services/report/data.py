@@ -49,9 +49,9 @@ def live_proxy_sweeps(rows: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _check(rows: dict[str, Any], kind: str) -> dict[str, Any] | None:
     """The data of the sweep's check of ``kind`` (``preflight``, ``gate``, ``importance``,
-    ``target_watch``: :class:`~mutune.checks.CheckRecord`), without its ``kind``; or None."""
+    ``target_watch``: :class:`~mutune.checks.CheckRecord`), or None."""
     found = [x["data"] for x in rows.get("checks", []) if x["kind"] == kind]
-    return {k: v for k, v in found[-1].items() if k != "kind"} if found else None
+    return found[-1] if found else None
 
 
 def build_report(rows: dict[str, Any]) -> dict[str, Any]:

@@ -76,6 +76,5 @@ class FitsMixin:
             self._get(s, Sweep, sweep_id, "sweep")
             s.execute(delete(SweepCheck).where(SweepCheck.sweep_id == sweep_id,
                                                SweepCheck.kind == check.kind))
-            s.flush()
             s.add(SweepCheck(sweep_id=sweep_id, kind=check.kind, data=finite_json(data)))
         self._write(work)
