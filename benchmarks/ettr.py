@@ -2,7 +2,7 @@
 
 The reference sweep: 24 trials of a μP MLP at width 256 on scikit-learn's digits, Adam, batch 64,
 ASHA (grace 20, η 3, max_t 200 steps), validation every 10 steps, 2 CPUs (one per trial),
-random search — run by :func:`mutune.search.backends.ray_tune.run.run_trials`, i.e. Ray Tune
+random search — run by :func:`mutune.search.backends.ray_tune.run.run_groups`, i.e. Ray Tune
 executes every
 trial. Prints one JSON object per run and a final one, the median run (by overhead per trial)
 of ``--repeat`` runs:
@@ -14,10 +14,10 @@ of ``--repeat`` runs:
      "overhead_s_per_trial": (wall_s × cpus − productive_s) / trials,
      "load_avg": the 1-minute load average when the run ended, "where": {…}}
 
-``wall_s`` is ``run_trials`` from call to return (the one-time Ray cluster start is excluded:
+``wall_s`` is the run from call to return (the one-time Ray cluster start is excluded:
 the cluster is started before the first run and reused, as a server keeps Ray up). Each run
 starts once the cluster's CPUs are all free again: Ray frees a run's actors a little after
-``run_trials`` returns, and that teardown (``teardown_wait_s`` before the next run, ≈ 0.05–0.1
+the run returns, and that teardown (``teardown_wait_s`` before the next run, ≈ 0.05–0.1
 s) belongs to neither span. ``productive_s`` sums the trials'
 seconds inside training steps. ``where`` splits ``overhead_s_per_trial`` (CPU-seconds per
 trial; the parts sum to it), measured on the workers — every report carries the worker's PID
@@ -76,17 +76,19 @@ def run_once(cfg, task, storage: Path) -> dict:
     from mutune.pipeline.recording import MemoryRecorder
     from mutune.search.searchers import make_searcher
     from mutune.search.searchers.space import trial_seeds
-    from mutune.search.backends.ray_tune.run import run_trials
+    from mutune.search.backends.base import RunSettings, run_group
+    from mutune.search.backends.groups import GroupSpec
+    from mutune.search.backends.ray_tune.backend import RayBackend
 
     search, cpus = cfg.search, cfg.ray.num_cpus
     rec = MemoryRecorder()
     called_at, t0 = time.time(), time.perf_counter()
-    out = run_trials(None, task=task, width=256, max_t=search.scheduler.max_t, recorder=rec,
-                     sweep_id=1, proxy_sweep_id=1, kind="proxy", scheduler=search.scheduler,
-                     metric="val_loss", mode="min", ray_cfg=cfg.ray, storage=storage,
-                     name=f"ettr-{time.time_ns()}", seq=itertools.count(1),
-                     searcher=make_searcher(search, cfg.seed, 0),
+    spec = GroupSpec(256, 1, "w256", searcher=make_searcher(search, cfg.seed, 0),
                      seeds=trial_seeds(cfg.seed, 0, search.num_samples))
+    out = run_group(RayBackend(), spec, RunSettings(
+        task=task, max_t=search.scheduler.max_t, recorder=rec, sweep_id=1,
+        ray_cfg=cfg.ray, storage=storage, name=f"ettr-{time.time_ns()}",
+        seq=itertools.count(1), kind="proxy", scheduler=search.scheduler))
     wall = time.perf_counter() - t0
     trials = out.trials
     n = len(trials)

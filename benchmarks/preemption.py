@@ -94,20 +94,23 @@ class Schedule:
 def run_sweep(cfg, task, storage: Path, name: str, callbacks=()):
     """One sweep of the config's search at its widest width; (outcome, recorder, wall_s)."""
     from mutune.pipeline.recording import MemoryRecorder
-    from mutune.search.backends.ray_tune.run import run_trials
+    from mutune.search.backends.base import CheckpointPolicy, RunSettings, run_group
+    from mutune.search.backends.groups import GroupSpec
+    from mutune.search.backends.ray_tune.backend import RayBackend
     from mutune.search.searchers import make_searcher
     from mutune.search.searchers.space import trial_seeds
 
     s = cfg.search
     rec = MemoryRecorder()
     t0 = time.perf_counter()
-    out = run_trials(None, task=task, width=max(cfg.widths), max_t=s.scheduler.max_t,
-                     recorder=rec, sweep_id=1, proxy_sweep_id=1, kind="proxy",
-                     scheduler=s.scheduler, metric="val_loss", mode="min", ray_cfg=cfg.ray,
-                     storage=storage, name=name, seq=itertools.count(1),
-                     searcher=make_searcher(s, cfg.seed, 0),
-                     seeds=trial_seeds(cfg.seed, 0, s.num_samples),
-                     checkpoint_every=cfg.train.checkpoint_every, callbacks=list(callbacks))
+    width = max(cfg.widths)
+    spec = GroupSpec(width, 1, f"w{width}", searcher=make_searcher(s, cfg.seed, 0),
+                     seeds=trial_seeds(cfg.seed, 0, s.num_samples))
+    out = run_group(RayBackend(), spec, RunSettings(
+        task=task, max_t=s.scheduler.max_t, recorder=rec, sweep_id=1, ray_cfg=cfg.ray,
+        storage=storage, name=name, seq=itertools.count(1), kind="proxy",
+        scheduler=s.scheduler, callbacks=tuple(callbacks),
+        checkpoints=CheckpointPolicy(every=cfg.train.checkpoint_every)))
     return out, rec, time.perf_counter() - t0
 
 

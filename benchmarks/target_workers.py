@@ -2,7 +2,7 @@
 
 The quickstart config's target (or ``--config``'s) trained with fixed hyperparameters (the
 search space's geometric middle, overridable with ``--lr``) through
-:func:`mutune.search.backends.ray_train.run_target`, once on 1 worker and once on ``--workers``
+:func:`mutune.search.backends.ray_train_run.run_target`, once on 1 worker and once on ``--workers``
 workers, ``--repeat`` times alternating (1, N, 1, N, …) on a local Ray cluster of
 ``ray.num_cpus`` CPUs. Each run trains the same global batch per step, split between the
 workers, from the same seed; DDP averages the gradients, so the final validation losses agree
@@ -52,7 +52,9 @@ def main() -> None:
     from mutune.config import load_config
     from mutune.pipeline.recording import MemoryRecorder
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.backends.ray_train import run_target
+    from mutune.search.backends.base import CheckpointPolicy, RunSettings
+    from mutune.search.backends.groups import GroupSpec
+    from mutune.search.backends.ray_train_run import run_target
     from mutune.search.backends.ray_tune.cluster import ray_cluster
 
     cfg = load_config(args.config)
@@ -66,10 +68,12 @@ def main() -> None:
         for i, workers in itertools.product(range(args.repeat), (1, args.workers)):
             point = {"hparams": hp, "seed": cfg.seed, "index": 0, "key": "target-t0"}
             t0 = time.perf_counter()
-            out = run_target(point, task=task, width=cfg.target.width, max_t=steps,
-                             recorder=MemoryRecorder(), sweep_id=1, ray_cfg=cfg.ray,
-                             storage=Path(tmp), name=f"r{i}w{workers}",
-                             seq=itertools.count(1), num_workers=workers)
+            spec = GroupSpec(cfg.target.width, None, "target", points=[point])
+            out = run_target(spec, RunSettings(
+                task=task, max_t=steps, recorder=MemoryRecorder(), sweep_id=1,
+                ray_cfg=cfg.ray, storage=Path(tmp), name=f"r{i}w{workers}",
+                seq=itertools.count(1), kind="target",
+                checkpoints=CheckpointPolicy(keep_final=True)), workers)
             wall = time.perf_counter() - t0
             (t,) = out.trials
             last = t.reports[-1]

@@ -6,7 +6,7 @@ workers get 0.1 s, ``mutune.search.backends.ray_tune.cluster.TRAIN_POLL_ENV``): 
 that reports more often waits at each report. This benchmark trains the quickstart config's
 model at ``--width`` on ``--workers`` Ray Train workers (DDP, gloo) for ``--steps`` steps with
 a report (an evaluation) every ``--eval-every`` steps and no checkpoints but the last,
-through :func:`mutune.search.backends.ray_train.run_target`, ``--repeat`` times at each
+through :func:`mutune.search.backends.ray_train_run.run_target`, ``--repeat`` times at each
 interval, alternating (2.0, 0.1, 2.0, …). Each run is a fresh process with a fresh local Ray
 cluster (``ray.num_cpus`` CPUs) whose workers inherit the interval.
 
@@ -47,7 +47,9 @@ def one_run(args: argparse.Namespace) -> dict:
     from mutune.config import load_config
     from mutune.pipeline.recording import MemoryRecorder
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.backends.ray_train import run_target
+    from mutune.search.backends.base import CheckpointPolicy, RunSettings
+    from mutune.search.backends.groups import GroupSpec
+    from mutune.search.backends.ray_train_run import run_target
     from mutune.search.backends.ray_tune.cluster import ray_cluster
 
     cfg = load_config()
@@ -58,9 +60,11 @@ def one_run(args: argparse.Namespace) -> dict:
     rec = MemoryRecorder()
     with ray_cluster(cfg.ray), tempfile.TemporaryDirectory(prefix="mutune-poll-") as tmp:
         t0 = time.perf_counter()
-        out = run_target(point, task=task, width=args.width, max_t=args.steps, recorder=rec,
-                         sweep_id=1, ray_cfg=cfg.ray, storage=Path(tmp), name="poll",
-                         seq=itertools.count(1), num_workers=args.workers, checkpoint_every=0)
+        spec = GroupSpec(args.width, None, "target", points=[point])
+        out = run_target(spec, RunSettings(
+            task=task, max_t=args.steps, recorder=rec, sweep_id=1, ray_cfg=cfg.ray,
+            storage=Path(tmp), name="poll", seq=itertools.count(1), kind="target",
+            checkpoints=CheckpointPolicy(keep_final=True)), args.workers)
         wall = time.perf_counter() - t0
     (t,) = out.trials
     return {"interval_s": os.environ[POLL_VAR], "status": t.status, "wall_s": wall,

@@ -22,7 +22,7 @@ model and training sources, so repeated runs
 vary only the pipeline seed (the hyperparameters off the grid keep the values of the run
 that trained it, ``grid_center``). Every run
 goes through the pipeline's own stages on Ray (``run_pipeline``; the grid through
-``run_trials``). Prints one JSON line per model:
+``train_configs``). Prints one JSON line per model:
 
     {"benchmark": "transfer_truth", "model", "target_width", "seeds" (pipeline seeds),
      "grid_best_test_loss", "transferred_test_loss", "regret", "regret_fraction",

@@ -184,7 +184,7 @@ def test_failed_trial_traceback_reaches_the_database(ray_local, tiny_config, tmp
     and ``mutune logs`` prints it. The healthy trial beside it is stored with its (empty)
     output and completes."""
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.backends.ray_tune.run import run_trials
+    from tests.search.runs import run_trials
 
     url = f"sqlite:///{tmp_path / 'logs.db'}"
     cfg = tiny_config

@@ -23,9 +23,9 @@ from mutune.pipeline.gate import confirm_proxies, gate_rules
 from mutune.pipeline.recording import MemoryRecorder
 from mutune.pipeline.stage_groups import StageGroups
 from mutune.pipeline.sweep import ProxyResult, SweepRun
-from mutune.search.backends.ray_tune.groups import RunOutcome, finished_trials
-from mutune.search.backends.ray_tune.joining import settle
-from mutune.search.backends.ray_tune.records import TrialRecord
+from mutune.search.backends.groups import RunOutcome, finished_trials
+from mutune.search.backends.joining import settle
+from mutune.search.backends.trial_record import TrialRecord
 
 from .conftest import make_tiny_config
 

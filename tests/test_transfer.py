@@ -71,8 +71,8 @@ def _synthetic_outcome(n_trials: int, log_lr_star: float, top_rung_trials: int):
     worst first, so each newcomer leads its rung and continues; only the first
     ``top_rung_trials`` go on to the top rung (80 steps), the others end at rung 40."""
     from mutune.search.schedulers.asha import ASHA
-    from mutune.search.backends.ray_tune.records import TrialRecord
-    from mutune.search.backends.ray_tune.run import RunOutcome
+    from mutune.search.backends.trial_record import TrialRecord
+    from mutune.search.backends.groups import RunOutcome
 
     core = ASHA(grace_period=20, reduction_factor=2, max_t=80)
     trials, grid = [], [log_lr_star + 3.0 * (k / (n_trials - 1) - 0.5) for k in range(n_trials)]

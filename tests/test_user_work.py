@@ -281,7 +281,7 @@ def test_tensorboard_tracking_writes_every_trials_events(ray_local, tmp_path):
     from mutune.proxies.task import ProxyTask, load_task_data
     from mutune.pipeline.recording import MemoryRecorder
     from mutune.search.backends.ray_tune.cluster import tracking_callbacks
-    from mutune.search.backends.ray_tune.run import run_trials
+    from tests.search.runs import run_trials
 
     cfg = make_tiny_config()
     task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()

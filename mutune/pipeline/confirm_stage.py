@@ -125,13 +125,13 @@ def design_center(config: SweepConfig, proxy: ProxyResult) -> dict[str, float]:
 
 def design_spec(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str, float], *,
                 round_: int = 0) -> Any:
-    """The :class:`~mutune.search.backends.ray_tune.run.GroupSpec` of one width's design
+    """The :class:`~mutune.search.backends.groups.GroupSpec` of one width's design
     around ``center`` (group ``c{round}w{width}``, on a depth ladder ``c{round}w{width}d{depth}``
     with that depth's task; trials ``confirm``, seeds from the proxy's position ``index`` and
     the round); trials a resumed sweep had recorded are kept or continued
     (:func:`mutune.pipeline.recorded.recorded_trials`)."""
     from mutune.pipeline.recorded import recorded_trials
-    from mutune.search.backends.ray_tune.run import GroupSpec
+    from mutune.search.backends.groups import GroupSpec
     from mutune.search.searchers.space import trial_seeds
 
     config = run.config

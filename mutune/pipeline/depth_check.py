@@ -4,7 +4,7 @@ depth parametrization?
 
 :func:`run_depth_transfer_check` is the transfer check of docs/transfer.md §9: validation loss
 against log2 learning rate per depth, one Ray Tune run holding every (parametrization, depth)
-as its own group (each with its own model, :class:`~mutune.search.backends.ray_tune.run.
+as its own group (each with its own model, :class:`~mutune.search.backends.groups.
 GroupSpec`), one trial per (learning rate, seed), recorded as a sweep.
 :func:`run_depth_coord_check` is the coord check across depth (in-process, a few steps).
 
@@ -216,7 +216,8 @@ def run_depth_transfer_check(config: SweepConfig, recorder: Recorder, *, width: 
             parametrizations. FitError: a curve with fewer than 3 finite points.
     """
     from mutune.pipeline.sweep import open_sweep
-    from mutune.search.backends.ray_tune.run import GroupSpec, run_groups
+    from mutune.search.backends.groups import GroupSpec
+    from mutune.pipeline.sweep import stage_settings
     from mutune.search.searchers.space import trial_seeds
 
     configs = depth_configs(config, depths, parametrizations)
@@ -253,11 +254,9 @@ def run_depth_transfer_check(config: SweepConfig, recorder: Recorder, *, width: 
                                    points=points, task=depth_task(run.task, c)))
         # the deepest models first: their trials are the longest (the shallow fill the tail)
         specs.sort(key=lambda s: -int(s.group.rpartition("-d")[2]))
-        outcomes = run_groups(specs, task=run.task, max_t=steps, recorder=recorder,
-                              sweep_id=run.sweep_id, kind="proxy", scheduler=None,
-                              metric="val_loss", mode="min", ray_cfg=cfg.ray,
-                              storage=run.out_dir / "ray", name=f"check{run.sweep_id}-depth",
-                              seq=run.seq, control=run.control)
+        outcomes = run.backend.run_groups(specs, stage_settings(
+            run, name=f"check{run.sweep_id}-depth", max_t=steps, metric="val_loss",
+            mode="min"))
         for par in parametrizations:
             losses = {}
             for depth in depths:

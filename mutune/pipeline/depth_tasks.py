@@ -30,7 +30,7 @@ def ladder_sizes(config: SweepConfig) -> list[tuple[int, int]]:
 
 
 def issue_order(spec: Any) -> tuple[int, int]:
-    """Sort key of a proxy group (:class:`~mutune.search.backends.ray_tune.run.GroupSpec`)
+    """Sort key of a proxy group (:class:`~mutune.search.backends.groups.GroupSpec`)
     in a Ray Tune run: widest first, and on a depth ladder deepest first within a width (its
     own task holds its depth) — the longest trials first, the shortest fill the tail."""
     return -spec.width, -(spec.task.model.depth if spec.task is not None else 0)

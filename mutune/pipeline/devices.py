@@ -8,17 +8,10 @@ from typing import Any
 from mutune.config import SweepConfig
 from mutune.config.cost import device_kind_of
 
-__all__ = ["cluster_resources", "granted_device_kind", "with_granted_device"]
+__all__ = ["granted_device_kind", "with_granted_device"]
 
 #: the prefix of the resource Ray adds per node for the GPU type it detected there
 ACCELERATOR_PREFIX = "accelerator_type:"
-
-
-def cluster_resources() -> dict[str, float] | None:
-    """``ray.cluster_resources()`` of the connected cluster; None when Ray is not running."""
-    import ray
-
-    return dict(ray.cluster_resources()) if ray.is_initialized() else None
 
 
 def granted_device_kind(config: SweepConfig, resources: dict[str, Any] | None

@@ -34,20 +34,17 @@ def train_configs(run: SweepRun, width: int, configs: list[dict[str, float]],
         SweepStopped: ``mutune cancel`` stopped the runs.
     """
     from mutune.errors import SweepStopped
-    from mutune.search.backends.ray_tune.run import run_trials
+    from mutune.pipeline.sweep import stage_settings
+    from mutune.search.backends.base import run_group
+    from mutune.search.backends.groups import GroupSpec
 
-    config = run.config
     ps = run.recorder.proxy_sweep_started(run.sweep_id, width, {"stage": label,
                                                                 "seeds": list(seeds)})
     points = [{"hparams": h, "seed": s, "index": i}
               for i, (h, s) in enumerate(itertools.product(configs, seeds))]
-    outcome = run_trials(points, task=run.task, width=width, max_t=steps,
-                         recorder=run.recorder, control=run.control, sweep_id=run.sweep_id,
-                         proxy_sweep_id=ps, kind="confirm", scheduler=None,
-                         metric=config.search.metric, mode=config.search.mode,
-                         ray_cfg=config.ray, storage=run.out_dir / "ray",
-                         name=f"sweep{run.sweep_id}-{label}", seq=run.seq,
-                         group=f"{label}w{width}")
+    outcome = run_group(run.backend, GroupSpec(width, ps, f"{label}w{width}", points=points),
+                        stage_settings(run, name=f"sweep{run.sweep_id}-{label}", max_t=steps,
+                                       kind="confirm"))
     if outcome.stopped is not None:
         raise SweepStopped("cancelled", outcome.stopped)
     rows = []

@@ -19,6 +19,7 @@ from mutune.pipeline.proxy_stage import align_optima, sweep_ladder, sweep_widths
 from mutune.pipeline.recording import Recorder
 from mutune.pipeline.stage_groups import StageGroups
 from mutune.pipeline.sweep import PipelineResult, Progress, SweepRun, open_sweep
+from mutune.search.backends.base import Backend
 from mutune.pipeline.target_stage import (admit_target, predict_target_loss, proxy_curve,
                                           train_target)
 
@@ -26,7 +27,8 @@ __all__ = ["run_pipeline", "finish_sweep"]
 
 
 def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
-                 on_progress: Progress | None = None) -> PipelineResult:
+                 on_progress: Progress | None = None,
+                 backend: Backend | None = None) -> PipelineResult:
     """Run the main job for ``config``, recording into ``recorder``.
 
     Args:
@@ -34,6 +36,9 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         recorder: receives every row (see :mod:`mutune.pipeline.recording`).
         out_dir: folder for Ray Tune's experiment state (``out_dir/ray``).
         on_progress: called with (stage label, done, total) as trials finish.
+        backend: what runs the trials (:class:`~mutune.search.backends.base.Backend`;
+            default Ray; :class:`~mutune.search.backends.simulated_run.SimulatedBackend`
+            runs the whole job on synthetic curves).
     Returns:
         PipelineResult with the sweep id, per-width bests, rules, target and cost figures.
     Raises:
@@ -42,7 +47,8 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         SweepStopped: ``mutune cancel`` (or the budget) ended the sweep early; recorded with
             that status, the error carries the sweep id.
     """
-    with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress) as run:
+    with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress,
+                    backend=backend) as run:
         if config.depth_ladder:
             return finish_sweep(run, sweep_ladder(run))
         return finish_sweep(run, sweep_widths(run, list(config.widths)))

@@ -4,7 +4,7 @@ Both build models through :class:`mutune.proxies.task.ProxyTask` from an ordinar
 The coord check trains a few steps in-process (it measures activations, not a search). The
 transfer check is a grid sweep — learning rates × widths × seeds, μP and its SP twin — run as
 Ray Tune trials through the pipeline's own stages (:func:`mutune.pipeline.open_sweep`,
-:func:`mutune.search.backends.ray_tune.run.run_trials`), recorded like any sweep.
+:func:`mutune.search.backends.base.run_group`), recorded like any sweep.
 """
 from __future__ import annotations
 
@@ -114,7 +114,9 @@ def run_transfer_check(config: SweepConfig, recorder: Recorder, *, widths: Seque
     """
     from mutune.pipeline.sweep import open_sweep
     from mutune.search.searchers.space import trial_seeds
-    from mutune.search.backends.ray_tune.run import run_trials
+    from mutune.pipeline.sweep import stage_settings
+    from mutune.search.backends.base import run_group
+    from mutune.search.backends.groups import GroupSpec
 
     widths = sorted(int(w) for w in widths)
     grid = [float(e) for e in log2_lrs]
@@ -137,12 +139,10 @@ def run_transfer_check(config: SweepConfig, recorder: Recorder, *, widths: Seque
                 ps_id = recorder.proxy_sweep_started(run.sweep_id, width, {
                     "check": "transfer", "parametrization": par, "log2_lr": grid,
                     "seeds": seeds, "steps": steps})
-                outcome = run_trials(points, task=task, width=width, max_t=steps,
-                                     recorder=recorder, control=run.control, sweep_id=run.sweep_id,
-                                     proxy_sweep_id=ps_id, kind="proxy", scheduler=None,
-                                     metric="val_loss", mode="min", ray_cfg=cfg.ray,
-                                     storage=run.out_dir / "ray",
-                                     name=f"check{run.sweep_id}-{par}-w{width}", seq=run.seq)
+                outcome = run_group(
+                    run.backend, GroupSpec(width, ps_id, f"w{width}", points=points),
+                    stage_settings(run, name=f"check{run.sweep_id}-{par}-w{width}",
+                                   max_t=steps, task=task, metric="val_loss", mode="min"))
                 finals = {t.point["index"]: (t.reports[-1]["val_loss"] if t.reports
                                              and t.last_step == steps else math.nan)
                           for t in outcome.trials}

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from mutune.errors import SearchError, SweepStopped
 from mutune.pipeline.depth_tasks import issue_order, ladder_sizes, task_at_depth
 from mutune.pipeline.proxy_best import trial_curves, width_result
-from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress, record_best
+from mutune.pipeline.sweep import (ProxyResult, SweepRun, bind_progress, record_best,
+                                   stage_settings)
 
 if TYPE_CHECKING:
     from mutune.pipeline.stage_groups import StageGroups
@@ -48,14 +49,14 @@ def width_seeds(run: SweepRun, index: int) -> list[int]:
 def width_spec(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searcher: Any, *,
                core: Any = None, resume: Any = None, depth: int | None = None,
                task: Any = None) -> Any:
-    """The :class:`~mutune.search.backends.ray_tune.run.GroupSpec` of proxy width ``width``
+    """The :class:`~mutune.search.backends.groups.GroupSpec` of proxy width ``width``
     (number ``index``, which seeds its trials): a fresh sweep, or an interrupted one
     continued with its restored ``core``, ``searcher`` and
-    :class:`~mutune.search.backends.ray_tune.run.ResumeState`. On a depth ladder ``depth``
+    :class:`~mutune.search.backends.groups.ResumeState`. On a depth ladder ``depth``
     names the group ``w{width}d{depth}`` and ``task`` is that depth's
     (:func:`mutune.pipeline.depth_tasks.task_at_depth`)."""
     from mutune.pipeline.fitted_rule import size_label
-    from mutune.search.backends.ray_tune.run import GroupSpec
+    from mutune.search.backends.groups import GroupSpec
 
     search = run.config.search
     group = f"w{width}" if depth is None else f"w{width}d{depth}"
@@ -71,7 +72,7 @@ def run_widths(run: SweepRun, specs: list[Any], *, stages: StageGroups | None = 
     """The proxy widths of ``specs`` (:func:`width_spec`) in **one** Ray Tune run: each width
     keeps its own scheduler core and searcher, all share the slots; new trials are taken
     from the widest width first (its trials are the longest; the smallest fill the tail;
-    :func:`~mutune.search.backends.ray_tune.run.run_groups`). With ``stages`` the
+    :meth:`~mutune.search.backends.base.Backend.run_groups`). With ``stages`` the
     confirmation designs and gate rounds join the same run as they are released
     (:class:`~mutune.pipeline.stage_groups.StageGroups`; those released before it starts go
     first), their trials taking the slots the widths' tails leave free. Returns the
@@ -80,10 +81,10 @@ def run_widths(run: SweepRun, specs: list[Any], *, stages: StageGroups | None = 
     Raises:
         SweepStopped: ``mutune cancel`` stopped it.
     """
-    from mutune.search.backends.ray_tune.run import run_groups
+    from mutune.search.backends.base import CheckpointPolicy
 
     config = run.config
-    search, sched = config.search, config.search.scheduler
+    sched = config.search.scheduler
     ready = stages.ready() if stages is not None else []
     groups = [*ready, *sorted(specs, key=issue_order)]
     if not groups:
@@ -92,18 +93,15 @@ def run_widths(run: SweepRun, specs: list[Any], *, stages: StageGroups | None = 
     # a depth ladder ships every depth's task: a design joins with its proxy's
     task = ({f"d{d}": task_at_depth(run, d) for _, d in ladder_sizes(config)}
             if config.depth_ladder else run.task)
-    outcomes = run_groups(groups, task=task,
-                          max_t=sched.max_t, recorder=run.recorder, control=run.control,
-                          sweep_id=run.sweep_id, kind="proxy", scheduler=sched,
-                          metric=search.metric, mode=search.mode, ray_cfg=config.ray,
-                          storage=run.out_dir / "ray",
-                          name=name or f"sweep{run.sweep_id}-{widths}", seq=run.seq,
-                          scheduler_seed=config.seed,
-                          checkpoint_every=config.train.checkpoint_every,
-                          spot=config.cost.spot.model_dump(),
-                          checkpoint_keep=config.train.checkpoint_keep,
-                          budget=run.budget, tracking=config.tracking,
-                          follow_up=None if stages is None else stages.follow)
+    settings = stage_settings(
+        run, name=name or f"sweep{run.sweep_id}-{widths}", max_t=sched.max_t, task=task,
+        kind="proxy", scheduler=sched, scheduler_seed=config.seed, budget=run.budget,
+        tracking=config.tracking,
+        checkpoints=CheckpointPolicy(every=config.train.checkpoint_every,
+                                     keep=config.train.checkpoint_keep,
+                                     spot=config.cost.spot.model_dump()))
+    outcomes = run.backend.run_groups(groups, settings,
+                                      None if stages is None else stages.follow)
     stopped = next((o.stopped for o in outcomes.values() if o.stopped is not None), None)
     if stopped is not None:
         raise SweepStopped("cancelled", stopped)

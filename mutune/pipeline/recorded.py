@@ -1,7 +1,7 @@
 """Trials rebuilt from the rows a results database holds, for a resumed sweep to continue.
 
 :func:`trial_records` turns trial rows into the driver's
-:class:`~mutune.search.backends.ray_tune.records.TrialRecord`; :func:`continue_points` splits
+:class:`~mutune.search.backends.trial_record.TrialRecord`; :func:`continue_points` splits
 them into the trials that had ended and the ones a dead driver left running (with their
 latest checkpoints); :func:`never_started` gives the points of trials proposed but never
 recorded; :func:`recorded_trials` does both for the stages after the proxy
@@ -20,10 +20,10 @@ __all__ = ["trial_records", "continue_points", "never_started", "recorded_trials
 
 def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
                   replicates: int = 1) -> list[Any]:
-    """Rebuild the driver's :class:`~mutune.search.backends.ray_tune.records.TrialRecord` of
+    """Rebuild the driver's :class:`~mutune.search.backends.trial_record.TrialRecord` of
     recorded trials (database rows with their reports); ``index`` is the trial's position in
     ``seeds`` (``replicates`` seeds per trial: its first seed's position // replicates)."""
-    from mutune.search.backends.ray_tune.records import TrialRecord
+    from mutune.search.backends.trial_record import TrialRecord
 
     out = []
     for t in trial_rows:
@@ -122,10 +122,10 @@ def recorded_trials(run: Any, points: list[dict[str, Any]],
     seed and settings give the same design; anything else is trained afresh under the key).
 
     Returns:
-        (the points to start, a :class:`~mutune.search.backends.ray_tune.run.ResumeState`
+        (the points to start, a :class:`~mutune.search.backends.groups.ResumeState`
         with the continued and the ended trials).
     """
-    from mutune.search.backends.ray_tune.run import ResumeState
+    from mutune.search.backends.groups import ResumeState
 
     rows = []
     for p in points:

@@ -157,8 +157,8 @@ def restore_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
         SearchError: the searcher, rebuilt from the seed, proposes other points than the
             recorded trials ran (the seed or the settings changed).
     """
-    from mutune.search.backends.ray_tune.records import close_record
-    from mutune.search.backends.ray_tune.run import ResumeState, RunOutcome, make_core
+    from mutune.search.backends.trial_record import close_record
+    from mutune.search.backends.groups import ResumeState, RunOutcome, make_core
     from mutune.search.driver import STATUS_OF, catch_up
     from mutune.search.schedulers.factory import scheduler_from_state
     from mutune.search.searchers import make_searcher

@@ -7,7 +7,7 @@ and optimum are recorded and its first design is released; when every design is 
 optima are refitted at the full horizon, the transfer rules fitted, and — where the gate acts
 (docs/transfer.md) — the next round's designs released; and so on for up to
 ``transfer.gate_rounds`` rounds. Every release is a
-:class:`~mutune.search.backends.ray_tune.groups.GroupSpec` whose trials take the slots the
+:class:`~mutune.search.backends.groups.GroupSpec` whose trials take the slots the
 other groups leave free, so nothing waits for a Ray Tune run of its own.
 
 The same object runs a new sweep, a budgeted one and a resumed one:
@@ -105,7 +105,7 @@ class StageGroups:
         return self._release()
 
     def follow(self, group: str, outcome: Any) -> list[Any]:
-        """The run's follow-up (:data:`~mutune.search.backends.ray_tune.joining.FollowUp`):
+        """The run's follow-up (:data:`~mutune.search.backends.joining.FollowUp`):
         what joins the run now that ``group`` is done. Never raises for a group it cannot
         follow: a proxy whose result cannot be had (every trial diverged) gets no design,
         and the stages after the run report it."""

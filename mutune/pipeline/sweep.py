@@ -1,10 +1,10 @@
 """One sweep in progress: what every stage of the main job shares, and how it is opened.
 
 :func:`open_sweep` loads the data, computes the μP base shapes once, records the sweep (or
-continues a recorded one) and holds a Ray cluster for the block; the :class:`SweepRun` it
-yields is the first argument of every stage function, so the main job, the resume, the checks
-and the benchmarks drive the same code. :class:`ProxyResult` and :class:`PipelineResult` are
-what the stages hand on.
+continues a recorded one) and holds the backend's cluster (Ray's by default) for the block;
+the :class:`SweepRun` it yields is the first argument of every stage function, so the main
+job, the resume, the checks and the benchmarks drive the same code. :class:`ProxyResult` and
+:class:`PipelineResult` are what the stages hand on.
 """
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ from typing import Any
 from mutune.config import SweepConfig
 from mutune.errors import SweepStopped
 from mutune.pipeline.recording import Recorder
+from mutune.search.backends.base import Backend, RunSettings
 from mutune.search.recording import SweepControl
 
 __all__ = ["SweepRun", "open_sweep", "ProxyResult", "PipelineResult", "Progress",
-           "bind_progress", "record_best"]
+           "bind_progress", "record_best", "stage_settings", "default_backend"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,13 @@ class PipelineResult:
 Progress = Callable[[str, int, int], None]
 
 
+def default_backend() -> Backend:
+    """Ray Tune and Ray Train (:class:`~mutune.search.backends.ray_tune.backend.RayBackend`)."""
+    from mutune.search.backends.ray_tune.backend import RayBackend
+
+    return RayBackend()
+
+
 @dataclass
 class SweepRun:
     """One sweep in progress: what every stage needs (config, recorder, task, ids, counters).
@@ -92,18 +100,23 @@ class SweepRun:
     #: depth → the task at that depth, with its own base shapes, on a depth ladder
     #: (:func:`mutune.pipeline.depth_ladder.task_at_depth`)
     depth_tasks: dict[int, Any] = field(default_factory=dict)
+    #: what runs the trials (:class:`~mutune.search.backends.base.Backend`)
+    backend: Backend = field(default_factory=default_backend)
 
 
 @contextlib.contextmanager
 def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
                on_progress: Progress | None = None,
                resume: tuple[int, int] | None = None,
-               control: SweepControl | None = None) -> Iterator[SweepRun]:
+               control: SweepControl | None = None,
+               backend: Backend | None = None) -> Iterator[SweepRun]:
     """Load the data, compute the μP base shapes once (saved as ``out_dir/base_shapes.bsh``
-    and in the sweep's provenance), record the sweep and hold a Ray cluster for the block.
+    and in the sweep's provenance), record the sweep and hold the backend's cluster for the block.
 
     ``control`` takes heartbeats and answers stop requests (default: ``recorder`` when it
     is also a :class:`~mutune.search.recording.SweepControl`, as the results store is).
+    ``backend`` runs the trials (:class:`~mutune.search.backends.base.Backend`; default
+    Ray, :class:`~mutune.search.backends.ray_tune.backend.RayBackend`).
 
     ``resume`` = (sweep id, last sequence number recorded) continues a recorded sweep instead
     of starting one: no new sweep row, and sequence numbers go on after the last.
@@ -114,11 +127,11 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     anything else (the error propagates; rows recorded before stay).
     """
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.pipeline.devices import cluster_resources, with_granted_device
+    from mutune.pipeline.devices import with_granted_device
     from mutune.pipeline.provenance import collect_provenance
-    from mutune.search.backends.ray_tune.cluster import ray_cluster
 
     started_at = time.monotonic()
+    run_on = backend if backend is not None else default_backend()
     data = load_task_data(config)
     dataset = {"kind": config.data.kind, "fingerprint": data.fingerprint,
                "size_bytes": data.size_bytes}
@@ -156,13 +169,13 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
             gate = SweepBudget(limit)
         if control is None and isinstance(recorder, SweepControl):
             control = recorder
-        with ray_cluster(config.ray):
-            resources = cluster_resources()
+        with run_on.cluster(config.ray) as resources:
             # the ledger prices the device the trials are granted (ray.device_kind, or what
             # Ray detected on the cluster)
             run = SweepRun(with_granted_device(config, resources), recorder, task, sweep_id,
                            Path(out_dir), itertools.count(first_seq), on_progress, gate,
-                           control, started_at=started_at, resources=resources)
+                           control, started_at=started_at, resources=resources,
+                           backend=run_on)
             yield run
     except SweepStopped as stop:
         recorder.sweep_finished(sweep_id, stop.status, stop.reason)
@@ -171,6 +184,18 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         recorder.sweep_finished(sweep_id, "failed", f"{type(err).__name__}: {err}"[:2000])
         raise
     recorder.sweep_finished(sweep_id, "completed")
+
+
+def stage_settings(run: SweepRun, *, name: str, max_t: int, **more: Any) -> RunSettings:
+    """A stage's :class:`~mutune.search.backends.base.RunSettings`: the sweep's recorder,
+    control, counter, task, storage (``out_dir/ray``), ``ray`` section, metric and mode,
+    with ``more`` (any other field, or one of these replaced)."""
+    config = run.config
+    base: dict[str, Any] = dict(
+        task=run.task, max_t=max_t, recorder=run.recorder, sweep_id=run.sweep_id,
+        ray_cfg=config.ray, storage=run.out_dir / "ray", name=name, seq=run.seq,
+        control=run.control, metric=config.search.metric, mode=config.search.mode)
+    return RunSettings(**{**base, **more})
 
 
 def bind_progress(cb: Progress | None, label: str, total: int

@@ -275,7 +275,8 @@ def warn_index_limit(config: Any, task: Any, workers: int) -> None:
 def train_target(run: SweepRun, target_hp: dict[str, float],
                  settings: dict[str, Any] | None = None,
                  watch: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
-    """The one target-size run with ``target_hp``, through Ray, recorded as a target run;
+    """The one target-size run with ``target_hp``, on the sweep's backend, recorded as a
+    target run;
     ``settings`` may change its batch size and weight decay
     (:func:`mutune.pipeline.gate.gate_rules`).
 
@@ -289,9 +290,10 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
     In a resumed sweep (``run.recorded``) the recorded target trial continues from its
     latest checkpoint under its own trial and target rows, or is kept if it had ended.
 
-    On :func:`target_workers` > 1 devices the run is one Ray Train ``TorchTrainer.fit()``
-    with DDP (:func:`mutune.search.backends.ray_train.run_target`); on one, a Ray Tune trial
-    (on CPUs holding :func:`target_cpus` CPUs).
+    The sweep's backend runs it on :func:`target_workers` devices
+    (:meth:`~mutune.search.backends.base.Backend.run_target`; on Ray: one Ray Train
+    ``TorchTrainer.fit()`` with DDP on several, a Ray Tune trial on one, on CPUs holding
+    :func:`target_cpus` CPUs).
 
     Returns:
         (target summary: width, config, val_loss, status (``completed`` or ``diverged``),
@@ -304,10 +306,8 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
     """
     from mutune.pipeline.recorded import recorded_trials
     from mutune.search.searchers.space import trial_seeds
-    from mutune.search.backends.ray_tune.run import run_trials
 
     config, recorder = run.config, run.recorder
-    search = config.search
     tseed = trial_seeds(config.seed, len(config.widths), 1)[0]
     started: dict[str, int] = {}
 
@@ -323,40 +323,11 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
     row = run.recorded_target
     if old and row is not None and row.get("trial_id") == old[0].trial_id:
         started["target"] = int(row["id"])
-
-    task = target_task(run)       # the model at target.depth on a depth ladder
-    if settings and (settings["batch_size"] != config.train.batch_size
-                     or settings["weight_decay"] != config.train.weight_decay):
-        task = dataclasses.replace(task, train=task.train.model_copy(update={
-            "batch_size": settings["batch_size"], "weight_decay": settings["weight_decay"]}))
+    task = _target_task(run, settings)
     workers = target_workers(config, task.train.batch_size)
     warn_index_limit(config, task, workers)
-    diverge = divergence_limits(watch)
-    ray_cfg = config.ray
-    if workers == 1 and not ray_cfg.gpus_per_trial:    # one process: every CPU held
-        ray_cfg = ray_cfg.model_copy(update={"cpus_per_trial": target_cpus(config)})
-    common = dict(task=task, width=config.target.width, max_t=config.target_steps,
-                  recorder=recorder, control=run.control, sweep_id=run.sweep_id,
-                  metric=search.metric, ray_cfg=ray_cfg, storage=run.out_dir / "ray",
-                  name=f"sweep{run.sweep_id}-target", seq=run.seq,
-                  on_progress=bind_progress(
-                      run.on_progress, f"target {config.target.width}"
-                      + (f" × {config.target_depth}" if config.depth_ladder else ""), 1),
-                  on_started=open_target, checkpoint_every=config.target_checkpoint_every,
-                  checkpoint_max_share=config.target_checkpoint_max_share,
-                  checkpoint_keep=config.train.checkpoint_keep, keep_final=True,
-                  diverge_above=diverge)
-    if workers > 1:             # one Ray Train run, DDP across the devices
-        from mutune.search.backends.ray_train import run_target
-        from mutune.search.backends.ray_tune.run import RunOutcome
-
-        todo = new[0] if new else (resume.points[0] if resume.points else None)
-        outcome = (run_target(todo, num_workers=workers, resume=resume, **common)
-                   if todo is not None else RunOutcome(list(resume.finished), None))
-    else:
-        outcome = run_trials(new, resume=resume, proxy_sweep_id=None, kind="target",
-                             scheduler=None, mode=search.mode, tracking=config.tracking,
-                             group="target", **common)
+    spec, run_settings = _target_run(run, task, workers, new, resume, watch, open_target)
+    outcome = run.backend.run_target(spec, run_settings, workers)
     trec = outcome.trials[0] if outcome.trials else None
     if outcome.stopped is not None:
         if trec is not None and "target" in started:
@@ -365,21 +336,68 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
     if trec is None or "target" not in started:
         raise SearchError("the target run never started")
     last = trec.reports[-1] if trec.reports else {}
-    val = last.get("val_loss")
     model_dir = None
-    if trec.status == "completed":    # the trained model stays in the sweep's storage
+    if trec.status == "completed" and run.backend.keeps_models:   # kept in the sweep's storage
         from mutune.pipeline.target_model import keep_target_model
         model_dir = str(keep_target_model(run, trec, target_hp, seed=tseed))
-    recorder.target_finished(started["target"], val, trec.status, model_dir)
-    watched = watch_target(watch, trec.reports, config.target.width)
+    recorder.target_finished(started["target"], last.get("val_loss"), trec.status, model_dir)
     if trec.status not in ("completed", "diverged"):
         raise SearchError(f"target run {trec.status}: {trec.reason}")
+    return ({**_target_summary(run, trec, target_hp, watch),
+             "model_dir": model_dir, "num_workers": workers}, trec)
+
+
+def _target_task(run: SweepRun, settings: dict[str, Any] | None) -> Any:
+    """The target's task: the model at ``target.depth`` on a depth ladder, with the gate's
+    batch size and weight decay when ``settings`` change them."""
+    config = run.config
+    task = target_task(run)
+    if settings and (settings["batch_size"] != config.train.batch_size
+                     or settings["weight_decay"] != config.train.weight_decay):
+        task = dataclasses.replace(task, train=task.train.model_copy(update={
+            "batch_size": settings["batch_size"], "weight_decay": settings["weight_decay"]}))
+    return task
+
+
+def _target_run(run: SweepRun, task: Any, workers: int, new: list[dict[str, Any]],
+                resume: Any, watch: dict[str, Any] | None,
+                on_started: Any) -> tuple[Any, Any]:
+    """The target's group and run settings (its checkpoints, its divergence limits, every
+    CPU held by one process on CPUs)."""
+    from mutune.pipeline.sweep import stage_settings
+    from mutune.search.backends.base import CheckpointPolicy
+    from mutune.search.backends.groups import GroupSpec
+
+    config = run.config
+    ray_cfg = config.ray
+    if workers == 1 and not ray_cfg.gpus_per_trial:    # one process: every CPU held
+        ray_cfg = ray_cfg.model_copy(update={"cpus_per_trial": target_cpus(config)})
+    label = (f"target {config.target.width}"
+             + (f" × {config.target_depth}" if config.depth_ladder else ""))
+    spec = GroupSpec(config.target.width, None, "target", points=new, resume=resume,
+                     on_progress=bind_progress(run.on_progress, label, 1),
+                     diverge_above=divergence_limits(watch))
+    settings = stage_settings(
+        run, name=f"sweep{run.sweep_id}-target", max_t=config.target_steps, task=task,
+        kind="target", ray_cfg=ray_cfg, on_started=on_started, tracking=config.tracking,
+        checkpoints=CheckpointPolicy(every=config.target_checkpoint_every,
+                                     keep=config.train.checkpoint_keep,
+                                     max_share=config.target_checkpoint_max_share,
+                                     keep_final=True))
+    return spec, settings
+
+
+def _target_summary(run: SweepRun, trec: Any, target_hp: dict[str, float],
+                    watch: dict[str, Any] | None) -> dict[str, Any]:
+    """The target summary's figures from its last report (and where it fell behind)."""
+    config, search = run.config, run.config.search
+    last = trec.reports[-1] if trec.reports else {}
     metric = {"metric": search.metric, "metric_value": last.get(search.metric)} \
         if search.metric != "val_loss" else {}
-    return ({"width": config.target.width, "depth": config.target_depth, "config": target_hp,
-             "val_loss": val, **metric,
-             "status": trec.status, "reason": trec.reason,
-             "val_loss_se": last.get("val_loss_se"), "test_loss": last.get("test_loss"),
-             "test_loss_se": last.get("test_loss_se"), "steps": trec.last_step,
-             "trial_id": trec.trial_id, "watch": watched, "model_dir": model_dir,
-             "num_workers": workers}, trec)
+    return {"width": config.target.width, "depth": config.target_depth, "config": target_hp,
+            "val_loss": last.get("val_loss"), **metric,
+            "status": trec.status, "reason": trec.reason,
+            "val_loss_se": last.get("val_loss_se"), "test_loss": last.get("test_loss"),
+            "test_loss_se": last.get("test_loss_se"), "steps": trec.last_step,
+            "trial_id": trec.trial_id,
+            "watch": watch_target(watch, trec.reports, config.target.width)}

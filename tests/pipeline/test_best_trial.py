@@ -8,8 +8,8 @@ import pytest
 
 from mutune.pipeline.proxy_stage import width_result
 from mutune.pipeline.sweep import SweepRun
-from mutune.search.backends.ray_tune.groups import RunOutcome
-from mutune.search.backends.ray_tune.records import TrialRecord
+from mutune.search.backends.groups import RunOutcome
+from mutune.search.backends.trial_record import TrialRecord
 from mutune.search.schedulers import ASHA
 
 # (val_accuracy, val_loss) at steps 1, 2, 3: a score and a loss that disagree with a naive

@@ -150,7 +150,7 @@ def test_spent_counts_held_segments_not_uptime_and_what_came_before():
     the sweep spent before the interruption is added once."""
     import time as _time
 
-    from mutune.search.backends.ray_tune.records import TrialRecord
+    from mutune.search.backends.trial_record import TrialRecord
 
     now = _time.monotonic()
     rec = MemoryRecorder()

@@ -65,7 +65,7 @@ def test_ray_and_simulator_tell_the_searcher_the_same_things(ray_local, tmp_path
     import ray.cloudpickle
 
     from mutune.pipeline.recording import MemoryRecorder
-    from mutune.search.backends.ray_tune.run import run_trials
+    from tests.search.runs import run_trials
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # workers get the curve
     n = 12

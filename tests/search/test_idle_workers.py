@@ -101,7 +101,7 @@ from mutune.config import load_config, parse_config
 from mutune.pipeline.recording import MemoryRecorder
 from mutune.proxies.task import ProxyTask, load_task_data
 from mutune.search.backends.ray_tune.cluster import local_worker_env, ray_cluster
-from mutune.search.backends.ray_tune.run import run_trials
+from tests.search.runs import run_trials
 from mutune.search.searchers import make_searcher
 from mutune.search.searchers.space import trial_seeds
 

@@ -28,7 +28,7 @@ _SCRIPT = textwrap.dedent("""
     from mutune.search.searchers import make_searcher
     from mutune.search.searchers.space import trial_seeds
     from mutune.search.backends.ray_tune.cluster import ray_cluster
-    from mutune.search.backends.ray_tune.run import run_trials
+    from tests.search.runs import run_trials
 
     kill, drain = sys.argv[1] == "kill", sys.argv[1] == "drain"
     cluster = Cluster(initialize_head=True, connect=False,

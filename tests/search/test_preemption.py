@@ -37,7 +37,7 @@ def _ray_cfg(tiny_config, **preempt):
 
 def _sweep(tiny_config, tmp_path, name, *, ray_cfg, callbacks=()):
     """One trial of POINT to MAX_T on the session's Ray cluster; (outcome, recorder)."""
-    from mutune.search.backends.ray_tune.run import run_trials
+    from tests.search.runs import run_trials
 
     task = ProxyTask(tiny_config.model, tiny_config.train,
                      load_task_data(tiny_config)).with_base_shapes()

@@ -16,7 +16,8 @@ from mutune.search.schedulers.asha import Decision
 from mutune.search.searchers import make_searcher
 from mutune.search.searchers.space import trial_seeds
 from mutune.training import run_loop
-from mutune.search.backends.ray_tune.run import make_core, run_trials
+from mutune.search.backends.groups import make_core
+from tests.search.runs import run_trials
 
 pytestmark = pytest.mark.slow
 

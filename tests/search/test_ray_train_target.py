@@ -16,8 +16,8 @@ import torch
 from mutune.errors import SearchError
 from mutune.pipeline.recording import MemoryRecorder
 from mutune.proxies.task import ProxyTask, load_task_data
-from mutune.search.backends.ray_train import (DataParallel, mup_lr_groups, refuse_sharded,
-                                              run_target)
+from mutune.search.backends.ray_train import DataParallel, mup_lr_groups, refuse_sharded
+from tests.search.runs import run_target
 from mutune.search.trial.checkpoint import latest_checkpoint, load_trial_state
 
 

@@ -251,7 +251,7 @@ def test_a_resumed_trial_under_ray_restores_at_or_before_its_last_recorded_step(
 
     from mutune.pipeline.recording import MemoryRecorder
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.backends.ray_tune.run import run_trials
+    from tests.search.runs import run_trials
     from mutune.search.trial.remote_trial import CONTINUE
     from tests.search.test_preemption import MAX_T, POINT, _ray_cfg, _trajectory
 

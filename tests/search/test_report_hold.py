@@ -115,7 +115,7 @@ class _CountHeld(Callback):
 
 def _sweep(cfg, tmp_path, name, hold_s):
     from mutune.pipeline.recording import MemoryRecorder
-    from mutune.search.backends.ray_tune.run import run_trials
+    from tests.search.runs import run_trials
     from mutune.search.searchers import make_searcher
     from mutune.search.searchers.space import trial_seeds
 
@@ -175,7 +175,7 @@ def test_a_trial_that_raises_sends_what_it_held_first(ray_local, tiny_config, tm
     import ray.cloudpickle
 
     from mutune.pipeline.recording import MemoryRecorder
-    from mutune.search.backends.ray_tune.run import run_trials
+    from tests.search.runs import run_trials
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # workers get the class
     base = ProxyTask(tiny_config.model, tiny_config.train,
@@ -222,7 +222,7 @@ def test_a_resumed_trial_carries_its_last_recorded_step(tmp_path):
     import torch
 
     from mutune.pipeline.recorded import continue_points
-    from mutune.search.backends.ray_tune.records import TrialRecord
+    from mutune.search.backends.trial_record import TrialRecord
     from mutune.search.trial.checkpoint import save_trial_state
     from mutune.search.trial.remote_trial import CONTINUE
 

@@ -11,7 +11,7 @@ from mutune.proxies.task import ProxyTask, load_task_data
 from mutune.pipeline.recording import MemoryRecorder
 from mutune.search.searchers import make_searcher
 from mutune.search.searchers.space import trial_seeds
-from mutune.search.backends.ray_tune.run import run_trials
+from tests.search.runs import run_trials
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from mutune.search.backends.ray_tune.records import TrialRecord, close_record
+from mutune.search.backends.trial_record import TrialRecord, close_record
 
 
 def _closed(reports, granted_at, held_s):

@@ -9,7 +9,7 @@ import pytest
 from mutune.proxies.task import ProxyTask, load_task_data
 from mutune.pipeline.recording import MemoryRecorder
 from mutune.search.searchers.space import sample_configs, trial_seeds
-from mutune.search.backends.ray_tune.run import run_trials
+from tests.search.runs import run_trials
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +53,7 @@ def test_sweep_on_ray_records_every_report_and_decision(ray_local, tiny_config, 
     assert diverged[0].status == "diverged"
     assert not math.isfinite(diverged[0].reports[-1]["val_loss"])
     # the decisions match a pure replay of the core on the recorded order
-    from mutune.search.backends.ray_tune.run import make_core
+    from mutune.search.backends.groups import make_core
     core = make_core(sched, mode="min", seed=7)
     by_id = {t.trial_id: t.key for t in out.trials}
     replayed = []

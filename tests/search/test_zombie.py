@@ -13,7 +13,7 @@ import pytest
 
 from mutune.proxies.task import ProxyTask, load_task_data
 from mutune.pipeline.recording import MemoryRecorder
-from mutune.search.backends.ray_tune.run import run_trials
+from tests.search.runs import run_trials
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +67,7 @@ def test_the_zombie_clock_starts_at_the_first_report_and_a_start_has_its_own(mon
     import ray
     from ray.tune.experiment import Trial
 
-    from mutune.search.backends.ray_tune.records import TrialRecord
+    from mutune.search.backends.trial_record import TrialRecord
     from mutune.search.backends.ray_tune.zombies import ZombieReaper
 
     killed = []

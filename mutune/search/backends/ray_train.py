@@ -1,7 +1,7 @@
 """The target run on Ray Train: one ``TorchTrainer.fit()`` with a worker per device, DDP.
 
-The full-size run is not a Ray Tune trial. :func:`run_target` starts its own Ray Train run
-(``ray.train.torch.TorchTrainer``, Ray Train V2: its own controller, worker group and
+The full-size run is not a Ray Tune trial. :func:`~.ray_train_run.run_target` starts its own
+Ray Train run (``ray.train.torch.TorchTrainer``, Ray Train V2: its own controller, worker group and
 checkpoint manager) with ``num_workers`` workers, each holding one trial's resources
 (``ray.cpus_per_trial`` CPUs, ``ray.gpus_per_trial`` GPUs), PyTorch's process group on gloo
 (CPU) or NCCL (GPU). Every worker runs the same loop as a proxy trial
@@ -32,10 +32,11 @@ worker's node; see :mod:`mutune.search.trial.preemption`) reaches the workers' l
 on it at the step (``DataParallel.any``), the leading worker checkpoints that step, every worker
 ends the loop and the fit returns cleanly. (Ray Train runs the loop in a thread of the worker
 actor, where no signal handler can be installed: the backend's set-up installs it in each
-actor's main thread, :func:`~.ray_train_relay.preemptible_torch_config`.) :func:`run_target`
-then starts the next fit under the same name and storage, which continues from that checkpoint
-with a fresh failure budget: Ray Train's ``FailureConfig`` counts every worker failure, so a
-preemption is kept out of it and counted in the run's ``preemptions``.
+actor's main thread, :func:`~.ray_train_relay.preemptible_torch_config`.)
+:func:`~.ray_train_run.run_target` then starts the next fit under the same name and storage,
+which continues from that checkpoint with a fresh failure budget: Ray Train's
+``FailureConfig`` counts every worker failure, so a preemption is kept out of it and counted
+in the run's ``preemptions``.
 
 FSDP is refused (``target.parallelism: fsdp``, :func:`refuse_sharded`, before any device
 time is spent): mup's width metadata (``infshape``) lives on the parameter tensors, and
@@ -43,15 +44,12 @@ FSDP's flat parameters drop it (microsoft/mup#59).
 """
 from __future__ import annotations
 
-import threading
-import time
-import uuid
 from pathlib import Path
 from typing import Any, Callable
 
 from mutune.errors import SearchError
 
-__all__ = ["DataParallel", "run_target", "mup_lr_groups", "refuse_sharded", "train_worker"]
+__all__ = ["DataParallel", "mup_lr_groups", "refuse_sharded", "train_worker"]
 
 
 class DataParallel:
@@ -226,166 +224,3 @@ def train_worker(config: dict[str, Any]) -> None:
     ray.train.report({"ended": status})
 
 
-def run_target(point: dict[str, Any], *, task: Any, width: int, max_t: int, recorder: Any,
-               sweep_id: int, ray_cfg: Any, storage: Path, name: str, seq: Any,
-               num_workers: int, metric: str = "val_loss", control: Any = None,
-               on_progress: Callable[[int, int], None] | None = None,
-               on_started: Callable[[int], None] | None = None, checkpoint_every: int = 0,
-               checkpoint_keep: int = 1, keep_final: bool = True,
-               diverge_above: dict[int, float] | None = None, resume: Any = None,
-               checkpoint_max_share: float | None = None) -> Any:
-    """Train the target on ``num_workers`` Ray Train workers and record it like a trial.
-
-    Args:
-        point: {"hparams", "seed", "index", "key", optional "restore_from"}.
-        task: the :class:`~mutune.proxies.task.ProxyTask` (every worker receives it).
-        num_workers: workers (devices), each with one trial's resources; >= 1.
-        storage: the sweep's Ray storage; the run keeps its checkpoints in
-            ``storage/name``.
-        diverge_above: step → validation loss above which the run ends as ``diverged``.
-        resume: a :class:`~.ray_tune.run.ResumeState` whose record continues (same rows).
-        checkpoint_max_share: periodic checkpoints' largest share of the run (the leading
-            worker, which writes them, decides; :class:`~mutune.search.trial.cadence.Cadence`).
-        Others: as :func:`~.ray_tune.run.run_trials`.
-    Returns:
-        A :class:`~.ray_tune.run.RunOutcome` with the one trial (status ``completed``,
-        ``diverged``, ``failed`` or ``cancelled``; ``stopped`` says why when cancelled).
-    Raises:
-        SearchError: num_workers < 1, or the cluster cannot hold that many workers.
-    """
-    import ray
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
-    from ray.util.queue import Empty, Queue
-
-    from mutune.search.backends.ray_train_relay import (RunHandle, preemptible_torch_config,
-                                                        relay, stop_flag)
-    from mutune.search.trial.remote_trial import remote_settings, remote_store
-    from mutune.search.backends.ray_tune.callback import SweepBook
-    from mutune.search.backends.ray_tune.cluster import shortfall
-    from mutune.search.backends.ray_tune.retention import checkpoint_bytes_on_disk
-    from mutune.search.backends.ray_tune.run import RunOutcome
-
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-        raise SearchError(f"target.num_workers = {num_workers!r}: must be an int >= 1")
-    gpus, cpus = ray_cfg.gpus_per_trial, ray_cfg.cpus_per_trial
-    short = shortfall(cpus * num_workers, gpus * num_workers)
-    if short is not None:
-        kind, need, have = short
-        raise SearchError(f"the target's {num_workers} workers need {need:g} {kind}s; the "
-                          f"Ray cluster has {have:g}: lower target.num_workers")
-    if control is None and hasattr(recorder, "stop_requested"):
-        control = recorder
-    run_dir = Path(storage).resolve() / name
-    book = SweepBook(recorder, control=control, sweep_id=sweep_id, proxy_sweep_id=None,
-                     kind="target", width=width, max_t=max_t,
-                     devices=(gpus or cpus) * num_workers,
-                     device_kind=ray_cfg.priced_kind or "cuda",
-                     seq=seq, metric=metric, on_progress=on_progress, on_started=on_started,
-                     heartbeat_s=ray_cfg.heartbeat_s,
-                     resumed=resume.records if resume else None,
-                     log_dir=str(Path(storage).resolve() / "trial_logs" / name),
-                     zombie_timeout_s=None)
-    handle = RunHandle(trial_id=name, config={"point": point}, path=str(run_dir))
-    queue, stop = Queue(), stop_flag()
-    loop_config = {"task": task, "stop_flag": stop, "point": point, "width": width,
-                   "max_t": max_t, "threads": max(int(cpus), 1), "gpus": gpus,
-                   "checkpoint_every": int(checkpoint_every), "keep_final": keep_final,
-                   "checkpoint_max_share": checkpoint_max_share,
-                   "metric": metric, "preemption": ray_cfg.preemption.model_dump(),
-                   "remote": remote_settings(ray_cfg, name, None), "owner": uuid.uuid4().hex,
-                   "diverge_above": {int(k): float(v) for k, v in (diverge_above or {}).items()}}
-    def make_trainer() -> Any:
-        return TorchTrainer(
-            train_worker, train_loop_config=loop_config,
-            torch_config=preemptible_torch_config("nccl" if gpus else "gloo"),
-            scaling_config=ScalingConfig(
-                num_workers=num_workers, use_gpu=bool(gpus),
-                resources_per_worker={"CPU": cpus, **({"GPU": gpus} if gpus else {})}),
-            run_config=RunConfig(
-                name=name, storage_path=str(Path(storage).resolve()),
-                failure_config=FailureConfig(max_failures=ray_cfg.max_failures),
-                checkpoint_config=CheckpointConfig(num_to_keep=max(checkpoint_keep, 1)),
-                callbacks=[relay(queue)]))
-
-    book.on_trial_start(0, [], handle)
-    rec = book.trials[handle.trial_id]
-    book.remote = remote_store(ray_cfg, name)
-    ended, stopped, last_beat = None, None, time.monotonic()
-    outcome: dict[str, Any] = {}
-
-    def drain(timeout: float) -> None:
-        nonlocal ended
-        try:
-            item = queue.get(timeout=timeout)
-        except Empty:
-            return
-        if "failure" in item:                 # Ray Train restarts the group from a checkpoint
-            rec.restarts += 1
-            rec.restarting = True
-            return
-        m = item["metrics"]
-        if "ended" in m:
-            ended = str(m["ended"])
-        elif "step" in m:
-            book.record_report(handle, m)
-
-    while True:
-        # one fit; a preempted group ends it cleanly and the next fit (same name and
-        # storage) continues from the preemption's checkpoint, with a fresh failure budget
-        outcome.clear()
-        ended = None
-        trainer = make_trainer()
-
-        def fit(trainer: Any = trainer) -> None:
-            try:
-                outcome["result"] = trainer.fit()
-            except Exception as exc:  # noqa: BLE001 - any failure of the run is recorded
-                outcome["error"] = exc
-
-        thread = threading.Thread(target=fit, name=f"mutune-{name}", daemon=True)
-        thread.start()
-        try:
-            while thread.is_alive():
-                drain(0.5)
-                if (stopped is None and control is not None
-                        and control.stop_requested(sweep_id)):
-                    stopped = "cancel requested"
-                    stop.set.remote()
-                if control is not None and time.monotonic() - last_beat >= ray_cfg.heartbeat_s:
-                    control.heartbeat(rec.trial_id)
-                    last_beat = time.monotonic()
-        except BaseException:
-            # the driver cannot record any more (its database, an interrupt): the workers
-            # stop at their next evaluation instead of training on unrecorded; what they
-            # checkpointed stays for `mutune resume`
-            stop.set.remote()
-            thread.join(timeout=120)
-            raise
-        thread.join()
-        while not queue.empty():
-            drain(0.1)
-        failed = outcome.get("error") or getattr(outcome.get("result"), "error", None)
-        if ended != "preempted" or failed is not None or stopped is not None:
-            break
-        step = rec.preempt_pending if rec.preempt_pending is not None else rec.last_step
-        rec.preemptions += 1              # not a failure: Ray Train's budget is untouched
-        rec.preempt_pending, rec.restarting = None, True
-        rec.reason = f"preempted at step {step}: the worker group restarts from its checkpoint"
-    err = outcome.get("error") or getattr(outcome.get("result"), "error", None)
-    if err is not None:
-        handle.error = str(err)
-        status, reason = "failed", (str(err).strip().splitlines() or ["failed"])[-1][:2000]
-    elif ended == "diverged":
-        status, reason = "diverged", f"diverged at step {rec.last_step}"
-    elif ended == "cancelled" or stopped is not None:
-        status, reason = "cancelled", stopped or "cancelled"
-    elif ended == "completed" and rec.last_step == max_t:
-        status, reason = "completed", None
-    else:
-        status, reason = "failed", f"ended ({ended}) at step {rec.last_step} < max_t {max_t}"
-    book.close(status, reason)
-    ray.kill(stop)
-    rec.timing["checkpoint_bytes_kept"] = float(checkpoint_bytes_on_disk(rec.trial_dir))
-    done = list(resume.finished) if resume else []
-    return RunOutcome(done + [rec], None, None, stopped if status == "cancelled" else None)

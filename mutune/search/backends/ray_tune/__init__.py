@@ -5,9 +5,9 @@
 * :mod:`.scheduler_adapter`, :mod:`.searcher_adapter` — Ray's hooks ⇄ the driver loop
   (translation only);
 * :mod:`.callback` — the :class:`~.callback.SweepBook` that records every trial;
-  :mod:`.records` — its per-trial record and timing; :mod:`.retention` — checkpoints kept on
-  disk; :mod:`.zombies` — trials that hold devices and report nothing; :mod:`.cancel` —
-  ``mutune cancel`` as a Ray Tune stopper;
+  :mod:`.retention` — checkpoints kept on disk; :mod:`.zombies` — trials that hold devices
+  and report nothing; :mod:`.cancel` — ``mutune cancel`` as a Ray Tune stopper;
+* :mod:`.backend` — :class:`~.backend.RayBackend`, Ray as the sweep's backend;
 * :mod:`.actor_keep`, :mod:`.idle_workers` — a slot's actor kept between trials, and trial
   actors started in the worker processes Ray already runs idle.
 

@@ -6,7 +6,7 @@ report and scheduler decision with a sweep-wide sequence number as they happen (
 adapter hands them over before it answers Ray), beats for every running trial, and on release
 records the trial's terminal status — as the :class:`~mutune.search.driver.SweepDriver`
 decided it, or as Ray ended it (an error, a zombie, a cancelled run) — with its timing
-(:mod:`.records`) and what it wrote (:mod:`mutune.search.trial.logs`).
+(:mod:`mutune.search.backends.trial_record`) and what it wrote (:mod:`mutune.search.trial.logs`).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from mutune.search.backends.ray_tune.records import TrialRecord, close_record
+from mutune.search.backends.trial_record import TrialRecord, close_record
 from mutune.search.backends.ray_tune.retention import drop_checkpoints
 from mutune.search.backends.ray_tune.zombies import ZombieReaper
 from mutune.search.recording import SweepControl, TrialRecorder

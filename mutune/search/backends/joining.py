@@ -1,11 +1,12 @@
-"""Groups that join a running Ray Tune run: when one group is done, a follow-up (e.g. that
-width's confirmation design) starts in the slots the other groups leave free, instead of
-waiting for the whole run to end and paying a new run's start-up.
+"""Groups that join a running run: when one group is done, a follow-up (e.g. that width's
+confirmation design) starts in the slots the other groups leave free, instead of waiting for
+the whole run to end and paying a new run's start-up.
 
-:class:`Joiner` is the Ray backend's side of :meth:`mutune.search.driver.SweepDriver.
-when_done`: at the first free slot after a group is done, it hands the caller's
-``follow_up`` that group's :class:`~.groups.RunOutcome` (its trials as the book holds them,
-its core and searcher: every decision of the group is final), turns the
+:class:`Joiner` is a backend's side (Ray Tune's, the simulator's) of
+:meth:`mutune.search.driver.SweepDriver.when_done`: at the first free slot after a group is
+done, it hands the caller's ``follow_up`` that group's :class:`~.groups.RunOutcome` (its
+trials as the book holds them, its core and searcher: every decision of the group is final),
+turns the
 :class:`~.groups.GroupSpec` values it returns into driver groups, and registers them with the
 run's book (their width, proxy sweep row, recorded kind and progress callback). A joined
 group is watched in turn, so ``follow_up`` is also asked when it is done (a gate round
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mutune.errors import SearchError
-from mutune.search.backends.ray_tune.groups import (GroupSpec, RunOutcome, driver_group,
+from mutune.search.backends.groups import (GroupSpec, RunOutcome, driver_group,
                                                     finished_trials, nothing_to_run)
 
 __all__ = ["FollowUp", "Joiner", "settle"]
@@ -53,7 +54,8 @@ class Joiner:
 
     Args:
         driver: the run's :class:`~mutune.search.driver.SweepDriver`.
-        book: the run's :class:`~.callback.SweepBook`.
+        book: the run's book (:class:`~.ray_tune.callback.SweepBook`, or the simulator's):
+            its ``trials``, ``group_of``, ``groups`` and ``kinds``.
         follow_up: see :data:`FollowUp`; it must not raise for a group it cannot follow
             (return ``[]``: the caller then does that group's follow-up after the run).
         cores, built: the run's group → scheduler core, and group → (driver group,

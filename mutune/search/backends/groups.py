@@ -1,7 +1,8 @@
-"""What one Ray Tune run is made of: its groups (:class:`GroupSpec`, one width's trials each),
-what an interrupted group continues (:class:`ResumeState`), what each group produced
-(:class:`RunOutcome`), and how a group becomes the driver's
-(:func:`driver_group`). :mod:`.run` runs them; :mod:`.joining` adds groups while a run goes on.
+"""What one run of a backend is made of: its groups (:class:`GroupSpec`, one width's trials
+each), what an interrupted group continues (:class:`ResumeState`), what each group produced
+(:class:`RunOutcome`), how a group becomes the driver's (:func:`driver_group`) and its
+scheduler core (:func:`make_core`). Any :class:`~mutune.search.backends.base.Backend` runs
+them (:mod:`.ray_tune.run`; :mod:`.joining` adds groups while a run goes on).
 """
 from __future__ import annotations
 
@@ -9,16 +10,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mutune.config import SchedulerConfig
 from mutune.errors import SearchError
-from mutune.search.backends.ray_tune.records import TrialRecord
+from mutune.search.backends.trial_record import TrialRecord
+from mutune.search.schedulers.contract import Scheduler
+from mutune.search.schedulers.factory import make_scheduler
 
 __all__ = ["RunOutcome", "ResumeState", "GroupSpec", "driver_group", "nothing_to_run",
-           "finished_trials"]
+           "finished_trials", "make_core"]
 
 
 @dataclass
 class RunOutcome:
-    """The trials of one Ray Tune run, as the driver recorded them, the scheduler core and the
+    """The trials of one run, as the driver recorded them, the scheduler core and the
     searcher (their ``state_dict()`` is what a resume needs)."""
     trials: list[TrialRecord]
     core: Any
@@ -49,14 +53,18 @@ class ResumeState:
 
 @dataclass
 class GroupSpec:
-    """One group of a Ray Tune run: the trials of one width (a proxy sweep's, or one
+    """One group of a run: the trials of one width (a proxy sweep's, or one
     confirmation design's).
 
     Attributes:
         width: the trials' model width (each trial's point carries it).
         proxy_sweep_id: the recorder's proxy sweep row (None: the target run).
         group: the driver group's name, prefix of new trial keys (e.g. ``w64``).
-        points, searcher, seeds, replicates: the trials, as :func:`run_trials` takes them.
+        points: per trial {"hparams": {...}, "seed": int, "index": int} (run as given; an
+            optional ``key`` replaces the default ``{group}-t{i}``), or None with
+            ``searcher`` and ``seeds``: the searcher proposes hyperparameters and trial i
+            trains with ``seeds[i]`` (with ``replicates`` r > 1: seeds[i·r : (i+1)·r],
+            averaged in lockstep).
         core: the scheduler core to continue (default: a fresh one from the run's
             ``scheduler`` settings).
         resume: the group's unfinished trials of an interrupted run (:class:`ResumeState`).
@@ -157,3 +165,11 @@ def nothing_to_run(spec: GroupSpec) -> bool:
 def finished_trials(spec: GroupSpec) -> list[TrialRecord]:
     """The trials of ``spec`` a resumed sweep had ended (kept in its outcome)."""
     return list(spec.resume.finished) if spec.resume else []
+
+
+def make_core(scheduler: SchedulerConfig, *, mode: str, seed: int) -> Scheduler:
+    """The scheduler core the config names (kind × variant, :func:`make_scheduler`)."""
+    return make_scheduler(scheduler.kind, variant=scheduler.variant,
+                          grace_period=scheduler.grace_period,
+                          reduction_factor=scheduler.reduction_factor, max_t=scheduler.max_t,
+                          mode=mode, seed=seed)

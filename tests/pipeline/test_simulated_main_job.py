@@ -1,0 +1,88 @@
+"""The whole main job on the simulated backend: proxy sweeps, confirmation designs, a gate
+round, the target, the ledger and the report, recorded in a real SQLite store, with Ray
+unimportable."""
+from __future__ import annotations
+
+import io
+import math
+import sys
+
+import pytest
+
+from mutune.config import parse_config
+from mutune.pipeline import run_pipeline
+from mutune.search.backends.simulated_run import SimulatedBackend, SyntheticLoss
+from mutune.services.report.data import build_report
+from mutune.services.report.render import render_report
+from mutune.services.store import Store
+from tests.conftest import make_tiny_config
+
+#: the surface's optimum: output_mult far above the quickstart's first range, so the first
+#: design finds it on the edge and the gate widens it in a round
+OPTIMUM = {"lr": 0.01, "output_mult": 1000.0}
+
+
+@pytest.fixture
+def no_ray(monkeypatch):
+    """Any ``import ray`` (or of a submodule) raises ModuleNotFoundError in the test."""
+    for name in [m for m in sys.modules if m == "ray" or m.startswith("ray.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "ray", None)
+
+
+def _config():
+    d = make_tiny_config().model_dump(mode="json")
+    d["widths"], d["target"]["width"] = [16, 32, 64], 256
+    d["transfer"]["gate_rounds"] = 1
+    return parse_config(d)
+
+
+def test_main_job_runs_end_to_end_on_the_simulator_without_ray(no_ray, tmp_path):
+    with pytest.raises(ModuleNotFoundError):
+        import ray  # noqa: F401
+    cfg = _config()
+    with Store.open(f"sqlite:///{tmp_path / 'sim.db'}") as store:
+        result = run_pipeline(cfg, store, out_dir=tmp_path / "out",
+                              backend=SimulatedBackend(SyntheticLoss(optimum=OPTIMUM)))
+        rows = store.sweep_rows(result.sweep_id)
+    assert rows["sweep"]["status"] == "completed"
+    kinds = {t["kind"] for t in rows["trials"]}
+    assert kinds == {"proxy", "confirm", "target"}
+    assert all(t["status"] in ("completed", "stopped") for t in rows["trials"])
+    report = build_report(rows)
+    # the first design found output_mult on its edge; the gate's round widened it
+    gate = report["gate"]
+    assert len(gate["rounds"]) == 1 and gate["outcome"] == "passed"
+    assert "edge" in gate["first_verdicts"].values()
+    # the transferred values land on the surface's optimum (it does not move with width)
+    for rule in result.rules:
+        want = OPTIMUM[rule["hyperparameter"]]
+        assert abs(math.log2(rule["transferred_value"] / want)) < 0.25, rule
+    target = result.target
+    assert target["status"] == "completed" and target["steps"] == cfg.target_steps
+    assert target["model_dir"] is None          # the simulator trains no model
+    # the ledger: every trial billed; the saving is the naive sweep less what was spent
+    cost = result.cost
+    assert cost["total_gpu_hours"] == pytest.approx(cost["proxy_gpu_hours"]
+                                                    + cost["target_gpu_hours"])
+    assert cost["saved_gpu_hours"] == pytest.approx(cost["naive_gpu_hours"]
+                                                    - cost["total_gpu_hours"])
+    assert cost["naive_formula"].startswith("devices/3600")
+    from rich.console import Console
+
+    buf = io.StringIO()
+    render_report(report, Console(file=buf, width=120))
+    text = buf.getvalue()
+    assert "GPU-h" in text and str(result.sweep_id) in text
+
+
+def test_the_simulated_sweep_is_deterministic(no_ray, tmp_path):
+    """Same config, same seed: the same trials, reports and decisions."""
+    def once(name):
+        with Store.open(f"sqlite:///{tmp_path / name}") as store:
+            res = run_pipeline(_config(), store, out_dir=tmp_path / name.replace(".db", ""),
+                               backend=SimulatedBackend())
+            rows = store.sweep_rows(res.sweep_id)
+        return ([(t["key"], t["status"]) for t in rows["trials"]],
+                [r["transferred_value"] for r in res.rules])
+    assert once("a.db") == once("b.db")
