@@ -73,13 +73,12 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     common = dict(tolerance=tr.tolerance, on_edge=bool(edges),
                   edge_side=edges[0] if edges else None,
                   fallback="; ".join(fallbacks) if fallbacks else None)
-    verdicts = {"width": rule_verdict(rule, parametrization=par, n_sizes=len(set(widths)),
-                                      **common)}
+    verdicts = {"width": rule_verdict(rule, parametrization=par, **common)}
     schemes = {"width": par}
     if depths:
         schemes["depth"] = _depth_scheme(config)
         verdicts["depth"] = rule_verdict(rule, parametrization=schemes["depth"], axis="depth",
-                                         n_sizes=len(set(depths)), **common)
+                                         **common)
     # along an axis the parametrization makes flat, a slope is extrapolated only when the
     # verdict resolves it as drifting: a tight interval outside the tolerance from ≥ 3 sizes.
     # An interval that contains 0, too few sizes, or a noisy/edge/fallback verdict leaves it
@@ -180,7 +179,7 @@ def _add_horizon_axis(config: SweepConfig, row: dict[str, Any], widths: list[int
         row["horizon_error"] = str(err)
         return
     verdict = rule_verdict(joint, parametrization="sp", axis="steps",
-                           tolerance=config.transfer.tolerance, n_sizes=len(set(ts)))
+                           tolerance=config.transfer.tolerance)
     row["axes"].append("steps")
     row["slopes"]["steps"] = joint.coefficients["steps"]
     row["slope_intervals"]["steps"] = list(joint.intervals["steps"])

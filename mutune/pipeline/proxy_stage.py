@@ -47,13 +47,12 @@ def width_seeds(run: SweepRun, index: int) -> list[int]:
 
 
 def width_spec(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searcher: Any, *,
-               core: Any = None, resume: Any = None, depth: int | None = None,
-               task: Any = None) -> Any:
+               core: Any = None, resume: Any = None, depth: int | None = None) -> Any:
     """The :class:`~mutune.search.backends.groups.GroupSpec` of proxy width ``width``
     (number ``index``, which seeds its trials): a fresh sweep, or an interrupted one
     continued with its restored ``core``, ``searcher`` and
     :class:`~mutune.search.backends.groups.ResumeState`. On a depth ladder ``depth``
-    names the group ``w{width}d{depth}`` and ``task`` is that depth's
+    names the group ``w{width}d{depth}`` and its task is that depth's
     (:func:`mutune.pipeline.depth_tasks.task_at_depth`)."""
     from mutune.pipeline.fitted_rule import size_label
     from mutune.search.backends.groups import GroupSpec
@@ -62,7 +61,8 @@ def width_spec(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searc
     group = f"w{width}" if depth is None else f"w{width}d{depth}"
     return GroupSpec(width, proxy_sweep_id, group, searcher=searcher,
                      seeds=width_seeds(run, index), replicates=search.replicates, core=core,
-                     resume=resume, task=task, task_key=None if depth is None else f"d{depth}",
+                     resume=resume, task=None if depth is None else task_at_depth(run, depth),
+                     task_key=None if depth is None else f"d{depth}",
                      on_progress=bind_progress(run.on_progress, size_label(width, depth),
                                                search.num_samples))
 
@@ -118,8 +118,7 @@ def new_width(run: SweepRun, width: int, index: int, depth: int | None = None) -
     searcher = make_searcher(run.config.search, run.config.seed, index)
     settings = proxy_settings(run) if depth is None else {**proxy_settings(run), "depth": depth}
     ps_id = run.recorder.proxy_sweep_started(run.sweep_id, width, settings)
-    return width_spec(run, width, index, ps_id, searcher, depth=depth,
-                      task=None if depth is None else task_at_depth(run, depth))
+    return width_spec(run, width, index, ps_id, searcher, depth=depth)
 
 
 def sweep_ladder(run: SweepRun) -> StageGroups:

@@ -34,7 +34,7 @@ from typing import Any
 
 from mutune.errors import SearchError
 from mutune.pipeline.main_job import finish_sweep
-from mutune.pipeline.depth_tasks import ladder_sizes, task_at_depth
+from mutune.pipeline.depth_tasks import ladder_sizes
 from mutune.pipeline.proxy_stage import (new_width, run_widths, width_result, width_results,
                                          width_seeds, width_spec)
 from mutune.pipeline.recorded import continue_points, never_started, trial_records
@@ -218,5 +218,5 @@ def restore_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                          {r.key: r for r in unfinished}, finished,
                          dormant={k: p for k, p in points.items() if k in paused})
     return width_spec(run, width, index, ps["id"], searcher, core=core, resume=resume,
-                      depth=depth, task=None if depth is None else task_at_depth(run, depth))
+                      depth=depth)
 

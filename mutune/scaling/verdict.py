@@ -59,7 +59,7 @@ def _fmt(x: float) -> str:
 
 def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float = 0.1,
                  on_edge: bool = False, edge_side: str | None = None,
-                 n_sizes: int | None = None, max_residual: float = math.log(2),
+                 max_residual: float = math.log(2),
                  fallback: str | None = None, axis: str = "width") -> Verdict:
     """Name the health of a transfer rule along one axis (precedence in the module docstring).
 
@@ -72,12 +72,11 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
         on_edge: whether any per-size optimum lies at the edge of its searched range
             (:attr:`~mutune.scaling.optimum.Optimum.on_edge`).
         edge_side: ``"low"`` or ``"high"``: which bound, for the advice.
-        n_sizes: distinct proxy sizes (default: distinct widths in the rule).
         max_residual: largest acceptable residual scale of the log optima about the line
             (natural-log units; default ln 2, one octave).
         fallback: why a per-size optimum is a best trial instead of a fit (None: all fitted).
         axis: the rule's axis judged (``"width"``, or an extra axis of a multi-axis rule such
-            as ``"depth"``: its coefficient and interval, and its sizes for ``n_sizes``).
+            as ``"depth"``: its coefficient, interval and distinct sizes).
             Along depth, ``"mup"`` means a depth parametrization (CompleteP, Depth-μP: the
             depth exponent should be ≈ 0, Dey et al. 2025 §3) and ``"sp"`` none (the exponent
             is the correction); along any other axis (``"steps"``, the horizon) ``"sp"``
@@ -86,8 +85,8 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
     Returns:
         :class:`Verdict`.
     Raises:
-        ValueError: unknown parametrization or edge_side, tolerance ≤ 0, n_sizes < 1, an axis
-            the rule was not fitted on.
+        ValueError: unknown parametrization or edge_side, tolerance ≤ 0, an axis the rule
+            was not fitted on.
     References:
         Yang et al. 2022, Tensor Programs V (arXiv 2203.03466), §3, Table 1.
     """
@@ -100,10 +99,7 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
     if axis not in rule.axes:
         raise ValueError(f"axis = {axis!r}: the rule was fitted on {list(rule.axes)}")
     along = rule.scales if axis == "width" else rule.extra_scales[axis]
-    if n_sizes is None:
-        n_sizes = len(set(along))
-    if n_sizes < 1:
-        raise ValueError(f"n_sizes = {n_sizes}: must be ≥ 1")
+    n_sizes = len(set(along))
     hp = rule.hyperparameter
     b = rule.slope if axis == "width" else rule.coefficients[axis]
     lo, hi = rule.slope_interval if axis == "width" else rule.intervals[axis]

@@ -204,7 +204,7 @@ def resume(sweep_id: int, *, db: str | None = None,
     with Store.open(url, create=False) as store:
         rows = store.sweep_rows(sweep_id)
         cfg = parse_config(rows["sweep"]["config"], source=f"sweep {sweep_id} in {url}")
-        result = resume_sweep(store, sweep_id, out_dir=out, lease_s=cfg.ray.lease_s,
+        result = resume_sweep(store, sweep_id, out_dir=out, interrupted=cfg.ray.lease_s,
                               on_stale=on_stale)
         rows = store.sweep_rows(result.sweep_id)
     return _write_outputs(rows, out, url, console)

@@ -47,9 +47,8 @@ def reap_stale(store: Any, sweep_id: int, *, lease_s: float, now: Any = None) ->
     return out
 
 
-def resume_sweep(store: Any, sweep_id: int, *, out_dir: Path, recorder: Any = None,
-                 lease_s: float | None = None, driver_gone: str | None = None,
-                 on_stale: Callable[[str], None] | None = None,
+def resume_sweep(store: Any, sweep_id: int, *, out_dir: Path, interrupted: float | str,
+                 recorder: Any = None, on_stale: Callable[[str], None] | None = None,
                  on_progress: Any = None, ray_address: str | None = None) -> Any:
     """Finish interrupted sweep ``sweep_id`` (see the module docstring).
 
@@ -58,9 +57,10 @@ def resume_sweep(store: Any, sweep_id: int, *, out_dir: Path, recorder: Any = No
         out_dir: folder for the resumed run's Ray state and plots.
         recorder: where new rows go (default ``store``; the server passes its recorder that
             also watches for a cancel).
-        lease_s: reap trials whose last beat is older than this (``mutune resume``).
-        driver_gone: instead, why the driver is known to be dead: every ``running`` row is
-            closed at once (trials ``failed`` with reason ``stale: …``, to be continued).
+        interrupted: a lease in seconds (a number): reap trials whose last beat is older
+            (``mutune resume``); or why the driver is known to be dead (a string): every
+            ``running`` row is closed at once (trials ``failed`` with reason ``stale: …``, to
+            be continued).
         on_stale: called with one line per reaped trial.
         ray_address: run on this Ray cluster instead of the config's (the server's own).
     Returns:
@@ -70,12 +70,10 @@ def resume_sweep(store: Any, sweep_id: int, *, out_dir: Path, recorder: Any = No
     """
     from mutune.pipeline.resume import resume_pipeline
 
-    if (lease_s is None) == (driver_gone is None):
-        raise MutuneError("resume_sweep needs exactly one of lease_s and driver_gone")
-    if driver_gone is not None:
-        store.mark_interrupted(sweep_id, driver_gone)
+    if isinstance(interrupted, str):
+        store.mark_interrupted(sweep_id, interrupted)
     else:
-        for line in reap_stale(store, sweep_id, lease_s=lease_s):
+        for line in reap_stale(store, sweep_id, lease_s=float(interrupted)):
             if on_stale is not None:
                 on_stale(line)
     return resume_pipeline(recorder or store, store.sweep_rows(sweep_id), out_dir=out_dir,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mutune.errors import SearchError, StoreError
@@ -31,7 +31,7 @@ from mutune.services.report.formatting import unclipped
 from mutune.search.backends.replay import (SCHEDULER_KINDS, ReplayResult, ReplaySettings,
                                            replay, replay_in_order)
 
-__all__ = ["replay_sweep", "render_replay", "sweep_curves", "REPLAY_CAPTION"]
+__all__ = ["replay_sweep", "ReplayChanges", "render_replay", "sweep_curves", "REPLAY_CAPTION"]
 
 
 def _num(value: Any) -> float:
@@ -93,33 +93,67 @@ def _finite_or_none(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any], overrides: Mapping[str, Any],
-                  concurrency: int | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReplayChanges:
+    """What a replay changes of the recorded sweep (None: the original's).
+
+    Attributes:
+        scheduler: ``asha`` or ``hyperband``.
+        grace_period, reduction_factor, max_t: r, η, max_t in steps.
+        concurrency: simulated workers (the original's: from its ray config).
+        seed: Hyperband's bracket seed (the original's: recorded with the scheduler, else
+            the sweep seed).
+    """
+    scheduler: str | None = None
+    grace_period: int | None = None
+    reduction_factor: int | None = None
+    max_t: int | None = None
+    concurrency: int | None = None
+    seed: int | None = None
+
+    def check(self) -> None:
+        """Raises SearchError: an unknown scheduler, or a concurrency below 1."""
+        if self.scheduler is not None and self.scheduler not in SCHEDULER_KINDS:
+            raise SearchError(f"scheduler = {self.scheduler!r}: must be one of "
+                              f"{SCHEDULER_KINDS}")
+        c = self.concurrency
+        if c is not None and (not isinstance(c, int) or c < 1):
+            raise SearchError(f"concurrency = {c!r}: must be an integer >= 1")
+
+    def applied(self, original: ReplaySettings) -> ReplaySettings:
+        """``original`` with these changes."""
+        new = {"kind": self.scheduler, "grace_period": self.grace_period,
+               "reduction_factor": self.reduction_factor, "max_t": self.max_t,
+               "seed": self.seed}
+        return replace(original, **{k: v for k, v in new.items() if v is not None})
+
+
+def _original_settings(rows: Mapping[str, Any], ps: Mapping[str, Any]) -> ReplaySettings:
     settings = ps["settings"] or {}
     sched = settings.get("scheduler") or {}
-    metric, mode = settings.get("metric", "val_loss"), settings.get("mode", "min")
     if sched.get("variant", "stopping") != "stopping":
         raise SearchError(f"proxy sweep {ps['id']} ran promotion ASHA: replay re-simulates the "
                           "stopping variant only (a paused trial's curve past its pause is "
                           "not recorded unless it was promoted)")
     # Hyperband's bracket seed: the one recorded with the scheduler settings, else the sweep's
-    seed = int(sched.get("seed", rows["sweep"]["seed"]))
-    original = ReplaySettings(kind=sched.get("kind", "asha"),
-                              grace_period=int(sched["grace_period"]),
-                              reduction_factor=int(sched["reduction_factor"]),
-                              max_t=int(sched["max_t"]), mode=mode, seed=seed)
-    chosen = ReplaySettings(**{**original.__dict__,
-                               **{k: v for k, v in overrides.items() if v is not None}})
+    return ReplaySettings(kind=sched.get("kind", "asha"),
+                          grace_period=int(sched["grace_period"]),
+                          reduction_factor=int(sched["reduction_factor"]),
+                          max_t=int(sched["max_t"]), mode=settings.get("mode", "min"),
+                          seed=int(sched.get("seed", rows["sweep"]["seed"])))
+
+
+def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any],
+                  changes: ReplayChanges) -> dict[str, Any]:
+    metric = (ps["settings"] or {}).get("metric", "val_loss")
+    original = _original_settings(rows, ps)
+    chosen = changes.applied(original)
     orig_conc = _original_concurrency(rows["sweep"]["config"])
-    conc = orig_conc if concurrency is None else concurrency
+    conc = orig_conc if changes.concurrency is None else changes.concurrency
     trials = [t for t in rows["trials"]
               if t["kind"] == "proxy" and t["proxy_sweep_id"] == ps["id"]]
-    by_id = {t["id"]: t for t in trials}
-    by_key = {t["key"]: t for t in trials}
-    devices = {t["key"]: float(t.get("devices") or 1) for t in trials}
     failed = [t["key"] for t in trials if t["status"] == "failed"]
     curves = sweep_curves(trials, metric)
-
     if chosen.kind == "asha":  # ASHA draws nothing: the seed cannot change its decisions
         same = replace(chosen, seed=0) == replace(original, seed=0)
     else:
@@ -133,80 +167,95 @@ def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any], overrides: Map
         result: ReplayResult = replay_in_order(reports, chosen, failed=failed)
     else:
         result = replay(curves, chosen, concurrency=conc, failed=failed)
-
-    # device-seconds: each trial's held seconds × its devices
-    device_s = sum(sec * devices.get(k, 1.0) for k, sec in result.held_s.items())
+    by_id = {t["id"]: t for t in trials}
     events = [e for e in rows["events"] if e["trial_id"] in by_id]
     # the sweep's own best (a confirmation design may have replaced the width's best since)
     orig_best = ps.get("best") or {}
     orig_best = (orig_best.get("optimum") or {}).get("sweep_best") or orig_best
     orig_trial = by_id.get(orig_best.get("trial_id"))
-    replay_best = result.best
-    matches = None
-    if in_order:
-        ours = [(by_key[d.trial]["id"], d.milestone, d.decision.value,
-                 _finite_or_none(d.value), _finite_or_none(d.cutoff)) for d in result.decisions]
-        theirs = [(e["trial_id"], e["milestone"], e["decision"], e["value"], e["cutoff"])
-                  for e in events]
-        matches = (ours == theirs and replay_best is not None and orig_trial is not None
-                   and replay_best.trial == orig_trial["key"])
-    allocated = sum((t.get("allocated_s") or 0.0) * float(t.get("devices") or 1)
-                    for t in trials) / 3600.0
-    counts: dict[str, int] = {}
-    for st in result.statuses.values():
-        counts[st] = counts.get(st, 0) + 1
     depth = (ps.get("settings") or {}).get("depth")
     return {
         "width": ps["width"], **({"depth": depth} if depth is not None else {}),
-        "replayed": {
-            "method": "recorded-order" if in_order else "simulated-clock",
-            "settings": {**chosen.__dict__, "concurrency": conc},
-            "best": _trial_view(by_key.get(replay_best.trial) if replay_best else None,
-                                replay_best.value if replay_best else None,
-                                replay_best.milestone if replay_best else None),
-            "decisions": len(result.decisions),
-            "stops": sum(d.decision.value in ("stop", "diverged") for d in result.decisions),
-            "statuses": counts,
-            "wall_s": result.wall_s,
-            "device_s": device_s,
-            # the replay's clock is productive + eval time: these are productive hours
-            "productive_gpu_hours": device_s / 3600.0,
-            "gpu_hours": device_s / 3600.0,
-            "missing_data": {"decisions": result.missing_data_decisions,
-                             "treatment": result.treatment,
-                             "trials": [c.trial for c in result.censored]},
-        },
-        "original": {
-            "settings": {**original.__dict__, "concurrency": orig_conc},
-            "best": _trial_view(orig_trial, orig_best.get("val_loss"),
-                                orig_best.get("milestone")),
-            "decisions": len(events),
-            "stops": sum(e["decision"] in ("stop", "diverged") for e in events),
-            "trials": len(trials),
-            "productive_gpu_hours": sum(((t.get("productive_s") or 0.0)
-                                         + (t.get("eval_s") or 0.0))
-                                        * float(t.get("devices") or 1) for t in trials) / 3600.0,
-            "allocated_gpu_hours": allocated,
-            "gpu_hours": allocated,        # allocated, as before (kept for compatibility)
-        },
-        "matches_original": matches,
+        "replayed": _replayed_view(result, trials, {**chosen.__dict__, "concurrency": conc},
+                                   in_order),
+        "original": _original_view(trials, events, orig_best, orig_trial,
+                                   {**original.__dict__, "concurrency": orig_conc}),
+        "matches_original": (_matches(result, trials, events, orig_trial) if in_order
+                             else None),
+    }
+
+
+def _matches(result: ReplayResult, trials: list[dict[str, Any]], events: list[dict[str, Any]],
+             orig_trial: Mapping[str, Any] | None) -> bool:
+    """Whether the in-order replay made the recorded decisions and picked the same best."""
+    by_key = {t["key"]: t for t in trials}
+    ours = [(by_key[d.trial]["id"], d.milestone, d.decision.value,
+             _finite_or_none(d.value), _finite_or_none(d.cutoff)) for d in result.decisions]
+    theirs = [(e["trial_id"], e["milestone"], e["decision"], e["value"], e["cutoff"])
+              for e in events]
+    best = result.best
+    return (ours == theirs and best is not None and orig_trial is not None
+            and best.trial == orig_trial["key"])
+
+
+def _replayed_view(result: ReplayResult, trials: list[dict[str, Any]],
+                   settings: dict[str, Any], in_order: bool) -> dict[str, Any]:
+    by_key = {t["key"]: t for t in trials}
+    devices = {t["key"]: float(t.get("devices") or 1) for t in trials}
+    # device-seconds: each trial's held seconds × its devices
+    device_s = sum(sec * devices.get(k, 1.0) for k, sec in result.held_s.items())
+    counts: dict[str, int] = {}
+    for st in result.statuses.values():
+        counts[st] = counts.get(st, 0) + 1
+    best = result.best
+    return {
+        "method": "recorded-order" if in_order else "simulated-clock",
+        "settings": settings,
+        "best": _trial_view(by_key.get(best.trial) if best else None,
+                            best.value if best else None, best.milestone if best else None),
+        "decisions": len(result.decisions),
+        "stops": sum(d.decision.value in ("stop", "diverged") for d in result.decisions),
+        "statuses": counts,
+        "wall_s": result.wall_s,
+        "device_s": device_s,
+        # the replay's clock is productive + eval time: these are productive hours
+        "productive_gpu_hours": device_s / 3600.0,
+        "gpu_hours": device_s / 3600.0,
+        "missing_data": {"decisions": result.missing_data_decisions,
+                         "treatment": result.treatment,
+                         "trials": [c.trial for c in result.censored]},
+    }
+
+
+def _original_view(trials: list[dict[str, Any]], events: list[dict[str, Any]],
+                   best: Mapping[str, Any], trial: Mapping[str, Any] | None,
+                   settings: dict[str, Any]) -> dict[str, Any]:
+    allocated = sum((t.get("allocated_s") or 0.0) * float(t.get("devices") or 1)
+                    for t in trials) / 3600.0
+    return {
+        "settings": settings,
+        "best": _trial_view(trial, best.get("val_loss"), best.get("milestone")),
+        "decisions": len(events),
+        "stops": sum(e["decision"] in ("stop", "diverged") for e in events),
+        "trials": len(trials),
+        "productive_gpu_hours": sum(((t.get("productive_s") or 0.0)
+                                     + (t.get("eval_s") or 0.0))
+                                    * float(t.get("devices") or 1) for t in trials) / 3600.0,
+        "allocated_gpu_hours": allocated,
+        "gpu_hours": allocated,        # allocated, as before (kept for compatibility)
     }
 
 
 def replay_sweep(store: Any, sweep_id: int, *, width: int | None = None,
-                 scheduler: str | None = None, grace_period: int | None = None,
-                 reduction_factor: int | None = None, max_t: int | None = None,
-                 concurrency: int | None = None, seed: int | None = None) -> dict[str, Any]:
+                 changes: ReplayChanges | None = None) -> dict[str, Any]:
     """Replay a recorded sweep's proxy widths under another (or the same) scheduler.
 
     Args:
         store: a :class:`~mutune.services.store.Store`.
         sweep_id: the sweep to replay.
         width: one proxy width (default: every proxy width).
-        scheduler: ``asha`` or ``hyperband`` (default: the original's).
-        grace_period, reduction_factor, max_t: r, η, max_t in steps (default: original's).
-        concurrency: simulated workers (default: the original's, from its ray config).
-        seed: Hyperband's bracket seed (default: the sweep seed).
+        changes: the scheduler settings and concurrency to change (:class:`ReplayChanges`;
+            None: replay as recorded).
     Returns:
         JSON-able ``{"sweep_id", "widths": [{"width", "replayed": {…}, "original": {…},
         "matches_original"}]}``; ``matches_original`` is None on the simulated clock. Both
@@ -218,20 +267,16 @@ def replay_sweep(store: Any, sweep_id: int, *, width: int | None = None,
         StoreError: unknown sweep, or no proxy sweep at ``width``.
         SearchError: settings out of range.
     """
-    if scheduler is not None and scheduler not in SCHEDULER_KINDS:
-        raise SearchError(f"scheduler = {scheduler!r}: must be one of {SCHEDULER_KINDS}")
-    if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
-        raise SearchError(f"concurrency = {concurrency!r}: must be an integer >= 1")
+    changes = changes or ReplayChanges()
+    changes.check()
     rows = store.sweep_rows(sweep_id)
     proxies = [p for p in rows["proxy_sweeps"] if width is None or p["width"] == width]
     if not proxies:
         have = sorted(p["width"] for p in rows["proxy_sweeps"])
         raise StoreError(f"sweep {sweep_id} has no proxy sweep at width {width} "
                          f"(widths: {have})")
-    overrides = {"kind": scheduler, "grace_period": grace_period,
-                 "reduction_factor": reduction_factor, "max_t": max_t, "seed": seed}
     return {"sweep_id": sweep_id,
-            "widths": [_replay_width(rows, p, overrides, concurrency) for p in proxies]}
+            "widths": [_replay_width(rows, p, changes) for p in proxies]}
 
 
 #: The caption under ``mutune replay``'s table: what ×N and each GPU-hours column mean.

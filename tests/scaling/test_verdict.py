@@ -49,8 +49,8 @@ def test_precedence_and_advice():
     assert v.name == "edge" and "downwards" in v.advice
     v = rule_verdict(_rule(-0.9, (-3.0, 1.0)), parametrization="sp")
     assert v.name == "noisy" and "seeds" in v.advice
-    assert rule_verdict(_rule(0.0, (-0.05, 0.05)), parametrization="mup",
-                        n_sizes=2).name == "too_few_sizes"
+    assert rule_verdict(_rule(0.0, (-0.05, 0.05), n=2),
+                        parametrization="mup").name == "too_few_sizes"
     # a fallback beats edge: a best trial's "edge" says nothing
     v = rule_verdict(_rule(0.0, (-0.05, 0.05)), parametrization="mup", on_edge=True,
                      fallback="width 64: too few trials")

@@ -13,7 +13,8 @@ from rich.console import Console
 from mutune.errors import SearchError, StoreError
 from mutune.search.schedulers.asha import ASHA, Decision
 from mutune.search.best import best_at_rung
-from mutune.services.stored_replay import render_replay, replay_sweep, sweep_curves
+from mutune.services.stored_replay import (ReplayChanges, render_replay, replay_sweep,
+                                           sweep_curves)
 
 # ---------------------------------------------------------------- synthetic recorded sweeps
 # Written through the Store's recorder methods as the live book does (report seq, then one
@@ -135,17 +136,19 @@ def test_original_settings_reproduce_decisions_and_best(store):
 
 def test_other_settings_use_the_simulated_clock_and_count_missing_data(store):
     sweep_id, _ = record_sweep(store, widths=(16,), n=20, r=1, eta=3, max_t=9)
-    gentle = replay_sweep(store, sweep_id, reduction_factor=2)["widths"][0]
+    gentle = replay_sweep(store, sweep_id, changes=ReplayChanges(reduction_factor=2))["widths"][0]
     assert gentle["replayed"]["method"] == "simulated-clock"
     assert gentle["matches_original"] is None
     md = gentle["replayed"]["missing_data"]
     assert md["decisions"] > 0 and md["decisions"] == len(md["trials"])
     assert md["treatment"].startswith("censored")
-    harsh = replay_sweep(store, sweep_id, grace_period=1, reduction_factor=3, max_t=9,
-                         concurrency=1, scheduler="asha")["widths"][0]
+    harsh = replay_sweep(store, sweep_id, changes=ReplayChanges(
+        grace_period=1, reduction_factor=3, max_t=9, concurrency=1,
+        scheduler="asha"))["widths"][0]
     assert harsh["replayed"]["method"] == "simulated-clock"       # concurrency differs
     assert harsh["replayed"]["wall_s"] == pytest.approx(harsh["replayed"]["device_s"])
-    hb = replay_sweep(store, sweep_id, scheduler="hyperband", width=16)["widths"][0]
+    hb = replay_sweep(store, sweep_id, width=16,
+                      changes=ReplayChanges(scheduler="hyperband"))["widths"][0]
     assert hb["replayed"]["settings"]["kind"] == "hyperband"
     assert hb["replayed"]["best"] is not None
     assert sum(hb["replayed"]["statuses"].values()) == 20
@@ -160,9 +163,9 @@ def test_errors_name_the_problem(store):
     with pytest.raises(StoreError, match=r"no proxy sweep at width 64 \(widths: \[16, 32\]\)"):
         replay_sweep(store, sweep_id, width=64)
     with pytest.raises(SearchError, match="scheduler = 'pbt'"):
-        replay_sweep(store, sweep_id, scheduler="pbt")
+        replay_sweep(store, sweep_id, changes=ReplayChanges(scheduler="pbt"))
     with pytest.raises(SearchError, match="concurrency = 0"):
-        replay_sweep(store, sweep_id, concurrency=0)
+        replay_sweep(store, sweep_id, changes=ReplayChanges(concurrency=0))
     with pytest.raises(StoreError, match="no sweep with id 999"):
         replay_sweep(store, 999)
 
@@ -200,7 +203,8 @@ def test_real_sweep_replays_exactly_with_original_settings(real_sweep):
     url, sweep_id = real_sweep
     with Store.open(url) as store:
         res = replay_sweep(store, sweep_id)
-        other = replay_sweep(store, sweep_id, scheduler="hyperband", concurrency=1)
+        other = replay_sweep(store, sweep_id,
+                             changes=ReplayChanges(scheduler="hyperband", concurrency=1))
     for w in res["widths"]:
         assert w["replayed"]["method"] == "recorded-order"
         assert w["matches_original"] is True, w

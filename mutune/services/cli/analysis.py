@@ -37,13 +37,14 @@ def replay(sweep_id: int = typer.Argument(..., help="Sweep id in the results dat
 
     from mutune._json import json_safe
     from mutune.errors import MutuneError
-    from mutune.services.stored_replay import render_replay, replay_sweep
+    from mutune.services.stored_replay import ReplayChanges, render_replay, replay_sweep
 
     try:
+        changes = ReplayChanges(scheduler=scheduler, grace_period=grace_period,
+                                reduction_factor=reduction_factor, max_t=max_t,
+                                concurrency=concurrency, seed=seed)
         with open_store(db) as store:
-            result = replay_sweep(store, sweep_id, width=width, scheduler=scheduler,
-                                  grace_period=grace_period, reduction_factor=reduction_factor,
-                                  max_t=max_t, concurrency=concurrency, seed=seed)
+            result = replay_sweep(store, sweep_id, width=width, changes=changes)
     except MutuneError as err:
         fail(err)
     if json_out:

@@ -100,7 +100,7 @@ def _resume(sweep_id: int, *, store: Any, out_dir: Path,
 
     log.info("sweep %s: resuming after a server restart", sweep_id)
     resume_sweep(store, sweep_id, out_dir=out_dir, recorder=_AttachedRecorder(store, sweep_id),
-                 driver_gone="the server running this sweep stopped", ray_address=ray_address)
+                 interrupted="the server running this sweep stopped", ray_address=ray_address)
     return sweep_id
 
 
