@@ -17,7 +17,7 @@ from mutune.services.recovery import reap_stale
 from mutune.errors import MutuneError
 from mutune.pipeline import open_sweep
 from mutune.pipeline.proxy_stage import sweep_width
-from mutune.scaling.ledger import compute_cost
+from mutune.scaling.ledger import FlopsModel, compute_cost
 from mutune.pipeline.resume import resume_width
 from mutune.search.schedulers.factory import scheduler_from_state
 from mutune.services.store import Store
@@ -177,8 +177,7 @@ def test_resumed_sweep_equals_the_uninterrupted_one(ray_local, tiny_config, tmp_
         stand_in = next(r for r in outcome.trials            # any other trial as "target"
                         if r.trial_id != t["id"] and r.status == "completed")
         cost, entries = compute_cost(cfg, {16: outcome}, stand_in,
-                                     flops_per_sample=lambda w, n: 6.0 * n,
-                                     peak_flops=None, peak_source="none")
+                                     flops=FlopsModel(lambda w, n: 6.0 * n, None, "none"))
         assert cost["waste_gpu_hours"]["recovery"] > 0 and cost["repeated_steps"] == 3
         assert [e["inputs"]["repeated_steps"] for e in entries
                 if e["name"] == "recovery_s" and e.get("inputs")] == [3]

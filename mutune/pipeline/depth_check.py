@@ -343,7 +343,8 @@ def run_depth_coord_check(config: SweepConfig, *, width: int, depths: Sequence[i
         ConfigError: as :func:`run_depth_transfer_check`. ProxyError: a depth below 2, or
             activations blew up (lower ``lr``).
     """
-    from mutune.proxies.coord_check import coord_check, plot_coord_check, slope_table
+    from mutune.proxies.coord_check import (CoordSetup, coord_check, plot_coord_check,
+                                         slope_table)
     from mutune.proxies.task import ProxyTask, load_task_data
 
     configs = depth_configs(config, depths, parametrizations)
@@ -354,10 +355,10 @@ def run_depth_coord_check(config: SweepConfig, *, width: int, depths: Sequence[i
     for par in parametrizations:
         tasks = {d: depth_task(base, configs[(par, d)]) for d in depths}
         checks.append(coord_check(
-            lambda d, p, tasks=tasks: tasks[d].build(width, hp),
-            lambda m, tasks=tasks: tasks[_depth_of(m, tasks)].optimizer(m, lr),
-            tasks[depths[0]].batch, tasks[depths[0]].loss, widths=depths,
-            parametrization=par, steps=steps, seeds=seeds, axis="depth"))
+            CoordSetup(lambda d, p, tasks=tasks: tasks[d].build(width, hp),
+                       lambda m, tasks=tasks: tasks[_depth_of(m, tasks)].optimizer(m, lr),
+                       tasks[depths[0]].batch, tasks[depths[0]].loss),
+            widths=depths, parametrization=par, steps=steps, seeds=seeds, axis="depth"))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table: dict[str, Any] = {"axis": "depth", **slope_table(checks)}

@@ -73,7 +73,7 @@ def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any,
     Returns:
         (cost figures keyed as report.json's ``cost``, the ledger entries recorded).
     """
-    from mutune.scaling.ledger import compute_cost
+    from mutune.scaling.ledger import FlopsModel, compute_cost
 
     config = run.config
     kind = target.timing["device_kind"]
@@ -84,13 +84,12 @@ def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any,
     flops = functools.cache(lambda size, n_params: flops_per_sample(
         config, size[0], n_params, depth=size[1]) if isinstance(size, tuple)
         else flops_per_sample(config, size, n_params))
+    model = FlopsModel(flops, peak, source,
+                       target_size=((config.target.width, config.target_depth)
+                                    if config.depth_ladder else None))
     cost, entries = compute_cost(
-        config, outcomes, target,
-        target_size=((config.target.width, config.target_depth) if config.depth_ladder
-                     else None),
+        config, outcomes, target, flops=model,
         extra_trials=[(width_of[t.trial_id], t) for o in extra for t in o.trials],
-        flops_per_sample=flops,
-        peak_flops=peak, peak_source=source, resources=run.resources,
-        sweep_start=run.started_at)
+        resources=run.resources, sweep_start=run.started_at)
     run.recorder.ledger_recorded(run.sweep_id, entries)
     return cost, entries

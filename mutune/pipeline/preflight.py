@@ -45,7 +45,8 @@ def run_coord_check(config: SweepConfig, *, widths: Sequence[int], lr: float, st
     Raises:
         ProxyError: bad widths/steps, or activations blew up (lower ``lr``).
     """
-    from mutune.proxies.coord_check import coord_check, plot_coord_check, slope_table
+    from mutune.proxies.coord_check import (CoordSetup, coord_check, plot_coord_check,
+                                         slope_table)
 
     hp = {k: v for k, v in config.search.fixed.items()}
     checks = []
@@ -54,8 +55,8 @@ def run_coord_check(config: SweepConfig, *, widths: Sequence[int], lr: float, st
         task = _task(config, par, data)
         data = task.data
         checks.append(coord_check(
-            lambda w, p, task=task: task.build(w, hp),
-            lambda m, task=task: task.optimizer(m, lr), task.batch, task.loss,
+            CoordSetup(lambda w, p, task=task: task.build(w, hp),
+                       lambda m, task=task: task.optimizer(m, lr), task.batch, task.loss),
             widths=widths, parametrization=par, steps=steps, seeds=seeds))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -89,14 +89,14 @@ def check_converted_coords(task: Any, lr: float, hparams: dict[str, float] | Non
             the message says to lower the learning rate).
     """
     from mutune.errors import ProxyError
-    from mutune.proxies.coord_check import coord_check
+    from mutune.proxies.coord_check import CoordSetup, coord_check
 
     hp = {**dict(hparams or {}), "lr": lr}
     base = int(task.model.base_width)
     widths = [base, 2 * base, 4 * base]
-    check = coord_check(lambda w, p: task.build(w, hp), lambda m: task.optimizer(m, lr),
-                        task.batch, task.loss, widths=widths, parametrization="mup",
-                        steps=steps, seeds=seeds)
+    check = coord_check(CoordSetup(lambda w, p: task.build(w, hp),
+                                   lambda m: task.optimizer(m, lr), task.batch, task.loss),
+                        widths=widths, parametrization="mup", steps=steps, seeds=seeds)
     bad = {n: s for n, s in check.slopes.items() if s > COORD_TOLERANCE}
     if bad:
         shown = ", ".join(f"{n} {s:+.2f}" for n, s in sorted(bad.items(), key=lambda x: -x[1]))

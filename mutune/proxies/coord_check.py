@@ -26,7 +26,8 @@ from torch import nn
 
 from mutune.errors import ProxyError
 
-__all__ = ["CoordCheck", "coord_check", "depth_role", "slope_table", "plot_coord_check"]
+__all__ = ["CoordCheck", "CoordSetup", "coord_check", "depth_role", "slope_table",
+           "plot_coord_check"]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -78,21 +79,32 @@ def depth_role(name: str, depth: int) -> str | None:
     return name
 
 
-def coord_check(build: Callable[[int, str], nn.Module],
-                make_optimizer: Callable[[nn.Module], torch.optim.Optimizer],
-                batch: Callable[[int, int], Batch], loss: Callable[[torch.Tensor, torch.Tensor],
-                                                                   torch.Tensor], *,
-                widths: Sequence[int], parametrization: str, steps: int = 3,
-                seeds: Sequence[int] = (0, 1, 2), axis: str = "width") -> CoordCheck:
+@dataclass(frozen=True)
+class CoordSetup:
+    """What a coord check trains.
+
+    Attributes:
+        build: ``(width, parametrization) -> model`` with base shapes set (the depth instead
+            of the width along ``axis="depth"``).
+        make_optimizer: the μP optimizer for a model (same learning rate at every width).
+        batch: ``(seed, step) -> (inputs, targets)``, the training batches.
+        loss: ``(outputs, targets) -> scalar`` loss.
+    """
+    build: Callable[[int, str], nn.Module]
+    make_optimizer: Callable[[nn.Module], torch.optim.Optimizer]
+    batch: Callable[[int, int], Batch]
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def coord_check(setup: CoordSetup, *, widths: Sequence[int], parametrization: str,
+                steps: int = 3, seeds: Sequence[int] = (0, 1, 2),
+                axis: str = "width") -> CoordCheck:
     """Record mean |output| of every module over the first ``steps`` steps at each width (or
     depth, with ``axis="depth"``: ``build`` then takes the depth, modules are compared by
     :func:`depth_role` and block outputs are recorded too).
 
     Args:
-        build: ``(width, parametrization) -> model`` with base shapes set.
-        make_optimizer: the μP optimizer for a model (same learning rate at every width).
-        batch: ``(seed, step) -> (inputs, targets)``, the training batches.
-        loss: ``(outputs, targets) -> scalar`` loss.
+        setup: the models, optimizer, batches and loss (:class:`CoordSetup`).
         widths: increasing widths (depths, ≥ 2 each, with ``axis="depth"``), at least 2.
         parametrization: ``mup`` or ``sp`` (passed to ``build``).
         steps: optimizer steps; sizes are recorded before the first and after every step, and
@@ -107,6 +119,8 @@ def coord_check(build: Callable[[int, str], nn.Module],
             seeds, an unknown axis, or a non-finite activation (the learning rate is too large
             for the check).
     """
+    build, make_optimizer, batch, loss = (setup.build, setup.make_optimizer, setup.batch,
+                                          setup.loss)
     widths = [int(w) for w in widths]
     if axis not in ("width", "depth"):
         raise ProxyError(f"coord check axis {axis!r}: must be 'width' or 'depth'")

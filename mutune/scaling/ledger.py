@@ -36,16 +36,31 @@ from mutune.config import SweepConfig
 from mutune.scaling.ledger_lines import (Hold, NaiveLines, hold_entries, naive_entries,
                                          sweep_entries, throughput_entries)
 
-__all__ = ["compute_cost"]
+__all__ = ["compute_cost", "FlopsModel"]
+
+
+@dataclass(frozen=True)
+class FlopsModel:
+    """What the ledger's MFU is computed from.
+
+    Attributes:
+        per_sample: (size, parameter count) → model training FLOPs per sample (MLP) or
+            token (GPT); size is a proxy's key (its width, or (width, depth)).
+        peak_flops: peak FLOP/s per device (None: MFU is not computed).
+        peak_source: where ``peak_flops`` came from (the cost table, the device's name …).
+        target_size: the target's size key when the proxies are keyed by (width, depth) on a
+            depth ladder; None: ``target.width``.
+    """
+    per_sample: Callable[[Any, float], float]
+    peak_flops: float | None
+    peak_source: str
+    target_size: Any = None
 
 
 def compute_cost(config: SweepConfig, outcomes: dict[Any, Any], target: Any, *,
-                 flops_per_sample: Callable[[Any, float], float],
-                 peak_flops: float | None, peak_source: str,
-                 extra_trials: Sequence[tuple[Any, Any]] = (),
+                 flops: FlopsModel, extra_trials: Sequence[tuple[Any, Any]] = (),
                  resources: dict[str, float] | None = None,
-                 sweep_start: float | None = None,
-                 target_size: Any = None
+                 sweep_start: float | None = None
                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The ledger (docs/architecture.md §6) from the recorded trials: GPU-hours of the proxy
     sweeps and the target run, the naive counterfactuals with their formulas, savings, money,
@@ -66,16 +81,11 @@ def compute_cost(config: SweepConfig, outcomes: dict[Any, Any], target: Any, *,
         extra_trials: (width, record) of further proxy-side trials — confirmation designs and
             gate rounds — billed to the proxies but not to the naive line.
         target: the target run's record.
-        flops_per_sample: (width, parameter count) → model training FLOPs per sample (MLP)
-            or token (GPT).
-        peak_flops, peak_source: peak FLOP/s per device (None: MFU is not computed) and
-            where it came from.
+        flops: the FLOPs per sample and the peak behind MFU (:class:`FlopsModel`).
         resources: the cluster's total resources (``ray.cluster_resources()``); None: the
             config's ``ray.num_cpus`` CPUs.
         sweep_start: when the sweep was submitted, on the trials' clock (driver monotonic
             seconds); None: its first trial's start.
-        target_size: the target's key for ``flops_per_sample`` when the proxies are keyed by
-            (width, depth) on a depth ladder; None: ``target.width``.
     Returns:
         (cost figures keyed as report.json's ``cost``, ledger entries for the recorder).
     """
@@ -86,8 +96,10 @@ def compute_cost(config: SweepConfig, outcomes: dict[Any, Any], target: Any, *,
     everything = [*proxy_trials, target]
     widths = {t.trial_id: w for w, o in outcomes.items() for t in o.trials}
     widths.update({t.trial_id: w for w, t in extra_trials})
-    widths[target.trial_id] = config.target.width if target_size is None else target_size
-    entries, flops = _trial_entries(everything, widths, flops_per_sample)
+    widths[target.trial_id] = (config.target.width if flops.target_size is None
+                               else flops.target_size)
+    peak_flops, peak_source = flops.peak_flops, flops.peak_source
+    entries, used = _trial_entries(everything, widths, flops.per_sample)
     proxy_h = sum(e["value"] for e in entries
                   if e["name"] == "gpu_hours" and e["trial_id"] != target.trial_id)
     target_h = gpu_hours(target.timing["allocated_s"], target.timing["devices"])
@@ -96,8 +108,8 @@ def compute_cost(config: SweepConfig, outcomes: dict[Any, Any], target: Any, *,
                  resources, sweep_start)
     e = ettr(sum(t.timing["productive_s"] for t in everything),
              sum(t.timing["allocated_s"] for t in everything))
-    mfu = (flops.total / flops.device_s / peak_flops
-           if peak_flops and flops.device_s > 0 else None)
+    mfu = (used.total / used.device_s / peak_flops
+           if peak_flops and used.device_s > 0 else None)
     cost = {**_cost_figures(config, target, proxy_h, target_h, naive, hold, ettr_value=e),
             "mfu": mfu, "peak_flops_per_device": peak_flops, "peak_flops_source": peak_source,
             "gpu_hours_per_trial": proxy_h / len(proxy_trials) if proxy_trials else None,
@@ -108,8 +120,8 @@ def compute_cost(config: SweepConfig, outcomes: dict[Any, Any], target: Any, *,
     entries.append({"scope": "sweep", "name": "mfu", "value": mfu, "unit": "1",
                     "formula": "Σ model FLOPs / Σ (productive s × devices) / peak FLOP/s "
                                "(Chowdhery et al. 2022, App. B)",
-                    "inputs": {"model_flops": flops.total, "productive_device_s":
-                               flops.device_s, "peak_flops_per_device": peak_flops,
+                    "inputs": {"model_flops": used.total, "productive_device_s":
+                               used.device_s, "peak_flops_per_device": peak_flops,
                                "peak_source": peak_source}})
     entries += throughput_entries(cost, target) + hold_entries(hold) + naive_entries(naive, cost)
     return cost, entries

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from mutune.config import load_config
-from mutune.proxies.coord_check import coord_check
+from mutune.proxies.coord_check import CoordSetup, coord_check
 from mutune.proxies.gpt import build_gpt
 from mutune.proxies.parametrization import make_optimizer
 from mutune.proxies.task import ProxyTask, load_task_data
@@ -21,9 +21,9 @@ def digits_task():
 
 def _mlp_check(cfg, data, par):
     task = ProxyTask(cfg.model.model_copy(update={"parametrization": par}), cfg.train, data)
-    return coord_check(lambda w, p: task.build(w, {}), lambda m: task.optimizer(m, 2 ** -6),
-                       task.batch, task.loss, widths=WIDTHS, parametrization=par, steps=3,
-                       seeds=(0, 1, 2))
+    return coord_check(CoordSetup(lambda w, p: task.build(w, {}),
+                                  lambda m: task.optimizer(m, 2 ** -6), task.batch, task.loss),
+                       widths=WIDTHS, parametrization=par, steps=3, seeds=(0, 1, 2))
 
 
 def test_mlp_mup_flat_and_sp_readout_grows(digits_task):
@@ -52,9 +52,10 @@ def test_gpt_mup_flat_and_sp_readout_grows(tied):
         return build_gpt(w, vocab=256, seq_len=16, depth=1, d_head=16, ffn_ratio=2,
                          base_width=64, parametrization=par, tied=tied)
 
-    checks = {par: coord_check(build, lambda m: make_optimizer(m, lr=2 ** -7, kind="adam"),
-                               _gpt_batch, _gpt_loss, widths=WIDTHS, parametrization=par,
-                               steps=3, seeds=(0, 1))
+    setup = CoordSetup(build, lambda m: make_optimizer(m, lr=2 ** -7, kind="adam"),
+                       _gpt_batch, _gpt_loss)
+    checks = {par: coord_check(setup, widths=WIDTHS, parametrization=par, steps=3,
+                               seeds=(0, 1))
               for par in ("mup", "sp")}
     if tied:
         # Tied (MuSharedReadout) μP: no module grows with width; the FFN's activations shrink
