@@ -101,13 +101,13 @@ def test_depth_transfer_check_refuses_a_bad_model_before_creating_the_database(t
 @pytest.mark.slow
 def test_depth_transfer_check_runs_every_depth_and_parametrization_in_one_ray_run(
         ray_local, tiny_config, tmp_path):
-    from mutune.pipeline.depth_check import run_depth_transfer_check
+    from mutune.pipeline.depth_transfer import DepthGrid, run_depth_transfer_check
     from mutune.pipeline.recording import MemoryRecorder
 
     rec = MemoryRecorder()
     cfg = _residual_config(tiny_config)
-    res = run_depth_transfer_check(cfg, rec, width=16, depths=[2, 6], log2_lrs=[-9, -7, -5, -3],
-                                   seeds=2, steps=9, out_dir=tmp_path, n_boot=100)
+    res = run_depth_transfer_check(cfg, rec, width=16, out_dir=tmp_path, grid=DepthGrid(
+        [2, 6], [-9, -7, -5, -3], seeds=2, steps=9, n_boot=100))
     assert res["axis"] == "depth" and res["depths"] == [2, 6]
     for par in ("completep", "depth_mup", "none"):
         e = res[par]

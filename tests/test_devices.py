@@ -140,7 +140,7 @@ def test_a_one_process_cpu_target_holds_every_cpu_the_sweep_holds(tiny_config):
     """On a local CPU cluster the target trains on every CPU the sweep holds (slots ×
     cpus_per_trial), so none idles under it; a cluster address, GPU trials, a concurrency
     cap and ``target.cpus`` change that."""
-    from mutune.pipeline.target_stage import target_cpus
+    from mutune.pipeline.target_devices import target_cpus
 
     def cpus(target=None, **ray):
         d = tiny_config.model_dump(mode="json")

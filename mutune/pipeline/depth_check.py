@@ -2,11 +2,9 @@
 Θ(1), as the model deepens at a fixed width — with CompleteP, with Depth-μP, and without a
 depth parametrization?
 
-:func:`run_depth_transfer_check` is the transfer check of docs/transfer.md §9: validation loss
-against log2 learning rate per depth, one Ray Tune run holding every (parametrization, depth)
-as its own group (each with its own model, :class:`~mutune.search.backends.groups.
-GroupSpec`), one trial per (learning rate, seed), recorded as a sweep.
-:func:`run_depth_coord_check` is the coord check across depth (in-process, a few steps).
+The transfer check across depth (:func:`mutune.pipeline.depth_transfer.
+run_depth_transfer_check`, docs/transfer.md §9) builds on the depth configs and the statistics
+here; :func:`run_depth_coord_check` is the coord check across depth (in-process, a few steps).
 
 Statistics: each depth's optimum is :func:`~mutune.pipeline.preflight.grid_optimum` of the
 seed-mean curve; its 95 % interval, the spread and drift intervals and the depth slope's
@@ -35,10 +33,8 @@ import numpy as np
 from mutune._json import json_safe
 from mutune.config import SweepConfig
 from mutune.errors import ConfigError, FitError
-from mutune.pipeline.recording import Recorder
 
 __all__ = ["DEPTH_PARAMETRIZATIONS", "depth_config", "depth_configs", "depth_task",
-           "run_depth_transfer_check",
            "run_depth_coord_check", "depth_optima", "depth_slope_verdict"]
 
 #: the parametrizations a depth check compares (α = 1, α = ½, no depth scaling)
@@ -192,139 +188,6 @@ def depth_slope_verdict(slope_interval: Sequence[float], n_depths: int, *, on_ed
     return "noisy"
 
 
-def run_depth_transfer_check(config: SweepConfig, recorder: Recorder, *, width: int,
-                             depths: Sequence[int], log2_lrs: Sequence[float], seeds: int = 3,
-                             steps: int = 60, out_dir: Path,
-                             parametrizations: Sequence[str] = DEPTH_PARAMETRIZATIONS,
-                             n_boot: int = 400, tolerance: float = 0.1) -> dict[str, Any]:
-    """Validation loss against log2 learning rate per depth at one width, for each depth
-    parametrization, as one Ray Tune run recorded as a sweep.
-
-    Every (parametrization, depth, learning rate, seed) is one trial training ``steps`` steps;
-    the base depth is the smallest depth, where every factor is 1 and the model is the same
-    under every parametrization: it is trained once and shared. Each parametrization's entry
-    holds :func:`depth_optima`'s figures and ``rule`` = {"axes": ["depth"], "slopes":
-    {"depth": c}, "slope_intervals": {"depth": [lo, hi]}, "verdicts": {"depth": name}}
-    (:func:`depth_slope_verdict`), ``loss`` (depth → seed-mean curve) and ``trials``.
-
-    Writes ``transfer_check.json`` (``{"axis": "depth", "width": w, "depths": [...],
-    "log2_lr": [...], "seeds": n, "steps": t, "completep": {...}, "depth_mup": {...},
-    "none": {...}, "sweep_id": id}``) and ``transfer_check.png`` into ``out_dir``.
-
-    Raises:
-        ConfigError: fewer than 2 depths, an unknown parametrization, a model without depth
-            parametrizations. FitError: a curve with fewer than 3 finite points.
-    """
-    from mutune.pipeline.sweep import open_sweep
-    from mutune.search.backends.groups import GroupSpec
-    from mutune.pipeline.sweep import stage_settings
-    from mutune.search.searchers.space import trial_seeds
-
-    configs = depth_configs(config, depths, parametrizations)
-    depths = sorted({d for _, d in configs})
-    if seeds < 1 or steps < 1:
-        raise ConfigError(f"seeds = {seeds}, steps = {steps}: both must be ≥ 1")
-    grid = [float(e) for e in log2_lrs]
-    seed_list = trial_seeds(config.seed, 0, seeds)
-    hp_fixed = dict(config.search.fixed)
-    # the sweep's row lists what the check trains: one width, no target
-    deepest = configs[(parametrizations[0], depths[-1])]
-    cfg = deepest.model_copy(update={
-        "name": f"{config.name}-depth-check", "widths": [int(width)],
-        "target": deepest.target.model_copy(update={"width": int(width)})})
-    result: dict[str, Any] = {"axis": "depth", "width": int(width), "depths": depths,
-                              "log2_lr": grid, "seeds": seeds, "steps": steps,
-                              "model": config.model.family}
-    # at the base depth every factor is 1: one model for every parametrization, trained once
-    base = (parametrizations[0], depths[0])
-    group_of = {(p, d): base if d == depths[0] else (p, d) for p, d in configs}
-    with open_sweep(cfg, recorder, out_dir=Path(out_dir)) as run:
-        specs, ids = [], {}
-        for (par, depth), c in configs.items():
-            if group_of[(par, depth)] != (par, depth):
-                continue
-            ids[(par, depth)] = recorder.proxy_sweep_started(run.sweep_id, width, {
-                "check": "transfer", "axis": "depth", "depth": depth,
-                "depth_parametrization": par if depth > depths[0] else "base depth (all)",
-                "base_depth": depths[0], "log2_lr": grid, "seeds": seeds, "steps": steps})
-            points = [{"hparams": {**hp_fixed, "lr": 2.0 ** e}, "seed": s,
-                       "index": i * seeds + j}
-                      for i, e in enumerate(grid) for j, s in enumerate(seed_list)]
-            specs.append(GroupSpec(width, ids[(par, depth)], f"{par}-d{depth}",
-                                   points=points, task=depth_task(run.task, c)))
-        # the deepest models first: their trials are the longest (the shallow fill the tail)
-        specs.sort(key=lambda s: -int(s.group.rpartition("-d")[2]))
-        outcomes = run.backend.run_groups(specs, stage_settings(
-            run, name=f"check{run.sweep_id}-depth", max_t=steps, metric="val_loss",
-            mode="min"))
-        for par in parametrizations:
-            losses = {}
-            for depth in depths:
-                trials = outcomes["{}-d{}".format(*group_of[(par, depth)])].trials
-                finals = {t.point["index"]: (t.reports[-1]["val_loss"] if t.reports
-                                             and t.last_step == steps else math.nan)
-                          for t in trials}
-                losses[depth] = np.array([[finals.get(i * seeds + j, math.nan)
-                                           for j in range(seeds)] for i in range(len(grid))],
-                                         dtype=float)
-            entry = depth_optima(grid, losses, n_boot=n_boot, seed=config.seed)
-            edge = any(v <= grid[0] or v >= grid[-1]
-                       for v in entry["optimum_log2_lr"].values())
-            entry["rule"] = {"axes": ["depth"], "slopes": {"depth": entry["slope"]},
-                             "slope_intervals": {"depth": entry["slope_interval"]},
-                             "verdicts": {"depth": depth_slope_verdict(
-                                 entry["slope_interval"], len(depths), on_edge=edge,
-                                 tolerance=tolerance)}}
-            entry["loss"] = {d: losses[d].mean(axis=1).tolist() for d in depths}
-            entry["trials"] = int(sum(np.isfinite(v).sum() for v in losses.values()))
-            for depth in depths:
-                if group_of[(par, depth)] != (par, depth):
-                    continue
-                recorder.proxy_sweep_finished(ids[(par, depth)], {
-                    "optimum_log2_lr": entry["optimum_log2_lr"][depth],
-                    "optimum_log2_lr_interval": entry["optimum_log2_lr_interval"][depth],
-                    "loss": entry["loss"][depth], "trials": len(grid) * seeds})
-            result[par] = {k: ({str(d): v for d, v in val.items()} if isinstance(val, dict)
-                               and k != "rule" else val) for k, val in entry.items()}
-        result["sweep_id"] = run.sweep_id
-    out = Path(out_dir)
-    result = json_safe(result)
-    (out / "transfer_check.json").write_text(json.dumps(result, indent=2) + "\n")
-    _plot_depth(result, parametrizations, out / "transfer_check.png")
-    return result
-
-
-def _plot_depth(result: dict[str, Any], parametrizations: Sequence[str], path: Path) -> None:
-    """One panel per parametrization: seed-mean loss against log2 lr, a line per depth, its
-    optimum marked with its 95 % interval."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(parametrizations), figsize=(5.5 * len(parametrizations),
-                                                                 4.5), sharey=True,
-                             squeeze=False)
-    for ax, par in zip(axes[0], parametrizations):
-        entry = result[par]
-        for d in result["depths"]:
-            y = [np.nan if v is None else v for v in entry["loss"][str(d)]]
-            ax.plot(result["log2_lr"], y, "o-", ms=3, label=f"depth {d}")
-            lo, hi = entry["optimum_log2_lr_interval"][str(d)]
-            if lo is not None and hi is not None:
-                ax.axvspan(lo, hi, alpha=0.12, color=ax.lines[-1].get_color())
-        rule = entry["rule"]
-        ax.set_title(f"{par}: spread {entry['spread_octaves']:.2f} oct, slope "
-                     f"{rule['slopes']['depth']:+.2f} ({rule['verdicts']['depth']})",
-                     fontsize=9)
-        ax.set_xlabel("log2 learning rate")
-        ax.set_yscale("log")
-        ax.legend(fontsize=8)
-    axes[0][0].set_ylabel(f"validation loss after {result['steps']} steps (nats)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def run_depth_coord_check(config: SweepConfig, *, width: int, depths: Sequence[int],
                           lr: float, steps: int = 3, seeds: Sequence[int] = (0, 1, 2),
                           out_dir: Path,
@@ -340,7 +203,7 @@ def run_depth_coord_check(config: SweepConfig, *, width: int, depths: Sequence[i
     ``coord_check.png`` into ``out_dir``.
 
     Raises:
-        ConfigError: as :func:`run_depth_transfer_check`. ProxyError: a depth below 2, or
+        ConfigError: as :func:`depth_configs`. ProxyError: a depth below 2, or
             activations blew up (lower ``lr``).
     """
     from mutune.proxies.coord_check import (CoordSetup, coord_check, plot_coord_check,

@@ -15,11 +15,11 @@ them into device-hours:
     GPU-hours     = Σ trial seconds × devices per trial / 3600         (docs/architecture.md §6)
 
 A target on W data-parallel workers (``target.num_workers``, or its default,
-:func:`mutune.pipeline.target_stage.target_workers`) is timed on one worker's share of the
+:func:`mutune.pipeline.target_devices.target_workers`) is timed on one worker's share of the
 batch (batch ÷ W) and billed W × devices per trial; the gradient all-reduce between workers
-is not timed (benchmarks/target_workers.py measures it: 2 CPU workers stepped 1.19× slower
-than one on the whole batch, so on CPUs W > 1 is an underestimate). A target that trains as
-one process on CPUs is timed on its :func:`~mutune.pipeline.target_stage.target_cpus`
+is not timed (benchmarks/target_workers.py measures it; on CPUs, where it is large, W > 1 is
+an underestimate). A target that trains as
+one process on CPUs is timed on its :func:`~mutune.pipeline.target_devices.target_cpus`
 threads and billed that many CPUs.
 
 ``overhead_s`` is the per-trial start-up and teardown of a Ray trial (the target, a run of its
@@ -177,9 +177,9 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
 
 def _planned_target_workers(config: SweepConfig, batch: int, on_ray: bool) -> int:
     """The target's data-parallel workers as the run will choose them
-    (:func:`mutune.pipeline.target_stage.target_workers`); its GPU default counts the
+    (:func:`mutune.pipeline.target_devices.target_workers`); its GPU default counts the
     cluster's slots, so without a Ray connection (``on_ray`` False) that default plans 1."""
-    from mutune.pipeline.target_stage import target_workers
+    from mutune.pipeline.target_devices import target_workers
 
     if not on_ray and config.ray.gpus_per_trial and not config.target.num_workers:
         return 1
@@ -273,7 +273,7 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                    + len(steps) * (replicates * m["setup_s"] + overhead_s) + extra_s)
         return seconds * (devs or devices) * workers / 3600.0
 
-    from mutune.pipeline.target_stage import index_limit_note, target_cpus
+    from mutune.pipeline.target_devices import index_limit_note, target_cpus
 
     tb = config.target.batch_size or config.train.batch_size
     if on_ray is None:

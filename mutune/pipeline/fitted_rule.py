@@ -64,9 +64,8 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     intervals = None if use_horizon or any(iv is None for iv in ivs) else ivs
     extra = {"depth": [float(d) for d in depths]} if depths else None
     rule = fit_transfer_rule(name, widths, values, extra_scales=extra,
-                             optima_intervals=intervals, n_boot=tr.n_boot, seed=config.seed,
-                             target={"width": target_w,
-                                     **({"depth": target_d} if depths else {})})
+                             optima_intervals=intervals, n_boot=tr.n_boot, seed=config.seed)
+    rule.check_target({"width": target_w, **({"depth": target_d} if depths else {})})
     edges = [o["edge_side"].get(name) for o in optima if o["on_edge"].get(name)]
     fallbacks = [f"{lab}: {o['fallback_reason']}" for lab, o in zip(labels, optima)
                  if o.get("method") == "best-trial"]
@@ -168,13 +167,12 @@ def _add_horizon_axis(config: SweepConfig, row: dict[str, Any], widths: list[int
             ts.append(float(t))
             lrs.append(float(lr))
     extra = {"steps": ts, **({"depth": ds} if depths else {})}
-    axes = ["depth", "steps"] if depths else ["steps"]
     target = {"width": config.target.width, "steps": config.target_steps,
               **({"depth": config.target_depth} if depths else {})}
     try:
-        joint = fit_transfer_rule("lr", ws, lrs, axes=axes, extra_scales=extra,
-                                  n_boot=config.transfer.n_boot, seed=config.seed,
-                                  target=target)
+        joint = fit_transfer_rule("lr", ws, lrs, extra_scales=extra,
+                                  n_boot=config.transfer.n_boot, seed=config.seed)
+        joint.check_target(target)
     except (FitError, ValueError) as err:
         row["horizon_error"] = str(err)
         return

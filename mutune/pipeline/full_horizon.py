@@ -69,7 +69,7 @@ def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[
         "fallback_reason"}.
     """
     from mutune.pipeline.confirm_stage import design_names
-    from mutune.scaling import estimate_optimum
+    from mutune.scaling import Neighbourhood, estimate_optimum
 
     names = design_names(config)
     fixed_choice = {n: center[n] for n in config.search.space if n not in names}
@@ -104,11 +104,12 @@ def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[
     if searched is not None:
         bounds = np.column_stack([np.minimum(bounds[:, 0], searched[:, 0]),
                                   np.maximum(bounds[:, 1], searched[:, 1])])
+    ok = bool(np.all(bounds[:, 0] < bounds[:, 1]))
     try:
         opt = estimate_optimum(log_h, vals, names=names, mode=config.search.mode,
                                n_boot=config.transfer.n_boot_optimum, seed=config.seed,
-                               bounds=bounds if np.all(bounds[:, 0] < bounds[:, 1]) else None,
-                               best_at_extreme_is_edge=False)
+                               region=Neighbourhood(bounds=bounds if ok else None,
+                                                    extreme_is_edge=False))
     except FitError as err:
         hp = best_rows[0]["hparams"]
         out.update(method="best-trial", optimum={**fixed_choice,

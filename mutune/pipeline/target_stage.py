@@ -2,13 +2,13 @@
 
 The loss law over the proxies predicts the target's loss before it runs; with a budget, the
 target starts only if its estimate fits; then the one target-size run trains with the
-transferred hyperparameters through the Ray Tune backend, recorded as a target run.
+transferred hyperparameters on the sweep's backend, recorded as a target run (its workers and
+CPUs: :mod:`mutune.pipeline.target_devices`).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from typing import Any
 
 from mutune.errors import SearchError, SweepStopped
@@ -16,9 +16,10 @@ from mutune.search.driver.types import DIVERGE_SE
 from mutune.pipeline.depth_tasks import target_task
 from mutune.pipeline.fitted_rule import size_label
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
+from mutune.pipeline.target_devices import target_cpus, target_workers, warn_index_limit
 
-__all__ = ["predict_target_loss", "admit_target", "train_target", "target_cpus", "proxy_curve",
-           "watch_target", "divergence_limits", "index_limit_note", "warn_index_limit"]
+__all__ = ["predict_target_loss", "admit_target", "train_target", "proxy_curve",
+           "watch_target", "divergence_limits"]
 
 
 def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
@@ -203,73 +204,6 @@ def admit_target(run: SweepRun, law: dict[str, Any]) -> None:
                                   group=widest if widest in book.groups else None)
     if not gate.admits(est, f"the target run at width {run.config.target.width}"):
         raise SweepStopped("budget_exhausted", gate.exhausted)
-
-
-def target_workers(config: Any, batch: int | None = None) -> int:
-    """Data-parallel workers of the target run: ``target.num_workers``; by default, when
-    trials get GPUs, every slot the sweep holds on its connected Ray cluster
-    (:func:`~mutune.search.backends.ray_tune.cluster.slots`), lowered to the largest count
-    that divides the target's batch (``batch``; default the config's); on CPUs, 1 — gloo
-    workers on one machine's cores step slower than one process (benchmarks/target_workers.py:
-    1.19× per step on 2 quiet cores, median of 3 alternating pairs), so a CPU target on
-    several workers costs more device-hours for nothing (set ``target.num_workers`` for a
-    cluster of CPU nodes)."""
-    if config.target.num_workers:
-        return int(config.target.num_workers)
-    if not config.ray.gpus_per_trial:
-        return 1
-    from mutune.search.backends.ray_tune.cluster import slots
-
-    batch = batch or config.target.batch_size or config.train.batch_size
-    n = max(int(slots(config.ray)), 1)
-    while batch % n:
-        n -= 1
-    return n
-
-
-def target_cpus(config: Any) -> float:
-    """CPUs of a target that trains as one process on CPUs (its torch threads: one per CPU):
-    ``target.cpus``; by default, on a local cluster, every CPU the sweep holds (slots ×
-    ``ray.cpus_per_trial``, the slots as :func:`mutune.scaling.idle.held_devices` counts
-    them from ``ray.num_cpus``), so no CPU the sweep holds idles while the target trains; on
-    a cluster (``ray.address``, whose nodes a single process cannot span) or when trials get
-    GPUs, ``ray.cpus_per_trial``.
-
-    The quickstart's width-4096 target stepped 1.6× faster on 2 threads than on 1 on 2
-    quiet cores (0.27 s against 0.44 s per step): 0.8× the work per CPU-second, so its MFU
-    per device falls by that, while the CPUs it held no longer idle."""
-    from mutune.scaling.idle import held_devices
-
-    r = config.ray
-    if config.target.cpus is not None:
-        return float(config.target.cpus)
-    if r.gpus_per_trial or r.address:
-        return float(r.cpus_per_trial)
-    return float(held_devices(None, cpus_per_trial=r.cpus_per_trial, gpus_per_trial=0.0,
-                              max_concurrent=r.max_concurrent_trials,
-                              num_cpus=r.num_cpus).devices)
-
-
-def index_limit_note(config: Any, task: Any, batch_per_worker: int) -> str | None:
-    """The target's index-limit warning text when it trains on GPUs and one micro-batch of
-    ``batch_per_worker`` rows makes an activation of 2^31 elements or more
-    (:func:`mutune.proxies.index_limit.index_limit_warning`: such a step trained NaN on
-    CUDA); None on CPU trials or under the limit. The target stage warns with it and the
-    dry run's plan carries it."""
-    if not config.ray.gpus_per_trial:
-        return None
-    from mutune.proxies.index_limit import index_limit_warning
-
-    return index_limit_warning(task.model, config.target.width, batch_per_worker,
-                               task.train.micro_batches)
-
-
-def warn_index_limit(config: Any, task: Any, workers: int) -> None:
-    """Warn (``RuntimeWarning``) with :func:`index_limit_note` for a worker's share of the
-    target's batch on ``workers`` data-parallel workers."""
-    note = index_limit_note(config, task, task.train.batch_size // workers)
-    if note:
-        warnings.warn(f"the target run: {note}", RuntimeWarning, stacklevel=3)
 
 
 def train_target(run: SweepRun, target_hp: dict[str, float],

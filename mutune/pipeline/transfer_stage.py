@@ -111,7 +111,7 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
         values in each hyperparameter's unit.
     """
     from mutune.pipeline.choice_optimum import best_choice, late_disagreement
-    from mutune.scaling import estimate_optimum, fit_horizon
+    from mutune.scaling import Neighbourhood, estimate_optimum, fit_horizon
 
     names = fitted_names(config)
     cats = sorted(set(config.search.space) - set(names))
@@ -129,7 +129,7 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
         log_h = np.array([[math.log(hp_of[k][n]) for n in names] for k in keys])
         return estimate_optimum(log_h, np.array([rungs[m][k] for k in keys]), names=names,
                                 mode=config.search.mode, n_boot=config.transfer.n_boot_optimum,
-                                seed=seed, bounds=bounds)
+                                seed=seed, region=Neighbourhood(bounds=bounds))
 
     milestone = full[0] if full else max(rungs, key=lambda m: (len(rungs[m]), m))
     db_id = {t.key: t.trial_id for t in outcome.trials}

@@ -14,6 +14,8 @@ References:
 """
 from __future__ import annotations
 
+from typing import Any
+
 import mup
 import torch
 import torch.nn.functional as F
@@ -250,14 +252,13 @@ class MuGPT(nn.Module):
         return out
 
 
-def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, ffn_ratio: int,
-              base_width: int, parametrization: str, input_mult: float = 1.0,
-              output_mult: float = 1.0, attn_mult: float | None = None,
-              init_std: float | None = None, positions: str = "learned", tied: bool = False,
+def build_gpt(width: int, *, base_width: int, parametrization: str,
               base_shapes: str | None = None, sp_style: bool | None = None,
-              readout_zero_init: bool = False) -> nn.Module:
+              **model: Any) -> nn.Module:
     """A :class:`MuGPT` of d_model ``width`` in μP (base ``base_width``) or SP;
-    ``base_shapes`` (saved .bsh text) replaces building the base and delta models.
+    ``base_shapes`` (saved .bsh text) replaces building the base and delta models; ``model``:
+    :class:`MuGPT`'s keyword arguments (``vocab``, ``seq_len``, ``depth``, ``d_head``,
+    ``ffn_ratio``, the multipliers, ``positions``, ``tied`` …).
 
     ``base_width`` and ``2 * base_width`` must be multiples of ``d_head`` (so are the models).
     ``sp_style`` None follows ``parametrization`` (SP conventions for an SP model); True/False
@@ -268,10 +269,7 @@ def build_gpt(width: int, *, vocab: int, seq_len: int, depth: int, d_head: int, 
         Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2.
     """
     def factory(w: int) -> nn.Module:
-        return MuGPT(w, vocab=vocab, seq_len=seq_len, depth=depth, d_head=d_head,
-                     ffn_ratio=ffn_ratio, input_mult=input_mult, output_mult=output_mult,
-                     attn_mult=attn_mult, init_std=init_std, positions=positions, tied=tied,
-                     sp_style=(parametrization == "sp") if sp_style is None else sp_style,
-                     readout_zero_init=readout_zero_init)
+        return MuGPT(w, sp_style=(parametrization == "sp") if sp_style is None else sp_style,
+                     **model)
 
     return build_parametrized(factory, width, base_width, parametrization, base_shapes)

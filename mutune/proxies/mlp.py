@@ -7,6 +7,7 @@ References:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import mup
 import torch
@@ -117,11 +118,12 @@ class MuMLP(nn.Module):
                 for name, _ in self.named_parameters()}
 
 
-def build_mlp(width: int, *, d_in: int, n_classes: int, depth: int, base_width: int,
-              parametrization: str, input_mult: float = 1.0, output_mult: float = 1.0,
-              init_std: float = 1.0, base_shapes: str | None = None) -> nn.Module:
-    """A :class:`MuMLP` of hidden width ``width`` in μP (base ``base_width``) or SP;
-    ``base_shapes`` (saved .bsh text) replaces building the base and delta models.
+def build_mlp(width: int, *, d_in: int, n_classes: int, base_width: int, parametrization: str,
+              base_shapes: str | None = None, **model: Any) -> nn.Module:
+    """A :class:`MuMLP` ``d_in → width → n_classes`` in μP (base ``base_width``) or SP;
+    ``base_shapes`` (saved .bsh text) replaces building the base and delta models; ``model``:
+    :class:`MuMLP`'s keyword arguments (``depth``, ``input_mult``, ``output_mult``,
+    ``init_std`` …).
 
     Returns:
         The model, base shapes set (see :func:`build_parametrized`).
@@ -131,7 +133,6 @@ def build_mlp(width: int, *, d_in: int, n_classes: int, depth: int, base_width: 
         Yang et al. 2022, Tensor Programs V, Table 3.
     """
     def factory(w: int) -> nn.Module:
-        return MuMLP(d_in, w, n_classes, depth=depth, input_mult=input_mult,
-                     output_mult=output_mult, init_std=init_std)
+        return MuMLP(d_in, w, n_classes, **model)
 
     return build_parametrized(factory, width, base_width, parametrization, base_shapes)

@@ -26,7 +26,23 @@ import numpy as np
 
 from mutune.errors import FitError
 
-__all__ = ["Optimum", "estimate_optimum"]
+__all__ = ["Optimum", "Neighbourhood", "estimate_optimum"]
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """Which trials the optimum's quadratic is fitted to, and where it counts as on the edge.
+
+    Attributes:
+        n_best: neighbourhood size; None: max(5, 2·n_hp + 3), capped at the finite trials.
+        bounds: (n_hp, 2) searched range in log units, lo < hi (None: the sampled min/max).
+        extreme_is_edge: also flag a coordinate whose best trial sits at the extreme sampled
+            value (right for random samples; a designed grid around a centre brackets its
+            minimum when the fit is not clipped, so its callers pass False).
+    """
+    n_best: int | None = None
+    bounds: Any = None
+    extreme_is_edge: bool = True
 
 QUADRATIC = "quadratic"               # full quadratic with cross terms
 DIAGONAL = "diagonal-quadratic"       # separable: no cross terms
@@ -169,9 +185,8 @@ def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int
 
 def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[str],
                      mode: str = "min", groups: Sequence[Any] | None = None,
-                     n_best: int | None = None, n_boot: int = 500, seed: int = 0,
-                     bounds: np.ndarray | None = None,
-                     best_at_extreme_is_edge: bool = True) -> Optimum:
+                     n_boot: int = 500, seed: int = 0,
+                     region: Neighbourhood | None = None) -> Optimum:
     """Optimum of the loss over the searched hyperparameters, by a local quadratic in log space.
 
     Method (stated in ``Optimum.method``): average repeated configurations (seeds), take the
@@ -195,13 +210,10 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
         mode: ``"min"`` (loss) or ``"max"`` (accuracy).
         groups: optional (n_trials,) seed/replicate ids; the bootstrap then resamples whole
             groups (cluster bootstrap) rather than single trials.
-        n_best: neighbourhood size; default max(5, 2·n_hp + 3), capped at the finite trials.
         n_boot: bootstrap replicates (0 disables the interval).
         seed: seed of the ``numpy.random.default_rng`` behind the bootstrap.
-        bounds: optional (n_hp, 2) searched range in log units (default: the sampled min/max).
-        best_at_extreme_is_edge: also flag a coordinate whose best trial sits at the extreme
-            sampled value (right for random samples; a designed grid around a centre brackets
-            its minimum when the fit is not clipped, so its callers pass False).
+        region: the neighbourhood's size and what counts as its edge (:class:`Neighbourhood`;
+            None: the defaults).
     Returns:
         :class:`Optimum` (log units; ``value(name)`` for natural units).
     Raises:
@@ -226,6 +238,8 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
         raise ValueError(f"names {list(names)} must name the {d} columns of log_h")
     if mode not in ("min", "max"):
         raise ValueError(f"mode = {mode!r}: must be 'min' or 'max'")
+    region = region or Neighbourhood()
+    n_best = region.n_best
     if n_boot < 0:
         raise ValueError(f"n_boot = {n_boot}: must be ≥ 0")
     g = None
@@ -280,6 +294,7 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
     else:
         interval = {nm: (math.nan, math.nan) for nm in names}
 
+    bounds = region.bounds
     if bounds is None:
         b = np.column_stack([lo_s, hi_s])
     else:
@@ -290,7 +305,7 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
     margin = EDGE_FRACTION * (b[:, 1] - b[:, 0])
     on_edge, side = {}, {}
     # a weighted mean has no stationary point to bracket: its best trial's place decides
-    extreme = best_at_extreme_is_edge or method == WEIGHTED_MEAN
+    extreme = region.extreme_is_edge or method == WEIGHTED_MEAN
     for j, nm in enumerate(names):
         low = (centre[j] <= b[j, 0] + margin[j] or (extreme and best[j] == lo_s[j])
                or clipped[j] < 0)

@@ -220,6 +220,14 @@ class TransferRule:
                 raise FitError(f"{axis} = {v}: must be a finite number > 0")
         return np.array([1.0] + [math.log(values[a]) for a in self.axes])
 
+    def check_target(self, target: Mapping[str, float]) -> None:
+        """Raises ValueError (no ``width``, a missing or unknown axis) or FitError (a size
+        not finite and positive) for a target the rule cannot be evaluated at."""
+        t = dict(target)
+        if WIDTH not in t:
+            raise ValueError(f"target {t}: must give the target's width (key 'width')")
+        self._x0(t.pop(WIDTH), t)
+
     def predict(self, scale: float, **extra: float) -> float:
         """h*(scale) = exp(a + b·log scale + Σ_k b_k·log extra[k]), in the hyperparameter's unit.
 
@@ -285,11 +293,10 @@ def _as_1d(name: str, values: Any, n: int | None, hyperparameter: str) -> np.nda
 
 def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
                       optima: Sequence[float] | np.ndarray, *,
-                      axes: Sequence[str] | None = None,
                       extra_scales: Mapping[str, Sequence[float]] | None = None,
                       optima_intervals: Sequence[tuple[float, float]] | None = None,
-                      n_boot: int = 1000, seed: int = 0, robust: bool = True,
-                      target: Mapping[str, float] | None = None) -> TransferRule:
+                      n_boot: int = 1000, seed: int = 0, robust: bool = True
+                      ) -> TransferRule:
     """Fit log h*(s) = a + Σ_k b_k·log s_k robustly, with 95 % bootstrap-t intervals.
 
     Args:
@@ -297,10 +304,9 @@ def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
         scales: proxy widths, shape (n_sizes,), positive.
         optima: optimal value per size, shape (n_sizes,), positive, in the hyperparameter's
             unit (e.g. learning rate per step).
-        axes: which extra axes to fit, in order (default: all keys of ``extra_scales``, sorted).
-            Width is always fitted.
         extra_scales: axis name → sizes along it (depth, batch, tokens, steps), shape
-            (n_sizes,) each, positive; only axes the sweeps varied.
+            (n_sizes,) each, positive; only axes the sweeps varied. Width and every axis
+            here are fitted, the extra axes in sorted order.
         optima_intervals: per-size 95 % interval (lo, hi) of each optimum in the
             hyperparameter's unit (e.g. ``exp`` of :class:`~mutune.scaling.optimum.Optimum`
             intervals), shape (n_sizes, 2); each optimum is jittered inside it (module
@@ -308,8 +314,6 @@ def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
         n_boot: bootstrap replicates (≥ 50).
         seed: seed of the ``numpy.random.default_rng`` behind the bootstrap.
         robust: Huber IRLS (default) or ordinary / weighted least squares.
-        target: optional axis → target size, checked now so a bad target fails at fit time
-            (keys "width" plus the extra axes).
     Returns:
         :class:`TransferRule` with coefficients, intervals, residual scale, and
         ``predict`` / ``prediction_interval``.
@@ -317,7 +321,7 @@ def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
         FitError: shapes differ; all optima non-finite; a non-finite or non-positive scale or
             optimum (names which); fewer than 2 distinct widths; more axes than the sizes can
             identify (design matrix rank-deficient); a bad optimum interval.
-        ValueError: n_boot < 50, an axis named in ``axes`` absent from ``extra_scales``.
+        ValueError: n_boot < 50.
     References:
         Yang et al. 2022, Tensor Programs V (arXiv 2203.03466), §3 (μP makes b ≈ 0 for lr);
         Huber 1964 (M-estimation); Efron & Tibshirani 1993 §12.5 (bootstrap-t).
@@ -340,13 +344,7 @@ def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
                        f"{sorted(set(s.tolist()))} (one size cannot fix a slope)")
     n = s.size
     extra_scales = dict(extra_scales or {})
-    axes = tuple(sorted(extra_scales) if axes is None else axes)
-    if WIDTH in axes:
-        axes = tuple(a for a in axes if a != WIDTH)
-    missing = [a for a in axes if a not in extra_scales]
-    if missing:
-        raise ValueError(f"axes {missing} have no sizes in extra_scales "
-                         f"({sorted(extra_scales)})")
+    axes = tuple(a for a in sorted(extra_scales) if a != WIDTH)
     cols = [np.ones(n), np.log(s)]
     extra_t: dict[str, tuple[float, ...]] = {}
     for axis in axes:
@@ -383,9 +381,4 @@ def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
                         tuple(float(v) for v in s), tuple(float(v) for v in h), names, extra_t,
                         coefs, intervals, reg.interval(np.eye(p)[0]), intervals[WIDTH],
                         res_scale, math.sqrt(reg.tau2), int(reg.draw_beta.shape[0]), reg)
-    if target is not None:
-        t = dict(target)
-        if WIDTH not in t:
-            raise ValueError(f"target {t}: must give the target's width (key 'width')")
-        rule._x0(t.pop(WIDTH), t)
     return rule

@@ -80,7 +80,7 @@ def test_the_target_stage_warns_before_a_gpu_target_past_the_limit():
     batch: the same target on two data-parallel workers stays under the limit."""
     import warnings
 
-    from mutune.pipeline.target_stage import warn_index_limit
+    from mutune.pipeline.target_devices import warn_index_limit
     from mutune.proxies.task import ProxyTask
 
     d = load_config(GPT_TEXT).model_dump(mode="json")

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mutune.errors import FitError
-from mutune.scaling import estimate_optimum
+from mutune.scaling import Neighbourhood, estimate_optimum
 
 
 @settings(deadline=None, max_examples=25)
@@ -35,7 +35,8 @@ def test_two_dimensional_bowl_is_recovered(c1, c2, rho, seed):
     d = X - [c1, c2]
     y = d[:, 0] ** 2 + 2 * d[:, 1] ** 2 + 2 * rho * d[:, 0] * d[:, 1] \
         + rng.normal(0, 0.001, len(X))
-    opt = estimate_optimum(X, y, names=["lr", "init"], n_best=12, n_boot=20, seed=seed)
+    opt = estimate_optimum(X, y, names=["lr", "init"], n_boot=20, seed=seed,
+                           region=Neighbourhood(n_best=12))
     assert opt.method == "quadratic"
     assert opt.center["lr"] == pytest.approx(c1, abs=0.2)
     assert opt.center["init"] == pytest.approx(c2, abs=0.2)
@@ -59,7 +60,7 @@ def test_optimum_at_the_edge_is_flagged_with_its_side():
     opt = estimate_optimum(grid, y[::-1], names=["lr"], n_boot=0)
     assert opt.on_edge["lr"] and opt.edge_side["lr"] == "low"
     inside = estimate_optimum(grid, 0.1 * (grid[:, 0] + 6.0) ** 2, names=["lr"], n_boot=0,
-                              bounds=[(-8.0, -4.0)])
+                              region=Neighbourhood(bounds=[(-8.0, -4.0)]))
     assert not inside.on_edge["lr"] and inside.edge_side["lr"] is None
 
 
@@ -71,7 +72,7 @@ def test_a_clipped_optimum_is_flagged_edge_even_far_from_the_searched_bounds():
     X = np.column_stack([rng.uniform(-8, -4, 30), rng.uniform(-2, 2, 30)])
     y = 0.1 * (X[:, 0] + 6.0) ** 2 + 0.05 * (X[:, 1] - 4.0) ** 2     # om* = 4, beyond 2
     opt = estimate_optimum(X, y, names=["lr", "om"], n_boot=0,
-                           bounds=[(-12.0, 0.0), (-6.0, 6.0)])
+                           region=Neighbourhood(bounds=[(-12.0, 0.0), (-6.0, 6.0)]))
     assert opt.clipped["om"] and not opt.clipped["lr"]
     assert opt.on_edge["om"] and opt.edge_side["om"] == "high"
     assert not opt.on_edge["lr"]
@@ -81,7 +82,7 @@ def test_a_clipped_optimum_is_flagged_edge_even_far_from_the_searched_bounds():
 def test_non_positive_definite_curvature_falls_back_to_weighted_mean():
     X = np.linspace(-8.0, -4.0, 9)[:, None]
     y = -0.1 * (X[:, 0] + 9.0) ** 2                          # concave: the quadratic has no min
-    opt = estimate_optimum(X, y, names=["lr"], n_best=3, n_boot=0)
+    opt = estimate_optimum(X, y, names=["lr"], n_boot=0, region=Neighbourhood(n_best=3))
     assert opt.method == "weighted-mean"
     # weights (y_worst − y_i)/(y_worst − y_best) over the 3 best points −4, −4.5, −5
     w = (y[6] - y[[8, 7, 6]]) / (y[6] - y[8])

@@ -118,7 +118,7 @@ def test_two_ddp_workers_end_where_one_does_and_are_recorded_like_a_trial(
 def test_num_workers_that_does_not_divide_the_batch_is_a_config_error(tiny_config):
     from mutune.config import parse_config
     from mutune.errors import ConfigError
-    from mutune.pipeline.target_stage import target_workers
+    from mutune.pipeline.target_devices import target_workers
 
     d = tiny_config.model_dump(mode="json")
     d["target"]["num_workers"] = 3                  # batch 64

@@ -229,10 +229,10 @@ def transfer_check_cmd(
             depth_configs(cfg, parse_widths(depths))
         with open_store(db, create=True) as store:
             if axis == "depth":
-                from mutune.pipeline.depth_check import run_depth_transfer_check
-                res = run_depth_transfer_check(cfg, store, width=width or min(cfg.widths),
-                                               depths=parse_widths(depths), log2_lrs=grid,
-                                               seeds=seeds, steps=steps, out_dir=out)
+                from mutune.pipeline.depth_transfer import DepthGrid, run_depth_transfer_check
+                res = run_depth_transfer_check(
+                    cfg, store, width=width or min(cfg.widths), out_dir=out,
+                    grid=DepthGrid(parse_widths(depths), grid, seeds=seeds, steps=steps))
             else:
                 res = run_transfer_check(cfg, store, widths=parse_widths(widths),
                                          log2_lrs=grid, seeds=seeds, steps=steps, out_dir=out)
