@@ -259,7 +259,7 @@ class TargetConfig(StrictModel):
     ``checkpoint_every`` is kept exactly (``checkpoint_max_share`` then does not apply).
     ``num_workers``: data-parallel workers (devices, each with one trial's resources) the
     target trains on; None (default) = every slot the sweep holds when trials get GPUs, 1 on
-    CPUs (``mutune.pipeline.target_stage.target_workers``). Two or more run one Ray Train
+    CPUs (``mutune.pipeline.target_devices.target_workers``). Two or more run one Ray Train
     ``TorchTrainer`` with DDP (:mod:`mutune.search.backends.ray_train`); one trains as a
     single Ray Tune trial, without a worker group's start-up.
     ``parallelism``: ``ddp`` (every worker holds the whole model); ``fsdp`` is refused before
@@ -270,7 +270,7 @@ class TargetConfig(StrictModel):
     repeat the proxies' depth (a rule across depth needs ≥ 2 proxy depths).
     ``cpus``: CPUs (and torch threads) of a target that trains as one process on CPUs; None
     (default) = every CPU the sweep holds on a local cluster, so none idles while the target
-    trains, else ``ray.cpus_per_trial`` (``mutune.pipeline.target_stage.target_cpus``)."""
+    trains, else ``ray.cpus_per_trial`` (``mutune.pipeline.target_devices.target_cpus``)."""
     width: int = Field(ge=1)
     depth: int | None = Field(default=None, ge=1, le=64)
     steps: int | None = Field(default=None, ge=1)
