@@ -180,8 +180,8 @@ def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
     groups (matrix-like lr / width_mult under Adam), so an LR schedule must scale each group's lr
     relative to its initial value. For SP models every width multiplier is 1, so these are the
     plain torch optimizers. The torch classes under mup are
-    :mod:`~mutune.proxies.eager_optim`'s (torch's Adam, AdamW and SGD without the first-call
-    ``torch._dynamo`` import; the same updates bit for bit).
+    :func:`mutune._internals.optimizer_class`'s (torch's, without the first-call
+    ``torch._dynamo`` import where torch is verified; the same updates bit for bit).
 
     Args:
         model: a model whose parameters carry ``infshape`` (``mup.set_base_shapes`` was called).
@@ -236,11 +236,10 @@ def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
                              "kind='sgd': its per-group factors are Adam's (Dey et al. 2025, "
                              "Table 1); use adam or adamw")
         groups = depth_param_groups(model, depth, lr=lr, eps=eps, weight_decay=weight_decay)
-    from mutune.proxies.eager_optim import EAGER_OPTIMIZERS
+    from mutune._internals import optimizer_class
 
-    # torch's classes without their first-call torch._dynamo import (proxies/eager_optim.py);
     # mup.optim.MuAdamW is MuAdam with impl=AdamW
-    impl = EAGER_OPTIMIZERS[kind]
+    impl = optimizer_class(kind)
     fused = {"fused": True} if fused_adam_ok(params) else {}
     if kind == "adamw":
         return mup.optim.MuAdam(groups, impl=impl, lr=lr, weight_decay=weight_decay,

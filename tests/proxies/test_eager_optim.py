@@ -1,4 +1,4 @@
-"""torch's optimizers without the first-call torch._dynamo import (mutune.proxies.eager_optim):
+"""torch's optimizers without the first-call torch._dynamo import (mutune._internals):
 a fresh process trains, checkpoints and resumes a trial without importing it; the updates
 and state equal torch's own classes' bit for bit; the step hooks, LR schedulers, grad mode
 and a compiled step behave as with torch's classes."""
@@ -11,7 +11,10 @@ import textwrap
 import pytest
 import torch
 
-from mutune.proxies.eager_optim import EAGER_OPTIMIZERS, EagerAdam, EagerAdamW, EagerSGD
+from mutune._internals import eager_optimizers, optimizer_class
+
+EAGER_OPTIMIZERS = eager_optimizers()
+EagerAdam, EagerAdamW, EagerSGD = (EAGER_OPTIMIZERS[k] for k in ("adam", "adamw", "sgd"))
 
 CASES = [
     (EagerAdam, torch.optim.Adam, {"lr": 1e-2, "betas": (0.8, 0.95), "fused": True}),
@@ -105,7 +108,7 @@ def test_a_compiled_step_is_what_torchs_class_compiles_to():
 
 
 def test_every_kind_maps_to_an_eager_class():
-    assert EAGER_OPTIMIZERS == {"adam": EagerAdam, "adamw": EagerAdamW, "sgd": EagerSGD}
+    assert {k: optimizer_class(k) for k in ("adam", "adamw", "sgd")} == EAGER_OPTIMIZERS
     assert issubclass(EagerAdamW, torch.optim.AdamW) and EagerAdamW.__name__ == "EagerAdamW"
 
 

@@ -17,13 +17,14 @@ from mutune.search.backends.ray_tune import orphans
 DRIVER = r"""
 import time
 from mutune.config import load_config
-from mutune.search.backends.ray_tune.cluster import _session_dir, ray_cluster
+from mutune._internals import session_dir
+from mutune.search.backends.ray_tune.cluster import ray_cluster
 
 with ray_cluster(load_config().ray):
     import ray
 
     ray.get(ray.remote(lambda: 1).remote())       # a worker, as a sweep starts them
-    print("SESSION " + _session_dir(), flush=True)
+    print("SESSION " + session_dir(), flush=True)
     time.sleep(600)
 """
 

@@ -123,12 +123,10 @@ def _ray_node() -> str | None:
 def _draining(node: str) -> int | None:
     """Ray's drain deadline for ``node`` (ms since the epoch; 0: none set), or None when it
     is not draining or Ray cannot say."""
-    try:
-        from ray._private.state import state
+    from mutune._internals import draining_nodes
 
-        return state.get_draining_nodes().get(node)
-    except Exception:  # noqa: BLE001 - a Ray without this API, or its GCS unreachable
-        return None
+    nodes = draining_nodes()
+    return None if nodes is None else nodes.get(node)
 
 
 class NoticeWatcher:

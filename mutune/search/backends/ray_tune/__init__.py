@@ -7,9 +7,9 @@
 * :mod:`.callback` — the :class:`~.callback.SweepBook` that records every trial;
   :mod:`.retention` — checkpoints kept on disk; :mod:`.zombies` — trials that hold devices
   and report nothing; :mod:`.cancel` — ``mutune cancel`` as a Ray Tune stopper;
-* :mod:`.backend` — :class:`~.backend.RayBackend`, Ray as the sweep's backend;
-* :mod:`.actor_keep`, :mod:`.idle_workers` — a slot's actor kept between trials, and trial
-  actors started in the worker processes Ray already runs idle.
+* :mod:`.backend` — :class:`~.backend.RayBackend`, Ray as the sweep's backend.
+
+Ray Tune's private state (the kept actors) is used only through :mod:`mutune._internals`.
 
 Import the submodule you need; this package imports nothing.
 """

@@ -15,8 +15,7 @@ from typing import Any
 from mutune.config import RayConfig
 
 __all__ = ["ray_cluster", "slots", "tracking_callbacks", "shortfall", "pending_trials",
-           "PENDING_ENV", "worker_env", "local_worker_env", "TUNE_ACTOR_ENV",
-           "TRAIN_POLL_ENV", "environ"]
+           "PENDING_ENV", "worker_env", "TRAIN_POLL_ENV", "environ"]
 
 
 def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
@@ -56,11 +55,6 @@ def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
 MALLOC_ARENAS = "2"
 
 
-#: what Ray Tune sets in every trial actor's ``runtime_env`` (Ray 2.60,
-#: ``ray.tune.execution.class_cache.DEFAULT_ENV_VARS``); in the workers' own environment it
-#: lets trial actors start in idle workers (:mod:`~.idle_workers`)
-TUNE_ACTOR_ENV = {"PL_DISABLE_FORK": "1"}
-
 #: how often Ray Train's controller polls the target run's workers, in seconds (Ray Train
 #: v2's ``RAY_TRAIN_HEALTH_CHECK_INTERVAL_S``, default 2.0). Each worker hands its reports
 #: over through a one-slot queue (``ray/train/v2/_internal/execution/worker_group/worker.py``)
@@ -72,31 +66,18 @@ TUNE_ACTOR_ENV = {"PL_DISABLE_FORK": "1"}
 #: included.
 TRAIN_POLL_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.1"}
 
-#: the environment the workers of the local cluster :func:`ray_cluster` started inherit,
-#: while it runs (Ray's own state is per process too: one cluster per driver)
-_started: dict[str, dict[str, str]] = {}
-
 
 def worker_env() -> dict[str, str]:
     """Environment variables of the sweep's Ray workers (set where a local cluster starts,
     or as the job's ``runtime_env`` on a cluster at ``ray.address``, which Ray merges into
-    every actor's own): :data:`TUNE_ACTOR_ENV`; ``MALLOC_ARENA_MAX`` (:data:`MALLOC_ARENAS`)
-    and Ray Train's poll interval (:data:`TRAIN_POLL_ENV`, read by the target run's
-    controller, a worker too) unless the user's environment sets them."""
-    env = dict(TUNE_ACTOR_ENV)
+    every actor's own): ``MALLOC_ARENA_MAX`` (:data:`MALLOC_ARENAS`) and Ray Train's poll
+    interval (:data:`TRAIN_POLL_ENV`, read by the target run's controller, a worker too)
+    unless the user's environment sets them."""
+    env: dict[str, str] = {}
     if "MALLOC_ARENA_MAX" not in os.environ:
         env["MALLOC_ARENA_MAX"] = MALLOC_ARENAS
     env.update({k: v for k, v in TRAIN_POLL_ENV.items() if k not in os.environ})
     return env
-
-
-def local_worker_env() -> dict[str, str] | None:
-    """The environment every worker of the local cluster :func:`ray_cluster` started in this
-    process inherits (its raylet's: this process's environment when ``ray.init`` ran, plus
-    :func:`worker_env`); None while no such cluster runs (none, one at ``ray.address``, or
-    one this process joined already initialized)."""
-    env = _started.get("env")
-    return dict(env) if env is not None else None
 
 
 @contextlib.contextmanager
@@ -136,21 +117,16 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
         # on the same host (ray.init() without an address joins the latest `ray start` one)
         # a local cluster's workers inherit the environment its raylet starts in: set there
         # instead of as the job's runtime_env, the workers Ray prestarts at ray.init serve
-        # the sweep's actors (with a runtime_env every actor waits for a process of its own:
-        # two actors ready in 0.96 s against 0.34 s on 2 CPUs); Ray Tune's trial actors too,
-        # given no runtime_env of their own (idle_workers.py, local_worker_env)
-        from mutune.search.backends.ray_tune.import_ahead import importing_ahead
+        # the sweep's actors (with a runtime_env every actor waits for a process of its own)
+        from mutune._internals import session_dir
 
-        # the sweep imports Ray Tune next: in a thread while Ray starts its processes
-        with environ(worker_env()), importing_ahead("ray.tune"):
-            started = dict(os.environ)
+        with environ(worker_env()):
             ray.init(address="local", num_cpus=cfg.num_cpus, **kwargs)
-        entry = register(_session_dir())
-        _started["env"] = started
+        folder = session_dir()
+        entry = register(folder) if folder is not None else None
     try:
         yield
     finally:
-        _started.pop("env", None)
         ray.shutdown()
         if entry is not None:
             from mutune.search.backends.ray_tune.orphans import unregister
@@ -172,13 +148,6 @@ def environ(env: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def _session_dir() -> str:
-    """The session folder of the local cluster this process started (Ray's own record)."""
-    import ray
-
-    return ray._private.worker.global_worker.node.get_session_dir_path()
 
 
 def slots(ray_cfg: RayConfig) -> int:

@@ -42,37 +42,20 @@ class RayScheduler(FIFOScheduler):
         driver: the run's driver (its groups' cores decide).
         book: the run's :class:`~mutune.search.backends.ray_tune.callback.SweepBook`.
         metric, mode: the reported key the driver ranks, and its direction.
-        worker_env: the environment the cluster's workers start with
-            (:func:`~.cluster.local_worker_env`), or None when unknown: where it holds what
-            Ray Tune would set in a trial actor's ``runtime_env``, the actors are made
-            without one and can start in Ray's idle workers (:mod:`~.idle_workers`).
     """
 
-    def __init__(self, driver: SweepDriver, book: Any, metric: str, mode: str,
-                 worker_env: dict[str, str] | None = None) -> None:
+    def __init__(self, driver: SweepDriver, book: Any, metric: str, mode: str) -> None:
         super().__init__()
         self.driver, self.book = driver, book
         self._metric, self._mode = metric, mode
         self._kept: set[Any] = set()     # the trial resources whose actors Tune keeps
-        # the workers' own environment (cluster.local_worker_env), None when unknown; the
-        # trainable's actor class is settled at the first trial added (idle_workers.py)
-        self._worker_env, self._classed = worker_env, False
 
     def __getstate__(self) -> dict[str, Any]:
-        # Tune snapshots the scheduler into its experiment state: no live driver or book,
-        # nor the workers' environment (it may hold credentials)
-        return {**self.__dict__, "driver": None, "book": None, "_worker_env": None}
+        # Tune snapshots the scheduler into its experiment state: no live driver or book
+        return {**self.__dict__, "driver": None, "book": None}
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         return metric in (None, self._metric) and mode in (None, self._mode)
-
-    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
-        super().on_trial_add(tune_controller, trial)
-        if not self._classed:        # before Tune makes any actor of the run
-            from mutune.search.backends.ray_tune.idle_workers import use_idle_workers
-
-            use_idle_workers(tune_controller, trial, self._worker_env)
-            self._classed = True
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
         # the reports the trial held back come first, each as if it had arrived alone; one
@@ -136,11 +119,11 @@ class RayScheduler(FIFOScheduler):
 
     def _keep_actors(self, tune_controller: Any, trial: Any) -> None:
         """Once per trial resources: Tune keeps a slot's actor for the next trial even
-        while none waits (:mod:`~.actor_keep`)."""
+        while none waits (:func:`mutune._internals.keep_actors`)."""
         resources = trial.placement_group_factory
         if resources in self._kept:
             return
-        from mutune.search.backends.ray_tune.actor_keep import keep_actors
+        from mutune._internals import keep_actors
 
         keep_actors(tune_controller, resources, self.driver.concurrency)
         self._kept.add(resources)
