@@ -1,18 +1,7 @@
-"""The sweep config: pydantic v2 models of the YAML file a user writes (docs/architecture.md
-§1–§2).
+"""The sweep config: pydantic v2 models of the YAML file a user writes (docs/config.md).
 
-Every model forbids unknown keys. :func:`load_config` turns pydantic's errors into one
-:class:`~mutune.errors.ConfigError` whose lines each name the field (dotted path), the value and
-the rule it broke, e.g. ``search.scheduler.max_t = 10: must be >= grace_period (20)``; an
-unknown key comes with the closest keys its section takes ("did you mean …").
-
-The modules, one idea each: :mod:`~mutune.config.spaces` (searchable hyperparameters and their
-distributions), :mod:`~mutune.config.model` (the ``model`` and ``data`` sections),
-:mod:`~mutune.config.sections` (search, scheduler, train, target, transfer, ray, budget,
-tracking), :mod:`~mutune.config.cost` (the device table), :mod:`~mutune.config.sweep` (the whole
-config and its cross-section rules), :mod:`~mutune.config.loading` (YAML and errors) and
-:mod:`~mutune.config.suggest` (the close-match suggestions). Importing this package imports
-pydantic and PyYAML only (no torch, Ray or SQLAlchemy).
+Unknown keys are refused; :func:`load_config` reports each broken rule as one line naming the
+field, the value and the rule. Importing it imports pydantic and PyYAML only.
 """
 from __future__ import annotations
 

@@ -13,18 +13,18 @@ __all__ = ["DeviceSpec", "DEFAULT_DEVICES", "SpotConfig", "CostConfig", "device_
 
 
 class DeviceSpec(StrictModel):
-    """One device kind in the cost table: peak FLOP/s per device (dense bf16 for GPUs, the
-    figure MFU divides by) and prices per device-hour in ``CostConfig.currency``."""
-    peak_flops: float | None = Field(default=None, gt=0)
-    on_demand: float | None = Field(default=None, ge=0)
-    spot: float | None = Field(default=None, ge=0)
+    """One device kind in the cost table."""
+    peak_flops: float | None = Field(
+        default=None, gt=0, description="peak FLOP/s per device (dense bf16 for GPUs), what MFU "
+        "divides by; None on CPUs: measured at run time")
+    on_demand: float | None = Field(
+        default=None, ge=0, description="on-demand price per device-hour in `cost.currency`")
+    spot: float | None = Field(
+        default=None, ge=0, description="spot price per device-hour in `cost.currency`")
 
 
-#: Defaults of the device table. Peak: vendor datasheets, dense bf16 tensor-core FLOP/s per
-#: device (fp16 for V100/T4); ``cpu`` peak None means "measured at run time" (one thread's
-#: float32 matmul rate × CPUs granted). Prices: representative 2026 cloud list prices in USD
-#: per device-hour (per vCPU-hour for ``cpu``), on-demand and spot — set your own in the
-#: config's ``cost.devices``; an entry there replaces the default entry of that kind.
+#: Defaults of the device table: datasheet dense bf16 peaks (fp16 for V100/T4; ``cpu``: measured
+#: at run time) and representative cloud prices in USD per device-hour (per vCPU-hour for cpu).
 DEFAULT_DEVICES: dict[str, DeviceSpec] = {
     "cpu": DeviceSpec(peak_flops=None, on_demand=0.04, spot=0.015),
     "t4": DeviceSpec(peak_flops=65e12, on_demand=0.53, spot=0.16),
@@ -39,27 +39,34 @@ DEFAULT_DEVICES: dict[str, DeviceSpec] = {
 
 
 class SpotConfig(StrictModel):
-    """Spot capacity's numbers (docs/architecture.md §4.6): ``mtbp_s`` — mean time between
-    preemptions, seconds (None: the report prices no spot risk and ``train.checkpoint_every:
-    auto`` is refused); ``restart_s`` — what a restart costs beyond the checkpoint restore
-    (reschedule, image pull, data reload; default 3 minutes); ``checkpoint_min_interval_s`` —
-    the least spacing between checkpoints under ``auto`` (a remote flush of a large
-    checkpoint is worth minutes, not every epoch)."""
-    mtbp_s: float | None = Field(default=None, gt=0)
-    restart_s: float = Field(default=180.0, ge=0)
-    checkpoint_min_interval_s: float = Field(default=0.0, ge=0)
+    """Spot capacity's numbers, for the report's ``cost.spot`` (docs/architecture.md §4.6)."""
+    mtbp_s: float | None = Field(
+        default=None, gt=0, description="mean time between preemptions, s (None: no spot risk "
+        "priced, and `train.checkpoint_every: auto` is refused)")
+    restart_s: float = Field(
+        default=180.0, ge=0, description="a restart's cost beyond the checkpoint restore, s "
+        "(reschedule, image pull, data reload)")
+    checkpoint_min_interval_s: float = Field(
+        default=0.0, ge=0, description="the least spacing of `auto` checkpoints, s")
 
 
 class CostConfig(StrictModel):
-    """How the ledger prices and attributes the sweep (docs/architecture.md §6): the device
-    table (peak FLOP/s and prices per device kind, over :data:`DEFAULT_DEVICES`), which price
-    applies, and who pays (``project`` groups sweeps in ``mutune report --by project``)."""
-    project: str | None = Field(default=None, min_length=1, max_length=200)
-    owner: str | None = Field(default=None, min_length=1, max_length=200)
-    currency: str = Field(default="USD", min_length=1, max_length=8)
-    pricing: Literal["on_demand", "spot"] = "on_demand"
-    devices: dict[str, DeviceSpec] = Field(default_factory=dict)
-    spot: SpotConfig = Field(default_factory=SpotConfig)
+    """How the ledger prices and attributes the sweep (docs/architecture.md §6)."""
+    project: str | None = Field(
+        default=None, min_length=1, max_length=200, description="who pays; groups sweeps in "
+        "`mutune report --by project`")
+    owner: str | None = Field(
+        default=None, min_length=1, max_length=200, description="the person the spend is "
+        "attributed to")
+    currency: str = Field(
+        default="USD", min_length=1, max_length=8, description="the prices' currency")
+    pricing: Literal["on_demand", "spot"] = Field(
+        default="on_demand", description="which price of the device table applies")
+    devices: dict[str, DeviceSpec] = Field(
+        default_factory=dict, description="device kinds (peak FLOP/s, prices); an entry "
+        "replaces the default entry of that kind")
+    spot: SpotConfig = Field(
+        default_factory=SpotConfig, description="spot capacity (`cost.spot.*`)")
 
     def device(self, kind: str) -> DeviceSpec:
         """The table entry of ``kind`` (case-insensitive): the config's, else the default,

@@ -17,13 +17,15 @@ __all__ = ["ModelSpec", "MLPModel", "GPTModel", "DigitsDataConfig", "TextDataCon
 
 
 class ModelSpec(StrictModel):
-    """The ``model`` section every model family shares. ``family`` names a model plugin
-    (entry-point group ``mutune.models``, :mod:`mutune.proxies.plugins`); the plugin's own subclass
-    adds its options. ``base_width``: the width at which μP equals SP (width multiplier 1)."""
-    family: str = Field(min_length=1)
-    parametrization: Literal["mup", "sp"] = "mup"
-    depth: int = Field(default=2, ge=1, le=64)
-    base_width: int = Field(default=64, ge=1)
+    """The ``model`` section every model family shares; a plugin's subclass adds its options."""
+    family: str = Field(
+        min_length=1, description="a model plugin's name (entry-point group `mutune.models`); "
+        "an unknown name is refused with the installed ones")
+    parametrization: Literal["mup", "sp"] = Field(
+        default="mup", description="`mup` (μP) or `sp` (standard parametrization)")
+    depth: int = Field(default=2, ge=1, le=64, description="layers (blocks) of the proxies")
+    base_width: int = Field(
+        default=64, ge=1, description="the width at which μP equals SP (width multiplier 1)")
 
     def build_options(self) -> dict[str, Any]:
         """The fields handed to the family's ``build`` (``depth`` and the plugin's own)."""
@@ -31,13 +33,14 @@ class ModelSpec(StrictModel):
 
 
 class DepthOptions(StrictModel):
-    """Depth-wise μP of a built-in family (:mod:`mutune.proxies.depth`):
-    ``depth_parametrization`` ``none`` (default), ``depth_mup`` (residual branches × (L/L₀)^-½,
-    Yang et al. 2023) or ``completep`` (× (L/L₀)^-1 with the matching per-group lr and Adam
-    ε, Dey et al. 2025); ``base_depth`` L₀, the depth at which the model equals its unscaled
-    self (None: ``depth``), recorded beside the base shapes; it may not exceed ``depth``."""
-    depth_parametrization: Literal["none", "depth_mup", "completep"] = "none"
-    base_depth: int | None = Field(default=None, ge=1, le=64)
+    """Depth-wise μP of a built-in family (:mod:`mutune.proxies.depth`, docs/transfer.md §9)."""
+    depth_parametrization: Literal["none", "depth_mup", "completep"] = Field(
+        default="none", description="residual branches × (L/L₀)^-½ (`depth_mup`, Yang et al. "
+        "2023) or × (L/L₀)^-1 with the matching per-group lr and Adam ε (`completep`, Dey et "
+        "al. 2025); needs an Adam optimizer (and `residual: true` for the MLP)")
+    base_depth: int | None = Field(
+        default=None, ge=1, le=64, description="L₀, the depth at which the model equals its "
+        "unscaled self (None: `depth`); at most the smallest proxy depth")
 
     @field_validator("base_depth")
     @classmethod
@@ -64,11 +67,11 @@ class DepthOptions(StrictModel):
 
 
 class MLPModel(DepthOptions, ModelSpec):
-    """μP MLP (``mutune.proxies.mlp``, plugin ``mlp``): ``depth`` hidden layers of size width;
-    with ``residual: true``, an input layer and ``depth`` residual blocks (each branch one
-    width × width layer), which a depth parametrization needs (:class:`DepthOptions`)."""
-    family: Literal["mlp"]
-    residual: bool = Field(default=False, validate_default=True)
+    """μP MLP (``mutune.proxies.mlp``, plugin ``mlp``): ``depth`` hidden layers of size width."""
+    family: Literal["mlp"] = Field(description="`mlp`")
+    residual: bool = Field(
+        default=False, validate_default=True, description="an input layer and `depth` "
+        "residual blocks (each branch one width × width layer); a depth parametrization needs it")
 
     @field_validator("residual")
     @classmethod
@@ -90,21 +93,23 @@ class MLPModel(DepthOptions, ModelSpec):
 
 
 class GPTModel(DepthOptions, ModelSpec):
-    """μP byte-level GPT-style pre-LN decoder (``mutune.proxies.gpt``, plugin ``gpt``).
-    ``d_head``: features per attention head (widths must be multiples of it); ``seq_len``:
-    tokens per sample; ``vocab``: token ids (256 for byte-level text; above 65,536 token files
-    must be ``uint32``, ``data.dtype``); ``readout_zero_init``:
-    an untied readout starts at zero instead of mup's μP init (docs/transfer.md §7);
-    ``depth_parametrization``, ``base_depth``: :class:`DepthOptions`."""
-    family: Literal["gpt"]
-    base_width: int = Field(default=32, ge=1)
-    d_head: int = Field(default=16, ge=1)
-    ffn_ratio: int = Field(default=4, ge=1)
-    seq_len: int = Field(default=64, ge=2)
-    vocab: int = Field(default=256, ge=2, le=1 << 32)     # ids of uint32 token files
-    positions: Literal["learned", "rotary"] = "learned"
-    tied: bool = False
-    readout_zero_init: bool = False
+    """μP byte-level GPT-style pre-LN decoder (``mutune.proxies.gpt``, plugin ``gpt``)."""
+    family: Literal["gpt"] = Field(description="`gpt`")
+    base_width: int = Field(
+        default=32, ge=1, description="the width at which μP equals SP (width multiplier 1)")
+    d_head: int = Field(
+        default=16, ge=1, description="features per attention head; widths must be multiples")
+    ffn_ratio: int = Field(default=4, ge=1, description="feed-forward width ÷ width")
+    seq_len: int = Field(default=64, ge=2, description="tokens per sample")
+    vocab: int = Field(
+        default=256, ge=2, le=1 << 32, description="token ids (256 for byte-level text); above "
+        "65,536 token files must be `uint32` (`data.dtype`)")
+    positions: Literal["learned", "rotary"] = Field(
+        default="learned", description="learned position embeddings or rotary ones")
+    tied: bool = Field(default=False, description="the readout shares the embedding's weights")
+    readout_zero_init: bool = Field(
+        default=False, description="an untied readout starts at zero instead of mup's μP init "
+        "(docs/transfer.md §7)")
 
     def build_options(self) -> dict[str, Any]:
         """The section's options plus ``sp_style`` (SP conventions for an SP model: logits
@@ -116,31 +121,34 @@ class GPTModel(DepthOptions, ModelSpec):
 
 
 class DigitsDataConfig(StrictModel):
-    """scikit-learn's bundled handwritten digits (1,797 images of 8×8 pixels, 10 classes);
-    ``val_fraction`` of them (0–1, exclusive) are held out for validation (what the scheduler
-    and the fits see) and ``test_fraction`` for test (only reported). The split is one
-    permutation seeded by ``split_seed``, not by the sweep's seed, so sweeps with different
-    seeds are judged on the same examples."""
-    kind: Literal["digits"]
-    val_fraction: float = Field(default=0.2, gt=0, lt=1)
-    test_fraction: float = Field(default=0.2, ge=0, lt=1)
-    split_seed: int = Field(default=0, ge=0)
+    """scikit-learn's bundled handwritten digits (1,797 images of 8×8 pixels, 10 classes)."""
+    kind: Literal["digits"] = Field(description="`digits`")
+    val_fraction: float = Field(
+        default=0.2, gt=0, lt=1, description="share held out for validation (what the "
+        "scheduler and the fits see)")
+    test_fraction: float = Field(
+        default=0.2, ge=0, lt=1, description="share held out for test (only reported)")
+    split_seed: int = Field(
+        default=0, ge=0, description="seeds the one split permutation (not the sweep's seed, "
+        "so sweeps with different seeds are judged on the same examples)")
 
 
 class TextDataConfig(StrictModel):
-    """Byte-level text. ``path`` None: the running Python's standard library
-    (docs/architecture.md §2); otherwise any text file or folder."""
-    kind: Literal["text"]
-    path: str | None = None
+    """Byte-level text."""
+    kind: Literal["text"] = Field(description="`text`")
+    path: str | None = Field(
+        default=None, description="a text file or folder (None: the running Python's standard "
+        "library source)")
 
 
 class TokenDataConfig(StrictModel):
-    """A nanoGPT-style token file, or a folder with ``train.bin`` and ``val.bin``; ``dtype``
-    its element type: ``uint16`` (nanoGPT's, ids below 65,536) or ``uint32`` (larger
-    vocabularies), little-endian. The model's ``vocab`` must cover every token id."""
-    kind: Literal["tokens"]
-    path: str = Field(min_length=1)
-    dtype: Literal["uint16", "uint32"] = "uint16"
+    """A nanoGPT-style token file; the model's ``vocab`` must cover every token id."""
+    kind: Literal["tokens"] = Field(description="`tokens`")
+    path: str = Field(
+        min_length=1, description="a token file, or a folder with `train.bin` and `val.bin`")
+    dtype: Literal["uint16", "uint32"] = Field(
+        default="uint16", description="little-endian element type: `uint16` (nanoGPT's, ids "
+        "below 65,536) or `uint32`")
 
 
 def model_spec_class(value: Any) -> type[ModelSpec]:

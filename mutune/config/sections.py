@@ -16,20 +16,25 @@ __all__ = ["SchedulerConfig", "SearchConfig", "TrainConfig", "TargetConfig", "Tr
 
 
 class SchedulerConfig(StrictModel):
-    """ASHA (Li et al. 2020) or asynchronous Hyperband (Li et al. 2018; brackets with grace
-    periods r·η^s): rungs at grace_period·η^k ≤ max_t, fidelity = training steps
-    (docs/architecture.md §4).
-
-    ``variant``: ``stopping`` ends weak trials at a rung; ``promotion`` pauses every trial at
-    each rung, frees its resources, and resumes the best (top 1/η) from their checkpoints when
-    a slot frees (Li et al. 2020, Algorithm 2).
+    """ASHA or asynchronous Hyperband over training steps (docs/architecture.md §4).
 
     Raises (on validation): ``max_t`` below ``grace_period``."""
-    kind: Literal["asha", "hyperband"] = "asha"
-    variant: Literal["stopping", "promotion"] = "stopping"
-    grace_period: int = Field(default=20, ge=1)
-    reduction_factor: int = Field(default=3, ge=2)
-    max_t: int = Field(default=200, ge=1)
+    kind: Literal["asha", "hyperband"] = Field(
+        default="asha", description="`asha` (Li et al. 2020): one bracket; `hyperband` (Li et "
+        "al. 2018): brackets with grace periods r·η^s")
+    variant: Literal["stopping", "promotion"] = Field(
+        default="stopping", description="`stopping` ends weak trials at a rung; `promotion` "
+        "pauses every trial at each rung and resumes one in the top ⌊n/η⌋ of its rung's n "
+        "trials from its checkpoint when a slot frees (Li et al. 2020, Alg. 2); either way a "
+        "trial that reaches max_t is completed, never stopped")
+    grace_period: int = Field(
+        default=20, ge=1, description="steps to the first rung; rungs at grace_period·η^k ≤ "
+        "max_t")
+    reduction_factor: int = Field(
+        default=3, ge=2, description="η: each rung keeps the top 1/η of its trials")
+    max_t: int = Field(
+        default=200, ge=1, description="max_t: the most steps a proxy trial trains; trials "
+        "surviving the last rung train on to it but are compared at the rung")
 
     @model_validator(mode="after")
     def _budget(self) -> "SchedulerConfig":
@@ -47,41 +52,51 @@ LOSS_METRICS = ("val_loss",)
 class SearchConfig(StrictModel):
     """What is searched per proxy width and how trials are ranked.
 
-    ``searcher`` proposes the points (the scheduler only decides): ``random`` (seeded
-    independent draws, the same at every width), ``grid`` (``grid_points`` values per
-    continuous dimension, log-spaced for loguniform; choice values as listed; cycled to
-    num_samples) or ``tpe`` (Optuna's TPE sampler, seeded, told every report).
-    ``best_scope``: which value of each trial picks the best at the chosen rung (the highest
-    holding ≥ 3 trials): ``last`` — the value judged there; ``best-so-far`` — the trial's best
-    report up to it (docs/architecture.md §4).
-
     Raises (on validation): a name in ``space`` or ``fixed`` outside :data:`SEARCHABLE` (with
     the closest searchable names), no ``lr`` in ``space``, a name both searched and fixed, or
     a fixed value that is not a finite number > 0, a categorical knob
     (:data:`~mutune.config.spaces.CATEGORICAL`) searched other than as a choice among its
     names, names in another knob's choice, ``mode: max`` for a loss metric
-    (:data:`LOSS_METRICS`).
-
-    ``metric``: the report key trials are ranked by — ``val_loss`` (mutune's own evaluation)
-    or any key a training-loop plugin reports (``train.loop``); ``metric_kind``: ``loss``
-    (lower is better: ``mode: min`` only) or ``score`` (higher is better: ``mode: max``
-    only), inferred as ``loss`` for names ending in ``loss``. The loss law and the target's
-    watch against its proxies run for losses; for a score the report says they were
-    skipped."""
-    num_samples: int = Field(default=16, ge=1)
-    #: seeds trained per trial in lockstep (same hyperparameters); the trial reports their
-    #: mean validation loss, averaging out seed noise without a start-up cost per seed
-    replicates: int = Field(default=1, ge=1, le=16)
-    space: dict[str, Distribution]
-    fixed: dict[str, float] = Field(default_factory=dict)
-    metric: str = Field(default="val_loss", pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$",
-                        max_length=100)
-    metric_kind: Literal["loss", "score"] | None = None
-    mode: Literal["min", "max"] = "min"
-    scheduler: SchedulerConfig = SchedulerConfig()
-    searcher: Literal["random", "grid", "tpe"] = "random"
-    grid_points: int = Field(default=5, ge=2, le=1000)
-    best_scope: Literal["last", "best-so-far"] = "last"
+    (:data:`LOSS_METRICS`)."""
+    num_samples: int = Field(default=16, ge=1, description="trials per proxy width")
+    replicates: int = Field(
+        default=1, ge=1, le=16, description="seeds trained per trial in lockstep (same "
+        "hyperparameters); the trial reports their mean, for proxies whose single-seed losses "
+        "are too noisy to place an optimum")
+    space: dict[str, Distribution] = Field(
+        description="searched hyperparameters, each `loguniform`, `uniform` or `choice`: `lr` "
+        "(required); the μP multipliers `input_mult`, `output_mult`, `attn_mult`, `init_std`; "
+        "`dropout`; the recipe's `beta1`, `beta2`, `eps`, `weight_decay`, `grad_clip`, "
+        "`warmup_fraction`, `lr_schedule` (only as a choice among its names); a trial's recipe "
+        "knobs replace `train.*` for it. Weight decay and dropout are not transferred (the "
+        "widest proxy's optimum), a choice is compared per width (docs/transfer.md §8)")
+    fixed: dict[str, float] = Field(
+        default_factory=dict, description="searchable hyperparameters held at a value "
+        "(finite, > 0) instead of searched")
+    metric: str = Field(
+        default="val_loss", pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$", max_length=100,
+        description="the report key trials are ranked by: `val_loss` (mutune's evaluation) or "
+        "any key a training-loop plugin reports")
+    metric_kind: Literal["loss", "score"] | None = Field(
+        default=None, description="`loss` (lower is better, `mode: min`) or `score` (higher is "
+        "better, `mode: max`); inferred as `loss` for names ending in `loss`. The loss law and "
+        "the target's watch run for losses only")
+    mode: Literal["min", "max"] = Field(
+        default="min", description="`min` for a loss, `max` for a score; the other is refused "
+        "(it would pick the worst trials)")
+    scheduler: SchedulerConfig = Field(
+        default=SchedulerConfig(), description="the rung scheduler (`search.scheduler.*`)")
+    searcher: Literal["random", "grid", "tpe"] = Field(
+        default="random", description="who proposes points: `random` (seeded draws, the same "
+        "at every width), `grid` (`grid_points` per continuous dimension, cycled to "
+        "num_samples) or `tpe` (Optuna's TPE, seeded, told every report)")
+    grid_points: int = Field(
+        default=5, ge=2, le=1000, description="grid values per continuous dimension "
+        "(log-spaced for loguniform)")
+    best_scope: Literal["last", "best-so-far"] = Field(
+        default="last", description="the value that picks each width's best trial at the "
+        "highest rung holding ≥ 3 trials: `last`, the one judged there; `best-so-far`, the "
+        "trial's best report up to it")
 
     @model_validator(mode="after")
     def _names(self) -> "SearchConfig":
@@ -179,60 +194,51 @@ def _in_valid_range(what: str, name: str, values: list[float]) -> None:
 
 
 class TrainConfig(StrictModel):
-    """Training of every trial: MuAdamW (decoupled weight decay, docs/architecture.md §5).
-
-    ``eval_windows``: fixed windows of ``seq_len`` tokens a text evaluation averages (default
-    320, i.e. 20 batches of 16 × 64: its standard error, reported beside each loss as
-    ``val_loss_se``, is then small against the differences a sweep ranks).
-
-    Trials checkpoint (atomically) every ``checkpoint_every`` steps when > 0 (rounded up to
-    the next evaluation) — with ``auto``, at the first evaluation at least Young's interval
-    √(2·C·M) seconds after the last checkpoint (C measured, M ``cost.spot.mtbp_s``,
-    :mod:`mutune.scaling.spot`) — on a preemption notice, and under promotion ASHA at every
-    rung milestone; a
-    retried, promoted or resumed trial continues from its last checkpoint (without one, from
-    step 0).
-
-    Retention: each trial keeps its ``checkpoint_keep`` best checkpoints by the sweep's
-    metric plus, always, its latest (Ray Tune's checkpoint manager, ``num_to_keep`` with a
-    score); a trial the scheduler stopped or that diverged loses all of its checkpoints as
-    soon as it ends (its rung closed on it: nothing will resume it), so disk use stays
-    bounded by the live trials. The report gives the bytes written and kept.
-
-    Recipe (:mod:`mutune.training.schedule`): ``lr_schedule`` ``constant`` (default),
-    ``cosine``, ``linear`` or ``wsd`` (warmup-stable-decay, the last ``decay_fraction`` of the
-    steps decaying) after ``warmup_steps`` of linear warmup, down to ``min_lr_ratio`` × each
-    μP parameter group's own starting rate, over each run's own steps (max_t for a proxy
-    trial, the target's steps for the target); ``grad_clip``: the gradients' global L2 norm
-    is clipped to it before each update (None: off); ``micro_batches``: each step's
-    ``batch_size`` samples are split into this many micro-batches whose gradients are
-    accumulated (one update per step; the ledger counts the whole batch); ``eps``: Adam's ε.
-
-    ``loop``: a training-loop plugin (entry-point group ``mutune.loops``) that runs every
-    trial's and the target's steps in the user's own code (:mod:`mutune.training.context`);
-    None: mutune's loop."""
-    batch_size: int = Field(default=64, ge=1)
-    eval_every: int = Field(default=10, ge=1)
-    eval_windows: int = Field(default=320, ge=1)
-    optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
-    weight_decay: float = Field(default=0.0, ge=0)
-    beta1: float = Field(default=0.9, ge=0, lt=1)
-    beta2: float = Field(default=0.999, ge=0, lt=1)
-    eps: float = Field(default=1e-8, gt=0)
-    lr_schedule: Literal["constant", "cosine", "linear", "wsd"] = "constant"
-    warmup_steps: int = Field(default=0, ge=0)
-    #: warmup as a fraction of each run's own steps (replaces ``warmup_steps`` when set; the
-    #: searchable form, ``search.space.warmup_fraction``)
-    warmup_fraction: float | None = Field(default=None, ge=0, lt=1)
-    min_lr_ratio: float = Field(default=0.0, ge=0, le=1)
-    decay_fraction: float = Field(default=0.2, gt=0, le=1)
-    grad_clip: float | None = Field(default=None, gt=0)
-    micro_batches: int = Field(default=1, ge=1)
-    #: steps between checkpoints (0: off), or ``auto``: Young's interval √(2·C·M) in seconds
-    #: from the measured checkpoint time C and ``cost.spot.mtbp_s`` M
-    checkpoint_every: int | Literal["auto"] = Field(default=0)
-    checkpoint_keep: int = Field(default=1, ge=1)
-    loop: str | None = Field(default=None, min_length=1, max_length=200)
+    """Training of every trial: MuAdamW with decoupled weight decay and its recipe
+    (docs/architecture.md §5)."""
+    batch_size: int = Field(default=64, ge=1, description="samples per step")
+    eval_every: int = Field(
+        default=10, ge=1, description="steps between evaluations; must divide every rung "
+        "milestone (grace_period·η^k) and max_t, or the config is refused with a value that does")
+    eval_windows: int = Field(
+        default=320, ge=1, description="fixed windows of `seq_len` tokens a text evaluation "
+        "averages; its standard error is reported beside each loss as `val_loss_se`")
+    optimizer: Literal["adamw", "adam", "sgd"] = Field(
+        default="adamw", description="the μP optimizer (mup's MuAdamW, MuAdam or MuSGD)")
+    weight_decay: float = Field(default=0.0, ge=0, description="decoupled weight decay λ")
+    beta1: float = Field(default=0.9, ge=0, lt=1, description="Adam's β1")
+    beta2: float = Field(default=0.999, ge=0, lt=1, description="Adam's β2")
+    eps: float = Field(default=1e-8, gt=0, description="Adam's ε")
+    lr_schedule: Literal["constant", "cosine", "linear", "wsd"] = Field(
+        default="constant", description="the rate of every μP parameter group relative to its "
+        "own starting rate, over each run's own steps (max_t for a proxy, the target's steps "
+        "for the target); `wsd`: warmup-stable-decay")
+    warmup_steps: int = Field(default=0, ge=0, description="steps of linear warmup")
+    warmup_fraction: float | None = Field(
+        default=None, ge=0, lt=1, description="warmup as a fraction of each run's own steps "
+        "(replaces `warmup_steps` when set; the searchable form)")
+    min_lr_ratio: float = Field(
+        default=0.0, ge=0, le=1, description="final rate ÷ starting rate")
+    decay_fraction: float = Field(
+        default=0.2, gt=0, le=1, description="`wsd`'s decaying share of the steps")
+    grad_clip: float | None = Field(
+        default=None, gt=0, description="the gradients' global L2 norm is clipped to this "
+        "before each update (None: off)")
+    micro_batches: int = Field(
+        default=1, ge=1, description="micro-batches per step whose gradients are accumulated "
+        "(one update per step); must divide `batch_size`")
+    checkpoint_every: int | Literal["auto"] = Field(
+        default=0, description="steps between checkpoints (0: off; rounded up to the next "
+        "evaluation), or `auto`: Young's interval √(2·C·M) s from the measured checkpoint time "
+        "C and `cost.spot.mtbp_s` M. Trials also checkpoint on a preemption notice and, under "
+        "promotion, at every rung; a retried, promoted or resumed trial continues from its last")
+    checkpoint_keep: int = Field(
+        default=1, ge=1, description="checkpoints kept per trial: the best this many by the "
+        "metric plus always the latest; a stopped or diverged trial's are deleted when it ends")
+    loop: str | None = Field(
+        default=None, min_length=1, max_length=200, description="a training-loop plugin's "
+        "name (entry-point group `mutune.loops`) that runs every trial and the target; None: "
+        "mutune's loop")
 
     @model_validator(mode="after")
     def _micro_batches(self) -> "TrainConfig":
@@ -248,98 +254,94 @@ class TrainConfig(StrictModel):
 
 
 class TargetConfig(StrictModel):
-    """The one full-size run trained with the transferred hyperparameters; ``steps`` and
-    ``batch_size`` default to the proxies' max_t and batch size. ``checkpoint_every``: the
-    target checkpoints every this many steps (rounded up to the next evaluation) so an
-    interrupted sweep resumes it from there; None (default) = about ten checkpoints over the
-    run (``SweepConfig.target_checkpoint_every``), each held back until the seconds since
-    the last one are at least the mean checkpoint's seconds ÷ ``checkpoint_max_share``
-    (default 0.05: periodic checkpoints take at most about 5 % of the run; a large model's
-    checkpoints are written less often); 0 = only its final model (always kept). An explicit
-    ``checkpoint_every`` is kept exactly (``checkpoint_max_share`` then does not apply).
-    ``num_workers``: data-parallel workers (devices, each with one trial's resources) the
-    target trains on; None (default) = every slot the sweep holds when trials get GPUs, 1 on
-    CPUs (``mutune.pipeline.target_devices.target_workers``). Two or more run one Ray Train
-    ``TorchTrainer`` with DDP (:mod:`mutune.search.backends.ray_train`); one trains as a
-    single Ray Tune trial, without a worker group's start-up.
-    ``parallelism``: ``ddp`` (every worker holds the whole model); ``fsdp`` is refused before
-    anything trains, naming the parameters whose μP width metadata FSDP would drop
-    (microsoft/mup#59).
-    ``depth``: the target's depth (None: the proxies' one depth, ``model.depth``); it is
-    required with a depth ladder (``depths`` with ≥ 2 entries), and without one it may only
-    repeat the proxies' depth (a rule across depth needs ≥ 2 proxy depths).
-    ``cpus``: CPUs (and torch threads) of a target that trains as one process on CPUs; None
-    (default) = every CPU the sweep holds on a local cluster, so none idles while the target
-    trains, else ``ray.cpus_per_trial`` (``mutune.pipeline.target_devices.target_cpus``)."""
-    width: int = Field(ge=1)
-    depth: int | None = Field(default=None, ge=1, le=64)
-    steps: int | None = Field(default=None, ge=1)
-    batch_size: int | None = Field(default=None, ge=1)
-    checkpoint_every: int | None = Field(default=None, ge=0)
-    checkpoint_max_share: float = Field(default=0.05, gt=0.0, le=1.0)
-    num_workers: int | None = Field(default=None, ge=1)
-    parallelism: Literal["ddp", "fsdp"] = "ddp"
-    cpus: int | None = Field(default=None, ge=1)
+    """The one full-size run trained with the transferred hyperparameters."""
+    width: int = Field(ge=1, description="the target's width")
+    depth: int | None = Field(
+        default=None, ge=1, le=64, description="the target's depth (None: the proxies' one "
+        "depth); required with a depth ladder (≥ 2 `depths`), else it may only repeat it")
+    steps: int | None = Field(
+        default=None, ge=1, description="training steps (None: the proxies' max_t)")
+    batch_size: int | None = Field(
+        default=None, ge=1, description="samples per step (None: `train.batch_size`)")
+    checkpoint_every: int | None = Field(
+        default=None, ge=0, description="steps between checkpoints, so `mutune resume` "
+        "continues from the last (rounded up to the next evaluation, kept exactly); None: about "
+        "ten over the run, each held back by `checkpoint_max_share`; 0: only the final model, "
+        "which is always kept")
+    checkpoint_max_share: float = Field(
+        default=0.05, gt=0.0, le=1.0, description="with the default `checkpoint_every`, each "
+        "checkpoint waits until the seconds since the last are at least the mean checkpoint's "
+        "seconds ÷ this share, so periodic checkpoints take at most about this share of the run")
+    num_workers: int | None = Field(
+        default=None, ge=1, description="data-parallel workers: 2 or more train one Ray Train "
+        "TorchTrainer run with DDP (gloo on CPU, NCCL on GPU), 1 one Ray Tune trial; None: "
+        "every slot the sweep holds when trials get GPUs, 1 on CPUs")
+    parallelism: Literal["ddp", "fsdp"] = Field(
+        default="ddp", description="`ddp`: every worker holds the whole model; `fsdp` is "
+        "refused before anything trains, naming the parameters whose μP width metadata FSDP "
+        "would drop")
+    cpus: int | None = Field(
+        default=None, ge=1, description="CPUs and torch threads of a target that trains as one "
+        "process on CPUs; None: every CPU the sweep holds on a local cluster, else "
+        "`ray.cpus_per_trial`")
 
 
 class TransferConfig(StrictModel):
-    """How optima become transfer rules (mutune.pipeline.transfer_stage, mutune.scaling).
-
-    ``tolerance``: |width exponent| a μP rule may show and still be ``stable``.
-    ``mup_flat``: under μP, when the width exponent's 95 % interval contains 0 (the data do
-    not reject width-independence, TP V §3), transfer the widest proxy's optimum instead of
-    extrapolating a slope the data cannot pin down; an exponent the data do resolve is used.
-    ``horizon``: ``highest_rung`` fits rules on each width's highest-rung optimum;
-    ``extrapolate`` uses LR*(steps) fitted across rungs, extrapolated to the target's steps
-    (short-horizon bias, Wu et al. 2018). ``lr_batch_rule``: how lr moves when the target's
-    batch differs (``auto``: square root for Adam, Malladi et al. 2022; linear for SGD, Goyal
-    et al. 2017). ``token_beta``: apply LR* ∝ D^-β (Bjorck et al. 2025) when the target trains
-    on more samples than the proxies' max_t budget (None: off). ``weight_decay_rule``:
-    ``timescale`` keeps the AdamW timescale τ = B/(η·λ·D) (Wang & Aitchison 2024).
-
-    Full horizon (docs/transfer.md): after each width's sweep, a design of configurations
-    around its best one is retrained to max_t with ``confirm_replicates`` seeds per point
-    and ``confirm_center_replicates`` at its centre (``confirm_step`` octaves between levels)
-    and the optimum is fitted to those values;
-    ``confirm_replicates`` 0 fits at the highest rung instead (the report says which).
-
-    The gate before the target run: ``widen`` (default) acts for up to ``gate_rounds``
-    rounds — an optimum at the edge of what was searched re-centres that width's design
-    ``widen_octaves`` further out; a ``noisy`` rule trains every design again with fresh
-    seeds — and stops before the target run if a rule is still ``edge`` or ``noisy``;
-    ``proceed`` acts the same way but then trains the target with a warning; ``stop`` does not
-    act and stops at once."""
-    tolerance: float = Field(default=0.1, gt=0)
-    mup_flat: bool = True
-    n_boot: int = Field(default=1000, ge=50)
-    n_boot_optimum: int = Field(default=300, ge=50)
-    horizon: Literal["highest_rung", "extrapolate"] = "highest_rung"
-    lr_batch_rule: Literal["auto", "sqrt", "linear", "none"] = "auto"
-    token_beta: float | None = Field(default=None, gt=0)
-    weight_decay_rule: Literal["timescale", "none"] = "timescale"
-    confirm_replicates: int = Field(default=1, ge=0, le=32)
-    confirm_center_replicates: int = Field(default=3, ge=1, le=32)
-    confirm_step: float = Field(default=1.0, gt=0, le=4)
-    gate: Literal["widen", "stop", "proceed"] = "widen"
-    gate_rounds: int = Field(default=1, ge=0, le=8)
-    widen_octaves: float = Field(default=3.0, gt=0, le=16)
+    """How optima become transfer rules, and the gate before the target run
+    (docs/transfer.md)."""
+    tolerance: float = Field(
+        default=0.1, gt=0, description="|width exponent| a μP rule may show and still be "
+        "`stable`")
+    mup_flat: bool = Field(
+        default=True, description="under μP, when the width exponent's 95 % interval contains "
+        "0, transfer the widest proxy's optimum instead of extrapolating the slope")
+    n_boot: int = Field(
+        default=1000, ge=50, description="bootstrap resamples of a rule's interval")
+    n_boot_optimum: int = Field(
+        default=300, ge=50, description="bootstrap resamples of each width's optimum")
+    horizon: Literal["highest_rung", "extrapolate"] = Field(
+        default="highest_rung", description="`highest_rung`: fit rules on each width's "
+        "highest-rung optimum; `extrapolate`: LR*(steps) fitted across rungs, extrapolated to "
+        "the target's steps (short-horizon bias, Wu et al. 2018)")
+    lr_batch_rule: Literal["auto", "sqrt", "linear", "none"] = Field(
+        default="auto", description="how lr moves when the target's batch differs; `auto`: "
+        "square root for Adam (Malladi et al. 2022), linear for SGD (Goyal et al. 2017)")
+    token_beta: float | None = Field(
+        default=None, gt=0, description="apply LR* ∝ D^-β (Bjorck et al. 2025) when the target "
+        "trains on more samples than the proxies' max_t budget; None: off")
+    weight_decay_rule: Literal["timescale", "none"] = Field(
+        default="timescale", description="`timescale` keeps the AdamW timescale τ = B/(η·λ·D) "
+        "(Wang & Aitchison 2024)")
+    confirm_replicates: int = Field(
+        default=1, ge=0, le=32, description="seeds per point of the design retrained to max_t "
+        "around each width's best configuration; 0: fit at the highest rung instead")
+    confirm_center_replicates: int = Field(
+        default=3, ge=1, le=32, description="seeds at the design's centre")
+    confirm_step: float = Field(
+        default=1.0, gt=0, le=4, description="octaves between the design's levels")
+    gate: Literal["widen", "stop", "proceed"] = Field(
+        default="widen", description="the health gate: `widen` re-centres a design beyond an "
+        "optimum at the edge and reseeds a `noisy` rule for up to `gate_rounds`, then stops if "
+        "a rule is still unhealthy; `proceed` acts the same, then trains the target with a "
+        "warning; `stop` stops at once")
+    gate_rounds: int = Field(default=1, ge=0, le=8, description="rounds the gate may act")
+    widen_octaves: float = Field(
+        default=3.0, gt=0, le=16, description="octaves a widened design moves out")
 
 
 class BudgetConfig(StrictModel):
-    """What the sweep may spend, enforced while it runs (and priced by ``--dry-run``).
-
-    ``gpu_hours``: device-hours (allocated seconds × devices / 3600, docs/architecture.md §6)
-    of every trial and the target run together. ``money``: the same at ``price_per_hour`` per
-    device-hour (default: the ``cost`` table's price of ``ray.device_kind``; the sweep config
-    refuses a money budget with neither). No new trial starts once the spent hours plus what
-    the running trials need to reach their next rung plus the new trial's first rung would
-    exceed the budget; running trials finish their rung and the sweep ends
-    ``budget_exhausted`` with what it has.
-    """
-    gpu_hours: float | None = Field(default=None, gt=0)
-    money: float | None = Field(default=None, gt=0)
-    #: None: the ``cost`` table's price of ``ray.device_kind`` under ``cost.pricing``
-    price_per_hour: float | None = Field(default=None, gt=0)
+    """What the sweep may spend, enforced while it runs (and priced by ``--dry-run``): no new
+    trial starts once the spent hours, what running trials need to reach their next rung and
+    the new trial's first rung would exceed it; the sweep then ends ``budget_exhausted``."""
+    gpu_hours: float | None = Field(
+        default=None, gt=0, description="device-hours of every trial and the target together "
+        "(docs/architecture.md §6)")
+    money: float | None = Field(
+        default=None, gt=0, description="the same at `price_per_hour`; the tighter limit "
+        "applies")
+    price_per_hour: float | None = Field(
+        default=None, gt=0, description="price per device-hour; None: the `cost` table's "
+        "price of `ray.device_kind` under `cost.pricing`")
 
     @property
     def limit_gpu_hours(self) -> float | None:
@@ -351,11 +353,14 @@ class BudgetConfig(StrictModel):
 
 
 class TrackingConfig(StrictModel):
-    """Optional logging of every trial through Ray Tune's logger callbacks (off by default;
-    the results database records everything either way). ``tensorboard``: event files under
-    each trial's folder in ``OUT/ray/`` (needs the ``tensorboard`` extra, tensorboardX).
-    ``mlflow_uri``: an MLflow tracking URI, one MLflow run per trial in experiment
-    ``mlflow_experiment`` (default: the sweep's name; needs the ``mlflow`` extra)."""
-    tensorboard: bool = False
-    mlflow_uri: str | None = Field(default=None, min_length=1)
-    mlflow_experiment: str | None = Field(default=None, min_length=1)
+    """Optional logging of every trial through Ray Tune's logger callbacks; the results
+    database records everything either way."""
+    tensorboard: bool = Field(
+        default=False, description="event files under each trial's folder in `OUT/ray/` "
+        "(extra `mutune[tensorboard]`)")
+    mlflow_uri: str | None = Field(
+        default=None, min_length=1, description="an MLflow tracking URI: one MLflow run per "
+        "trial (extra `mutune[mlflow]`)")
+    mlflow_experiment: str | None = Field(
+        default=None, min_length=1, description="the MLflow experiment (None: the sweep's "
+        "name)")

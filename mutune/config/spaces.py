@@ -27,11 +27,8 @@ SEARCHABLE = ("lr", "output_mult", "input_mult", "attn_mult", "init_std", "dropo
 RECIPE_HPARAMS = ("beta1", "beta2", "eps", "weight_decay", "grad_clip", "warmup_fraction",
                   "lr_schedule")
 
-#: Knobs whose values are names, not numbers, and the names each may take: searched only as a
-#: ``choice`` of these strings (``lr_schedule: {type: choice, values: [cosine, wsd]}``). A
-#: categorical knob is compared per choice and per width in the report, never fitted
-#: (docs/transfer.md §8), and it is not a dimension of the local quadratic that estimates
-#: the numeric optimum: trials of every choice feed that fit.
+#: Knobs whose values are names, searched only as a ``choice`` of these; compared per choice and
+#: width, never fitted, not a dimension of the optimum's quadratic (docs/transfer.md §8).
 CATEGORICAL = {"lr_schedule": ("constant", "cosine", "linear", "wsd")}
 
 #: Not transferred across width (Tensor Programs V, Table 1: regularisation — dropout and
@@ -72,9 +69,9 @@ class LogUniform(StrictModel):
     """Log-uniform distribution on [low, high]; both > 0.
 
     Raises (on validation): ``high`` not above ``low``."""
-    type: Literal["loguniform"]
-    low: float = Field(gt=0)
-    high: float = Field(gt=0)
+    type: Literal["loguniform"] = Field(description="`loguniform`")
+    low: float = Field(gt=0, description="lower end")
+    high: float = Field(gt=0, description="upper end")
 
     @model_validator(mode="after")
     def _ordered(self) -> "LogUniform":
@@ -87,9 +84,9 @@ class Uniform(StrictModel):
     """Uniform distribution on [low, high].
 
     Raises (on validation): ``high`` not above ``low``."""
-    type: Literal["uniform"]
-    low: float
-    high: float
+    type: Literal["uniform"] = Field(description="`uniform`")
+    low: float = Field(description="lower end")
+    high: float = Field(description="upper end")
 
     @model_validator(mode="after")
     def _ordered(self) -> "Uniform":
@@ -101,8 +98,9 @@ class Uniform(StrictModel):
 class Choice(StrictModel):
     """A uniform choice among the listed values (at least one): numbers, or — for a
     :data:`CATEGORICAL` knob — names. A list mixing the two is refused."""
-    type: Literal["choice"]
-    values: list[float] | list[str] = Field(min_length=1)
+    type: Literal["choice"] = Field(description="`choice`")
+    values: list[float] | list[str] = Field(
+        min_length=1, description="the values, numbers or (a categorical knob's) names")
 
     @property
     def categorical(self) -> bool:

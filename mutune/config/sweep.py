@@ -43,21 +43,34 @@ class SweepConfig(StrictModel):
     increasing, ``model.depth`` other than the smallest, ``model.base_depth`` above the
     smallest, and with ≥ 2 depths a missing or shallower ``target.depth``; a ``target.depth``
     that differs from the only proxy depth."""
-    name: str = Field(min_length=1, max_length=200)
-    seed: int = Field(default=0, ge=0)
-    model: SerializeAsAny[ModelSpec]
+    name: str = Field(min_length=1, max_length=200, description="the sweep's name")
+    seed: int = Field(default=0, ge=0, description="seeds every draw of the sweep")
+    model: SerializeAsAny[ModelSpec] = Field(
+        description="the proxy family and its options (`model.*`; a plugin adds its own)")
     data: Annotated[Union[DigitsDataConfig, TextDataConfig, TokenDataConfig],
-                    Field(discriminator="kind")]
-    widths: list[int] = Field(min_length=2)
-    depths: list[int] | None = Field(default=None, min_length=1)
-    search: SearchConfig
-    train: TrainConfig = TrainConfig()
-    target: TargetConfig
-    transfer: TransferConfig = TransferConfig()
-    ray: RayConfig = RayConfig()
-    cost: CostConfig = CostConfig()
-    budget: BudgetConfig = BudgetConfig()
-    tracking: TrackingConfig = TrackingConfig()
+                    Field(discriminator="kind")] = Field(
+        description="what the proxies and the target train on (`data.kind`: `digits`, "
+        "`text`, `tokens`)")
+    widths: list[int] = Field(
+        min_length=2, description="proxy widths, strictly increasing; the smallest at least "
+        "`model.base_width`")
+    depths: list[int] | None = Field(
+        default=None, min_length=1, description="proxy depths, strictly increasing (None: "
+        "the one `model.depth`): a width × depth ladder whose rules are fitted over width and "
+        "depth (docs/transfer.md §10)")
+    search: SearchConfig = Field(description="what is searched and how (`search.*`)")
+    train: TrainConfig = Field(
+        default=TrainConfig(), description="every trial's training (`train.*`)")
+    target: TargetConfig = Field(description="the one full-size run (`target.*`)")
+    transfer: TransferConfig = Field(
+        default=TransferConfig(), description="rules and the gate (`transfer.*`)")
+    ray: RayConfig = Field(default=RayConfig(), description="execution on Ray (`ray.*`)")
+    cost: CostConfig = Field(
+        default=CostConfig(), description="prices and attribution (`cost.*`)")
+    budget: BudgetConfig = Field(
+        default=BudgetConfig(), description="spend limits (`budget.*`)")
+    tracking: TrackingConfig = Field(
+        default=TrackingConfig(), description="TensorBoard / MLflow logging (`tracking.*`)")
 
     @model_validator(mode="before")
     @classmethod

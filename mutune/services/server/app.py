@@ -265,6 +265,32 @@ def _routes() -> APIRouter:
     return r
 
 
+def _config_schema_openapi(app: FastAPI) -> Any:
+    """``app.openapi`` with the sweep config's JSON schema (field descriptions included) as
+    the request body of ``POST /api/v1/sweeps``; the endpoint itself still reads the raw
+    body, YAML or JSON."""
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        from fastapi.openapi.utils import get_openapi
+
+        from mutune.config import SweepConfig
+
+        schema = get_openapi(title=app.title, version=app.version,
+                             description=app.description, routes=app.routes)
+        config = SweepConfig.model_json_schema(ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(config.pop("$defs", {}))
+        components["SweepConfig"] = config
+        ref = {"$ref": "#/components/schemas/SweepConfig"}
+        schema["paths"][f"{API_PREFIX}/sweeps"]["post"]["requestBody"] = {
+            "required": True, "content": {"application/json": {"schema": ref},
+                                          "application/yaml": {"schema": ref}}}
+        app.openapi_schema = schema
+        return schema
+    return openapi
+
+
 def create_app(settings: ServerSettings | None = None) -> FastAPI:
     """The search server's ASGI app.
 
@@ -312,4 +338,5 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
     app.add_middleware(_BodyLimit, limit=settings.max_body_bytes)
+    app.openapi = _config_schema_openapi(app)  # type: ignore[method-assign]
     return app
