@@ -24,12 +24,11 @@ trial; the parts sum to it), measured on the workers — every report carries th
 and when the trial function began there, so the trials each actor ran are laid end to end:
 
     run_start     from the call until each actor's first trial function began: Ray Tune's
-                  set-up, the actor's process start (none where it took a worker Ray had
-                  started idle: mutune/search/backends/ray_tune/idle_workers.py), its imports
+                  set-up, the actor's process start, its imports
                   (Ray Tune, torch) and the task fetched from the object store
     first_setup   the first trial's model and optimizer build on each actor (torch.optim's
                   first use imported ``torch._dynamo`` there, ≈ 0.7–2 s a process, until the
-                  optimizers were built without it: mutune/proxies/eager_optim.py)
+                  optimizers were built without it: mutune/_internals.optimizer_class)
     setup         every other trial's model and optimizer build
     eval          validation passes
     checkpoint    rung checkpoints
