@@ -115,6 +115,7 @@ def optimizer_class(kind: str) -> type:
     return eager_optimizers()[kind]
 
 
+@functools.cache
 def _wrappers_known() -> bool:
     import torch
 
