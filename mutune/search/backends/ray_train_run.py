@@ -97,7 +97,7 @@ class TargetFit:
             metric=settings.metric, on_progress=spec.on_progress,
             on_started=settings.on_started, heartbeat_s=ray_cfg.heartbeat_s,
             resumed=spec.resume.records if spec.resume else None,
-            log_dir=str(storage / "trial_logs" / name), zombie_timeout_s=None)
+            log_dir=str(storage / "trial_logs" / name))
         self.handle = RunHandle(trial_id=name, config={"point": point},
                                 path=str(storage / name))
         self.queue, self.stop = Queue(), stop_flag()

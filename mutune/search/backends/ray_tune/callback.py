@@ -7,6 +7,7 @@ adapter hands them over before it answers Ray), beats for every running trial, a
 records the trial's terminal status — as the :class:`~mutune.search.driver.SweepDriver`
 decided it, or as Ray ended it (an error, a zombie, a cancelled run) — with its timing
 (:mod:`mutune.search.backends.trial_record`) and what it wrote (:mod:`mutune.search.trial.logs`).
+The book records; :class:`~.control.RunControl` controls (requeue, zombies, checkpoint removal).
 """
 from __future__ import annotations
 
@@ -19,8 +20,6 @@ from typing import Any
 from ray.tune import Callback
 
 from mutune.search.backends.trial_record import TrialRecord, close_record
-from mutune.search.backends.ray_tune.retention import drop_checkpoints
-from mutune.search.backends.ray_tune.zombies import ZombieReaper
 from mutune.search.recording import SweepControl, TrialRecorder
 from mutune.search.schedulers.contract import Judgement
 from mutune.search.trial.logs import collect
@@ -56,7 +55,6 @@ class SweepBook(Callback):
         metric: the ranked metric (kept in every report).
         on_progress: called with (trials finished, trials started) after each change.
         on_started: called with the recorder's trial id right after a trial is recorded.
-        zombie_timeout_s: a running trial with no report for longer is a zombie (None: off).
         log_dir: where trials write their stdout/stderr/traceback; each is recorded when the
             trial ends.
         heartbeat_s: beat for every running trial at most this often (seconds).
@@ -78,8 +76,7 @@ class SweepBook(Callback):
                  on_started: Callable[[int], None] | None = None,
                  heartbeat_s: float = 10.0,
                  resumed: dict[str, TrialRecord] | None = None,
-                 log_dir: str | None = None, zombie_timeout_s: float | None = None,
-                 start_timeout_s: float | None = None) -> None:
+                 log_dir: str | None = None) -> None:
         self.recorder, self.control = recorder, control
         self.sweep_id, self.proxy_sweep_id = sweep_id, proxy_sweep_id
         self.kind, self.width, self.max_t = kind, width, max_t
@@ -92,10 +89,8 @@ class SweepBook(Callback):
         self.log_dir = log_dir
         #: the run's remote store (``ray.storage``): trial logs written on another node
         self.remote: Any = None
-        self.reaper = (ZombieReaper(zombie_timeout_s, devices=devices, device_kind=device_kind,
-                                    start_timeout_s=start_timeout_s)
-                       if zombie_timeout_s is not None or start_timeout_s is not None
-                       else None)
+        #: Ray trial id → why control killed it (:class:`~.control.RunControl`)
+        self.killed: dict[str, str] = {}
         self.last_seq = 0
         self._last_beat = time.monotonic()
         self.groups: dict[str, tuple[int, int | None, Any]] = {}
@@ -108,7 +103,7 @@ class SweepBook(Callback):
         # driver or callbacks: mutune resumes from its own database, never from that snapshot.
         state = dict(self.__dict__)
         state.update(recorder=None, control=None, seq=None, on_progress=None,
-                     on_started=None, driver=None, groups={}, kinds={})
+                     on_started=None, driver=None, groups={}, kinds={}, killed={})
         return state
 
     def _next_seq(self) -> int:
@@ -174,11 +169,8 @@ class SweepBook(Callback):
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         """Heartbeats: every ``heartbeat_s`` the driver beats for each trial holding
-        resources (a paused trial holds none and is not beaten); zombies are reaped
-        (:mod:`.zombies`)."""
+        resources (a paused trial holds none and is not beaten)."""
         now = time.monotonic()
-        if self.reaper is not None:
-            self.reaper.reap(trials, self.trials, now)
         if self.control is None or now - self._last_beat < self.heartbeat_s:
             return
         self._last_beat = now
@@ -191,49 +183,30 @@ class SweepBook(Callback):
         if rec is None:   # removed before it started: nothing ran, nothing to record
             return
         decided = self.driver.status(rec.key) if self.driver else None
-        if decided is None and rec.preempt_pending is not None and self._requeue(trial, rec):
-            return
-        if decided is None:            # Ray ended it without a decision (it returned early)
-            reason = f"ended at step {rec.last_step} < max_t {self.max_t}"
-            if self.driver:
-                self.driver.ended(rec.key, "failed", reason)
-            decided = ("failed", reason)
-        status, reason = decided
-        self._finish(rec, status, reason)
-        if status in ("stopped", "diverged"):
-            drop_checkpoints(rec.trial_dir)   # its rung closed on it: nothing resumes it
-            if self.remote is not None:
-                self.remote.drop(rec.key)
+        if decided is None and rec.preempt_pending is not None and self.driver is not None:
+            return    # RunControl retries it from its checkpoint, or ends it (ended_early)
+        if decided is None:
+            self.ended_early(trial)
+        else:
+            self._finish(rec, *decided)
 
-    def _requeue(self, trial: Any, rec: TrialRecord) -> bool:
-        """A preempted trial ended (its loop checkpointed the step reached and returned): hand
-        it back to the driver, which starts it again from that checkpoint before any new
-        trial, as a new Ray trial under the same key and database row. No failure is
-        counted and no scheduler decision changes. False when neither Ray nor remote storage
-        (``ray.storage``, where Ray is handed no checkpoint) holds one of it (then it ends as
-        an early return: failed)."""
-        from mutune.search.trial.remote_trial import CONTINUE
+    def ended_early(self, trial: Any) -> None:
+        """Ray ended ``trial`` without a decision of the driver (its loop returned early)."""
+        rec = self.trials[trial.trial_id]
+        reason = f"ended at step {rec.last_step} < max_t {self.max_t}"
+        if self.driver:
+            self.driver.ended(rec.key, "failed", reason)
+        self._finish(rec, "failed", reason)
 
-        path = getattr(getattr(trial, "checkpoint", None), "path", None)
-        if self.remote is not None and path is None:
-            path = CONTINUE if self.remote.latest(rec.key) is not None else None
-        if path is None or self.driver is None:
-            return False
-        step, rec.preempt_pending = rec.preempt_pending, None
-        rec.preemptions += 1
-        self._hand_back(trial, rec, str(path),
-                        f"preempted at step {step}: retried from its checkpoint")
-        return True
-
-    def _hand_back(self, trial: Any, rec: TrialRecord, restore_from: str, reason: str) -> None:
-        """The driver starts ``rec`` again (first in line) from ``restore_from``."""
+    def requeued(self, trial: Any, reason: str) -> None:
+        """Control handed ``trial`` back to the driver: its record waits, resources free,
+        for the retry that continues it under its key and row."""
+        rec = self.trials.pop(trial.trial_id)
         rec.requeued, rec.reason = True, reason
-        if rec.segment_start is not None:        # its resources are free until the retry
+        if rec.segment_start is not None:
             rec.held_s += time.monotonic() - rec.segment_start
             rec.segment_start = None
-        del self.trials[trial.trial_id]
         self.resumed[rec.key] = rec
-        self.driver.requeue(rec.key, {**rec.point, "restore_from": restore_from})
         self._progress()
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -248,8 +221,8 @@ class SweepBook(Callback):
             self.on_trial_start(iteration, trials, trial)
             rec = self.trials[trial.trial_id]
         err = trial.get_error()
-        if self.reaper is not None and trial.trial_id in self.reaper.flagged:
-            status, reason, ray_error = "zombie", self.reaper.flagged[trial.trial_id], None
+        if trial.trial_id in self.killed:
+            status, reason, ray_error = "zombie", self.killed[trial.trial_id], None
         else:
             text = str(err).strip().splitlines()[-1] if err else "trial raised an error"
             status, reason, ray_error = "failed", text[:2000], str(err) if err else None

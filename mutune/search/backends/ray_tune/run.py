@@ -168,8 +168,7 @@ def _book(live: list[GroupSpec], settings: RunSettings, log_dir: str) -> SweepBo
                      on_started=settings.on_started, heartbeat_s=ray_cfg.heartbeat_s,
                      resumed={k: r for s in live if s.resume
                               for k, r in s.resume.records.items()},
-                     log_dir=log_dir, zombie_timeout_s=ray_cfg.zombie_timeout_s,
-                     start_timeout_s=ray_cfg.start_timeout_s)
+                     log_dir=log_dir)
     book.groups = {s.group: (s.width, s.proxy_sweep_id, s.on_progress) for s in live}
     book.kinds = {s.group: s.kind for s in live if s.kind is not None}
     return book
@@ -226,13 +225,26 @@ def _tuner(run: _Run, settings: RunSettings, stopper: Any) -> Any:
             trial_name_creator=trial_name, trial_dirname_creator=trial_name),
         run_config=tune.RunConfig(
             name=settings.name, storage_path=storage,
-            callbacks=[run.book, *settings.callbacks, *loggers], verbose=0, stop=stopper,
+            callbacks=[run.book, _control(run.book, ray_cfg), *settings.callbacks, *loggers],
+            verbose=0, stop=stopper,
             failure_config=tune.FailureConfig(max_failures=ray_cfg.max_failures),
             # the best ``checkpoints.keep`` by the metric, and always the latest (Ray's
             # checkpoint manager never drops it)
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=settings.checkpoints.keep, checkpoint_score_attribute=metric,
                 checkpoint_score_order=mode)))
+
+
+def _control(book: SweepBook, ray_cfg: Any) -> Any:
+    """The run's :class:`~.control.RunControl`, after the book in Ray's callback order."""
+    from mutune.search.backends.ray_tune.control import RunControl
+    from mutune.search.backends.ray_tune.zombies import ZombieReaper
+
+    timeouts = ray_cfg.zombie_timeout_s, ray_cfg.start_timeout_s
+    reaper = (ZombieReaper(timeouts[0], devices=book.devices, device_kind=book.device_kind,
+                           start_timeout_s=timeouts[1])
+              if timeouts != (None, None) else None)
+    return RunControl(book, reaper)
 
 
 def _tidy(run: _Run) -> None:
