@@ -122,10 +122,10 @@ def make_tiny_config():
     d["train"]["eval_every"] = 3
     d["transfer"]["confirm_replicates"] = 1
     d["transfer"]["confirm_center_replicates"] = 1   # test_pipeline/test_gate replicate it
-    d["transfer"]["gate_rounds"] = 0      # tests/test_gate.py and test_pipeline.py run the gate
+    d["transfer"]["gate_rounds"] = 0      # tests/pipeline/test_gate.py, test_pipeline.py run it
     # one Ray Tune trial (the CPU default, set here so no test depends on it): a Ray Train
-    # worker group costs ~40 s per pipeline here; tests/search/test_ray_train_target.py and
-    # the target-resume test run it with 2
+    # worker group costs ~40 s per pipeline here;
+    # tests/search/backends/test_ray_train_target.py and the target-resume test run it with 2
     d["target"]["num_workers"] = 1
     return parse_config(d)
 

@@ -101,7 +101,7 @@ def test_ray_and_simulator_tell_the_searcher_the_same_things(ray_local, tmp_path
     assert len(rec.of("trial_finished")) == n
 
 
-ADAPTERS = Path(__file__).resolve().parents[2] / "mutune/search/backends/ray_tune"
+ADAPTERS = Path(__file__).resolve().parents[3] / "mutune/search/backends/ray_tune"
 #: what deciding looks like: calling a scheduler core's or a searcher's own methods
 DECIDING = {"on_report", "candidate", "promote", "finish", "suggest", "observe", "complete",
             "admits", "admit"}

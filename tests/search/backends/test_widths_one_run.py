@@ -132,7 +132,7 @@ def test_a_width_starts_while_another_width_still_runs(ray_local, tiny_config, t
     together = stages.screened()
     # every width's design joined the proxy run (its trials lie in that run's experiment,
     # no run of their own); when it starts against the other widths is timing here (the
-    # driver's order is tested in tests/search/test_driver.py)
+    # driver's order is tested in tests/search/driver/test_driver.py)
     designs = [t for t in rows["trials"] if t["key"].startswith("c0w")]
     assert len(designs) == 9 * len(cfg.widths) and {t["kind"] for t in designs} == {"confirm"}
     experiments = {Path(t["checkpoint_dir"]).parent.name for t in rows["trials"]}

@@ -12,7 +12,7 @@ from mutune.errors import StoreError
 from mutune.services.export.optuna import distributions_from_space, export_to_optuna
 from mutune.services.store import Store
 
-from .test_replay_service import record_sweep
+from tests.services.test_replay_service import record_sweep
 
 
 @pytest.fixture

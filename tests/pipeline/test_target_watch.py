@@ -14,7 +14,7 @@ from mutune.pipeline.transfer_stage import loss_law
 from mutune.search.driver import Group, SweepDriver
 from mutune.search.searchers.simple import FixedSearcher
 
-from .conftest import make_tiny_config
+from tests.conftest import make_tiny_config
 
 WATCH = {"width": 64, "seeds": 2, "steps": [10, 20, 30], "val_loss": [2.0, 1.5, 1.2],
          "val_loss_se": [0.01, 0.01, 0.01]}

@@ -2,7 +2,7 @@
 drawn as names by every searcher, reaching a trial's schedule, chosen per width by their best
 trials (no quadratic dimension), and carried as names through rules, report, plot and export.
 Synthetic rungs and a tiny MLP on CPU; the end-to-end sweep with a categorical knob is
-tests/test_pipeline.py's concurrency-1 rerun."""
+tests/pipeline/test_pipeline.py's concurrency-1 rerun."""
 from __future__ import annotations
 
 import io

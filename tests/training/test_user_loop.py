@@ -2,7 +2,7 @@
 real entry points (a ``*.dist-info`` folder on sys.path), trained by mutune's runner with the
 μP model and optimizer, reporting Tune-style, checkpointed and resumed bit for bit, preempted
 by SIGTERM, and refused clearly when it breaks the contract. Tiny MLP on digits, no Ray (the
-example package runs under Ray end to end in tests/test_plugins.py)."""
+example package runs under Ray end to end in tests/proxies/test_plugins.py)."""
 from __future__ import annotations
 
 import math
@@ -353,7 +353,7 @@ def test_a_sweep_ranked_by_a_score_the_loop_reports(ray_local, tiny_config, user
     import mutune
 
     # Ray's workers started before this test's sys.path entry: ship the module by value
-    # (an installed plugin package is imported by name, as tests/test_plugins.py runs it)
+    # (an installed plugin package is imported by name, as tests/proxies/test_plugins.py runs it)
     cloudpickle.register_pickle_by_value(mod)
     try:
         d = tiny_config.model_dump(mode="json")

@@ -3,8 +3,8 @@
 The trials' values come from a known bowl in (log2 lr, log2 output_mult) whose minimum can be
 put outside the searched range; the backend that would train the stages' groups on Ray is
 replaced by one that evaluates the bowl and hands each group's outcome to the stages' follow-up,
-as the Ray run does (which runs end to end in tests/test_pipeline.py). So the gate's decisions
-are checked against a known optimum, fast and seeded.
+as the Ray run does (which runs end to end in tests/pipeline/test_pipeline.py). So the gate's
+decisions are checked against a known optimum, fast and seeded.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from mutune.search.backends.groups import RunOutcome, finished_trials
 from mutune.search.backends.joining import settle
 from mutune.search.backends.trial_record import TrialRecord
 
-from .conftest import make_tiny_config
+from tests.conftest import make_tiny_config
 
 LR_STAR, OM_STAR = 2.0 ** -3, 2.0          # the bowl's minimum (lr outside [1e-4, 1e-2])
 

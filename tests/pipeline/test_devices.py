@@ -118,7 +118,7 @@ def test_a_sweep_on_a_cluster_that_declares_gpus_packs_and_bills_fractions(tmp_p
     """Ray told of 1 GPU (an H100 by its accelerator type) on this CPU machine: trials ask
     for half a GPU each, so two share the card; each is billed 0.5 GPU, the sweep holds 1
     GPU, and the whole sweep is priced as an H100."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run([sys.executable, "-c", SWEEP_ON_DECLARED_GPUS,
                            f"sqlite:///{tmp_path / 'g.db'}", str(tmp_path / "out")],

@@ -255,7 +255,7 @@ def test_an_interrupted_ladder_resumes_proxy_by_proxy(ray_local, tiny_config, tm
     from mutune.services.api import resume
     from mutune.services.store import Store
 
-    from .test_resume import DyingRecorder
+    from tests.pipeline.test_resume import DyingRecorder
 
     d = tiny_config.model_dump(mode="json")
     d["model"].pop("depth")

@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 KEYS = {"benchmark", "preemptions", "graceful", "hard", "lost_steps_graceful",
         "lost_steps_per_hard_kill", "checkpoint_interval_steps", "recovery_s_per_preemption",
         "reports_lost", "same_decisions", "ettr", "ettr_without_preemption"}

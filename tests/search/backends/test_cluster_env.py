@@ -37,7 +37,7 @@ def _run(env_value):
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     if env_value is not None:
         env["MALLOC_ARENA_MAX"] = env_value
-    out = subprocess.run([sys.executable, "-c", DRIVER], cwd=Path(__file__).resolve().parents[2],
+    out = subprocess.run([sys.executable, "-c", DRIVER], cwd=Path(__file__).resolve().parents[3],
                          capture_output=True, text=True, timeout=300, env=env, check=True)
     line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
     return json.loads(line.split(" ", 1)[1])

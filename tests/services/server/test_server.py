@@ -1,7 +1,7 @@
 """The search server's API v1 against a real `mutune serve` (uvicorn on loopback).
 
 These tests run the server without its worker (nothing leaves ``queued``), so they need no
-Ray; tests/services/test_server_sweeps.py runs sweeps through it.
+Ray; tests/services/server/test_server_sweeps.py runs sweeps through it.
 """
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def test_nothing_in_a_config_is_evaluated_as_code(server):
 def _text_config(path: str) -> str:
     d = yaml.safe_load(Path("configs/gpt-text.yaml").read_text()
                        if Path("configs/gpt-text.yaml").exists() else
-                       (Path(__file__).resolve().parents[2] / "configs" / "gpt-text.yaml")
+                       (Path(__file__).resolve().parents[3] / "configs" / "gpt-text.yaml")
                        .read_text())
     d["data"] = {"kind": "text", "path": path}
     return yaml.safe_dump(d)

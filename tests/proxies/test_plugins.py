@@ -19,7 +19,7 @@ from mutune.config import load_config, parse_config
 from mutune.errors import ConfigError, ProxyError
 from mutune.proxies.plugins import installed_families, load_family
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 PLUGIN = textwrap.dedent('''
     """A user's plain PyTorch MLP: its head is an ordinary nn.Linear (mutune swaps it)."""

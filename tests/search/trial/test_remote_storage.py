@@ -209,7 +209,7 @@ def test_a_preempted_trial_without_its_local_copy_restores_from_remote_storage(
     continues at the same step, its reports equal to an uninterrupted trial's."""
     from ray.tune import Callback
 
-    from tests.search.test_preemption import (_AtStep, _assert_preempted_and_retried,
+    from tests.search.trial.test_preemption import (_AtStep, _assert_preempted_and_retried,
                                               _ray_cfg, _sweep, _trajectory)
 
     flag = tmp_path / "notice"
@@ -253,7 +253,7 @@ def test_a_resumed_trial_under_ray_restores_at_or_before_its_last_recorded_step(
     from mutune.proxies.task import ProxyTask, load_task_data
     from tests.search.runs import run_trials
     from mutune.search.trial.remote_trial import CONTINUE
-    from tests.search.test_preemption import MAX_T, POINT, _ray_cfg, _trajectory
+    from tests.search.trial.test_preemption import MAX_T, POINT, _ray_cfg, _trajectory
 
     storage = str(tmp_path / "shared")
     task = ProxyTask(tiny_config.model, tiny_config.train,

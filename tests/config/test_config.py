@@ -10,7 +10,7 @@ import yaml
 from mutune.config import default_config_path, load_config, parse_config
 from mutune.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

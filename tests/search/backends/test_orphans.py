@@ -32,7 +32,7 @@ with ray_cluster(load_config().ray):
 @pytest.mark.slow
 def test_the_next_start_ends_what_a_killed_driver_left(tmp_path, monkeypatch):
     monkeypatch.setenv(orphans.STATE_ENV, str(tmp_path / "state"))
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     proc = subprocess.Popen([sys.executable, "-c", DRIVER], cwd=root, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -1,6 +1,7 @@
 """Trial checkpoints: atomic writes, and bit-identical resume after an interruption, a SIGTERM
 (save, exit cleanly) and a SIGKILL (resume from the last periodic checkpoint). Tiny MLP (width
-16, 27 steps) on CPU; no Ray here (tests/search/test_ray_engine.py drives Ray's retries)."""
+16, 27 steps) on CPU; no Ray here (tests/search/backends/test_ray_engine.py drives Ray's
+retries)."""
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ from mutune.search.trial.checkpoint import (STATE_FILE, STEP_FILE, load_trial_st
                                           save_trial_state)
 from mutune.training import run_loop
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TRAJECTORY = ("step", "val_loss", "train_loss", "samples")
 
 

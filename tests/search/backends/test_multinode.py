@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 _SCRIPT = textwrap.dedent("""
     import glob, itertools, json, os, shutil, signal, sys, tempfile
