@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
+
+from mutune.errors import ConfigError
 
 POSTGRES_ADMIN_URL = os.environ.get("MUTUNE_TEST_POSTGRES",
                                     "postgresql://postgres@127.0.0.1:5432/test")
@@ -134,3 +137,17 @@ def make_tiny_config():
 def tiny_config():
     """:func:`make_tiny_config` as a fixture."""
     return make_tiny_config()
+
+
+@contextmanager
+def config_error(field: str, value: str | None = None,
+                 rule: str | None = None) -> Iterator[pytest.ExceptionInfo[ConfigError]]:
+    """Expect a :class:`ConfigError` whose data names ``field`` (dotted path) with ``value``
+    (the repr it records) and a rule containing ``rule`` (a key phrase, not the sentence)."""
+    with pytest.raises(ConfigError) as info:
+        yield info
+    errs = info.value.errors
+    hits = [e for e in errs if e["field"] == field]
+    assert hits, f"no error on {field!r}: {errs or str(info.value)}"
+    assert value is None or any(e["value"] == value for e in hits), hits
+    assert rule is None or any(rule in e["rule"] for e in hits), hits

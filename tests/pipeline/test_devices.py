@@ -15,9 +15,9 @@ import torch
 
 from mutune.config import load_config, parse_config
 from mutune.config.cost import DEFAULT_DEVICES, device_kind_of
-from mutune.errors import ConfigError
 from mutune.pipeline.devices import granted_device_kind, with_granted_device
 from mutune.proxies.device import numerics_for
+from tests.conftest import config_error
 
 KNOWN = list(DEFAULT_DEVICES)
 
@@ -75,13 +75,13 @@ def test_the_device_kind_comes_from_the_granted_device():
 
 
 def test_gpu_fractions_and_money_budgets_are_checked_in_the_config():
-    with pytest.raises(ConfigError, match=r"ray\.gpus_per_trial = 1\.5: above 1 it must be"):
+    with config_error("ray.gpus_per_trial", "1.5", "above 1 it must be a whole number"):
         _cfg(gpus_per_trial=1.5)
     assert _cfg(gpus_per_trial=2).ray.gpus_per_trial == 2
     d = load_config().model_dump(mode="json")
     d["ray"]["gpus_per_trial"] = 1
     d["budget"] = {"money": 10.0}
-    with pytest.raises(ConfigError, match="with GPU trials needs a price"):
+    with config_error("budget.money", "10.0", "with GPU trials needs a price"):
         parse_config(d)
     d["ray"]["device_kind"] = "h100"
     assert parse_config(d).budget.price_per_hour == DEFAULT_DEVICES["h100"].on_demand

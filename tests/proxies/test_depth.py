@@ -7,11 +7,12 @@ import math
 import pytest
 import torch
 
-from mutune.errors import ConfigError, ProxyError
+from mutune.errors import ProxyError
 from mutune.proxies import build_mlp, make_optimizer
 from mutune.proxies.depth import DepthScaling, depth_param_groups
 from mutune.proxies.gpt import MuGPT
 from mutune.proxies.mlp import MuMLP
+from tests.conftest import config_error
 
 GPT_KW = dict(vocab=64, seq_len=8, d_head=8, ffn_ratio=2)
 
@@ -158,17 +159,17 @@ def _model_section(train_sgd: bool = False, **over):
 
 
 def test_the_config_checks_depth_options_and_builds_a_scaled_trainable_model():
-    with pytest.raises(ConfigError, match="model.base_depth = 4: base_depth = 4 is above"):
+    with config_error("model.base_depth", "4", "must be at or below"):
         _model_section(residual=True, depth_parametrization="completep", base_depth=4)
-    with pytest.raises(ConfigError, match="model.residual = False: depth_parametrization"):
+    with config_error("model.residual", "False", "needs residual branches"):
         _model_section(depth_parametrization="completep")
     from mutune.config import load_config, parse_config
 
     d = load_config().model_dump(mode="json")
     d["model"] = {"family": "mlp", "depth_parametrization": "completep"}   # residual omitted
-    with pytest.raises(ConfigError, match="model.residual = False"):
+    with config_error("model.residual", "False", "needs residual branches"):
         parse_config(d)
-    with pytest.raises(ConfigError, match="and train.optimizer is 'sgd'"):
+    with config_error("model.depth_parametrization", "'depth_mup'", "Adam's"):
         _model_section(residual=True, depth_parametrization="depth_mup", train_sgd=True)
     cfg = _model_section(residual=True, depth_parametrization="completep", depth=4,
                          base_depth=2)

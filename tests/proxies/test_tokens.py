@@ -8,6 +8,7 @@ import pytest
 from mutune.errors import ProxyError
 from mutune.proxies.data import lm_batch
 from mutune.proxies.tokens import load_token_data
+from tests.conftest import config_error
 
 
 def _write(path, tokens, dtype=np.uint16):
@@ -72,13 +73,11 @@ def test_uint32_token_files_hold_ids_above_65535(tmp_path):
 
 def test_config_refuses_a_vocab_uint16_files_cannot_hold(tmp_path):
     from mutune.config import load_config, parse_config
-    from mutune.errors import ConfigError
 
     d = load_config("configs/gpt-text.yaml").model_dump(mode="json")
     d["data"] = {"kind": "tokens", "path": str(tmp_path)}
     d["model"]["vocab"] = 70_000
-    with pytest.raises(ConfigError, match=r"model.vocab \(70000\) > 65,536 with data.dtype "
-                                          "uint16"):
+    with config_error("data.dtype", "'uint16'", "model.vocab (70000) > 65,536"):
         parse_config(d)
     d["data"]["dtype"] = "uint32"
     assert parse_config(d).data.dtype == "uint32"

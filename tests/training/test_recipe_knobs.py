@@ -17,6 +17,7 @@ from mutune.pipeline.transfer_stage import transfer_rules
 from mutune.proxies.task import ProxyTask, load_task_data
 from mutune.training.schedule import make_lr_schedule
 from mutune.training import run_loop
+from tests.conftest import config_error
 
 
 def _space(**extra):
@@ -42,7 +43,7 @@ def test_knob_ranges_are_checked_where_each_knob_is_defined():
     d["model"] = {"family": "gpt", "base_width": 32, "d_head": 16}
     d["data"] = {"kind": "text"}
     d["widths"], d["target"]["width"] = [32, 64], 128
-    with pytest.raises(ConfigError, match="'dropout', which model.family 'gpt' does not take"):
+    with config_error("search.space.dropout", rule="which model.family 'gpt' does not take"):
         parse_config(d)
 
 
