@@ -1,42 +1,8 @@
-"""``mutune run --dry-run``: what a sweep will cost, before anything trains.
-
-For every proxy width and the target, a short warm-up (``warmup_steps`` training steps and
-one evaluation of the real model on the real data, one torch thread per granted CPU, on the
-device a trial gets and with its numerics — bf16 autocast on CUDA — as a trial would) measures
-seconds per step, per evaluation and to build the model. Where trials run on the local
-machine's CPUs the warm-up runs in this process; where they get GPUs (``ray.gpus_per_trial``) or run
-on a cluster (``ray.address``) it runs as one Ray task holding a trial's resources, so each
-width is priced on the device it will use (the plan's ``timed_on`` says where, and on which
-device). The scheduler's planned steps
-(:func:`mutune.search.schedulers.planned_steps.planned_trial_steps`) turn
-them into device-hours:
+"""``mutune run --dry-run``: what a sweep will cost, before anything trains, from a short
+warm-up of every proxy and the target on the device a trial gets (docs/architecture.md §6):
 
     trial seconds = steps × s_step + evals × (s_eval + report_s) + setup_s + overhead_s
-    GPU-hours     = Σ trial seconds × devices per trial / 3600         (docs/architecture.md §6)
-
-A target on W data-parallel workers (``target.num_workers``, or its default,
-:func:`mutune.pipeline.target_devices.target_workers`) is timed on one worker's share of the
-batch (batch ÷ W) and billed W × devices per trial; the gradient all-reduce between workers
-is not timed (benchmarks/target_workers.py measures it; on CPUs, where it is large, W > 1 is
-an underestimate). A target that trains as
-one process on CPUs is timed on its :func:`~mutune.pipeline.target_devices.target_cpus`
-threads and billed that many CPUs.
-
-``overhead_s`` is the per-trial start-up and teardown of a Ray trial (the target, a run of its
-own, adds ``TARGET_RUN_OVERHEAD_S``) and ``report_s`` each report's round trip to the driver
-(Ray Tune's function trainable waits in ``report`` until the controller has taken the result),
-which a warm-up without Ray cannot see: assumptions, stated in the plan
-(:data:`~mutune.search.schedulers.planned_steps.DEFAULT_TRIAL_OVERHEAD_S`,
-:data:`~mutune.search.schedulers.planned_steps.DEFAULT_REPORT_OVERHEAD_S`). The naive
-alternatives price the same planned steps (and every sample to max_t) at the target's
-measured speed, one seed per trial.
-
-Each width's confirmation design (its points with ``transfer.confirm_replicates`` seeds,
-``confirm_center_replicates`` at the centre, trained to max_t,
-:mod:`mutune.pipeline.confirm_stage`) is part of the proxy line; the gate's rounds
-(at most ``transfer.gate_rounds``, each one more design at every width) are priced as a
-maximum beside it (``gate_gpu_hours_max``, ``total_gpu_hours_max``).
-"""
+    GPU-hours     = Σ trial seconds × devices per trial / 3600"""
 from __future__ import annotations
 
 import contextlib
@@ -69,11 +35,7 @@ def _evals(steps: int, every: int) -> int:
 def _time_all(task: Any, ttask: Any, config: SweepConfig, hp: dict[str, float],
               warmup_steps: int, threads: int, timed_max_params: float,
               prefer_cuda: bool, target_threads: int | None = None) -> dict[str, Any]:
-    """Every width's warm-up (on ``threads`` torch threads) and the target's timing
-    (:func:`_target_timing`, on ``target_threads``, default ``threads``), in the
-    process this runs in (the driver, or a Ray task holding one trial's resources), on the
-    device a trial there would get. Returns {"widths": [...], "target": {...},
-    "timed_on": {"device", "device_name", "host"}}."""
+    """Every width's warm-up and the target's timing, in this process, on a trial's device."""
     import socket
 
     import torch
@@ -84,7 +46,6 @@ def _time_all(task: Any, ttask: Any, config: SweepConfig, hp: dict[str, float],
     # untimed: first-call costs (lazy imports of the optimizer's compiler, allocator), which a
     # Ray worker pays once, inside its start-up overhead
     _warmup(task, config.widths[0], hp, 2, threads, dev)
-    # every proxy: each width, or on a depth ladder each (width, depth) with its depth's model
     sizes = (ladder_sizes(config) if config.depth_ladder
              else [(w, None) for w in config.widths])
     tasks = {d: task_with_depth(task, d) for d in {d for _, d in sizes}}
@@ -102,14 +63,11 @@ def _time_on_trial_device(config: SweepConfig, task: Any, ttask: Any, hp: dict[s
                           warmup_steps: int, threads: int, timed_max_params: float,
                           on_ray: bool | None, target_threads: int | None = None
                           ) -> dict[str, Any]:
-    """:func:`_time_all` where a trial would run: in this process when trials get this
-    machine's CPUs (``on_ray`` None and neither ``ray.gpus_per_trial`` nor ``ray.address``),
-    else as one Ray task with a trial's ``num_cpus``/``num_gpus``.
+    """:func:`_time_all` where a trial would run: in this process, or as one Ray task with a
+    trial's resources.
 
     Raises:
-        ConfigError: the cluster has fewer CPUs or GPUs than one trial asks for (the task
-            could never be scheduled).
-    """
+        ConfigError: the cluster has fewer CPUs or GPUs than one trial asks for."""
     rc = config.ray
     if on_ray is None:
         on_ray = bool(rc.gpus_per_trial) or bool(rc.address)
@@ -139,15 +97,9 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
                    hp: dict[str, float], warmup_steps: int, threads: int,
                    timed_max_params: float, dev: Any = None,
                    target_threads: int | None = None) -> dict[str, Any]:
-    """The target's seconds per step, per evaluation and to build: timed like a proxy when
-    its parameter count (from the meta device) is at most ``timed_max_params``; above it,
-    extrapolated from its training FLOPs per step (Kaplan et al. 2020 §2.1) at the FLOP/s
-    the widest proxy achieved in its timed steps — so no process materialises the target's
-    weights before the target run. Small models reach a lower fraction of a device's peak
-    than large ones, so the extrapolation is an upper estimate of the target's time.
-    The target is timed on ``target_threads`` torch threads (default ``threads``); an
-    extrapolated target assumes its threads scale perfectly (the quickstart's width-4096
-    target measured 0.8× per CPU on 2 threads: there the estimate is low by that)."""
+    """The target's seconds per step, per evaluation and to build: timed like a proxy up to
+    ``timed_max_params``, above it extrapolated from its FLOPs per step (Kaplan et al. 2020
+    §2.1) at the widest proxy's achieved FLOP/s — an upper estimate."""
     t_threads = target_threads or threads
     from mutune.pipeline.ledger_stage import flops_per_sample
 
@@ -160,11 +112,11 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
     f_w = flops_per_sample(config, w, w_params, depth=widest.get("depth"))
     f_t = flops_per_sample(config, config.target.width, t_params, depth=config.target_depth)
     step_w, step_t = f_w * task.samples_per_step, f_t * ttask.samples_per_step
-    achieved = step_w / widest["s_per_step"]                 # FLOP/s in the timed steps
-    achieved *= t_threads / threads                          # its threads, scaling fully
+    achieved = step_w / widest["s_per_step"]
+    achieved *= t_threads / threads
     return {"setup_s": widest["setup_s"] * t_params / w_params,
             "s_per_step": step_t / achieved,
-            "s_per_eval": widest["s_per_eval"] * f_t / f_w,   # the same evaluation set
+            "s_per_eval": widest["s_per_eval"] * f_t / f_w,
             "warmup_s": 0.0, "n_params": t_params, "timing": "extrapolated",
             "achieved_flops_per_s": achieved,
             "formula": (f"s_step = FLOPs/step ÷ FLOP/s of width {w}"
@@ -176,9 +128,7 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
 
 
 def _planned_target_workers(config: SweepConfig, batch: int, on_ray: bool) -> int:
-    """The target's data-parallel workers as the run will choose them
-    (:func:`mutune.pipeline.target_devices.target_workers`); its GPU default counts the
-    cluster's slots, so without a Ray connection (``on_ray`` False) that default plans 1."""
+    """The target's data-parallel workers as the run will choose them (1 without Ray)."""
     from mutune.pipeline.target_devices import target_workers
 
     if not on_ray and config.ray.gpus_per_trial and not config.target.num_workers:
@@ -190,8 +140,6 @@ def _planned_target_workers(config: SweepConfig, batch: int, on_ray: bool) -> in
 #: fresh worker, its final checkpoint kept; benchmarks/results/README.md, "Assumed overheads")
 TARGET_RUN_OVERHEAD_S = 3.0
 
-#: above this many parameters the dry run extrapolates the target's time from its FLOPs
-#: instead of timing it (which would build the target in the planning process)
 TIMED_TARGET_MAX_PARAMS = 100_000_000
 
 
@@ -202,41 +150,15 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                on_ray: bool | None = None) -> dict[str, Any]:
     """The planned trials, steps and device-hours of ``config``'s sweep, from a warm-up.
 
-    Args:
-        config: the sweep config (its data are loaded; nothing is recorded).
-        warmup_steps: training steps timed per width (>= 2; the first is not counted).
-        overhead_s: assumed Ray per-trial start-up + teardown, seconds.
-        report_s: assumed seconds per report beyond its evaluation (the round trip to the
-            driver).
-        timed_max_params: a target with more parameters is not built: its time comes from
-            its FLOPs at the widest proxy's achieved FLOP/s (``target["timing"]`` says
-            ``timed`` or ``extrapolated``, with the formula).
-        on_ray: time in a Ray task holding one trial's resources (True), in this process
-            (False), or — None — in a Ray task exactly when trials get GPUs or run on a
-            cluster at ``ray.address``.
-    Returns:
-        {"widths": [{"width" (and "depth" on a depth ladder: one entry per (width, depth)),
-        "trials", "steps", "evals", "trial_steps", "s_per_step",
-        "s_per_eval", "setup_s", "replicates" (``search.replicates``: seeds trained in
-        lockstep per sweep trial, which multiply its step, evaluation and build time),
-        "confirm_trials", "confirm_gpu_hours", "gpu_hours" (sweep
-        and confirmation design)}], "target": {same for one run, plus "workers" (its
-        data-parallel workers, each holding a trial's devices and timed on its share of the
-        batch, "batch_per_worker"; the gradient all-reduce is not timed), "devices" (all
-        it holds: a one-process CPU target's :func:`~mutune.pipeline.target_stage.
-        target_cpus`) and "run_overhead_s"}, "confirm", "gate",
-        "gate_gpu_hours_max", "total_gpu_hours_max",
-        "proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
-        "naive_grid_gpu_hours", "price_per_hour", "money": {name: amount} or None,
-        "wall_s_estimate", "warmup": {"steps", "seconds"}, "overhead_s_per_trial",
-        "overhead_s_per_report",
-        "devices_per_trial", "device_kind", "budget_gpu_hours", "fits_budget", "timed_on":
-        {"device", "device_name", "host", "where": ``driver`` or ``ray task``}}.
-        Hours are device-hours; seconds are wall seconds.
+    ``overhead_s``: assumed Ray per-trial start-up + teardown, seconds; ``report_s``: assumed
+    seconds per report beyond its evaluation; ``on_ray``: time in a Ray task (True), in this
+    process (False), or in a Ray task exactly when trials get GPUs or a cluster (None).
+    Returns the plan: per-width and target timings, device-hours (``*_gpu_hours``), money,
+    budget fit and ``timed_on``; hours are device-hours, seconds wall seconds.
+
     Raises:
         ValueError: warmup_steps < 2, overhead_s < 0 or report_s < 0.
-        ProxyError: a model cannot be built.
-    """
+        ProxyError: a model cannot be built."""
     import dataclasses
 
     from mutune.proxies.task import ProxyTask, load_task_data
@@ -283,8 +205,8 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         # a one-process CPU target holds target_cpus CPUs, one torch thread each
         t_devices = (target_cpus(config) if n_workers == 1 and not ray.gpus_per_trial
                      else devices)
-        wb = tb // n_workers          # each worker's share of the global batch
-        ttask = task_with_depth(task, config.target_depth)    # the target's own depth
+        wb = tb // n_workers
+        ttask = task_with_depth(task, config.target_depth)
         if wb != config.train.batch_size:
             ttask = dataclasses.replace(ttask, train=ttask.train.model_copy(
                 update={"batch_size": wb}))

@@ -1,16 +1,7 @@
-"""One searched hyperparameter's fitted transfer rule as a recorder row: the power law over
-the proxies' sizes, its verdict along every axis, and the target's value from all of them.
-
-The rule is log h* = a + b·log w (+ c·log L with a depth ladder, docs/transfer.md §10),
-fitted by :func:`mutune.scaling.fit_transfer_rule`; each coefficient is judged by
-:func:`mutune.scaling.rule_verdict` along its own axis. An axis whose exponent the
-parametrization makes ≈ 0 (μP along width, Yang et al. 2022, TP V §3; CompleteP or Depth-μP
-along depth, Dey et al. 2025, arXiv 2505.01618, §3) is extrapolated only when its verdict
-resolves it as ``drifting`` (with ``transfer.mup_flat``); along a flat axis the target takes
-the largest proxy size's value. The single-axis keys (``slope``, ``slope_interval``,
-``verdict``) are the width's; ``axes``, ``slopes``, ``slope_intervals`` and ``verdicts`` hold
-every axis.
-"""
+"""One searched hyperparameter's fitted transfer rule log h* = a + b·log w (+ c·log L,
+docs/transfer.md §10) as a recorder row, with its verdict along every axis. A μP-flat axis
+(Yang et al. 2022, TP V §3; Dey et al. 2025, arXiv 2505.01618, §3) is extrapolated only
+when its verdict is ``drifting``."""
 from __future__ import annotations
 
 import math
@@ -28,8 +19,7 @@ def size_label(width: int, depth: int | None) -> str:
 
 
 def _depth_scheme(config: SweepConfig) -> str:
-    """``mup`` when the model scales its residual branches with depth, else ``sp`` (the
-    depth exponent is then a correction, :func:`mutune.scaling.rule_verdict`)."""
+    """``mup`` when the model scales its residual branches with depth, else ``sp``."""
     kind = getattr(config.model, "depth_parametrization", "none")
     return "sp" if kind == "none" else "mup"
 
@@ -37,19 +27,11 @@ def _depth_scheme(config: SweepConfig) -> str:
 def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
                 optima: list[dict[str, Any]], depths: list[int] | None = None
                 ) -> dict[str, Any]:
-    """The rule row of a continuous searched hyperparameter.
+    """The rule row of a continuous searched hyperparameter (``widths``, ``depths`` shape (n,)).
 
-    Args:
-        name, dist: the hyperparameter and its search distribution.
-        widths: each proxy's width, shape (n,) (repeated once per depth on a ladder).
-        optima: :func:`~mutune.pipeline.transfer_stage.width_optimum` per proxy, same order.
-        depths: each proxy's depth, shape (n,), on a depth ladder; None: one depth.
-    Returns:
-        The row (``transferred_value`` the target's value before published adjustments).
     Raises:
-        FitError: the rule cannot be fitted (fewer than 2 widths, non-positive optima, sizes
-            that cannot separate width from depth).
-    """
+        FitError: fewer than 2 widths, non-positive optima, or sizes that cannot separate width
+            from depth."""
     from mutune.scaling import fit_transfer_rule, rule_verdict
 
     tr, par = config.transfer, config.model.parametrization
@@ -85,7 +67,6 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     flat = {a: schemes[a] == "mup" and tr.mup_flat and v.name != "drifting"
             for a, v in verdicts.items()}
     if all(flat.values()):
-        # the largest proxy's optimum (the widest, deepest: the last), with its own interval
         value = values[-1]
         lo, hi = intervals[-1] if intervals else (math.nan, math.nan)
     else:
@@ -93,7 +74,7 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
         at = {"depth": max(depths) if flat["depth"] else target_d} if depths else {}
         value = rule.predict(at_w, **at)
         lo, hi = rule.prediction_interval(at_w, **at)
-    if clip_valid(name, value) != value:      # e.g. a β2 rule extrapolated past 1
+    if clip_valid(name, value) != value:
         value = clip_valid(name, value)
         lo, hi = clip_valid(name, lo), clip_valid(name, hi)
     verdict = verdicts["width"]
@@ -146,15 +127,8 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
 
 def _add_horizon_axis(config: SweepConfig, row: dict[str, Any], widths: list[int],
                       depths: list[int] | None, optima: list[dict[str, Any]]) -> None:
-    """The horizon as one more axis of the learning-rate rule (``transfer.horizon:
-    extrapolate``): log lr* = a + b·log w (+ c·log L) + d·log T fitted jointly on every
-    proxy's per-rung optima (T the rung's steps; :func:`~mutune.pipeline.transfer_stage.
-    width_optimum`'s ``horizon``), its coefficient d with its interval and a verdict that
-    judges it as a correction (μP does not remove it: Bjorck et al. 2025, ICLR, §3). The
-    transferred value stays each proxy's own extrapolation to the target's steps fitted over
-    the sizes; the joint fit's prediction at the target is reported beside it
-    (``horizon_prediction``). A joint fit that cannot be made (too few rungs) is named in
-    ``horizon_error``."""
+    """The horizon as one more axis of the lr rule: log lr* = … + d·log T, fitted jointly on the
+    per-rung optima, d judged as a correction (Bjorck et al. 2025, ICLR, §3)."""
     from mutune.errors import FitError
     from mutune.scaling import fit_transfer_rule, rule_verdict
 

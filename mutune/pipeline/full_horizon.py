@@ -1,9 +1,5 @@
-"""Each width's optimum from the values at the full horizon (``max_t``), not at a rung.
-
-The values are those of the width's ASHA trials that completed and of its confirmation
-designs (:mod:`mutune.pipeline.confirm_stage`); the fit is the local quadratic of
-:func:`mutune.scaling.estimate_optimum` (docs/transfer.md §2).
-"""
+"""Each width's optimum from the values at the full horizon (``max_t``), not at a rung
+(docs/transfer.md §2)."""
 from __future__ import annotations
 
 import math
@@ -19,13 +15,8 @@ __all__ = ["full_horizon_trials", "full_horizon_optimum"]
 
 
 def full_horizon_trials(config: SweepConfig, outcomes: list[Any]) -> list[dict[str, Any]]:
-    """Every trial of ``outcomes`` that trained to ``max_t`` with a finite value there: the
-    ASHA trials that completed and every confirmation trial.
-
-    Returns:
-        [{"key", "trial_id", "hparams", "seed", "value" (val at max_t), "test" (test loss at
-        max_t or None)}], in the outcomes' order.
-    """
+    """Every trial of ``outcomes`` with a finite value at ``max_t``: completed ASHA trials and every
+    confirmation trial."""
     max_t = config.search.scheduler.max_t
     metric = config.search.metric
     out = []
@@ -46,28 +37,10 @@ def full_horizon_trials(config: SweepConfig, outcomes: list[Any]) -> list[dict[s
 
 def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[str, float],
                          ) -> dict[str, Any]:
-    """The optimum of every searched hyperparameter at one width from the values at ``max_t``
-    (the width's ASHA trials that completed and its confirmation designs,
-    :mod:`mutune.pipeline.confirm_stage`): the local quadratic of
-    :func:`mutune.scaling.estimate_optimum` over the continuous hyperparameters, with a
-    bootstrap over trials; ``choice`` hyperparameters keep the centre's values (trials with
-    other values are left out).
-
-    The optimum is flagged ``on_edge`` when the quadratic's minimum lies outside the trials
-    fitted (clipped), or at a bound of the range searched so far (the sweep's range and the
-    designs'). Falls back to the best configuration (the seed mean of each distinct
-    configuration), saying why, when the quadratic cannot be fitted.
-
-    Args:
-        outcomes: the width's RunOutcomes (the sweep, then every confirmation design).
-        center: the first design's centre (values of the ``choice`` hyperparameters).
-    Returns:
-        JSON-able {"milestone": max_t, "optimum_horizon": "max_t", "n_trials", "n_points"
-        (distinct configurations), "n_seeds", "trial_ids", "method", "optimum", "interval",
-        "on_edge",
-        "edge_side", "clipped", "best_val_loss", "best_test_loss", "best_config",
-        "fallback_reason"}.
-    """
+    """The optimum at one width from the values at ``max_t``: the local quadratic of
+    :func:`mutune.scaling.estimate_optimum` with a bootstrap over trials; ``choice``
+    hyperparameters keep ``center``'s values. Falls back to the best configuration (seed mean),
+    saying why, when the quadratic cannot be fitted."""
     from mutune.pipeline.confirm_stage import design_names
     from mutune.scaling import Neighbourhood, estimate_optimum
 
