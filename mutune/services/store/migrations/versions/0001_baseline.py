@@ -1,12 +1,7 @@
 """Baseline: the nine tables of the results database (docs/architecture.md §7).
 
 Revision ID: 0001
-Revises:
-Create Date: 2024-11-29
-
-Hand-written to match ``mutune/services/store/_models.py``; a test compares the migrated
-database with the models on SQLite and PostgreSQL.
-"""
+Revises:"""
 from __future__ import annotations
 
 import sqlalchemy as sa
