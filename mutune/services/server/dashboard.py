@@ -1,15 +1,6 @@
-"""The dashboard: server-rendered HTML pages (Jinja2) over the results database.
-
-    GET  /                      the project's sweeps: status, project, GPU-hours, saved
-    GET  /sweeps/{id}           one sweep: loss-vs-LR-per-width plot, proxies, the rules with
-                                their intervals, the rung decisions, the target run, the cost
-    GET  /sweeps/{id}/loss_vs_lr.png, /sweeps/{id}/transfer.png   the plots (PNG)
-    GET  /login, POST /login, GET /logout
-
-A browser logs in by posting its API token once; it is kept in an HttpOnly, SameSite=Strict
-cookie. ``Authorization: Bearer`` works too. Every figure comes from the same renderer as
-``mutune report`` (:func:`mutune.services.report.build_report`).
-"""
+"""The dashboard: server-rendered HTML pages (Jinja2) over the results database, with figures
+from :func:`mutune.services.report.build_report`; a browser logs in once with its token,
+kept in an HttpOnly, SameSite=Strict cookie."""
 from __future__ import annotations
 
 import math
@@ -42,8 +33,7 @@ _env: Any = None
 
 
 def fmt(v: Any, spec: str = ".4g") -> str:
-    """A number for a page: ``format(v, spec)``; ``n/a`` for None or non-numbers; a
-    categorical knob's name (``cosine``) as it is (jinja2 escapes it)."""
+    """A number for a page: ``format(v, spec)``; ``n/a`` for None; a categorical name as it is."""
     if isinstance(v, bool) or v is None:
         return "n/a"
     if isinstance(v, str) and v.isidentifier():
@@ -91,8 +81,7 @@ def _project_of(request: Request) -> str | None:
 
 
 def rung_groups(rows: dict[str, Any]) -> list[dict[str, Any]]:
-    """Scheduler decisions per (width, rung): judged, continue, stop, diverged, complete counts
-    and the last cutoff recorded (nats), sorted by width then milestone (steps)."""
+    """Scheduler decisions per (width, rung): counts by decision and the last cutoff (nats)."""
     width_of = {t["id"]: t["width"] for t in rows["trials"] if t["kind"] == "proxy"}
     live = {p["id"] for p in rows["proxy_sweeps"] if p.get("status") != "interrupted"}
     ps_of = {t["id"]: t["proxy_sweep_id"] for t in rows["trials"]}
