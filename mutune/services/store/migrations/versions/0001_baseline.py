@@ -26,6 +26,12 @@ def _index(table: str, column: str) -> None:
 
 def upgrade() -> None:
     """Create every table, its constraints and the indexes on foreign keys."""
+    _sweep_tables()
+    _trial_tables()
+    _result_tables()
+
+
+def _sweep_tables() -> None:
     op.create_table(
         "sweeps",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -62,6 +68,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_proxy_sweeps"),
     )
     _index("proxy_sweeps", "sweep_id")
+
+
+def _trial_tables() -> None:
     op.create_table(
         "trials",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -118,6 +127,9 @@ def upgrade() -> None:
         sa.UniqueConstraint("trial_id", "milestone",
                             name="uq_scheduler_events_trial_id_milestone"),
     )
+
+
+def _result_tables() -> None:
     op.create_table(
         "transfer_rules",
         sa.Column("id", sa.Integer(), nullable=False),
