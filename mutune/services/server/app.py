@@ -130,7 +130,13 @@ def _owned(store: Any, sweep_id: int, project: str) -> dict[str, Any]:
 
 def _routes() -> APIRouter:
     r = APIRouter(prefix=API_PREFIX)
+    _queue_routes(r)
+    _sweep_routes(r)
+    _action_routes(r)
+    return r
 
+
+def _queue_routes(r: APIRouter) -> None:
     @r.get("/health", summary="Liveness and queue length (no token needed)")
     async def health(request: Request) -> Response:
         store = request.app.state.store
@@ -172,6 +178,8 @@ def _routes() -> APIRouter:
             project=project, offset=offset, limit=limit))
         return _json({"items": items, "total": total, "offset": offset, "limit": limit})
 
+
+def _sweep_routes(r: APIRouter) -> None:
     @r.get("/sweeps/{sweep_id}", summary="A sweep's status, progress and best so far")
     async def get_sweep(sweep_id: int, request: Request,
                         project: str = Depends(_project)) -> Response:
@@ -207,6 +215,8 @@ def _routes() -> APIRouter:
             return store.sweep_trials(sweep_id)
         return _json({"items": await run_in_threadpool(load)})
 
+
+def _action_routes(r: APIRouter) -> None:
     @r.get("/sweeps/{sweep_id}/report", summary="report.json of an ended sweep")
     async def report(sweep_id: int, request: Request,
                      project: str = Depends(_project)) -> Response:
@@ -241,8 +251,6 @@ def _routes() -> APIRouter:
         out = await run_in_threadpool(work)
         app.state.status_cache.drop(sweep_id)
         return _json(out)
-
-    return r
 
 
 def _config_schema_openapi(app: FastAPI) -> Any:
