@@ -115,6 +115,45 @@ def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, Any],
     return "\n".join(lines) + "\n"
 
 
+def _shape_warnings(cfg: Any, sweep: dict[str, Any], width: int, d: int,
+                    widths: list[int]) -> list[str]:
+    """What the export warns of the target shape and the sweep's status."""
+    ladder = cfg.depth_ladder
+    warnings = []
+    if ladder and d < cfg.proxy_depths[0]:
+        warnings.append(f"depth {d} is below the proxies' {cfg.proxy_depths[0]}–"
+                        f"{cfg.proxy_depths[-1]}")
+    if not ladder and d != cfg.model.depth:
+        warnings.append(f"the rules were fitted at depth {cfg.model.depth}; depth {d} is not "
+                        "covered by them (μP transfers across width; depth only empirically)")
+    if width < widths[0] or width > 64 * widths[-1]:
+        warnings.append(f"width {width} is far outside the proxies' {widths[0]}–{widths[-1]}")
+    if sweep["status"] != "completed":
+        warnings.append(f"the sweep ended {sweep['status']}: {sweep.get('reason') or ''}")
+    return warnings
+
+
+def _export_rule(r: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """One rule as exported; a verdict that is not stable adds to ``warnings``."""
+    value = r.get("value_after_adjustments", r["transferred_value"])
+    out = {"hyperparameter": r["hyperparameter"], "value": value,
+           "interval": r["transferred_interval"], "slope": r["slope"],
+           "slope_interval": r["slope_interval"], "formula": r["formula"],
+           **{k: r[k] for k in ("axes", "slopes", "slope_intervals", "verdicts")
+              if k in r},
+           "transfer_form": r["transfer_form"], "verdict": r["verdict"],
+           "reason": r["reason"], "advice": r["advice"],
+           "published_adjustments": r.get("published_adjustments", [])}
+    if r["verdict"] != "stable":
+        warnings.append(f"{r['hyperparameter']}: verdict {r['verdict']}: {r['reason']}")
+    for axis, v in (r.get("verdicts") or {}).items():
+        if axis != "width" and v not in ("stable", "sp_corrected", "per_choice",
+                                         "not_transferred"):
+            warnings.append(f"{r['hyperparameter']}: verdict along {axis} {v}: "
+                            f"{(r.get('verdict_reasons') or {}).get(axis, '')}")
+    return out
+
+
 def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
                    ) -> dict[str, Any]:
     """The transferred hyperparameters of a stored sweep at ``width`` (and ``depth``).
@@ -149,35 +188,8 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
         rules, hp, settings = transfer_rules(cfg, widths, optima, depths)
     except FitError as err:
         raise FitError(f"sweep {sweep['id']}: {err}") from None
-    warnings = []
-    if ladder and d < cfg.proxy_depths[0]:
-        warnings.append(f"depth {d} is below the proxies' {cfg.proxy_depths[0]}–"
-                        f"{cfg.proxy_depths[-1]}")
-    if not ladder and d != cfg.model.depth:
-        warnings.append(f"the rules were fitted at depth {cfg.model.depth}; depth {d} is not "
-                        "covered by them (μP transfers across width; depth only empirically)")
-    if width < widths[0] or width > 64 * widths[-1]:
-        warnings.append(f"width {width} is far outside the proxies' {widths[0]}–{widths[-1]}")
-    if sweep["status"] != "completed":
-        warnings.append(f"the sweep ended {sweep['status']}: {sweep.get('reason') or ''}")
-    out_rules = []
-    for r in rules:
-        value = r.get("value_after_adjustments", r["transferred_value"])
-        out_rules.append({"hyperparameter": r["hyperparameter"], "value": value,
-                          "interval": r["transferred_interval"], "slope": r["slope"],
-                          "slope_interval": r["slope_interval"], "formula": r["formula"],
-                          **{k: r[k] for k in ("axes", "slopes", "slope_intervals", "verdicts")
-                             if k in r},
-                          "transfer_form": r["transfer_form"], "verdict": r["verdict"],
-                          "reason": r["reason"], "advice": r["advice"],
-                          "published_adjustments": r.get("published_adjustments", [])})
-        if r["verdict"] != "stable":
-            warnings.append(f"{r['hyperparameter']}: verdict {r['verdict']}: {r['reason']}")
-        for axis, v in (r.get("verdicts") or {}).items():
-            if axis != "width" and v not in ("stable", "sp_corrected", "per_choice",
-                                             "not_transferred"):
-                warnings.append(f"{r['hyperparameter']}: verdict along {axis} {v}: "
-                                f"{(r.get('verdict_reasons') or {}).get(axis, '')}")
+    warnings = _shape_warnings(cfg, sweep, width, d, widths)
+    out_rules = [_export_rule(r, warnings) for r in rules]
     t = _recipe(cfg, hp)
     scaling = depth_scaling(cfg, d)
     return json_safe({
