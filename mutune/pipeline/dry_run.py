@@ -6,9 +6,10 @@ warm-up of every proxy and the target on the device a trial gets (docs/architect
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from mutune.config import SweepConfig
 from mutune.pipeline.warmup import warmup as _warmup
@@ -143,6 +144,14 @@ TARGET_RUN_OVERHEAD_S = 3.0
 TIMED_TARGET_MAX_PARAMS = 100_000_000
 
 
+class _TargetShape(NamedTuple):
+    """How the target trains: data-parallel workers, devices each, batch per worker, task."""
+    workers: int
+    devices: float
+    batch_per_worker: int
+    task: Any
+
+
 def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                overhead_s: float = DEFAULT_TRIAL_OVERHEAD_S,
                report_s: float = DEFAULT_REPORT_OVERHEAD_S,
@@ -159,12 +168,43 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
     Raises:
         ValueError: warmup_steps < 2, overhead_s < 0 or report_s < 0.
         ProxyError: a model cannot be built."""
-    import dataclasses
-
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.backends.ray_tune.cluster import ray_cluster
     from mutune.search.schedulers.planned_steps import planned_trial_steps
 
+    _check_plan_args(warmup_steps, overhead_s, report_s)
+    t_start = time.perf_counter()
+    search, sched, ray = config.search, config.search.scheduler, config.ray
+    devices = ray.gpus_per_trial or ray.cpus_per_trial
+    hp = {**{k: _middle(v) for k, v in search.space.items()}, **search.fixed}
+    task = ProxyTask(config.model, config.train, load_task_data(config)).with_base_shapes()
+    trial_steps = planned_trial_steps(search.num_samples, kind=sched.kind,
+                                      grace_period=sched.grace_period,
+                                      reduction_factor=sched.reduction_factor,
+                                      max_t=sched.max_t, seed=config.seed)
+    evals = [_evals(s, config.train.eval_every) for s in trial_steps]
+    price = functools.partial(_price, report_s=report_s, overhead_s=overhead_s, devices=devices)
+    if on_ray is None:
+        on_ray = bool(ray.gpus_per_trial) or bool(ray.address)
+    timed, shape = _time_sweep(config, task, hp, warmup_steps, timed_max_params, on_ray)
+    widths = [{**m, "trials": len(trial_steps), "steps": sum(trial_steps),
+               "evals": sum(evals), "trial_steps": trial_steps,
+               "replicates": search.replicates,
+               "gpu_hours": price(m, trial_steps, evals, search.replicates)}
+              for m in timed["widths"]]
+    target = _target_plan(config, timed["target"], shape, price)
+    confirm = _add_confirm(config, hp, widths, price)
+    plan = {"name": config.name, "widths": widths, "target": target}
+    plan.update(_totals(config, widths, target, timed["target"], trial_steps, evals, price,
+                        shape, confirm))
+    plan.update({"warmup": {"steps": warmup_steps, "seconds": time.perf_counter() - t_start},
+                 "budget_gpu_hours": config.budget.limit_gpu_hours,
+                 "fits_budget": None if config.budget.limit_gpu_hours is None
+                 else plan["total_gpu_hours"] <= config.budget.limit_gpu_hours,
+                 "timed_on": {**timed["timed_on"], "where": timed["timed_in"]}})
+    return plan
+
+
+def _check_plan_args(warmup_steps: int, overhead_s: float, report_s: float) -> None:
     if warmup_steps < 2:
         raise ValueError(f"warmup_steps = {warmup_steps}: must be >= 2 (the first step "
                          "warms caches and is not timed)")
@@ -172,34 +212,32 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         raise ValueError(f"overhead_s = {overhead_s}: must be a finite number >= 0")
     if not (math.isfinite(report_s) and report_s >= 0):
         raise ValueError(f"report_s = {report_s}: must be a finite number >= 0")
-    t_start = time.perf_counter()
-    search, sched, ray = config.search, config.search.scheduler, config.ray
+
+
+def _price(m: dict[str, float], steps: list[int], n_evals: list[int],
+           replicates: int = 1, extra_s: float = 0.0, workers: int = 1,
+           devs: float | None = None, *, report_s: float, overhead_s: float,
+           devices: float) -> float:
+    """Device-hours of trials at timings ``m``: R replicate seeds train in lockstep, a target
+    on W data-parallel workers holds W trials' devices."""
+    seconds = (replicates * (sum(steps) * m["s_per_step"] + sum(n_evals) * m["s_per_eval"])
+               + sum(n_evals) * report_s
+               + len(steps) * (replicates * m["setup_s"] + overhead_s) + extra_s)
+    return seconds * (devs or devices) * workers / 3600.0
+
+
+def _time_sweep(config: SweepConfig, task: Any, hp: dict[str, float], warmup_steps: int,
+                timed_max_params: float, on_ray: bool) -> tuple[dict[str, Any], _TargetShape]:
+    """Every proxy's and the target's timings where a trial runs, and the target's shape."""
+    import dataclasses
+
+    from mutune.pipeline.target_devices import target_cpus
+    from mutune.search.backends.ray_tune.cluster import ray_cluster
+
+    ray = config.ray
     devices = ray.gpus_per_trial or ray.cpus_per_trial
     threads = max(int(ray.cpus_per_trial), 1)
-    hp = {**{k: _middle(v) for k, v in search.space.items()}, **search.fixed}
-    task = ProxyTask(config.model, config.train, load_task_data(config)).with_base_shapes()
-    every = config.train.eval_every
-    trial_steps = planned_trial_steps(search.num_samples, kind=sched.kind,
-                                      grace_period=sched.grace_period,
-                                      reduction_factor=sched.reduction_factor,
-                                      max_t=sched.max_t, seed=config.seed)
-    evals = [_evals(s, every) for s in trial_steps]
-
-    def price(m: dict[str, float], steps: list[int], n_evals: list[int],
-              replicates: int = 1, extra_s: float = 0.0, workers: int = 1,
-              devs: float | None = None) -> float:
-        # a proxy trial with R replicate seeds trains and evaluates R models in lockstep;
-        # a target on W data-parallel workers holds W trials' devices
-        seconds = (replicates * (sum(steps) * m["s_per_step"] + sum(n_evals) * m["s_per_eval"])
-                   + sum(n_evals) * report_s
-                   + len(steps) * (replicates * m["setup_s"] + overhead_s) + extra_s)
-        return seconds * (devs or devices) * workers / 3600.0
-
-    from mutune.pipeline.target_devices import index_limit_note, target_cpus
-
     tb = config.target.batch_size or config.train.batch_size
-    if on_ray is None:
-        on_ray = bool(ray.gpus_per_trial) or bool(ray.address)
     with (ray_cluster(ray) if on_ray else contextlib.nullcontext()):
         n_workers = _planned_target_workers(config, tb, on_ray)
         # a one-process CPU target holds target_cpus CPUs, one torch thread each
@@ -214,60 +252,72 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                                       timed_max_params, on_ray,
                                       max(int(t_devices), 1) if t_devices != devices
                                       else threads)
-    widths = []
-    for m in timed["widths"]:
-        widths.append({**m, "trials": len(trial_steps), "steps": sum(trial_steps),
-                       "evals": sum(evals), "trial_steps": trial_steps,
-                       "replicates": search.replicates,
-                       "gpu_hours": price(m, trial_steps, evals, search.replicates)})
-    tm = timed["target"]
-    t_steps = config.target_steps
-    target = {"width": config.target.width,
-              **({"depth": config.target_depth} if config.depth_ladder else {}),
-              "trials": 1, "steps": t_steps,
-              "evals": _evals(t_steps, every), **tm,
-              "run_overhead_s": TARGET_RUN_OVERHEAD_S,
-              "workers": n_workers, "batch_per_worker": wb,
-              "devices": t_devices * n_workers,
-              "index_limit_warning": index_limit_note(config, ttask, wb),
-              "gpu_hours": price(tm, [t_steps], [_evals(t_steps, every)],
-                                 extra_s=TARGET_RUN_OVERHEAD_S, workers=n_workers,
-                                 devs=t_devices)}
+    return timed, _TargetShape(n_workers, t_devices, wb, ttask)
+
+
+def _target_plan(config: SweepConfig, tm: dict[str, Any], shape: _TargetShape,
+                 price: functools.partial[float]) -> dict[str, Any]:
+    from mutune.pipeline.target_devices import index_limit_note
+
+    t_steps, every = config.target_steps, config.train.eval_every
+    return {"width": config.target.width,
+            **({"depth": config.target_depth} if config.depth_ladder else {}),
+            "trials": 1, "steps": t_steps,
+            "evals": _evals(t_steps, every), **tm,
+            "run_overhead_s": TARGET_RUN_OVERHEAD_S,
+            "workers": shape.workers, "batch_per_worker": shape.batch_per_worker,
+            "devices": shape.devices * shape.workers,
+            "index_limit_warning": index_limit_note(config, shape.task, shape.batch_per_worker),
+            "gpu_hours": price(tm, [t_steps], [_evals(t_steps, every)],
+                               extra_s=TARGET_RUN_OVERHEAD_S, workers=shape.workers,
+                               devs=shape.devices)}
+
+
+def _add_confirm(config: SweepConfig, hp: dict[str, float], widths: list[dict[str, Any]],
+                 price: functools.partial[float]) -> dict[str, Any]:
+    """Each width's confirmation design priced into its line; the plan's ``confirm``."""
     from mutune.pipeline.confirm_stage import design_names, design_points, trials_per_design
 
-    tr = config.transfer
+    tr, max_t = config.transfer, config.search.scheduler.max_t
     names = design_names(config)
     n_points = len(design_points(hp, names, tr.confirm_step)) if names else 0
     n_confirm = trials_per_design(config)
-    full = [sched.max_t] * n_confirm
-    full_evals = [_evals(sched.max_t, every)] * n_confirm
+    full = [max_t] * n_confirm
+    full_evals = [_evals(max_t, config.train.eval_every)] * n_confirm
     for x in widths:
         m = {k: x[k] for k in ("s_per_step", "s_per_eval", "setup_s")}
         x["confirm_trials"] = n_confirm
         x["confirm_gpu_hours"] = price(m, full, full_evals)
         x["gpu_hours"] += x["confirm_gpu_hours"]
+    return {"points_per_design": n_points, "replicates": tr.confirm_replicates,
+            "center_replicates": max(tr.confirm_replicates, tr.confirm_center_replicates),
+            "trials_per_width": n_confirm}
+
+
+def _totals(config: SweepConfig, widths: list[dict[str, Any]], target: dict[str, Any],
+            tm: dict[str, Any], trial_steps: list[int], evals: list[int],
+            price: functools.partial[float], shape: _TargetShape,
+            confirm: dict[str, Any]) -> dict[str, Any]:
+    """The plan's device-hours, money, gate maximum and wall-clock estimate."""
+    sched, ray, tr = config.search.scheduler, config.ray, config.transfer
+    devices = ray.gpus_per_trial or ray.cpus_per_trial
+    every, n_confirm = config.train.eval_every, confirm["trials_per_width"]
     rounds = 0 if tr.gate == "stop" or not n_confirm else tr.gate_rounds
     gate_h = rounds * sum(x["confirm_gpu_hours"] for x in widths)
     proxy_h = sum(x["gpu_hours"] for x in widths)
-    naive_h = price(tm, trial_steps, evals, workers=n_workers, devs=t_devices)
+    naive_h = price(tm, trial_steps, evals, workers=shape.workers, devs=shape.devices)
     grid = [sched.max_t] * len(trial_steps)
-    grid_h = price(tm, grid, [_evals(s, every) for s in grid], workers=n_workers,
-                   devs=t_devices)
+    grid_h = price(tm, grid, [_evals(s, every) for s in grid], workers=shape.workers,
+                   devs=shape.devices)
     total = proxy_h + target["gpu_hours"]
     slots = ray.max_concurrent_trials or max(int(ray.num_cpus // ray.cpus_per_trial), 1)
     wall = (proxy_h * 3600 / devices) / min(slots, len(trial_steps)) \
-        + target["gpu_hours"] * 3600 / (t_devices * n_workers)
-    b = config.budget
-    pph = b.price_per_hour
+        + target["gpu_hours"] * 3600 / (shape.devices * shape.workers)
+    pph = config.budget.price_per_hour
     figures = {"proxy_gpu_hours": proxy_h, "target_gpu_hours": target["gpu_hours"],
                "total_gpu_hours": total, "naive_gpu_hours": naive_h,
                "naive_grid_gpu_hours": grid_h}
-    limit = b.limit_gpu_hours
-    return {"name": config.name, "widths": widths, "target": target, **figures,
-            "confirm": {"points_per_design": n_points, "replicates": tr.confirm_replicates,
-                        "center_replicates": max(tr.confirm_replicates,
-                                                 tr.confirm_center_replicates),
-                        "trials_per_width": n_confirm},
+    return {**figures, "confirm": confirm,
             "gate": {"setting": tr.gate, "max_rounds": rounds,
                      "trials_max": rounds * n_confirm * len(widths)},
             "gate_gpu_hours_max": gate_h, "total_gpu_hours_max": total + gate_h,
@@ -276,10 +326,7 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
             "money": {k.replace("gpu_hours", "money"): v * pph for k, v in figures.items()}
             if pph else None,
             "wall_s_estimate": wall, "device_kind": ray.priced_kind or "cuda",
-            "devices_per_trial": devices, "overhead_s_per_trial": overhead_s,
-            "overhead_s_per_report": report_s,
-            "scheduler": sched.kind,
-            "warmup": {"steps": warmup_steps, "seconds": time.perf_counter() - t_start},
-            "budget_gpu_hours": limit,
-            "fits_budget": None if limit is None else total <= limit,
-            "timed_on": {**timed["timed_on"], "where": timed["timed_in"]}}
+            "devices_per_trial": devices,
+            "overhead_s_per_trial": price.keywords["overhead_s"],
+            "overhead_s_per_report": price.keywords["report_s"],
+            "scheduler": sched.kind}
