@@ -32,12 +32,11 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     Raises:
         FitError: fewer than 2 widths, non-positive optima, or sizes that cannot separate width
             from depth."""
-    from mutune.scaling import fit_transfer_rule, rule_verdict
+    from mutune.scaling import fit_transfer_rule
 
-    tr, par = config.transfer, config.model.parametrization
+    tr = config.transfer
     target_w = config.target.width
     target_d = config.target_depth if depths else None
-    labels = [size_label(w, d) for w, d in zip(widths, depths or [None] * len(widths))]
     use_horizon = (name == "lr" and tr.horizon == "extrapolate"
                    and all((o.get("horizon") or {}).get("extrapolated_lr") for o in optima))
     values = [o["horizon"]["extrapolated_lr"] if use_horizon else o["optimum"][name]
@@ -48,6 +47,54 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     rule = fit_transfer_rule(name, widths, values, extra_scales=extra,
                              optima_intervals=intervals, n_boot=tr.n_boot, seed=config.seed)
     rule.check_target({"width": target_w, **({"depth": target_d} if depths else {})})
+    verdicts, schemes = _verdicts(config, rule, name, widths, optima, depths)
+    # a μP-flat axis is extrapolated only when its verdict resolves a drift: extrapolating an
+    # unresolved slope over octaves is how a transfer diverges
+    flat = {a: schemes[a] == "mup" and tr.mup_flat and v.name != "drifting"
+            for a, v in verdicts.items()}
+    value, lo, hi = _transferred(name, rule, values, intervals, flat, widths, depths,
+                                 target_w, target_d)
+    verdict = verdicts["width"]
+    row = {
+        "hyperparameter": name, "intercept": rule.intercept, "slope": rule.slope,
+        "slope_interval": list(rule.slope_interval), "residual_scale": rule.residual_scale,
+        "axes": list(rule.axes),
+        "slopes": {a: (rule.slope if a == "width" else rule.coefficients[a]) for a in rule.axes},
+        "slope_intervals": {a: list(rule.slope_interval if a == "width" else rule.intervals[a])
+                            for a in rule.axes},
+        "verdicts": {a: v.name for a, v in verdicts.items()},
+        "widths": widths, "optima": values, "optima_intervals": intervals,
+        "optimum_source": _optimum_source(use_horizon, optima),
+        "optimum_rungs": [o.get("milestone") for o in optima],
+        "optimum_horizons": [o.get("optimum_horizon") for o in optima],
+        "optimum_trials": [o.get("n_trials") for o in optima],
+        "optimum_seeds": [o.get("n_seeds") for o in optima],
+        "optimum_methods": [o.get("method") for o in optima],
+        "edge_widths": [w for w, o in zip(widths, optima) if o["on_edge"].get(name)],
+        "target_width": target_w, "transferred_value": value,
+        "transferred_interval": [lo, hi], "formula": rule.formula,
+        "transfer_form": _transfer_form(verdicts, flat, depths),
+        "verdict": verdict.name, "reason": verdict.reason, "advice": verdict.advice,
+        "outside_searched_range": (isinstance(dist, LogUniform)
+                                   and not dist.low <= value <= dist.high)}
+    if depths:
+        row.update(depths=list(depths), target_depth=target_d,
+                   edge_depths=[d for d, o in zip(depths, optima) if o["on_edge"].get(name)],
+                   verdict_reasons={a: v.reason for a, v in verdicts.items()},
+                   verdict_advice={a: v.advice for a, v in verdicts.items()})
+    if use_horizon:
+        _add_horizon_axis(config, row, widths, depths, optima)
+    return row
+
+
+def _verdicts(config: SweepConfig, rule: Any, name: str, widths: list[int],
+              optima: list[dict[str, Any]], depths: list[int] | None
+              ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The rule's verdict along each axis, and each axis's parametrization scheme."""
+    from mutune.scaling import rule_verdict
+
+    tr, par = config.transfer, config.model.parametrization
+    labels = [size_label(w, d) for w, d in zip(widths, depths or [None] * len(widths))]
     edges = [o["edge_side"].get(name) for o in optima if o["on_edge"].get(name)]
     fallbacks = [f"{lab}: {o['fallback_reason']}" for lab, o in zip(labels, optima)
                  if o.get("method") == "best-trial"]
@@ -60,12 +107,14 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
         schemes["depth"] = _depth_scheme(config)
         verdicts["depth"] = rule_verdict(rule, parametrization=schemes["depth"], axis="depth",
                                          **common)
-    # along an axis the parametrization makes flat, a slope is extrapolated only when the
-    # verdict resolves it as drifting: a tight interval outside the tolerance from ≥ 3 sizes.
-    # An interval that contains 0, too few sizes, or a noisy/edge/fallback verdict leaves it
-    # unresolved, and extrapolating an unresolved slope over octaves is how a transfer diverges
-    flat = {a: schemes[a] == "mup" and tr.mup_flat and v.name != "drifting"
-            for a, v in verdicts.items()}
+    return verdicts, schemes
+
+
+def _transferred(name: str, rule: Any, values: list[float], intervals: list[Any] | None,
+                 flat: dict[str, bool], widths: list[int], depths: list[int] | None,
+                 target_w: int, target_d: int | None) -> tuple[float, float, float]:
+    """The target's value and interval: the largest proxy's when every axis is flat, else the
+    rule's prediction; clipped to the knob's valid range."""
     if all(flat.values()):
         value = values[-1]
         lo, hi = intervals[-1] if intervals else (math.nan, math.nan)
@@ -77,52 +126,30 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     if clip_valid(name, value) != value:
         value = clip_valid(name, value)
         lo, hi = clip_valid(name, lo), clip_valid(name, hi)
-    verdict = verdicts["width"]
+    return value, lo, hi
+
+
+def _transfer_form(verdicts: dict[str, Any], flat: dict[str, bool],
+                   depths: list[int] | None) -> str:
     if all(flat.values()):
         largest = "widest" if not depths else "widest, deepest"
-        form = (f"flat: the {largest} proxy's optimum — under μP a slope is extrapolated only "
+        return (f"flat: the {largest} proxy's optimum — under μP a slope is extrapolated only "
                 f"when the verdict is drifting, and this rule's is "
                 + ", ".join(f"{v.name}" + (f" along {a}" if depths else "")
                             for a, v in verdicts.items()))
-    elif not depths:
-        form = "power law in width"
-    else:
-        form = "power law in " + " and ".join(a for a in verdicts if not flat[a]) + "".join(
-            f"; flat in {a} (its verdict is {verdicts[a].name})" for a in verdicts if flat[a])
-    row = {
-        "hyperparameter": name, "intercept": rule.intercept, "slope": rule.slope,
-        "slope_interval": list(rule.slope_interval), "residual_scale": rule.residual_scale,
-        "axes": list(rule.axes),
-        "slopes": {a: (rule.slope if a == "width" else rule.coefficients[a]) for a in rule.axes},
-        "slope_intervals": {a: list(rule.slope_interval if a == "width" else rule.intervals[a])
-                            for a in rule.axes},
-        "verdicts": {a: v.name for a, v in verdicts.items()},
-        "widths": widths, "optima": values, "optima_intervals": intervals,
-        "optimum_source": ("horizon-extrapolated" if use_horizon else
-                           "per width: a local quadratic on the values at max_t (the "
-                           "sweep's completed trials and the confirmation design)"
-                           if all(o.get("optimum_horizon") == "max_t" for o in optima)
-                           else "per width: the highest rung holding enough trials for "
-                                "the fit at every width, else at that width"),
-        "optimum_rungs": [o.get("milestone") for o in optima],
-        "optimum_horizons": [o.get("optimum_horizon") for o in optima],
-        "optimum_trials": [o.get("n_trials") for o in optima],
-        "optimum_seeds": [o.get("n_seeds") for o in optima],
-        "optimum_methods": [o.get("method") for o in optima],
-        "edge_widths": [w for w, o in zip(widths, optima) if o["on_edge"].get(name)],
-        "target_width": target_w, "transferred_value": value,
-        "transferred_interval": [lo, hi], "formula": rule.formula, "transfer_form": form,
-        "verdict": verdict.name, "reason": verdict.reason, "advice": verdict.advice,
-        "outside_searched_range": (isinstance(dist, LogUniform)
-                                   and not dist.low <= value <= dist.high)}
-    if depths:
-        row.update(depths=list(depths), target_depth=target_d,
-                   edge_depths=[d for d, o in zip(depths, optima) if o["on_edge"].get(name)],
-                   verdict_reasons={a: v.reason for a, v in verdicts.items()},
-                   verdict_advice={a: v.advice for a, v in verdicts.items()})
-    if use_horizon:
-        _add_horizon_axis(config, row, widths, depths, optima)
-    return row
+    if not depths:
+        return "power law in width"
+    return "power law in " + " and ".join(a for a in verdicts if not flat[a]) + "".join(
+        f"; flat in {a} (its verdict is {verdicts[a].name})" for a in verdicts if flat[a])
+
+
+def _optimum_source(use_horizon: bool, optima: list[dict[str, Any]]) -> str:
+    return ("horizon-extrapolated" if use_horizon else
+            "per width: a local quadratic on the values at max_t (the "
+            "sweep's completed trials and the confirmation design)"
+            if all(o.get("optimum_horizon") == "max_t" for o in optima)
+            else "per width: the highest rung holding enough trials for "
+                 "the fit at every width, else at that width")
 
 
 def _add_horizon_axis(config: SweepConfig, row: dict[str, Any], widths: list[int],
