@@ -68,8 +68,7 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
     the fullest; falls back to the best trial's values when the quadratic cannot be fitted. A
     categorical knob takes :func:`mutune.pipeline.choice_optimum.best_choice`'s name. Values are
     in each hyperparameter's unit."""
-    from mutune.pipeline.choice_optimum import best_choice, late_disagreement
-    from mutune.scaling import Neighbourhood, estimate_optimum, fit_horizon
+    from mutune.scaling import Neighbourhood, estimate_optimum
 
     names = fitted_names(config)
     cats = sorted(set(config.search.space) - set(names))
@@ -96,17 +95,8 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
                            "optimum_horizon": f"rung {milestone} of max_t "
                                               f"{config.search.scheduler.max_t}",
                            "horizon": None, "fallback_reason": None, "choices": {}}
-    chosen = {}
-    for c in cats:
-        chosen[c], out["choices"][c] = best_choice(
-            c, list(config.search.space[c].values), hp_of, rungs[milestone],
-            mode=config.search.mode, numeric=names, n_boot=config.transfer.n_boot_optimum,
-            seed=seed)
-        if chosen[c] is None:
-            chosen[c] = hp_of[best.trial][c]
-        out["choices"][c].update(milestone=milestone, metric=config.search.metric,
-                                 **late_disagreement(c, chosen[c], rungs, milestone, hp_of,
-                                                     config.search.mode))
+    chosen = _choose_categoricals(config, cats, names, hp_of, rungs, milestone, best,
+                                  out["choices"])
     nofit = {"interval": {c: None for c in cats}, "on_edge": {c: False for c in cats},
              "edge_side": {c: None for c in cats}}
     try:
@@ -130,26 +120,54 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
                on_edge={**dict(opt.on_edge), **nofit["on_edge"]},
                edge_side={**dict(opt.edge_side), **nofit["edge_side"]})
     if "lr" in names and len(full) >= 2:
-        per_rung = []
-        for m in sorted(full):
-            try:
-                o = fit(m)
-            except FitError:
-                continue
-            per_rung.append((m, o.center["lr"]))
-        if len(per_rung) >= 2:
-            try:
-                h = fit_horizon([m for m, _ in per_rung], [v for _, v in per_rung],
-                                target_steps=config.target_steps, n_boot=200, seed=seed)
-                out["horizon"] = {"rungs": [m for m, _ in per_rung],
-                                  "optimum_lr_per_rung": [math.exp(v) for _, v in per_rung],
-                                  "exponent": h.exponent,
-                                  "highest_rung_lr": h.highest_rung_lr,
-                                  "extrapolated_lr": h.extrapolated_lr,
-                                  "target_steps": config.target_steps}
-            except FitError as err:
-                out["horizon"] = {"error": str(err)}
+        out["horizon"] = _lr_horizon(config, full, fit)
     return out
+
+
+def _choose_categoricals(config: SweepConfig, cats: list[str], names: list[str],
+                         hp_of: dict[str, Any], rungs: dict[int, dict[str, float]],
+                         milestone: int, best: Any, evidence: dict[str, Any]) -> dict[str, Any]:
+    """Each categorical knob's best name at ``milestone`` (the best trial's without one);
+    its evidence into ``evidence``."""
+    from mutune.pipeline.choice_optimum import best_choice, late_disagreement
+
+    seed = config.seed
+    chosen = {}
+    for c in cats:
+        chosen[c], evidence[c] = best_choice(
+            c, list(config.search.space[c].values), hp_of, rungs[milestone],
+            mode=config.search.mode, numeric=names, n_boot=config.transfer.n_boot_optimum,
+            seed=seed)
+        if chosen[c] is None:
+            chosen[c] = hp_of[best.trial][c]
+        evidence[c].update(milestone=milestone, metric=config.search.metric,
+                           **late_disagreement(c, chosen[c], rungs, milestone, hp_of,
+                                               config.search.mode))
+    return chosen
+
+
+def _lr_horizon(config: SweepConfig, full: list[int], fit: Any) -> dict[str, Any] | None:
+    """The short-horizon fit of lr*(steps) across the rungs ``full`` (None: < 2 rungs fit)."""
+    from mutune.scaling import fit_horizon
+
+    per_rung = []
+    for m in sorted(full):
+        try:
+            o = fit(m)
+        except FitError:
+            continue
+        per_rung.append((m, o.center["lr"]))
+    if len(per_rung) < 2:
+        return None
+    try:
+        h = fit_horizon([m for m, _ in per_rung], [v for _, v in per_rung],
+                        target_steps=config.target_steps, n_boot=200, seed=config.seed)
+    except FitError as err:
+        return {"error": str(err)}
+    return {"rungs": [m for m, _ in per_rung],
+            "optimum_lr_per_rung": [math.exp(v) for _, v in per_rung],
+            "exponent": h.exponent, "highest_rung_lr": h.highest_rung_lr,
+            "extrapolated_lr": h.extrapolated_lr, "target_steps": config.target_steps}
 
 
 def target_train_settings(config: SweepConfig, lr: float,
