@@ -58,6 +58,24 @@ def _top_k(name: str, values: Sequence[str], hparams: Mapping[str, Mapping[str, 
     return per
 
 
+def _bootstrap(Z: np.ndarray, levels: np.ndarray, y: np.ndarray, n_levels: int, chosen: int,
+               n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap over trials of (1): each replicate's δ − δ_chosen, and wins per level
+    (replicates missing a level or rank-deficient are skipped)."""
+    rng = np.random.default_rng(seed)
+    boots, wins = [], np.zeros(n_levels)
+    for _ in range(n_boot):
+        idx = rng.integers(len(y), size=len(y))
+        if len(set(levels[idx])) < n_levels:
+            continue
+        d = _offsets(Z[idx], levels[idx], y[idx], n_levels)
+        if d is None:
+            continue
+        boots.append(d - d[chosen])
+        wins[int(np.argmin(d))] += 1
+    return np.array(boots), wins
+
+
 def best_choice(name: str, values: Sequence[str], hparams: Mapping[str, Mapping[str, Any]],
                 rung: Mapping[str, float], *, mode: str, numeric: Sequence[str] = (),
                 n_boot: int = 200, seed: int = 0) -> tuple[str | None, dict[str, Any]]:
@@ -99,18 +117,7 @@ def best_choice(name: str, values: Sequence[str], hparams: Mapping[str, Mapping[
     if delta is None:
         return min(present, key=lambda v: sign * fallback[v]["score"]), evidence
     chosen = int(np.argmin(delta))
-    rng = np.random.default_rng(seed)
-    boots, wins = [], np.zeros(len(present))
-    for _ in range(n_boot):
-        idx = rng.integers(len(keys), size=len(keys))
-        if len(set(levels[idx])) < len(present):
-            continue
-        d = _offsets(Z[idx], levels[idx], y[idx], len(present))
-        if d is None:
-            continue
-        boots.append(d - d[chosen])
-        wins[int(np.argmin(d))] += 1
-    B = np.array(boots)
+    B, wins = _bootstrap(Z, levels, y, len(present), chosen, n_boot, seed)
     centre = float(np.mean(y - delta[levels]))
     per = {}
     for v in values:
