@@ -1,25 +1,7 @@
-"""Every use of another library's private state, in one place, each gated by version.
-
-Two shortcuts buy speed and are off outside the releases they were verified on
-(:data:`VERIFIED`): then the library's public behaviour runs and a ``RuntimeWarning`` says
-which shortcut is off and why.
-
-* :func:`keep_actors` — Ray Tune keeps a finished trial's actor only for a trial already
-  waiting (``TuneController._actor_cache``, an ``_ObjectCache(may_keep_one=True)``); raising
-  its bound by the driver's slots lets a width's confirmation design and a gate round start on
-  kept actors instead of new worker processes.
-* :func:`optimizer_class` — torch's Adam, AdamW and SGD wrap ``step``, ``zero_grad``,
-  ``add_param_group``, ``state_dict`` and ``load_state_dict`` for ``torch.compile``, and the
-  wrappers import ``torch._dynamo`` on first call. The eager classes call the undecorated
-  functions (``__wrapped__``) outside compilation, with autograd off in ``step`` as torch's
-  wrapper does; inside a compiled region they call torch's wrapped methods. The updates are
-  torch's, bit for bit.
-
-Two reads serve correctness and fall back to "unknown" (None) where the attribute is gone:
-:func:`session_dir` (the local cluster's folder, for reaping a killed driver's processes)
-and :func:`draining_nodes` (Ray's node drain deadlines, a preemption notice).
-``tests/test_internals.py`` fails when any attribute relied on here disappears.
-"""
+"""Every use of another library's private state, in one place, each gated by version
+(:data:`VERIFIED`; outside it the public behaviour runs with a ``RuntimeWarning``): kept Ray
+Tune actors, torch optimizers without their compile wrappers, and two reads that fall back to
+None. ``tests/test_internals.py`` fails when an attribute relied on here disappears."""
 from __future__ import annotations
 
 import functools
@@ -46,8 +28,7 @@ def _release(package: str) -> tuple[int, int]:
 
 @functools.cache
 def verified(package: str) -> bool:
-    """True when the installed ``package`` ("ray" or "torch") is a release in
-    :data:`VERIFIED`; otherwise warns once that its shortcuts are off."""
+    """True when the installed ``package`` is a release in :data:`VERIFIED`; else warns once."""
     low, high = VERIFIED[package]
     ok = low <= _release(package) <= high
     if not ok:
@@ -59,16 +40,8 @@ def verified(package: str) -> bool:
 
 
 def keep_actors(tune_controller: Any, resources: Any, slots: int) -> bool:
-    """Let Ray Tune keep up to ``slots`` finished actors with ``resources`` for later trials.
-
-    Args:
-        tune_controller: the run's ``TuneController`` (a scheduler hook's argument).
-        resources: the trials' ``PlacementGroupFactory``.
-        slots: trials running at once at most (the driver's concurrency), >= 1.
-    Returns:
-        True when the bound was raised; False when Ray is unverified or has no actor cache of
-        the known shape (nothing changed).
-    """
+    """Let Ray Tune keep up to ``slots`` finished actors with ``resources`` for later trials
+    (``TuneController._actor_cache``); False when nothing changed."""
     cache = getattr(tune_controller, "_actor_cache", None)
     if not verified("ray") or not callable(getattr(cache, "increase_max", None)):
         return False
@@ -99,13 +72,8 @@ def draining_nodes() -> dict[str, int] | None:
 
 
 def optimizer_class(kind: str) -> type:
-    """The optimizer class for ``train.optimizer`` ``kind`` ("adam", "adamw", "sgd"): the
-    eager class where torch is verified and its wrappers have the known shape, torch's own
-    class otherwise.
-
-    Raises:
-        KeyError: an unknown ``kind``.
-    """
+    """The optimizer class for ``kind`` ("adam", "adamw", "sgd"): the eager class where torch is
+    verified, torch's own otherwise. KeyError for an unknown ``kind``."""
     import torch
 
     plain = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
@@ -141,8 +109,7 @@ def _unguarded(name: str) -> Any:
 
 
 def _guarded_step(base: type) -> Any:
-    """``base.step`` as torch wraps it for compilation, without the step-hook wrapper torch
-    adds to a class when it is first instantiated (the eager class gets its own)."""
+    """``base.step`` as torch wraps it for compilation, without its step-hook wrapper."""
     step = base.step
     while getattr(step, "hooked", False):
         step = step.__wrapped__
@@ -173,9 +140,8 @@ def _eager(base: type) -> type:
 
 @functools.cache
 def eager_optimizers() -> dict[str, type]:
-    """``kind`` → the eager class (``EagerAdam``, ``EagerAdamW``, ``EagerSGD``), built once;
-    drop-in for torch's: ``mup.optim.MuAdam(groups, impl=EagerAdamW, …)`` is μP AdamW (Yang
-    et al. 2022, Tensor Programs V, Table 3)."""
+    """``kind`` → the eager class, built once; drop-in for torch's under ``mup.optim.MuAdam``
+    (Yang et al. 2022, Tensor Programs V, Table 3)."""
     import torch
 
     return {"adam": _eager(torch.optim.Adam), "adamw": _eager(torch.optim.AdamW),

@@ -1,11 +1,4 @@
-"""The checks a sweep records about itself, as one typed record.
-
-A sweep records four checks beside its fitted rules and laws: what it checked before the first
-trial (``preflight``), what the transfer gate decided (``gate``), how much each searched
-hyperparameter mattered at the widest proxy (``importance``) and how the target's curve
-compared with its proxies' (``target_watch``). Each is a :class:`CheckRecord`; the results
-store keeps one per (sweep, kind) in its ``sweep_checks`` table (docs/architecture.md §7).
-"""
+"""The checks a sweep records about itself, one typed record per (sweep, kind)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -14,25 +7,14 @@ from typing import Any, Literal, get_args
 
 __all__ = ["CheckKind", "CHECK_KINDS", "CheckRecord"]
 
-#: ``preflight``: {"warnings": [str], "coord_check": {...} or None};
-#: ``gate``: {"setting", "max_rounds", "rounds", "first_verdicts", "final_verdicts",
-#: "gpu_hours", "outcome", "warning"?, "reason"?};
-#: ``importance``: {"width", "depth"?, "step", "n_trials", "importances", "method",
-#: "error"?}; ``target_watch``: the target's curve against its proxies'
-#: (:func:`mutune.pipeline.target_stage.proxy_curve`) or {"skipped": why}.
 CheckKind = Literal["preflight", "gate", "importance", "target_watch"]
 CHECK_KINDS: tuple[str, ...] = get_args(CheckKind)
 
 
 @dataclass(frozen=True)
 class CheckRecord:
-    """One check of a sweep: its ``kind`` (one of :data:`CHECK_KINDS`) and its JSON-able
-    ``data`` (the keys :data:`CheckKind` lists for that kind).
-
-    Raises:
-        ValueError: ``kind`` is not a check kind, or ``data`` is not a mapping or holds a
-            ``kind`` key that disagrees.
-    """
+    """One check of a sweep and its JSON-able ``data``; ValueError for an unknown ``kind``, a
+    ``data`` that is no mapping, or a ``data["kind"]`` that disagrees."""
     kind: CheckKind
     data: Mapping[str, Any]
 

@@ -1,8 +1,4 @@
-"""The one error root of mutune and its families.
-
-Every error mutune raises on purpose derives from :class:`MutuneError`, so a caller can catch
-them all at once; each family names the stage that raised it.
-"""
+"""The error root :class:`MutuneError` and its families, each naming the stage that raised it."""
 from __future__ import annotations
 
 __all__ = ["MutuneError", "ConfigError", "ProxyError", "SearchError", "FitError", "StoreError",
@@ -10,14 +6,11 @@ __all__ = ["MutuneError", "ConfigError", "ProxyError", "SearchError", "FitError"
 
 
 class MutuneError(Exception):
-    """Root of every error mutune raises deliberately."""
+    ...
 
 
 class ConfigError(MutuneError, ValueError):
-    """A sweep config breaks a rule; the message names the field, the value and the rule.
-
-    ``errors`` holds the same as data when known: [{"field": dotted path, "value": repr of the
-    value, "rule": the rule broken}] (the search server answers 422 with it)."""
+    """A config breaks a rule; the message (and ``errors``, as data) names field, value and rule."""
 
     def __init__(self, message: str, errors: list[dict[str, str]] | None = None) -> None:
         super().__init__(message)
@@ -41,11 +34,7 @@ class StoreError(MutuneError):
 
 
 class SweepStopped(MutuneError):
-    """The sweep was ended early on purpose, not by a fault: ``status`` is ``cancelled``
-    (``mutune cancel``), ``budget_exhausted``, ``gate_stopped`` (the transfer was not healthy
-    before the target run) or ``target_diverged`` (the target run was stopped against its
-    best proxy); ``reason`` says why. What was recorded before
-    stays, and the report is built from it."""
+    """The sweep was ended early on purpose (``status``: why); what was recorded stays."""
 
     def __init__(self, status: str, reason: str, sweep_id: int | None = None) -> None:
         super().__init__(f"sweep {sweep_id} {status}: {reason}" if sweep_id is not None

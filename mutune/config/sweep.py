@@ -103,6 +103,16 @@ class SweepConfig(StrictModel):
 
     @model_validator(mode="after")
     def _cross(self) -> "SweepConfig":
+        self._check_family()
+        self._check_depths()
+        self._check_widths()
+        self._check_rungs()
+        self._check_data_and_loop()
+        self._check_resources()
+        self._price_budget()
+        return self
+
+    def _check_family(self) -> None:
         from mutune.proxies.plugins import MODEL_HPARAMS, load_family
 
         family = load_family(self.model.family)
@@ -117,7 +127,8 @@ class SweepConfig(StrictModel):
                                      f"search names {name!r}, which model.family "
                                      f"{self.model.family!r} does not take (it takes: lr"
                                      + "".join(f", {h}" for h in family.hparams) + ")")
-        self._check_depths()
+
+    def _check_widths(self) -> None:
         w = self.widths
         if self.model.base_width > w[0]:
             raise FieldRuleError("model.base_width", self.model.base_width,
@@ -148,6 +159,8 @@ class SweepConfig(StrictModel):
                 raise FieldRuleError("model.d_head", self.model.d_head,
                                      f"rotary positions need an even model.d_head "
                                      f"({self.model.d_head})")
+
+    def _check_rungs(self) -> None:
         sched, every = self.search.scheduler, self.train.eval_every
         milestones, m = [], sched.grace_period
         while m <= sched.max_t:           # ASHA's rungs; every Hyperband bracket's are among them
@@ -162,6 +175,8 @@ class SweepConfig(StrictModel):
                 f"(grace_period·η^k and max_t, steps): no evaluation lands on them, so a rung "
                 f"would judge a later step; make eval_every divide every milestone (a divisor "
                 f"of {fit}, e.g. eval_every: {fit})")
+
+    def _check_data_and_loop(self) -> None:
         vocab = getattr(self.model, "vocab", None)
         if (getattr(self.data, "kind", None) == "tokens" and self.data.dtype == "uint16"
                 and vocab is not None and vocab > 1 << 16):
@@ -184,6 +199,8 @@ class SweepConfig(StrictModel):
                                      f"train.loop {self.train.loop!r}: a training-loop plugin "
                                      "trains one model per trial; use replicates: 1 (seeds "
                                      "are then separate trials)")
+
+    def _check_resources(self) -> None:
         if self.train.checkpoint_every == "auto" and self.cost.spot.mtbp_s is None:
             raise FieldRuleError("train.checkpoint_every", self.train.checkpoint_every,
                                  "train.checkpoint_every = 'auto' needs cost.spot.mtbp_s (the mean "
@@ -199,6 +216,8 @@ class SweepConfig(StrictModel):
                                  f"target.num_workers ({nw}) must divide the target's batch size "
                                  f"({tb}, target.batch_size or train.batch_size): each worker "
                                  "trains an equal share of every batch")
+
+    def _price_budget(self) -> None:
         if self.budget.money is not None and self.budget.price_per_hour is None:
             kind = self.ray.priced_kind
             if kind is None:
@@ -215,7 +234,6 @@ class SweepConfig(StrictModel):
             # the model is frozen: the validator fills the price in once, as it is built
             object.__setattr__(self, "budget",
                                self.budget.model_copy(update={"price_per_hour": price}))
-        return self
 
     def _check_depths(self) -> None:
         """The depth ladder's rules; with ≥ 2 depths an unset ``model.base_depth`` becomes the

@@ -1,26 +1,11 @@
-"""The best value of a categorical knob (a ``choice`` among names, e.g. ``lr_schedule``) at
-one proxy width, and the evidence behind it (docs/transfer.md §8).
-
-A name has no order, so it is no dimension of the local quadratic that estimates the numeric
-optimum (:func:`mutune.scaling.estimate_optimum`). Names are compared **at matched numeric
-values**: one least-squares fit over the trials at the rung of
+"""The best value of a categorical knob (e.g. ``lr_schedule``) at one proxy width, compared at
+matched numeric values (docs/transfer.md §8) by one least-squares fit at the rung of
 
     y = c + Σ_j (b_j z_j + q_j z_j²) + δ_name                                    (1)
 
-(z_j the standardized natural log of each numeric knob, δ the name's offset, the first
-listed name with trials as the reference) — an additive fixed effect per level beside a
-separable quadratic response surface (Box & Wilson 1951; Myers, Montgomery & Anderson-Cook,
-"Response Surface Methodology", §2.3 on qualitative factors). A name whose trials happened to
-land at a poor learning rate is not blamed for the learning rate. The best name has the
-smallest δ (largest for ``mode: max``); a percentile bootstrap over trials (Efron &
-Tibshirani 1993, ch. 13) gives each δ's 95 % interval relative to the chosen name and the
-share of replicates in which each name wins.
-
-When (1) cannot be fitted — fewer trials than its parameters + 2, a knob that takes one value
-— each name is scored by the mean of its k best trials instead (k = ``TOP_K``, or fewer when
-a name has fewer trials: every name is averaged over the same number), and ``method`` says
-so.
-"""
+(z_j the standardized log of each numeric knob; Myers, Montgomery & Anderson-Cook, "Response
+Surface Methodology", §2.3), with percentile-bootstrap intervals (Efron & Tibshirani 1993,
+ch. 13). When (1) cannot be fitted, each name is scored by the mean of its k best trials."""
 from __future__ import annotations
 
 import math
@@ -57,8 +42,8 @@ def _offsets(Z: np.ndarray, levels: np.ndarray, y: np.ndarray, n_levels: int
 
 def _top_k(name: str, values: Sequence[str], hparams: Mapping[str, Mapping[str, Any]],
            rung: Mapping[str, float], sign: float) -> dict[str, dict[str, Any]]:
-    """Per name the mean of its k best finite values, k = min(TOP_K, the fewest trials any
-    name with trials has): every name is averaged over as many trials."""
+    """Per name the mean of its k best finite values, k = min(TOP_K, the fewest trials of any
+    name)."""
     got = {v: sorted((x for k, x in rung.items()
                       if math.isfinite(x) and hparams[k].get(name) == v), key=lambda x: sign * x)
            for v in values}
@@ -73,32 +58,36 @@ def _top_k(name: str, values: Sequence[str], hparams: Mapping[str, Mapping[str, 
     return per
 
 
+def _bootstrap(Z: np.ndarray, levels: np.ndarray, y: np.ndarray, n_levels: int, chosen: int,
+               n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap over trials of (1): each replicate's δ − δ_chosen, and wins per level
+    (replicates missing a level or rank-deficient are skipped)."""
+    rng = np.random.default_rng(seed)
+    boots, wins = [], np.zeros(n_levels)
+    for _ in range(n_boot):
+        idx = rng.integers(len(y), size=len(y))
+        if len(set(levels[idx])) < n_levels:
+            continue
+        d = _offsets(Z[idx], levels[idx], y[idx], n_levels)
+        if d is None:
+            continue
+        boots.append(d - d[chosen])
+        wins[int(np.argmin(d))] += 1
+    return np.array(boots), wins
+
+
 def best_choice(name: str, values: Sequence[str], hparams: Mapping[str, Mapping[str, Any]],
                 rung: Mapping[str, float], *, mode: str, numeric: Sequence[str] = (),
                 n_boot: int = 200, seed: int = 0) -> tuple[str | None, dict[str, Any]]:
-    """The name of ``values`` whose trials did best at one rung, other knobs held equal.
+    """The name of ``values`` whose trials did best at one rung, other knobs held equal by (1).
 
-    Args:
-        name: the knob (e.g. ``lr_schedule``); values: its listed names.
-        hparams: trial key → the trial's point (every key of ``rung`` present).
-        rung: trial key → its value at the rung (only finite values count).
-        mode: ``min`` or ``max`` (the sweep's).
-        numeric: the numeric knobs searched beside it (their natural logs are the z_j of
-            (1); a knob with a value ≤ 0 among the trials enters linearly).
-        n_boot: bootstrap replicates of (1) over trials (0: no intervals).
-        seed: seed of the ``numpy.random.default_rng`` behind the bootstrap.
-    Returns:
-        (the best name, or None when no finite trial at the rung holds any; evidence
-        {"method": ``"fixed-effects quadratic"`` or ``"top-k mean"``, "n_trials" (finite
-        trials at the rung), "n_boot_used", "per_name": {name: {"n_trials", "best" (its best
-        value), "effect" (δ − δ_chosen in the metric's unit, 0 for the chosen name; None
-        without trials or under the fallback), "effect_interval" ([lo, hi] or None),
-        "p_best" (share of bootstrap replicates it wins), "score" (the fit's mean over
-        every trial's numeric knobs had all used this name; under the fallback the mean of
-        its top_k best values), "top_k", "spread" (standard deviation of those top_k)}}}).
+    ``numeric``: the numeric knobs searched beside it (a knob with a value ≤ 0 enters linearly).
+    Returns (the best name or None, evidence {"method", "n_trials", "n_boot_used", "per_name":
+    {name: {"n_trials", "best", "effect" (δ − δ_chosen, metric units), "effect_interval",
+    "p_best", "score", "top_k", "spread"}}}).
+
     Raises:
-        ValueError: mode not ``min``/``max``; n_boot < 0.
-    """
+        ValueError: mode not ``min``/``max``; n_boot < 0."""
     if mode not in ("min", "max"):
         raise ValueError(f"mode = {mode!r}: use 'min' or 'max'")
     if n_boot < 0:
@@ -128,19 +117,8 @@ def best_choice(name: str, values: Sequence[str], hparams: Mapping[str, Mapping[
     if delta is None:
         return min(present, key=lambda v: sign * fallback[v]["score"]), evidence
     chosen = int(np.argmin(delta))
-    rng = np.random.default_rng(seed)
-    boots, wins = [], np.zeros(len(present))
-    for _ in range(n_boot):
-        idx = rng.integers(len(keys), size=len(keys))
-        if len(set(levels[idx])) < len(present):
-            continue
-        d = _offsets(Z[idx], levels[idx], y[idx], len(present))
-        if d is None:
-            continue
-        boots.append(d - d[chosen])
-        wins[int(np.argmin(d))] += 1
-    B = np.array(boots)
-    centre = float(np.mean(y - delta[levels]))      # the numeric part, averaged over trials
+    B, wins = _bootstrap(Z, levels, y, len(present), chosen, n_boot, seed)
+    centre = float(np.mean(y - delta[levels]))
     per = {}
     for v in values:
         fb = fallback[v]
@@ -161,9 +139,8 @@ def best_choice(name: str, values: Sequence[str], hparams: Mapping[str, Mapping[
 
 def late_disagreement(name: str, chosen: Any, rungs: dict[int, dict[str, float]],
                        milestone: int, hp_of: dict[str, Any], mode: str) -> dict[str, Any]:
-    """``{"late_rung", "late_best"}`` when the best trial at the highest rung above
-    ``milestone`` used another value of the categorical knob ``name`` than the one chosen
-    there: a schedule's effect shows late in a run, so the report says so; {} otherwise."""
+    """``{"late_rung", "late_best"}`` when the best trial at the highest rung above ``milestone``
+    chose another value of ``name`` than the one chosen there; {} otherwise."""
     late = [m for m in rungs if m > milestone and rungs[m]]
     if not late:
         return {}

@@ -1,32 +1,7 @@
-"""The confirmation stage: each width's optimum measured at the full horizon, not at a rung.
-
-An ASHA sweep judges most trials at its first rungs, where short horizons favour large
-learning rates (Wu et al. 2018, ICLR, §3–4; microsoft/mup#64), and its top rung holds only a few
-trials, partly chosen by arrival order. So after a width's sweep this stage retrains a small
-designed set of configurations around the sweep's best one to ``max_t`` steps — a
-face-centred central composite design in the
-log of every continuous hyperparameter (Box & Wilson 1951, JRSS B 13, "On the Experimental
-Attainment of Optimum Conditions"; Myers, Montgomery & Anderson-Cook, "Response Surface
-Methodology", ch. 7), ``transfer.confirm_step`` octaves between levels:
-
-* 1 hyperparameter: 5 levels, centre ± 1 and ± 2 steps;
-* 2 hyperparameters: the 3 × 3 grid (centre, 4 axial, 4 corner points), which identifies the
-  full quadratic with its cross term;
-* d ≥ 3: centre, 2d axial and 2^d corner points.
-
-Seeds: ``transfer.confirm_replicates`` per design point (default 1) and
-``transfer.confirm_center_replicates`` at the centre (default 3): replicated centre runs
-estimate the pure error at little cost, the textbook allocation for a central composite
-design (Myers, Montgomery & Anderson-Cook, §7.4), so the 3 × 3 design costs 11 full-horizon
-runs instead of 18 with two seeds everywhere.
-
-Every design trial is a ``confirm`` trial of the width's proxy sweep, billed to the proxies.
-Each design (:func:`design_spec`) joins the run that sweeps the proxies once its width's
-sweep is done (:class:`mutune.pipeline.stage_groups.StageGroups`), and so does each gate
-round's; :func:`mutune.pipeline.full_horizon.full_horizon_optimum` then fits the local
-quadratic to these full-horizon values. The gate (:mod:`mutune.pipeline.gate`) re-centres a
-design whose optimum it does not bracket, or adds replicates.
-"""
+"""The confirmation stage: a face-centred central composite design around each width's best
+configuration, retrained to ``max_t`` (Box & Wilson 1951, JRSS B 13; Myers, Montgomery &
+Anderson-Cook, "Response Surface Methodology", ch. 7, replicated centre §7.4), because short
+rungs favour large learning rates (Wu et al. 2018, ICLR, §3–4)."""
 from __future__ import annotations
 
 import itertools
@@ -48,8 +23,7 @@ CONFIRM_SEED_BASE = 10_000
 
 
 def design_names(config: SweepConfig) -> list[str]:
-    """The searched hyperparameters the design varies: every continuous one (``choice``
-    values stay at the centre's), sorted."""
+    """The continuous searched hyperparameters the design varies, sorted."""
     return sorted(n for n, d in config.search.space.items() if not isinstance(d, Choice))
 
 
@@ -64,18 +38,11 @@ def _offsets(d: int) -> list[tuple[int, ...]]:
 
 def design_points(center: dict[str, float], names: list[str],
                   step_octaves: float) -> list[dict[str, float]]:
-    """The face-centred design around ``center``: every ``names`` entry multiplied by
-    2^(level × step_octaves), level ∈ {−1, 0, 1} (or {−2 … 2} for one hyperparameter).
+    """The face-centred design around ``center``: each name × 2^(level × step_octaves), level ∈
+    {−1, 0, 1} ({−2 … 2} for one hyperparameter), centre included, in a fixed order.
 
-    Args:
-        center: hyperparameter → value (> 0 for every name varied).
-        names: the hyperparameters to vary, in order. step_octaves: log2 distance of a level.
-    Returns:
-        The design's points (copies of ``center`` with the varied values), centre included,
-        in a fixed order.
     Raises:
-        ValueError: a varied value not finite > 0, step not > 0, or no names.
-    """
+        ValueError: a varied value not finite > 0, step not > 0, or no names."""
     if not names:
         raise ValueError("a design needs at least one hyperparameter to vary")
     if not (math.isfinite(step_octaves) and step_octaves > 0):
@@ -91,13 +58,11 @@ def design_points(center: dict[str, float], names: list[str],
 
 
 def design_allocation(n_dims: int, replicates: int, center_replicates: int) -> list[int]:
-    """Seeds per point of the design over ``n_dims`` hyperparameters, in
-    :func:`design_points` order: ``replicates`` everywhere, ``max(replicates,
-    center_replicates)`` at the centre (the point with every level 0).
+    """Seeds per point in :func:`design_points` order (``max(replicates, center_replicates)`` at
+    the centre).
 
     Raises:
-        ValueError: ``n_dims`` < 1 or ``replicates`` < 1.
-    """
+        ValueError: ``n_dims`` < 1 or ``replicates`` < 1."""
     if n_dims < 1 or replicates < 1:
         raise ValueError(f"a design needs n_dims ≥ 1 and replicates ≥ 1 "
                          f"(got {n_dims}, {replicates})")
@@ -106,8 +71,7 @@ def design_allocation(n_dims: int, replicates: int, center_replicates: int) -> l
 
 
 def trials_per_design(config: SweepConfig) -> int:
-    """Full-horizon trials one design of ``config`` trains (0 when confirmation is off or
-    nothing continuous is searched)."""
+    """Full-horizon trials one design trains (0 when confirmation is off)."""
     tr, d = config.transfer, len(design_names(config))
     if tr.confirm_replicates == 0 or d == 0:
         return 0
@@ -115,9 +79,8 @@ def trials_per_design(config: SweepConfig) -> int:
 
 
 def design_center(config: SweepConfig, proxy: ProxyResult) -> dict[str, float]:
-    """The centre of a width's first design: the sweep's best configuration with the fixed
-    hyperparameters, and each categorical knob at the choice its rung made
-    (``proxy.optimum["optimum"]``)."""
+    """The centre of a width's first design: the sweep's best point, categorical knobs at its
+    choice."""
     chosen = {n: proxy.optimum["optimum"][n] for n, d in config.search.space.items()
               if is_categorical(d) and n in (proxy.optimum.get("optimum") or {})}
     return {**config.search.fixed, **proxy.best_config, **chosen}
@@ -125,11 +88,8 @@ def design_center(config: SweepConfig, proxy: ProxyResult) -> dict[str, float]:
 
 def design_spec(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str, float], *,
                 round_: int = 0) -> Any:
-    """The :class:`~mutune.search.backends.groups.GroupSpec` of one width's design
-    around ``center`` (group ``c{round}w{width}``, on a depth ladder ``c{round}w{width}d{depth}``
-    with that depth's task; trials ``confirm``, seeds from the proxy's position ``index`` and
-    the round); trials a resumed sweep had recorded are kept or continued
-    (:func:`mutune.pipeline.recorded.recorded_trials`)."""
+    """The :class:`~mutune.search.backends.groups.GroupSpec` of one width's design (group
+    ``c{round}w{width}``); trials a resumed sweep had recorded are kept or continued."""
     from mutune.pipeline.recorded import recorded_trials
     from mutune.search.backends.groups import GroupSpec
     from mutune.search.searchers.space import trial_seeds
@@ -149,7 +109,6 @@ def design_spec(run: SweepRun, proxy: ProxyResult, index: int, center: dict[str,
                      kind="confirm",
                      task=None if proxy.depth is None else task_at_depth(run, proxy.depth),
                      task_key=None if proxy.depth is None else f"d{proxy.depth}",
-                     # a gate round's design gets its own progress row
                      on_progress=bind_progress(
                          run.on_progress, ("confirm" if round_ == 0 else f"gate round {round_}")
                          + f" {size_label(proxy.width, proxy.depth)}", len(points)))

@@ -1,24 +1,7 @@
-"""The checks across depth: does the optimal learning rate stay put, and do activations stay
-Θ(1), as the model deepens at a fixed width — with CompleteP, with Depth-μP, and without a
-depth parametrization?
-
-The transfer check across depth (:func:`mutune.pipeline.depth_transfer.
-run_depth_transfer_check`, docs/transfer.md §9) builds on the depth configs and the statistics
-here; :func:`run_depth_coord_check` is the coord check across depth (in-process, a few steps).
-
-Statistics: each depth's optimum is :func:`~mutune.pipeline.preflight.grid_optimum` of the
-seed-mean curve; its 95 % interval, the spread and drift intervals and the depth slope's
-interval come from one bootstrap over seeds (each depth's seeds resampled with replacement,
-``n_boot`` times; Efron & Tibshirani 1993, "An Introduction to the Bootstrap", §6, percentile
-intervals §13.3). The depth slope is the least-squares slope of log2 lr* on log2 depth
-(octaves of learning rate per octave of depth): the depth coefficient c of the multi-axis rule
-log h* = a + b·log w + c·log L, here at one width.
-
-References: Dey et al. 2025, "Don't be lazy: CompleteP enables compute-efficient deep
-transformers", arXiv 2505.01618, §3 and Figure 1 (the optimum's drift across depth without a
-depth parametrization, its stability with α = 1); Yang et al. 2023, "Tensor Programs VI",
-arXiv 2310.02244, §3 (Depth-μP, α = ½).
-"""
+"""The checks across depth at a fixed width — CompleteP, Depth-μP and no depth parametrization:
+the optimum's drift and the depth slope of log2 lr* on log2 depth, with bootstrap intervals
+over seeds (Efron & Tibshirani 1993, §6, §13.3). Dey et al. 2025, arXiv 2505.01618, §3;
+Yang et al. 2023, "Tensor Programs VI", arXiv 2310.02244, §3."""
 from __future__ import annotations
 
 import dataclasses
@@ -43,14 +26,10 @@ DEPTH_PARAMETRIZATIONS = ("completep", "depth_mup", "none")
 
 def depth_config(config: SweepConfig, depth: int, parametrization: str,
                  base_depth: int) -> SweepConfig:
-    """``config`` with its model at ``depth`` under ``parametrization`` (base depth
-    ``base_depth``), validated as a config file would be.
+    """``config`` with its model at ``depth`` under ``parametrization``, validated.
 
     Raises:
-        ConfigError: the model cannot take a depth parametrization (a plain MLP without
-            ``residual: true``, a plugin family without ``depth_parametrization``), or the
-            depths break a rule; the message names the field, the value and the rule.
-    """
+        ConfigError: the model cannot take a depth parametrization, or the depths break a rule."""
     from mutune.config import parse_config
 
     if not hasattr(config.model, "depth_parametrization"):
@@ -66,9 +45,7 @@ def depth_config(config: SweepConfig, depth: int, parametrization: str,
 
 
 def depth_task(task: Any, config: SweepConfig) -> Any:
-    """``task`` (a :class:`~mutune.proxies.task.ProxyTask`) with ``config``'s model (another
-    depth or depth parametrization) and its own μP base shapes (a deeper model has more
-    parameters to give shapes to)."""
+    """``task`` with ``config``'s model and its own μP base shapes."""
     return dataclasses.replace(task, model=config.model, base_shapes=None).with_base_shapes()
 
 
@@ -82,13 +59,11 @@ def _check_depths(depths: Sequence[int]) -> list[int]:
 def depth_configs(config: SweepConfig, depths: Sequence[int],
                   parametrizations: Sequence[str] = DEPTH_PARAMETRIZATIONS
                   ) -> dict[tuple[str, int], SweepConfig]:
-    """Every (parametrization, depth) the checks build, validated before anything is opened
-    or trained; the base depth is the smallest depth.
+    """Every (parametrization, depth) the checks build, validated; the base depth is the smallest.
 
     Raises:
         ConfigError: fewer than 2 distinct depths, an unknown parametrization, or a model that
-            cannot take a depth parametrization (:func:`depth_config`).
-    """
+            cannot take a depth parametrization."""
     depths = _check_depths(depths)
     unknown = [p for p in parametrizations if p not in DEPTH_PARAMETRIZATIONS]
     if unknown or not parametrizations:
@@ -102,21 +77,11 @@ def depth_optima(log2_lr: Sequence[float], losses: dict[int, np.ndarray], *,
                  n_boot: int = 400, seed: int = 0) -> dict[str, Any]:
     """Per-depth optima and their spread, drift and depth slope, with bootstrap intervals.
 
-    Args:
-        log2_lr: the grid, shape (n_lr,), increasing.
-        losses: depth → final validation losses, shape (n_lr, n_seeds) (NaN: a diverged or
-            unfinished run; a grid point with a NaN seed is left out of that curve).
-        n_boot: bootstrap replicates over seeds; seed: their ``default_rng`` seed.
-    Returns:
-        {"optimum_log2_lr": {depth: v}, "optimum_log2_lr_interval": {depth: [lo, hi]},
-        "method": {depth: "parabola" | "grid"}, "grid_best_log2_lr": {depth: the grid point
-        of the lowest seed-mean loss}, "spread_octaves": max − min of the optima,
-        "spread_octaves_interval", "drift_octaves": deepest − shallowest,
-        "drift_octaves_interval", "slope": least-squares slope of the optima on log2 depth,
-        "slope_interval", "n_seeds": {depth: n}, "n_boot": replicates that fitted}.
+    ``losses``: depth → final validation losses, shape (n_lr, n_seeds), NaN for a diverged run;
+    ``log2_lr`` shape (n_lr,), increasing. Slopes are octaves of lr per octave of depth.
+
     Raises:
-        FitError: a depth's seed-mean curve has fewer than 3 finite points.
-    """
+        FitError: a depth's seed-mean curve has fewer than 3 finite points."""
     from mutune.pipeline.preflight import grid_optimum
 
     depths = sorted(losses)
@@ -127,7 +92,7 @@ def depth_optima(log2_lr: Sequence[float], losses: dict[int, np.ndarray], *,
         found = [grid_optimum(grid, curves[d]) for d in depths]
         return np.array([v for v, _ in found]), [m for _, m in found]
 
-    def mean(arr: np.ndarray) -> np.ndarray:      # a NaN seed leaves the point out
+    def mean(arr: np.ndarray) -> np.ndarray:
         return arr.mean(axis=1)
 
     opt, methods = figures({d: mean(losses[d]) for d in depths})
@@ -141,7 +106,7 @@ def depth_optima(log2_lr: Sequence[float], losses: dict[int, np.ndarray], *,
         try:
             draws.append(figures(curves)[0])
         except FitError:
-            continue        # a replicate whose curve lost too many points
+            continue
     boot = np.array(draws).reshape(-1, len(depths))
 
     def interval(values: np.ndarray) -> list[float]:
@@ -170,10 +135,7 @@ def depth_optima(log2_lr: Sequence[float], losses: dict[int, np.ndarray], *,
 
 def depth_slope_verdict(slope_interval: Sequence[float], n_depths: int, *, on_edge: bool,
                         tolerance: float = 0.1) -> str:
-    """The verdict on a depth slope, with :func:`mutune.scaling.verdict.rule_verdict`'s names
-    and precedence: ``too_few_sizes`` (< 3 depths), ``edge`` (an optimum on the grid's edge),
-    ``noisy`` (interval undefined, wider than 4 × ``tolerance``, or straddling ±tolerance),
-    ``drifting`` (outside ±tolerance), ``stable`` (inside)."""
+    """The verdict on a depth slope, with :func:`mutune.scaling.verdict.rule_verdict`'s names."""
     lo, hi = (float(v) for v in slope_interval)
     if n_depths < 3:
         return "too_few_sizes"
@@ -193,19 +155,12 @@ def run_depth_coord_check(config: SweepConfig, *, width: int, depths: Sequence[i
                           out_dir: Path,
                           parametrizations: Sequence[str] = DEPTH_PARAMETRIZATIONS
                           ) -> dict[str, Any]:
-    """Coord check across depth at ``width``: mean |output| of each module role (first and
-    last block, their outputs — the residual stream —, embeddings, final norm, readout)
-    against depth after ``steps`` steps at learning rate ``lr``, per depth parametrization
-    (base depth: the smallest). Tensor Programs V, Appendix D.1, along depth.
-
-    Writes ``coord_check.json`` (``{"axis": "depth", "completep": {"slopes": {role: slope},
-    "depths": [...]}, "depth_mup": {...}, "none": {...}, "settings": {...}}``) and
-    ``coord_check.png`` into ``out_dir``.
+    """Coord check across depth (Tensor Programs V, Appendix D.1): mean |output| per module role
+    against depth; writes ``coord_check.json`` and ``coord_check.png`` into ``out_dir``.
 
     Raises:
-        ConfigError: as :func:`depth_configs`. ProxyError: a depth below 2, or
-            activations blew up (lower ``lr``).
-    """
+        ConfigError: as :func:`depth_configs`. ProxyError: a depth below 2, or activations
+            blew up (lower ``lr``)."""
     from mutune.proxies.coord_check import (CoordSetup, coord_check, plot_coord_check,
                                          slope_table)
     from mutune.proxies.task import ProxyTask, load_task_data
@@ -233,7 +188,6 @@ def run_depth_coord_check(config: SweepConfig, *, width: int, depths: Sequence[i
 
 
 def _depth_of(model: Any, tasks: dict[int, Any]) -> int:
-    """Which depth's task built ``model`` (its ``depth`` attribute)."""
     depth = int(model.depth)
     if depth not in tasks:
         raise ConfigError(f"a model of depth {depth} is not one of the checked depths "

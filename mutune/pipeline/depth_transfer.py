@@ -1,9 +1,5 @@
-"""The transfer check across depth (docs/transfer.md §9): validation loss against log2
-learning rate per depth at one width, for each depth parametrization (CompleteP, Depth-μP,
-none), one run holding every (parametrization, depth) as its own group with its own model,
-one trial per (learning rate, seed), recorded as a sweep. The depth configs, each depth's
-optimum and the slope's verdict are :mod:`mutune.pipeline.depth_check`'s.
-"""
+"""The transfer check across depth (docs/transfer.md §9): validation loss against log2 learning
+rate per depth at one width, for each depth parametrization, recorded as a sweep."""
 from __future__ import annotations
 
 import json
@@ -27,18 +23,8 @@ __all__ = ["DepthGrid", "run_depth_transfer_check"]
 
 @dataclass(frozen=True)
 class DepthGrid:
-    """What the depth transfer check trains.
-
-    Attributes:
-        depths: the depths (≥ 2 distinct; the smallest is the base depth).
-        log2_lrs: the learning rates, log2.
-        seeds: training seeds per (depth, learning rate), ≥ 1.
-        steps: steps each trial trains, ≥ 1.
-        parametrizations: the depth parametrizations compared.
-        n_boot: bootstrap replicates over seeds behind the intervals.
-        tolerance: largest |depth slope| still called stable (octaves of learning rate per
-            octave of depth).
-    """
+    """What the depth transfer check trains; ``tolerance`` is in octaves of lr per octave of
+    depth."""
     depths: Sequence[int]
     log2_lrs: Sequence[float]
     seeds: int = 3
@@ -50,26 +36,12 @@ class DepthGrid:
 
 def run_depth_transfer_check(config: SweepConfig, recorder: Recorder, *, width: int,
                              grid: DepthGrid, out_dir: Path) -> dict[str, Any]:
-    """Validation loss against log2 learning rate per depth at ``width``, for each depth
-    parametrization of ``grid``, as one run of the sweep's backend recorded as a sweep.
-
-    Every (parametrization, depth, learning rate, seed) is one trial training ``grid.steps``
-    steps; the base depth is the smallest depth, where every factor is 1 and the model is the
-    same under every parametrization: it is trained once and shared. Each parametrization's
-    entry holds :func:`~mutune.pipeline.depth_check.depth_optima`'s figures and ``rule`` =
-    {"axes": ["depth"], "slopes": {"depth": c}, "slope_intervals": {"depth": [lo, hi]},
-    "verdicts": {"depth": name}} (:func:`~mutune.pipeline.depth_check.depth_slope_verdict`),
-    ``loss`` (depth → seed-mean curve) and ``trials``.
-
-    Writes ``transfer_check.json`` (``{"axis": "depth", "width": w, "depths": [...],
-    "log2_lr": [...], "seeds": n, "steps": t, "completep": {...}, "depth_mup": {...},
-    "none": {...}, "sweep_id": id}``) and ``transfer_check.png`` into ``out_dir``.
+    """Validation loss against log2 learning rate per depth at ``width``, for each parametrization,
+    as one run of the sweep's backend; writes ``transfer_check.json`` and ``.png`` to ``out_dir``.
 
     Raises:
         ConfigError: fewer than 2 depths, an unknown parametrization, a model without depth
-            parametrizations, seeds or steps below 1. FitError: a curve with fewer than 3
-            finite points.
-    """
+            parametrizations, seeds or steps below 1. FitError: a curve with < 3 finite points."""
     from mutune.pipeline.sweep import open_sweep, stage_settings
 
     pars = tuple(grid.parametrizations)
@@ -78,7 +50,6 @@ def run_depth_transfer_check(config: SweepConfig, recorder: Recorder, *, width: 
     if grid.seeds < 1 or grid.steps < 1:
         raise ConfigError(f"seeds = {grid.seeds}, steps = {grid.steps}: both must be ≥ 1")
     lrs = [float(e) for e in grid.log2_lrs]
-    # the sweep's row lists what the check trains: one width, no target
     deepest = configs[(pars[0], depths[-1])]
     cfg = deepest.model_copy(update={
         "name": f"{config.name}-depth-check", "widths": [int(width)],
@@ -117,8 +88,7 @@ def run_depth_transfer_check(config: SweepConfig, recorder: Recorder, *, width: 
 def _groups(run: Any, configs: dict[tuple[str, int], SweepConfig],
             group_of: dict[tuple[str, int], tuple[str, int]], width: int, base_depth: int,
             grid: DepthGrid, config: SweepConfig) -> tuple[list[Any], dict[Any, int]]:
-    """One group (and proxy sweep row) per trained (parametrization, depth), the deepest
-    first: their trials are the longest (the shallow fill the tail)."""
+    """One group per trained (parametrization, depth), the deepest first."""
     from mutune.search.backends.groups import GroupSpec
     from mutune.search.searchers.space import trial_seeds
 
@@ -144,7 +114,6 @@ def _groups(run: Any, configs: dict[tuple[str, int], SweepConfig],
 
 
 def _final_losses(trials: list[Any], grid: DepthGrid, n_lrs: int) -> np.ndarray:
-    """(learning rate, seed) → the trial's final validation loss (NaN: it did not finish)."""
     finals = {t.point["index"]: (t.reports[-1]["val_loss"] if t.reports
                                  and t.last_step == grid.steps else math.nan) for t in trials}
     return np.array([[finals.get(i * grid.seeds + j, math.nan) for j in range(grid.seeds)]
@@ -153,7 +122,6 @@ def _final_losses(trials: list[Any], grid: DepthGrid, n_lrs: int) -> np.ndarray:
 
 def _entry(losses: dict[int, np.ndarray], lrs: list[float], grid: DepthGrid,
            seed: int) -> dict[str, Any]:
-    """One parametrization's optima, depth rule, seed-mean curves and finite trials."""
     depths = sorted(losses)
     entry = depth_optima(lrs, losses, n_boot=grid.n_boot, seed=seed)
     edge = any(v <= lrs[0] or v >= lrs[-1] for v in entry["optimum_log2_lr"].values())
@@ -168,8 +136,6 @@ def _entry(losses: dict[int, np.ndarray], lrs: list[float], grid: DepthGrid,
 
 
 def _plot_depth(result: dict[str, Any], parametrizations: Sequence[str], path: Path) -> None:
-    """One panel per parametrization: seed-mean loss against log2 lr, a line per depth, its
-    optimum marked with its 95 % interval."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -1,6 +1,4 @@
-"""The devices a sweep is granted, read off the running Ray cluster: the cost table's device
-kind of its GPUs, and the cluster's resources the ledger's held figure is computed from
-(docs/architecture.md §6)."""
+"""The devices a sweep is granted, read off the running Ray cluster (docs/architecture.md §6)."""
 from __future__ import annotations
 
 from typing import Any
@@ -18,12 +16,8 @@ def granted_device_kind(config: SweepConfig, resources: dict[str, Any] | None
                         ) -> tuple[str, str]:
     """The cost table's kind of the devices the sweep's trials get, and where it came from.
 
-    ``ray.device_kind`` when the config sets it; ``cpu`` for CPU trials; else the GPU type Ray
-    detected on the cluster (its ``accelerator_type:<TYPE>`` resource, e.g. ``H100``), mapped
-    by :func:`mutune.config.cost.device_kind_of`. A cluster of several GPU types gives them
-    joined by ``,`` (no single price: set ``ray.device_kind``); one with no type detected
-    gives ``cuda`` (no price).
-    """
+    ``ray.device_kind`` if set, ``cpu`` for CPU trials, else Ray's detected GPU type; several
+    types are joined by ``,`` and none detected gives ``cuda`` (neither has a price)."""
     r = config.ray
     if r.device_kind:
         return r.device_kind.lower(), "ray.device_kind"
@@ -40,8 +34,7 @@ def granted_device_kind(config: SweepConfig, resources: dict[str, Any] | None
 
 def with_granted_device(config: SweepConfig, resources: dict[str, Any] | None
                         ) -> SweepConfig:
-    """``config`` with ``ray.device_kind`` set to :func:`granted_device_kind` (unchanged when
-    the config names it)."""
+    """``config`` with ``ray.device_kind`` set to :func:`granted_device_kind`."""
     if config.ray.device_kind:
         return config
     kind, _ = granted_device_kind(config, resources)

@@ -1,48 +1,15 @@
-"""``mutune run --dry-run``: what a sweep will cost, before anything trains.
-
-For every proxy width and the target, a short warm-up (``warmup_steps`` training steps and
-one evaluation of the real model on the real data, one torch thread per granted CPU, on the
-device a trial gets and with its numerics — bf16 autocast on CUDA — as a trial would) measures
-seconds per step, per evaluation and to build the model. Where trials run on the local
-machine's CPUs the warm-up runs in this process; where they get GPUs (``ray.gpus_per_trial``) or run
-on a cluster (``ray.address``) it runs as one Ray task holding a trial's resources, so each
-width is priced on the device it will use (the plan's ``timed_on`` says where, and on which
-device). The scheduler's planned steps
-(:func:`mutune.search.schedulers.planned_steps.planned_trial_steps`) turn
-them into device-hours:
+"""``mutune run --dry-run``: what a sweep will cost, before anything trains, from a short
+warm-up of every proxy and the target on the device a trial gets (docs/architecture.md §6):
 
     trial seconds = steps × s_step + evals × (s_eval + report_s) + setup_s + overhead_s
-    GPU-hours     = Σ trial seconds × devices per trial / 3600         (docs/architecture.md §6)
-
-A target on W data-parallel workers (``target.num_workers``, or its default,
-:func:`mutune.pipeline.target_devices.target_workers`) is timed on one worker's share of the
-batch (batch ÷ W) and billed W × devices per trial; the gradient all-reduce between workers
-is not timed (benchmarks/target_workers.py measures it; on CPUs, where it is large, W > 1 is
-an underestimate). A target that trains as
-one process on CPUs is timed on its :func:`~mutune.pipeline.target_devices.target_cpus`
-threads and billed that many CPUs.
-
-``overhead_s`` is the per-trial start-up and teardown of a Ray trial (the target, a run of its
-own, adds ``TARGET_RUN_OVERHEAD_S``) and ``report_s`` each report's round trip to the driver
-(Ray Tune's function trainable waits in ``report`` until the controller has taken the result),
-which a warm-up without Ray cannot see: assumptions, stated in the plan
-(:data:`~mutune.search.schedulers.planned_steps.DEFAULT_TRIAL_OVERHEAD_S`,
-:data:`~mutune.search.schedulers.planned_steps.DEFAULT_REPORT_OVERHEAD_S`). The naive
-alternatives price the same planned steps (and every sample to max_t) at the target's
-measured speed, one seed per trial.
-
-Each width's confirmation design (its points with ``transfer.confirm_replicates`` seeds,
-``confirm_center_replicates`` at the centre, trained to max_t,
-:mod:`mutune.pipeline.confirm_stage`) is part of the proxy line; the gate's rounds
-(at most ``transfer.gate_rounds``, each one more design at every width) are priced as a
-maximum beside it (``gate_gpu_hours_max``, ``total_gpu_hours_max``).
-"""
+    GPU-hours     = Σ trial seconds × devices per trial / 3600"""
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from mutune.config import SweepConfig
 from mutune.pipeline.warmup import warmup as _warmup
@@ -69,11 +36,7 @@ def _evals(steps: int, every: int) -> int:
 def _time_all(task: Any, ttask: Any, config: SweepConfig, hp: dict[str, float],
               warmup_steps: int, threads: int, timed_max_params: float,
               prefer_cuda: bool, target_threads: int | None = None) -> dict[str, Any]:
-    """Every width's warm-up (on ``threads`` torch threads) and the target's timing
-    (:func:`_target_timing`, on ``target_threads``, default ``threads``), in the
-    process this runs in (the driver, or a Ray task holding one trial's resources), on the
-    device a trial there would get. Returns {"widths": [...], "target": {...},
-    "timed_on": {"device", "device_name", "host"}}."""
+    """Every width's warm-up and the target's timing, in this process, on a trial's device."""
     import socket
 
     import torch
@@ -84,7 +47,6 @@ def _time_all(task: Any, ttask: Any, config: SweepConfig, hp: dict[str, float],
     # untimed: first-call costs (lazy imports of the optimizer's compiler, allocator), which a
     # Ray worker pays once, inside its start-up overhead
     _warmup(task, config.widths[0], hp, 2, threads, dev)
-    # every proxy: each width, or on a depth ladder each (width, depth) with its depth's model
     sizes = (ladder_sizes(config) if config.depth_ladder
              else [(w, None) for w in config.widths])
     tasks = {d: task_with_depth(task, d) for d in {d for _, d in sizes}}
@@ -102,14 +64,11 @@ def _time_on_trial_device(config: SweepConfig, task: Any, ttask: Any, hp: dict[s
                           warmup_steps: int, threads: int, timed_max_params: float,
                           on_ray: bool | None, target_threads: int | None = None
                           ) -> dict[str, Any]:
-    """:func:`_time_all` where a trial would run: in this process when trials get this
-    machine's CPUs (``on_ray`` None and neither ``ray.gpus_per_trial`` nor ``ray.address``),
-    else as one Ray task with a trial's ``num_cpus``/``num_gpus``.
+    """:func:`_time_all` where a trial would run: in this process, or as one Ray task with a
+    trial's resources.
 
     Raises:
-        ConfigError: the cluster has fewer CPUs or GPUs than one trial asks for (the task
-            could never be scheduled).
-    """
+        ConfigError: the cluster has fewer CPUs or GPUs than one trial asks for."""
     rc = config.ray
     if on_ray is None:
         on_ray = bool(rc.gpus_per_trial) or bool(rc.address)
@@ -139,15 +98,9 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
                    hp: dict[str, float], warmup_steps: int, threads: int,
                    timed_max_params: float, dev: Any = None,
                    target_threads: int | None = None) -> dict[str, Any]:
-    """The target's seconds per step, per evaluation and to build: timed like a proxy when
-    its parameter count (from the meta device) is at most ``timed_max_params``; above it,
-    extrapolated from its training FLOPs per step (Kaplan et al. 2020 §2.1) at the FLOP/s
-    the widest proxy achieved in its timed steps — so no process materialises the target's
-    weights before the target run. Small models reach a lower fraction of a device's peak
-    than large ones, so the extrapolation is an upper estimate of the target's time.
-    The target is timed on ``target_threads`` torch threads (default ``threads``); an
-    extrapolated target assumes its threads scale perfectly (the quickstart's width-4096
-    target measured 0.8× per CPU on 2 threads: there the estimate is low by that)."""
+    """The target's seconds per step, per evaluation and to build: timed like a proxy up to
+    ``timed_max_params``, above it extrapolated from its FLOPs per step (Kaplan et al. 2020
+    §2.1) at the widest proxy's achieved FLOP/s — an upper estimate."""
     t_threads = target_threads or threads
     from mutune.pipeline.ledger_stage import flops_per_sample
 
@@ -160,11 +113,11 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
     f_w = flops_per_sample(config, w, w_params, depth=widest.get("depth"))
     f_t = flops_per_sample(config, config.target.width, t_params, depth=config.target_depth)
     step_w, step_t = f_w * task.samples_per_step, f_t * ttask.samples_per_step
-    achieved = step_w / widest["s_per_step"]                 # FLOP/s in the timed steps
-    achieved *= t_threads / threads                          # its threads, scaling fully
+    achieved = step_w / widest["s_per_step"]
+    achieved *= t_threads / threads
     return {"setup_s": widest["setup_s"] * t_params / w_params,
             "s_per_step": step_t / achieved,
-            "s_per_eval": widest["s_per_eval"] * f_t / f_w,   # the same evaluation set
+            "s_per_eval": widest["s_per_eval"] * f_t / f_w,
             "warmup_s": 0.0, "n_params": t_params, "timing": "extrapolated",
             "achieved_flops_per_s": achieved,
             "formula": (f"s_step = FLOPs/step ÷ FLOP/s of width {w}"
@@ -176,9 +129,7 @@ def _target_timing(config: SweepConfig, task: Any, ttask: Any, widest: dict[str,
 
 
 def _planned_target_workers(config: SweepConfig, batch: int, on_ray: bool) -> int:
-    """The target's data-parallel workers as the run will choose them
-    (:func:`mutune.pipeline.target_devices.target_workers`); its GPU default counts the
-    cluster's slots, so without a Ray connection (``on_ray`` False) that default plans 1."""
+    """The target's data-parallel workers as the run will choose them (1 without Ray)."""
     from mutune.pipeline.target_devices import target_workers
 
     if not on_ray and config.ray.gpus_per_trial and not config.target.num_workers:
@@ -190,9 +141,15 @@ def _planned_target_workers(config: SweepConfig, batch: int, on_ray: bool) -> in
 #: fresh worker, its final checkpoint kept; benchmarks/results/README.md, "Assumed overheads")
 TARGET_RUN_OVERHEAD_S = 3.0
 
-#: above this many parameters the dry run extrapolates the target's time from its FLOPs
-#: instead of timing it (which would build the target in the planning process)
 TIMED_TARGET_MAX_PARAMS = 100_000_000
+
+
+class _TargetShape(NamedTuple):
+    """How the target trains: data-parallel workers, devices each, batch per worker, task."""
+    workers: int
+    devices: float
+    batch_per_worker: int
+    task: Any
 
 
 def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
@@ -202,47 +159,52 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                on_ray: bool | None = None) -> dict[str, Any]:
     """The planned trials, steps and device-hours of ``config``'s sweep, from a warm-up.
 
-    Args:
-        config: the sweep config (its data are loaded; nothing is recorded).
-        warmup_steps: training steps timed per width (>= 2; the first is not counted).
-        overhead_s: assumed Ray per-trial start-up + teardown, seconds.
-        report_s: assumed seconds per report beyond its evaluation (the round trip to the
-            driver).
-        timed_max_params: a target with more parameters is not built: its time comes from
-            its FLOPs at the widest proxy's achieved FLOP/s (``target["timing"]`` says
-            ``timed`` or ``extrapolated``, with the formula).
-        on_ray: time in a Ray task holding one trial's resources (True), in this process
-            (False), or — None — in a Ray task exactly when trials get GPUs or run on a
-            cluster at ``ray.address``.
-    Returns:
-        {"widths": [{"width" (and "depth" on a depth ladder: one entry per (width, depth)),
-        "trials", "steps", "evals", "trial_steps", "s_per_step",
-        "s_per_eval", "setup_s", "replicates" (``search.replicates``: seeds trained in
-        lockstep per sweep trial, which multiply its step, evaluation and build time),
-        "confirm_trials", "confirm_gpu_hours", "gpu_hours" (sweep
-        and confirmation design)}], "target": {same for one run, plus "workers" (its
-        data-parallel workers, each holding a trial's devices and timed on its share of the
-        batch, "batch_per_worker"; the gradient all-reduce is not timed), "devices" (all
-        it holds: a one-process CPU target's :func:`~mutune.pipeline.target_stage.
-        target_cpus`) and "run_overhead_s"}, "confirm", "gate",
-        "gate_gpu_hours_max", "total_gpu_hours_max",
-        "proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
-        "naive_grid_gpu_hours", "price_per_hour", "money": {name: amount} or None,
-        "wall_s_estimate", "warmup": {"steps", "seconds"}, "overhead_s_per_trial",
-        "overhead_s_per_report",
-        "devices_per_trial", "device_kind", "budget_gpu_hours", "fits_budget", "timed_on":
-        {"device", "device_name", "host", "where": ``driver`` or ``ray task``}}.
-        Hours are device-hours; seconds are wall seconds.
+    ``overhead_s``: assumed Ray per-trial start-up + teardown, seconds; ``report_s``: assumed
+    seconds per report beyond its evaluation; ``on_ray``: time in a Ray task (True), in this
+    process (False), or in a Ray task exactly when trials get GPUs or a cluster (None).
+    Returns the plan: per-width and target timings, device-hours (``*_gpu_hours``), money,
+    budget fit and ``timed_on``; hours are device-hours, seconds wall seconds.
+
     Raises:
         ValueError: warmup_steps < 2, overhead_s < 0 or report_s < 0.
-        ProxyError: a model cannot be built.
-    """
-    import dataclasses
-
+        ProxyError: a model cannot be built."""
     from mutune.proxies.task import ProxyTask, load_task_data
-    from mutune.search.backends.ray_tune.cluster import ray_cluster
     from mutune.search.schedulers.planned_steps import planned_trial_steps
 
+    _check_plan_args(warmup_steps, overhead_s, report_s)
+    t_start = time.perf_counter()
+    search, sched, ray = config.search, config.search.scheduler, config.ray
+    devices = ray.gpus_per_trial or ray.cpus_per_trial
+    hp = {**{k: _middle(v) for k, v in search.space.items()}, **search.fixed}
+    task = ProxyTask(config.model, config.train, load_task_data(config)).with_base_shapes()
+    trial_steps = planned_trial_steps(search.num_samples, kind=sched.kind,
+                                      grace_period=sched.grace_period,
+                                      reduction_factor=sched.reduction_factor,
+                                      max_t=sched.max_t, seed=config.seed)
+    evals = [_evals(s, config.train.eval_every) for s in trial_steps]
+    price = functools.partial(_price, report_s=report_s, overhead_s=overhead_s, devices=devices)
+    if on_ray is None:
+        on_ray = bool(ray.gpus_per_trial) or bool(ray.address)
+    timed, shape = _time_sweep(config, task, hp, warmup_steps, timed_max_params, on_ray)
+    widths = [{**m, "trials": len(trial_steps), "steps": sum(trial_steps),
+               "evals": sum(evals), "trial_steps": trial_steps,
+               "replicates": search.replicates,
+               "gpu_hours": price(m, trial_steps, evals, search.replicates)}
+              for m in timed["widths"]]
+    target = _target_plan(config, timed["target"], shape, price)
+    confirm = _add_confirm(config, hp, widths, price)
+    plan = {"name": config.name, "widths": widths, "target": target}
+    plan.update(_totals(config, widths, target, timed["target"], trial_steps, evals, price,
+                        shape, confirm))
+    plan.update({"warmup": {"steps": warmup_steps, "seconds": time.perf_counter() - t_start},
+                 "budget_gpu_hours": config.budget.limit_gpu_hours,
+                 "fits_budget": None if config.budget.limit_gpu_hours is None
+                 else plan["total_gpu_hours"] <= config.budget.limit_gpu_hours,
+                 "timed_on": {**timed["timed_on"], "where": timed["timed_in"]}})
+    return plan
+
+
+def _check_plan_args(warmup_steps: int, overhead_s: float, report_s: float) -> None:
     if warmup_steps < 2:
         raise ValueError(f"warmup_steps = {warmup_steps}: must be >= 2 (the first step "
                          "warms caches and is not timed)")
@@ -250,41 +212,39 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
         raise ValueError(f"overhead_s = {overhead_s}: must be a finite number >= 0")
     if not (math.isfinite(report_s) and report_s >= 0):
         raise ValueError(f"report_s = {report_s}: must be a finite number >= 0")
-    t_start = time.perf_counter()
-    search, sched, ray = config.search, config.search.scheduler, config.ray
+
+
+def _price(m: dict[str, float], steps: list[int], n_evals: list[int],
+           replicates: int = 1, extra_s: float = 0.0, workers: int = 1,
+           devs: float | None = None, *, report_s: float, overhead_s: float,
+           devices: float) -> float:
+    """Device-hours of trials at timings ``m``: R replicate seeds train in lockstep, a target
+    on W data-parallel workers holds W trials' devices."""
+    seconds = (replicates * (sum(steps) * m["s_per_step"] + sum(n_evals) * m["s_per_eval"])
+               + sum(n_evals) * report_s
+               + len(steps) * (replicates * m["setup_s"] + overhead_s) + extra_s)
+    return seconds * (devs or devices) * workers / 3600.0
+
+
+def _time_sweep(config: SweepConfig, task: Any, hp: dict[str, float], warmup_steps: int,
+                timed_max_params: float, on_ray: bool) -> tuple[dict[str, Any], _TargetShape]:
+    """Every proxy's and the target's timings where a trial runs, and the target's shape."""
+    import dataclasses
+
+    from mutune.pipeline.target_devices import target_cpus
+    from mutune.search.backends.ray_tune.cluster import ray_cluster
+
+    ray = config.ray
     devices = ray.gpus_per_trial or ray.cpus_per_trial
     threads = max(int(ray.cpus_per_trial), 1)
-    hp = {**{k: _middle(v) for k, v in search.space.items()}, **search.fixed}
-    task = ProxyTask(config.model, config.train, load_task_data(config)).with_base_shapes()
-    every = config.train.eval_every
-    trial_steps = planned_trial_steps(search.num_samples, kind=sched.kind,
-                                      grace_period=sched.grace_period,
-                                      reduction_factor=sched.reduction_factor,
-                                      max_t=sched.max_t, seed=config.seed)
-    evals = [_evals(s, every) for s in trial_steps]
-
-    def price(m: dict[str, float], steps: list[int], n_evals: list[int],
-              replicates: int = 1, extra_s: float = 0.0, workers: int = 1,
-              devs: float | None = None) -> float:
-        # a proxy trial with R replicate seeds trains and evaluates R models in lockstep;
-        # a target on W data-parallel workers holds W trials' devices
-        seconds = (replicates * (sum(steps) * m["s_per_step"] + sum(n_evals) * m["s_per_eval"])
-                   + sum(n_evals) * report_s
-                   + len(steps) * (replicates * m["setup_s"] + overhead_s) + extra_s)
-        return seconds * (devs or devices) * workers / 3600.0
-
-    from mutune.pipeline.target_devices import index_limit_note, target_cpus
-
     tb = config.target.batch_size or config.train.batch_size
-    if on_ray is None:
-        on_ray = bool(ray.gpus_per_trial) or bool(ray.address)
     with (ray_cluster(ray) if on_ray else contextlib.nullcontext()):
         n_workers = _planned_target_workers(config, tb, on_ray)
         # a one-process CPU target holds target_cpus CPUs, one torch thread each
         t_devices = (target_cpus(config) if n_workers == 1 and not ray.gpus_per_trial
                      else devices)
-        wb = tb // n_workers          # each worker's share of the global batch
-        ttask = task_with_depth(task, config.target_depth)    # the target's own depth
+        wb = tb // n_workers
+        ttask = task_with_depth(task, config.target_depth)
         if wb != config.train.batch_size:
             ttask = dataclasses.replace(ttask, train=ttask.train.model_copy(
                 update={"batch_size": wb}))
@@ -292,60 +252,72 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
                                       timed_max_params, on_ray,
                                       max(int(t_devices), 1) if t_devices != devices
                                       else threads)
-    widths = []
-    for m in timed["widths"]:
-        widths.append({**m, "trials": len(trial_steps), "steps": sum(trial_steps),
-                       "evals": sum(evals), "trial_steps": trial_steps,
-                       "replicates": search.replicates,
-                       "gpu_hours": price(m, trial_steps, evals, search.replicates)})
-    tm = timed["target"]
-    t_steps = config.target_steps
-    target = {"width": config.target.width,
-              **({"depth": config.target_depth} if config.depth_ladder else {}),
-              "trials": 1, "steps": t_steps,
-              "evals": _evals(t_steps, every), **tm,
-              "run_overhead_s": TARGET_RUN_OVERHEAD_S,
-              "workers": n_workers, "batch_per_worker": wb,
-              "devices": t_devices * n_workers,
-              "index_limit_warning": index_limit_note(config, ttask, wb),
-              "gpu_hours": price(tm, [t_steps], [_evals(t_steps, every)],
-                                 extra_s=TARGET_RUN_OVERHEAD_S, workers=n_workers,
-                                 devs=t_devices)}
+    return timed, _TargetShape(n_workers, t_devices, wb, ttask)
+
+
+def _target_plan(config: SweepConfig, tm: dict[str, Any], shape: _TargetShape,
+                 price: functools.partial[float]) -> dict[str, Any]:
+    from mutune.pipeline.target_devices import index_limit_note
+
+    t_steps, every = config.target_steps, config.train.eval_every
+    return {"width": config.target.width,
+            **({"depth": config.target_depth} if config.depth_ladder else {}),
+            "trials": 1, "steps": t_steps,
+            "evals": _evals(t_steps, every), **tm,
+            "run_overhead_s": TARGET_RUN_OVERHEAD_S,
+            "workers": shape.workers, "batch_per_worker": shape.batch_per_worker,
+            "devices": shape.devices * shape.workers,
+            "index_limit_warning": index_limit_note(config, shape.task, shape.batch_per_worker),
+            "gpu_hours": price(tm, [t_steps], [_evals(t_steps, every)],
+                               extra_s=TARGET_RUN_OVERHEAD_S, workers=shape.workers,
+                               devs=shape.devices)}
+
+
+def _add_confirm(config: SweepConfig, hp: dict[str, float], widths: list[dict[str, Any]],
+                 price: functools.partial[float]) -> dict[str, Any]:
+    """Each width's confirmation design priced into its line; the plan's ``confirm``."""
     from mutune.pipeline.confirm_stage import design_names, design_points, trials_per_design
 
-    tr = config.transfer
+    tr, max_t = config.transfer, config.search.scheduler.max_t
     names = design_names(config)
     n_points = len(design_points(hp, names, tr.confirm_step)) if names else 0
     n_confirm = trials_per_design(config)
-    full = [sched.max_t] * n_confirm
-    full_evals = [_evals(sched.max_t, every)] * n_confirm
+    full = [max_t] * n_confirm
+    full_evals = [_evals(max_t, config.train.eval_every)] * n_confirm
     for x in widths:
         m = {k: x[k] for k in ("s_per_step", "s_per_eval", "setup_s")}
         x["confirm_trials"] = n_confirm
         x["confirm_gpu_hours"] = price(m, full, full_evals)
         x["gpu_hours"] += x["confirm_gpu_hours"]
+    return {"points_per_design": n_points, "replicates": tr.confirm_replicates,
+            "center_replicates": max(tr.confirm_replicates, tr.confirm_center_replicates),
+            "trials_per_width": n_confirm}
+
+
+def _totals(config: SweepConfig, widths: list[dict[str, Any]], target: dict[str, Any],
+            tm: dict[str, Any], trial_steps: list[int], evals: list[int],
+            price: functools.partial[float], shape: _TargetShape,
+            confirm: dict[str, Any]) -> dict[str, Any]:
+    """The plan's device-hours, money, gate maximum and wall-clock estimate."""
+    sched, ray, tr = config.search.scheduler, config.ray, config.transfer
+    devices = ray.gpus_per_trial or ray.cpus_per_trial
+    every, n_confirm = config.train.eval_every, confirm["trials_per_width"]
     rounds = 0 if tr.gate == "stop" or not n_confirm else tr.gate_rounds
     gate_h = rounds * sum(x["confirm_gpu_hours"] for x in widths)
     proxy_h = sum(x["gpu_hours"] for x in widths)
-    naive_h = price(tm, trial_steps, evals, workers=n_workers, devs=t_devices)
+    naive_h = price(tm, trial_steps, evals, workers=shape.workers, devs=shape.devices)
     grid = [sched.max_t] * len(trial_steps)
-    grid_h = price(tm, grid, [_evals(s, every) for s in grid], workers=n_workers,
-                   devs=t_devices)
+    grid_h = price(tm, grid, [_evals(s, every) for s in grid], workers=shape.workers,
+                   devs=shape.devices)
     total = proxy_h + target["gpu_hours"]
     slots = ray.max_concurrent_trials or max(int(ray.num_cpus // ray.cpus_per_trial), 1)
     wall = (proxy_h * 3600 / devices) / min(slots, len(trial_steps)) \
-        + target["gpu_hours"] * 3600 / (t_devices * n_workers)
-    b = config.budget
-    pph = b.price_per_hour
+        + target["gpu_hours"] * 3600 / (shape.devices * shape.workers)
+    pph = config.budget.price_per_hour
     figures = {"proxy_gpu_hours": proxy_h, "target_gpu_hours": target["gpu_hours"],
                "total_gpu_hours": total, "naive_gpu_hours": naive_h,
                "naive_grid_gpu_hours": grid_h}
-    limit = b.limit_gpu_hours
-    return {"name": config.name, "widths": widths, "target": target, **figures,
-            "confirm": {"points_per_design": n_points, "replicates": tr.confirm_replicates,
-                        "center_replicates": max(tr.confirm_replicates,
-                                                 tr.confirm_center_replicates),
-                        "trials_per_width": n_confirm},
+    return {**figures, "confirm": confirm,
             "gate": {"setting": tr.gate, "max_rounds": rounds,
                      "trials_max": rounds * n_confirm * len(widths)},
             "gate_gpu_hours_max": gate_h, "total_gpu_hours_max": total + gate_h,
@@ -354,10 +326,7 @@ def plan_sweep(config: SweepConfig, *, warmup_steps: int = 5,
             "money": {k.replace("gpu_hours", "money"): v * pph for k, v in figures.items()}
             if pph else None,
             "wall_s_estimate": wall, "device_kind": ray.priced_kind or "cuda",
-            "devices_per_trial": devices, "overhead_s_per_trial": overhead_s,
-            "overhead_s_per_report": report_s,
-            "scheduler": sched.kind,
-            "warmup": {"steps": warmup_steps, "seconds": time.perf_counter() - t_start},
-            "budget_gpu_hours": limit,
-            "fits_budget": None if limit is None else total <= limit,
-            "timed_on": {**timed["timed_on"], "where": timed["timed_in"]}}
+            "devices_per_trial": devices,
+            "overhead_s_per_trial": price.keywords["overhead_s"],
+            "overhead_s_per_report": price.keywords["report_s"],
+            "scheduler": sched.kind}

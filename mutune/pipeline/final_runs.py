@@ -1,10 +1,5 @@
-"""Train given configurations with given seeds to a horizon: the benchmarks' evaluation runs.
-
-A ground-truth grid, a paired comparison of two final configurations over evaluation seeds,
-or the naive sweep's best retrained — each is a set of (configuration, seed) runs at one
-width, trained to the full horizon through the Ray backend and recorded like any trial (kind
-``confirm``, under a proxy sweep row of their own whose settings name the stage).
-"""
+"""Train given configurations with given seeds to a horizon (the benchmarks' evaluation runs),
+recorded as ``confirm`` trials under a proxy sweep row of their own."""
 from __future__ import annotations
 
 import itertools
@@ -21,18 +16,11 @@ def train_configs(run: SweepRun, width: int, configs: list[dict[str, float]],
                   ) -> list[dict[str, Any]]:
     """Train every configuration with every seed at ``width`` for ``steps`` steps.
 
-    Args:
-        configs: hyperparameters of each configuration (every searched and fixed one).
-        seeds: training seeds (init and batches); the same for every configuration, so two
-            configurations' results pair by seed.
-        label: names the stage (the proxy sweep row's settings, trial keys ``{label}w{width}``).
-    Returns:
-        One row per run: {"config_index", "seed", "status", "val_loss", "test_loss",
-        "val_loss_se", "test_loss_se", "trial_id"}; a run that did not complete has
-        ``inf`` losses (it ranks last).
+    Returns one row per run ({"config_index", "seed", "status", "val_loss", "test_loss", …});
+    a run that did not complete has ``inf`` losses.
+
     Raises:
-        SweepStopped: ``mutune cancel`` stopped the runs.
-    """
+        SweepStopped: ``mutune cancel`` stopped the runs."""
     from mutune.errors import SweepStopped
     from mutune.pipeline.sweep import stage_settings
     from mutune.search.backends.base import run_group

@@ -1,16 +1,7 @@
-"""One searched hyperparameter's fitted transfer rule as a recorder row: the power law over
-the proxies' sizes, its verdict along every axis, and the target's value from all of them.
-
-The rule is log h* = a + b·log w (+ c·log L with a depth ladder, docs/transfer.md §10),
-fitted by :func:`mutune.scaling.fit_transfer_rule`; each coefficient is judged by
-:func:`mutune.scaling.rule_verdict` along its own axis. An axis whose exponent the
-parametrization makes ≈ 0 (μP along width, Yang et al. 2022, TP V §3; CompleteP or Depth-μP
-along depth, Dey et al. 2025, arXiv 2505.01618, §3) is extrapolated only when its verdict
-resolves it as ``drifting`` (with ``transfer.mup_flat``); along a flat axis the target takes
-the largest proxy size's value. The single-axis keys (``slope``, ``slope_interval``,
-``verdict``) are the width's; ``axes``, ``slopes``, ``slope_intervals`` and ``verdicts`` hold
-every axis.
-"""
+"""One searched hyperparameter's fitted transfer rule log h* = a + b·log w (+ c·log L,
+docs/transfer.md §10) as a recorder row, with its verdict along every axis. A μP-flat axis
+(Yang et al. 2022, TP V §3; Dey et al. 2025, arXiv 2505.01618, §3) is extrapolated only
+when its verdict is ``drifting``."""
 from __future__ import annotations
 
 import math
@@ -28,8 +19,7 @@ def size_label(width: int, depth: int | None) -> str:
 
 
 def _depth_scheme(config: SweepConfig) -> str:
-    """``mup`` when the model scales its residual branches with depth, else ``sp`` (the
-    depth exponent is then a correction, :func:`mutune.scaling.rule_verdict`)."""
+    """``mup`` when the model scales its residual branches with depth, else ``sp``."""
     kind = getattr(config.model, "depth_parametrization", "none")
     return "sp" if kind == "none" else "mup"
 
@@ -37,25 +27,16 @@ def _depth_scheme(config: SweepConfig) -> str:
 def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
                 optima: list[dict[str, Any]], depths: list[int] | None = None
                 ) -> dict[str, Any]:
-    """The rule row of a continuous searched hyperparameter.
+    """The rule row of a continuous searched hyperparameter (``widths``, ``depths`` shape (n,)).
 
-    Args:
-        name, dist: the hyperparameter and its search distribution.
-        widths: each proxy's width, shape (n,) (repeated once per depth on a ladder).
-        optima: :func:`~mutune.pipeline.transfer_stage.width_optimum` per proxy, same order.
-        depths: each proxy's depth, shape (n,), on a depth ladder; None: one depth.
-    Returns:
-        The row (``transferred_value`` the target's value before published adjustments).
     Raises:
-        FitError: the rule cannot be fitted (fewer than 2 widths, non-positive optima, sizes
-            that cannot separate width from depth).
-    """
-    from mutune.scaling import fit_transfer_rule, rule_verdict
+        FitError: fewer than 2 widths, non-positive optima, or sizes that cannot separate width
+            from depth."""
+    from mutune.scaling import fit_transfer_rule
 
-    tr, par = config.transfer, config.model.parametrization
+    tr = config.transfer
     target_w = config.target.width
     target_d = config.target_depth if depths else None
-    labels = [size_label(w, d) for w, d in zip(widths, depths or [None] * len(widths))]
     use_horizon = (name == "lr" and tr.horizon == "extrapolate"
                    and all((o.get("horizon") or {}).get("extrapolated_lr") for o in optima))
     values = [o["horizon"]["extrapolated_lr"] if use_horizon else o["optimum"][name]
@@ -66,48 +47,14 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     rule = fit_transfer_rule(name, widths, values, extra_scales=extra,
                              optima_intervals=intervals, n_boot=tr.n_boot, seed=config.seed)
     rule.check_target({"width": target_w, **({"depth": target_d} if depths else {})})
-    edges = [o["edge_side"].get(name) for o in optima if o["on_edge"].get(name)]
-    fallbacks = [f"{lab}: {o['fallback_reason']}" for lab, o in zip(labels, optima)
-                 if o.get("method") == "best-trial"]
-    common = dict(tolerance=tr.tolerance, on_edge=bool(edges),
-                  edge_side=edges[0] if edges else None,
-                  fallback="; ".join(fallbacks) if fallbacks else None)
-    verdicts = {"width": rule_verdict(rule, parametrization=par, **common)}
-    schemes = {"width": par}
-    if depths:
-        schemes["depth"] = _depth_scheme(config)
-        verdicts["depth"] = rule_verdict(rule, parametrization=schemes["depth"], axis="depth",
-                                         **common)
-    # along an axis the parametrization makes flat, a slope is extrapolated only when the
-    # verdict resolves it as drifting: a tight interval outside the tolerance from ≥ 3 sizes.
-    # An interval that contains 0, too few sizes, or a noisy/edge/fallback verdict leaves it
-    # unresolved, and extrapolating an unresolved slope over octaves is how a transfer diverges
+    verdicts, schemes = _verdicts(config, rule, name, widths, optima, depths)
+    # a μP-flat axis is extrapolated only when its verdict resolves a drift: extrapolating an
+    # unresolved slope over octaves is how a transfer diverges
     flat = {a: schemes[a] == "mup" and tr.mup_flat and v.name != "drifting"
             for a, v in verdicts.items()}
-    if all(flat.values()):
-        # the largest proxy's optimum (the widest, deepest: the last), with its own interval
-        value = values[-1]
-        lo, hi = intervals[-1] if intervals else (math.nan, math.nan)
-    else:
-        at_w = max(widths) if flat["width"] else target_w
-        at = {"depth": max(depths) if flat["depth"] else target_d} if depths else {}
-        value = rule.predict(at_w, **at)
-        lo, hi = rule.prediction_interval(at_w, **at)
-    if clip_valid(name, value) != value:      # e.g. a β2 rule extrapolated past 1
-        value = clip_valid(name, value)
-        lo, hi = clip_valid(name, lo), clip_valid(name, hi)
+    value, lo, hi = _transferred(name, rule, values, intervals, flat, widths, depths,
+                                 target_w, target_d)
     verdict = verdicts["width"]
-    if all(flat.values()):
-        largest = "widest" if not depths else "widest, deepest"
-        form = (f"flat: the {largest} proxy's optimum — under μP a slope is extrapolated only "
-                f"when the verdict is drifting, and this rule's is "
-                + ", ".join(f"{v.name}" + (f" along {a}" if depths else "")
-                            for a, v in verdicts.items()))
-    elif not depths:
-        form = "power law in width"
-    else:
-        form = "power law in " + " and ".join(a for a in verdicts if not flat[a]) + "".join(
-            f"; flat in {a} (its verdict is {verdicts[a].name})" for a in verdicts if flat[a])
     row = {
         "hyperparameter": name, "intercept": rule.intercept, "slope": rule.slope,
         "slope_interval": list(rule.slope_interval), "residual_scale": rule.residual_scale,
@@ -117,12 +64,7 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
                             for a in rule.axes},
         "verdicts": {a: v.name for a, v in verdicts.items()},
         "widths": widths, "optima": values, "optima_intervals": intervals,
-        "optimum_source": ("horizon-extrapolated" if use_horizon else
-                           "per width: a local quadratic on the values at max_t (the "
-                           "sweep's completed trials and the confirmation design)"
-                           if all(o.get("optimum_horizon") == "max_t" for o in optima)
-                           else "per width: the highest rung holding enough trials for "
-                                "the fit at every width, else at that width"),
+        "optimum_source": _optimum_source(use_horizon, optima),
         "optimum_rungs": [o.get("milestone") for o in optima],
         "optimum_horizons": [o.get("optimum_horizon") for o in optima],
         "optimum_trials": [o.get("n_trials") for o in optima],
@@ -130,7 +72,8 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
         "optimum_methods": [o.get("method") for o in optima],
         "edge_widths": [w for w, o in zip(widths, optima) if o["on_edge"].get(name)],
         "target_width": target_w, "transferred_value": value,
-        "transferred_interval": [lo, hi], "formula": rule.formula, "transfer_form": form,
+        "transferred_interval": [lo, hi], "formula": rule.formula,
+        "transfer_form": _transfer_form(verdicts, flat, depths),
         "verdict": verdict.name, "reason": verdict.reason, "advice": verdict.advice,
         "outside_searched_range": (isinstance(dist, LogUniform)
                                    and not dist.low <= value <= dist.high)}
@@ -144,17 +87,75 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     return row
 
 
+def _verdicts(config: SweepConfig, rule: Any, name: str, widths: list[int],
+              optima: list[dict[str, Any]], depths: list[int] | None
+              ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The rule's verdict along each axis, and each axis's parametrization scheme."""
+    from mutune.scaling import rule_verdict
+
+    tr, par = config.transfer, config.model.parametrization
+    labels = [size_label(w, d) for w, d in zip(widths, depths or [None] * len(widths))]
+    edges = [o["edge_side"].get(name) for o in optima if o["on_edge"].get(name)]
+    fallbacks = [f"{lab}: {o['fallback_reason']}" for lab, o in zip(labels, optima)
+                 if o.get("method") == "best-trial"]
+    common = dict(tolerance=tr.tolerance, on_edge=bool(edges),
+                  edge_side=edges[0] if edges else None,
+                  fallback="; ".join(fallbacks) if fallbacks else None)
+    verdicts = {"width": rule_verdict(rule, parametrization=par, **common)}
+    schemes = {"width": par}
+    if depths:
+        schemes["depth"] = _depth_scheme(config)
+        verdicts["depth"] = rule_verdict(rule, parametrization=schemes["depth"], axis="depth",
+                                         **common)
+    return verdicts, schemes
+
+
+def _transferred(name: str, rule: Any, values: list[float], intervals: list[Any] | None,
+                 flat: dict[str, bool], widths: list[int], depths: list[int] | None,
+                 target_w: int, target_d: int | None) -> tuple[float, float, float]:
+    """The target's value and interval: the largest proxy's when every axis is flat, else the
+    rule's prediction; clipped to the knob's valid range."""
+    if all(flat.values()):
+        value = values[-1]
+        lo, hi = intervals[-1] if intervals else (math.nan, math.nan)
+    else:
+        at_w = max(widths) if flat["width"] else target_w
+        at = {"depth": max(depths) if flat["depth"] else target_d} if depths else {}
+        value = rule.predict(at_w, **at)
+        lo, hi = rule.prediction_interval(at_w, **at)
+    if clip_valid(name, value) != value:
+        value = clip_valid(name, value)
+        lo, hi = clip_valid(name, lo), clip_valid(name, hi)
+    return value, lo, hi
+
+
+def _transfer_form(verdicts: dict[str, Any], flat: dict[str, bool],
+                   depths: list[int] | None) -> str:
+    if all(flat.values()):
+        largest = "widest" if not depths else "widest, deepest"
+        return (f"flat: the {largest} proxy's optimum — under μP a slope is extrapolated only "
+                f"when the verdict is drifting, and this rule's is "
+                + ", ".join(f"{v.name}" + (f" along {a}" if depths else "")
+                            for a, v in verdicts.items()))
+    if not depths:
+        return "power law in width"
+    return "power law in " + " and ".join(a for a in verdicts if not flat[a]) + "".join(
+        f"; flat in {a} (its verdict is {verdicts[a].name})" for a in verdicts if flat[a])
+
+
+def _optimum_source(use_horizon: bool, optima: list[dict[str, Any]]) -> str:
+    return ("horizon-extrapolated" if use_horizon else
+            "per width: a local quadratic on the values at max_t (the "
+            "sweep's completed trials and the confirmation design)"
+            if all(o.get("optimum_horizon") == "max_t" for o in optima)
+            else "per width: the highest rung holding enough trials for "
+                 "the fit at every width, else at that width")
+
+
 def _add_horizon_axis(config: SweepConfig, row: dict[str, Any], widths: list[int],
                       depths: list[int] | None, optima: list[dict[str, Any]]) -> None:
-    """The horizon as one more axis of the learning-rate rule (``transfer.horizon:
-    extrapolate``): log lr* = a + b·log w (+ c·log L) + d·log T fitted jointly on every
-    proxy's per-rung optima (T the rung's steps; :func:`~mutune.pipeline.transfer_stage.
-    width_optimum`'s ``horizon``), its coefficient d with its interval and a verdict that
-    judges it as a correction (μP does not remove it: Bjorck et al. 2025, ICLR, §3). The
-    transferred value stays each proxy's own extrapolation to the target's steps fitted over
-    the sizes; the joint fit's prediction at the target is reported beside it
-    (``horizon_prediction``). A joint fit that cannot be made (too few rungs) is named in
-    ``horizon_error``."""
+    """The horizon as one more axis of the lr rule: log lr* = … + d·log T, fitted jointly on the
+    per-rung optima, d judged as a correction (Bjorck et al. 2025, ICLR, §3)."""
     from mutune.errors import FitError
     from mutune.scaling import fit_transfer_rule, rule_verdict
 

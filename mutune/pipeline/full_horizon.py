@@ -1,9 +1,5 @@
-"""Each width's optimum from the values at the full horizon (``max_t``), not at a rung.
-
-The values are those of the width's ASHA trials that completed and of its confirmation
-designs (:mod:`mutune.pipeline.confirm_stage`); the fit is the local quadratic of
-:func:`mutune.scaling.estimate_optimum` (docs/transfer.md §2).
-"""
+"""Each width's optimum from the values at the full horizon (``max_t``), not at a rung
+(docs/transfer.md §2)."""
 from __future__ import annotations
 
 import math
@@ -19,13 +15,8 @@ __all__ = ["full_horizon_trials", "full_horizon_optimum"]
 
 
 def full_horizon_trials(config: SweepConfig, outcomes: list[Any]) -> list[dict[str, Any]]:
-    """Every trial of ``outcomes`` that trained to ``max_t`` with a finite value there: the
-    ASHA trials that completed and every confirmation trial.
-
-    Returns:
-        [{"key", "trial_id", "hparams", "seed", "value" (val at max_t), "test" (test loss at
-        max_t or None)}], in the outcomes' order.
-    """
+    """Every trial of ``outcomes`` with a finite value at ``max_t``: completed ASHA trials and every
+    confirmation trial."""
     max_t = config.search.scheduler.max_t
     metric = config.search.metric
     out = []
@@ -46,28 +37,10 @@ def full_horizon_trials(config: SweepConfig, outcomes: list[Any]) -> list[dict[s
 
 def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[str, float],
                          ) -> dict[str, Any]:
-    """The optimum of every searched hyperparameter at one width from the values at ``max_t``
-    (the width's ASHA trials that completed and its confirmation designs,
-    :mod:`mutune.pipeline.confirm_stage`): the local quadratic of
-    :func:`mutune.scaling.estimate_optimum` over the continuous hyperparameters, with a
-    bootstrap over trials; ``choice`` hyperparameters keep the centre's values (trials with
-    other values are left out).
-
-    The optimum is flagged ``on_edge`` when the quadratic's minimum lies outside the trials
-    fitted (clipped), or at a bound of the range searched so far (the sweep's range and the
-    designs'). Falls back to the best configuration (the seed mean of each distinct
-    configuration), saying why, when the quadratic cannot be fitted.
-
-    Args:
-        outcomes: the width's RunOutcomes (the sweep, then every confirmation design).
-        center: the first design's centre (values of the ``choice`` hyperparameters).
-    Returns:
-        JSON-able {"milestone": max_t, "optimum_horizon": "max_t", "n_trials", "n_points"
-        (distinct configurations), "n_seeds", "trial_ids", "method", "optimum", "interval",
-        "on_edge",
-        "edge_side", "clipped", "best_val_loss", "best_test_loss", "best_config",
-        "fallback_reason"}.
-    """
+    """The optimum at one width from the values at ``max_t``: the local quadratic of
+    :func:`mutune.scaling.estimate_optimum` with a bootstrap over trials; ``choice``
+    hyperparameters keep ``center``'s values. Falls back to the best configuration (seed mean),
+    saying why, when the quadratic cannot be fitted."""
     from mutune.pipeline.confirm_stage import design_names
     from mutune.scaling import Neighbourhood, estimate_optimum
 
@@ -76,7 +49,6 @@ def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[
     rows = [r for r in full_horizon_trials(config, outcomes)
             if all(r["hparams"].get(n) == v for n, v in fixed_choice.items())]
     max_t = config.search.scheduler.max_t
-    # each distinct configuration's seed mean: the best one is the fallback and the loss
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(tuple(r["hparams"][n] for n in names), []).append(r)
@@ -88,23 +60,11 @@ def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[
                            "fallback_reason": None}
     if not groups:
         raise FitError(f"no trial reached max_t = {max_t} with a finite value")
-    means = {k: sum(r["value"] for r in g) / len(g) for k, g in groups.items()}
-    best_key = min(means, key=means.get) if config.search.mode == "min" else \
-        max(means, key=means.get)
-    best_rows = groups[best_key]
-    tests = [r["test"] for r in best_rows if r["test"] is not None]
-    out.update(best_val_loss=means[best_key],
-               best_test_loss=sum(tests) / len(tests) if tests else None,
-               best_config={**best_rows[0]["hparams"]}, best_seeds=len(best_rows),
-               best_trial_id=best_rows[0]["trial_id"])
+    best_rows, best = _best_config(config, groups)
+    out.update(best)
     log_h = np.array([[math.log(r["hparams"][n]) for n in names] for r in rows])
     vals = np.array([r["value"] for r in rows])
-    searched = log_bounds(config, names)
-    bounds = np.column_stack([log_h.min(axis=0), log_h.max(axis=0)])
-    if searched is not None:
-        bounds = np.column_stack([np.minimum(bounds[:, 0], searched[:, 0]),
-                                  np.maximum(bounds[:, 1], searched[:, 1])])
-    ok = bool(np.all(bounds[:, 0] < bounds[:, 1]))
+    bounds, ok = _fit_bounds(config, names, log_h)
     try:
         opt = estimate_optimum(log_h, vals, names=names, mode=config.search.mode,
                                n_boot=config.transfer.n_boot_optimum, seed=config.seed,
@@ -133,3 +93,29 @@ def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[
                searched_range={n: [math.exp(bounds[j, 0]), math.exp(bounds[j, 1])]
                                for j, n in enumerate(names)})
     return out
+
+
+def _best_config(config: SweepConfig, groups: dict[tuple, list[dict[str, Any]]]
+                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The configuration with the best seed-mean value (the fallback), and its figures."""
+    means = {k: sum(r["value"] for r in g) / len(g) for k, g in groups.items()}
+    best_key = min(means, key=means.get) if config.search.mode == "min" else \
+        max(means, key=means.get)
+    best_rows = groups[best_key]
+    tests = [r["test"] for r in best_rows if r["test"] is not None]
+    return best_rows, dict(best_val_loss=means[best_key],
+                           best_test_loss=sum(tests) / len(tests) if tests else None,
+                           best_config={**best_rows[0]["hparams"]}, best_seeds=len(best_rows),
+                           best_trial_id=best_rows[0]["trial_id"])
+
+
+def _fit_bounds(config: SweepConfig, names: list[str], log_h: np.ndarray
+                ) -> tuple[np.ndarray, bool]:
+    """The region searched so far (the trials' and the sweep's range, log units), and whether
+    it is wide along every axis."""
+    searched = log_bounds(config, names)
+    bounds = np.column_stack([log_h.min(axis=0), log_h.max(axis=0)])
+    if searched is not None:
+        bounds = np.column_stack([np.minimum(bounds[:, 0], searched[:, 0]),
+                                  np.maximum(bounds[:, 1], searched[:, 1])])
+    return bounds, bool(np.all(bounds[:, 0] < bounds[:, 1]))

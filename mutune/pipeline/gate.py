@@ -1,24 +1,7 @@
-"""The gate before the target run: what a round does, and what the gate records.
-
-Each width's confirmation design (:mod:`mutune.pipeline.confirm_stage`) refits its optimum on
-the values at ``max_t`` (:func:`refit_optimum`); the transfer rules are fitted on those optima
-(:func:`fit_rules`) and, when a rule is not healthy, the gate acts before the one expensive
-run (``transfer.gate``, ``transfer.gate_rounds``; docs/transfer.md). The designs and rounds
-train as groups of the proxies' run (:class:`mutune.pipeline.stage_groups.StageGroups`, which
-plans each round with :func:`plan_round`); :func:`gate_rules` records what they did:
-
-* ``edge`` — a width's optimum is not bracketed by what was searched: its design is re-centred
-  ``transfer.widen_octaves`` beyond the clipped optimum on the side it touched (Box & Wilson
-  1951's sequential move of the design towards the optimum; the new design's values are pooled
-  with the old ones), at every width whose optimum is at the edge, the widest included;
-* ``noisy`` or ``fallback`` — every width's first design is trained again with fresh seeds
-  (``transfer.confirm_replicates`` per point, ``confirm_center_replicates`` at the centre;
-  pooled), within the sweep's budget.
-
-After the rounds a rule still ``edge``, ``noisy`` or ``fallback`` stops the sweep before the
-target run (``widen``, ``stop``) or lets it go on with a warning (``proceed``). What the gate
-did, and the GPU-hours it cost, is recorded as a law row of kind ``gate``.
-"""
+"""The gate before the target run (docs/transfer.md): a rule at the ``edge`` re-centres the
+width's design past its clipped optimum (Box & Wilson 1951's sequential move); a ``noisy`` or
+``fallback`` one retrains every first design with fresh seeds. A rule still unhealthy after
+the rounds stops the sweep or warns (``transfer.gate``); the gate is recorded as a law row."""
 from __future__ import annotations
 
 import dataclasses
@@ -39,9 +22,7 @@ GATED_VERDICTS = ("edge", "noisy", "fallback")
 
 @dataclasses.dataclass
 class ConfirmState:
-    """Per width: its sweep's outcome, its confirmation outcomes and its first design's
-    centre (so replicates added later land on the same points), and the designs' group
-    names (released in order; ``designs`` holds those done)."""
+    """Per width: its sweep's outcome, confirmation outcomes, first design's centre and designs."""
     sweep: Any
     designs: list[Any]
     center: dict[str, float]
@@ -58,17 +39,7 @@ Size = Any
 
 @dataclasses.dataclass
 class GateRound:
-    """One gate round as planned and as trained.
-
-    Attributes:
-        number: 1, 2, … (seeds and group names ``c{number}w{width}`` follow it).
-        problems: hyperparameter → the verdict the round acts on.
-        actions: what the round does per proxy (widen, replicates), as recorded.
-        groups: design group → the proxy it refits.
-        outcomes: proxy → its design's RunOutcome, once done.
-        verdicts: hyperparameter → the rule's verdict after the round (None: the fit
-            failed).
-    """
+    """One gate round as planned and as trained (``verdicts`` None: the fit failed)."""
     number: int
     problems: dict[str, str]
     actions: list[dict[str, Any]]
@@ -84,8 +55,7 @@ class GateRound:
 
 
 class GateStages(Protocol):
-    """What the gate reads of the proxies' run once it has ended
-    (:class:`mutune.pipeline.stage_groups.StageGroups` is one)."""
+    """What the gate reads of the proxies' run once it has ended."""
 
     @property
     def states(self) -> dict[Size, ConfirmState]: ...
@@ -112,15 +82,13 @@ def _gpu_hours(outcomes: list[Any]) -> tuple[float, int]:
 
 
 def refit_optimum(run: SweepRun, p: ProxyResult, state: ConfirmState) -> ProxyResult:
-    """``p`` with its optimum refitted on every design of ``state`` at the full horizon
-    (:func:`mutune.pipeline.full_horizon.full_horizon_optimum`), recorded on its proxy sweep
-    row; when the fit fails, ``p`` with ``full_horizon_error`` in its optimum (not
-    recorded)."""
+    """``p`` with its optimum refitted at the full horizon on ``state``'s designs, recorded; on
+    failure ``full_horizon_error`` in its optimum (not recorded)."""
     from mutune.pipeline.full_horizon import full_horizon_optimum
 
     sweep_best = p.optimum.get("sweep_best") or {
         "trial_id": p.best_trial_id, "milestone": p.milestone, "val_loss": p.best_val_loss,
-        "config": p.best_config}          # the screening result, which replay reproduces
+        "config": p.best_config}
     try:
         # a categorical knob was chosen at the sweep's rung (the design keeps its choice):
         # its evidence stays with the optimum
@@ -138,18 +106,10 @@ def refit_optimum(run: SweepRun, p: ProxyResult, state: ConfirmState) -> ProxyRe
 
 def confirm_proxies(run: SweepRun, stages: GateStages
                     ) -> tuple[list[tuple[ProxyResult, Any]], dict[Any, ConfirmState]]:
-    """Each width's optimum refitted at the full horizon on its confirmation designs — the
-    first and the gate rounds', as the proxies' run trained them
-    (``transfer.confirm_replicates`` 0: the sweeps' results, no state).
+    """Each width's optimum refitted at the full horizon on its confirmation designs.
 
-    Returns:
-        (ProxyResult refitted on its designs, RunOutcome of its sweep) per proxy in proxy
-        order, and proxy (its width, or (width, depth) on a depth ladder) →
-        :class:`ConfirmState`.
     Raises:
-        SearchError: a proxy has no design (the run ended before its sweep was done, or
-            nothing continuous is searched).
-    """
+        SearchError: a proxy has no design."""
     from mutune.errors import SearchError
 
     if run.config.transfer.confirm_replicates == 0:
@@ -166,13 +126,10 @@ def confirm_proxies(run: SweepRun, stages: GateStages
 
 def fit_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
               ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
-    """The transfer rules on the optima of ``swept`` (a depth ladder's on both axes):
-    (rule rows, the target's hyperparameters, its training settings),
-    :func:`mutune.pipeline.transfer_stage.transfer_rules`.
+    """The transfer rules on the optima of ``swept``: (rule rows, target hparams, settings).
 
     Raises:
-        FitError: a rule cannot be fitted.
-    """
+        FitError: a rule cannot be fitted."""
     from mutune.pipeline.transfer_stage import transfer_rules
 
     depths = [p.depth for p, _ in swept] if run.config.depth_ladder else None
@@ -181,11 +138,8 @@ def fit_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
 
 
 def gate_problems(rules: list[dict[str, Any]]) -> dict[str, str]:
-    """Hyperparameter → what the gate acts on (``rules``: rule rows): the rule's verdict when
-    it is gated, or
-    ``edge`` when any width's optimum is at the edge (even under ``too_few_sizes``, which
-    outranks ``edge`` as a verdict: the optimum is censored all the same), or on a depth
-    ladder the depth axis's gated verdict (``noisy along depth``)."""
+    """Hyperparameter → what the gate acts on: a gated verdict, or ``edge`` when any width's
+    optimum is at the edge."""
     out = {}
     for r in rules:
         if r["verdict"] in GATED_VERDICTS:
@@ -198,17 +152,13 @@ def gate_problems(rules: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def _depth_of(p: ProxyResult) -> dict[str, int]:
-    """``{"depth": d}`` for a depth ladder's proxy (what a gate action records beside its
-    width), else nothing."""
+    """``{"depth": d}`` for a depth ladder's proxy, else nothing."""
     return {} if p.depth is None else {"depth": p.depth}
 
 
 def _widen_center(run: SweepRun, p: ProxyResult, names: list[str]) -> dict[str, float]:
-    """The next design's centre: every hyperparameter at the fitted quadratic's unclipped
-    stationary point (where it puts the minimum beyond the data; Box & Wilson 1951's
-    canonical analysis), moved at most ``widen_octaves`` past the clipped optimum on the side
-    it touched; when the fit gives no direction (a weighted mean, an optimum at a searched
-    bound), two design steps out, so the next design starts where this one ended."""
+    """The next design's centre: the quadratic's unclipped stationary point (Box & Wilson 1951's
+    canonical analysis), at most ``widen_octaves`` past the clipped optimum."""
     import math
 
     opt = p.optimum
@@ -226,17 +176,14 @@ def _widen_center(run: SweepRun, p: ProxyResult, names: list[str]) -> dict[str, 
             else:    # no stationary point beyond the data (a weighted mean, a bound):
                 octaves = 2 * tr.confirm_step   # the next design starts where this one ended
             octaves = min(max(octaves, 0.0), tr.widen_octaves)
-            center[n] = clip_valid(n, v * 2.0 ** (sign * octaves))   # β stays below 1
+            center[n] = clip_valid(n, v * 2.0 ** (sign * octaves))
         else:
             center[n] = v
     return center
 
 
 def _widening(p: ProxyResult, name: str, new_center: float) -> dict[str, Any]:
-    """What a widen action records of one hyperparameter: the side, the new centre, and the
-    evidence it came from — the optimum it widens from (clipped to its data), the estimator's
-    unclipped centre (the fitted quadratic's minimum, or the weighted mean; None without
-    one) and the best trial's value (in the hyperparameter's unit)."""
+    """What a widen action records of one hyperparameter."""
     opt = p.optimum
     stationary = (opt.get("stationary") or {}).get(name)
     best = (opt.get("best_config") or p.best_config).get(name)
@@ -249,14 +196,7 @@ def _widening(p: ProxyResult, name: str, new_center: float) -> dict[str, Any]:
 def plan_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                states: dict[Any, ConfirmState], bad: dict[str, str]
                ) -> tuple[list[dict[str, Any]], list[tuple[ProxyResult, int, dict[str, float]]]]:
-    """What one gate round does about ``bad`` (:func:`gate_problems`): an ``edge`` widens the
-    design of every width whose optimum is at that edge (:func:`_widen_center`); otherwise
-    every width's first design is trained again with fresh seeds.
-
-    Returns:
-        (the actions recorded, the designs to train: (ProxyResult, its position, the
-        design's centre) per width).
-    """
+    """What one gate round does about ``bad``: (actions recorded, designs to train)."""
     from mutune.pipeline.confirm_stage import design_names
 
     tr = run.config.transfer
@@ -285,16 +225,7 @@ def plan_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
 
 @dataclasses.dataclass(frozen=True)
 class GateOutcome:
-    """What the gate leaves for the target run.
-
-    Attributes:
-        swept: (ProxyResult, RunOutcome of its sweep) per proxy, after the rounds.
-        rules: the transfer rule rows, as recorded.
-        target_hparams: the target's hyperparameters {name: value} the rules give.
-        settings: the target's training settings the rules give (batch, steps, …).
-        record: the gate's record: setting, rounds with their problems, actions, trials and
-            GPU-hours, the outcome and any warning.
-    """
+    """What the gate leaves for the target run."""
     swept: list[tuple[ProxyResult, Any]]
     rules: list[dict[str, Any]]
     target_hparams: dict[str, float]
@@ -304,17 +235,12 @@ class GateOutcome:
 
 def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: GateStages
                ) -> GateOutcome:
-    """Record the transfer rules on ``swept`` (the optima after the gate's rounds, trained
-    in the proxies' run by ``stages``, :class:`~mutune.pipeline.stage_groups.StageGroups`)
-    and the gate's row.
+    """Record the transfer rules on ``swept`` and the gate's row.
 
-    Returns:
-        The :class:`GateOutcome`.
     Raises:
-        SweepStopped: ``gate_stopped``, a rule is still edge/noisy/fallback after the rounds
-            and ``transfer.gate`` is ``widen`` or ``stop`` (rules and gate row recorded).
-        FitError: a rule cannot be fitted.
-    """
+        SweepStopped: ``gate_stopped``, a rule still edge/noisy/fallback after the rounds under
+            ``transfer.gate`` ``widen`` or ``stop`` (rules and gate row recorded).
+        FitError: a rule cannot be fitted."""
     tr = run.config.transfer
     rules, hp, settings = (stages.fitted if stages.fitted is not None and stages.states
                            else fit_rules(run, swept))
@@ -350,8 +276,6 @@ def gate_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]], stages: Gate
 
 
 def _round_row(rnd: GateRound) -> dict[str, Any]:
-    """What the gate's row records of one round: its problems, actions, the trials and
-    GPU-hours its designs cost, and the verdicts after it."""
     hours, trials = _gpu_hours(list(rnd.outcomes.values()))
     return {"round": rnd.number, "problems": rnd.problems, "actions": rnd.actions,
             "trials": trials, "gpu_hours": hours, "verdicts": rnd.verdicts}

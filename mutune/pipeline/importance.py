@@ -1,12 +1,5 @@
-"""Which hyperparameters matter at the proxies: fANOVA importance on the recorded trials.
-
-Each searched hyperparameter's share of the variance of the validation loss over the searched
-space, from a random forest fitted to the trials (Hutter, Hoos & Leyton-Brown 2014, "An
-Efficient Approach for Assessing Hyperparameter Importance", ICML, §3; Optuna's
-``FanovaImportanceEvaluator``). The widest proxy's first-round sweep is used, at the highest
-rung holding enough trials (every trial there was trained the same number of steps), so the
-figure describes the whole searched range, not the confirmation design's neighbourhood.
-"""
+"""fANOVA importance of the searched hyperparameters at the widest proxy (Hutter, Hoos &
+Leyton-Brown 2014, ICML, §3; Optuna's ``FanovaImportanceEvaluator``)."""
 from __future__ import annotations
 
 import math
@@ -33,19 +26,8 @@ def _distributions(config: SweepConfig) -> dict[str, Any]:
 
 
 def proxy_importance(config: SweepConfig, width: int, outcome: Any) -> dict[str, Any]:
-    """fANOVA importance of every searched hyperparameter at one proxy width.
-
-    Args:
-        width: the proxy width; outcome: its first-round sweep (``core.rung_values()``:
-            milestone → {trial key: value}; ``trials`` with their points).
-    Returns:
-        The ``importance`` check's JSON-able data (:class:`~mutune.checks.CheckRecord`):
-        {"width", "step" (the rung), "n_trials", "importances": {name: share, summing to
-        1}, "method"}, or with ``error`` when no rung holds :data:`MIN_TRIALS` finite
-        values or one hyperparameter is searched.
-    References:
-        Hutter et al. 2014, ICML, §3 (functional ANOVA on a random forest).
-    """
+    """fANOVA importance of every searched hyperparameter at one proxy width, at the highest rung
+    with :data:`MIN_TRIALS` finite values (else with ``error``)."""
     row: dict[str, Any] = {"width": width, "method": "fANOVA (Hutter et al. 2014; optuna)"}
     names = sorted(config.search.space)
     if len(names) < 2:
@@ -71,7 +53,6 @@ def proxy_importance(config: SweepConfig, width: int, outcome: Any) -> dict[str,
 
 def _fanova(params: list[dict[str, Any]], values: list[float], distributions: dict[str, Any],
             direction: str, seed: int) -> dict[str, float]:
-    """Optuna's fANOVA of ``values`` (one per trial) over ``params``: {name: share}."""
     import optuna
 
     trials = [optuna.trial.create_trial(params=p, distributions=distributions, value=v)
@@ -89,12 +70,8 @@ def _fanova(params: list[dict[str, Any]], values: list[float], distributions: di
 
 
 def _in_child_process(fn: Any, *args: Any) -> Any:
-    """``fn(*args)`` in a short-lived child interpreter (``fn`` importable by module and
-    name, arguments and result picklable): Optuna's fANOVA fits scikit-learn's random forest,
-    and importing scikit-learn with scipy would add about 80 MB to the driver for the rest of
-    the sweep, beside the trials' workers (benchmarks/driver_memory.py). A plain subprocess,
-    not a multiprocessing pool, so no resource-tracker process outlives it. Where no child
-    can run, in this process."""
+    """``fn(*args)`` in a short-lived child interpreter, keeping scikit-learn out of the driver
+    (benchmarks/driver_memory.py); in this process where no child can run."""
     import pickle
     import subprocess
     import sys

@@ -1,11 +1,5 @@
-"""The ledger stage: the measured inputs of the cost accounting, then the accounting itself.
-
-The arithmetic lives in :func:`mutune.scaling.ledger.compute_cost` (no torch, no models);
-this stage supplies what only the models and the machine know — each width's model FLOPs per
-sample (the model plugin's own count, or 6·N plus Kaplan's attention term) and the device's
-peak FLOP/s (the config's table, or one thread's measured matmul rate on a CPU) — and records
-the entries.
-"""
+"""The ledger stage: each width's model FLOPs and the device's peak FLOP/s, handed to
+:func:`mutune.scaling.ledger.compute_cost`, and its entries recorded."""
 from __future__ import annotations
 
 import functools
@@ -20,8 +14,7 @@ __all__ = ["record_cost", "flops_per_sample", "peak_flops", "design_size"]
 def flops_per_sample(config: SweepConfig, width: int, n_params: float,
                      depth: int | None = None) -> float:
     """Model training FLOPs per sample (MLP) or token (GPT), Kaplan et al. 2020 §2.1, or the
-    model plugin's own ``flops_per_sample``; ``depth``: the model's layers on a depth ladder
-    (None: ``model.depth``)."""
+    plugin's own count."""
     from mutune.config import GPTModel
     from mutune.proxies.plugins import load_family
     from mutune.scaling.time_split import model_flops_per_step
@@ -39,8 +32,7 @@ def flops_per_sample(config: SweepConfig, width: int, n_params: float,
 
 
 def design_size(key: str) -> int | tuple[int, int]:
-    """A design trial's proxy from its key: ``c0w64-t3`` → 64, on a depth ladder
-    ``c0w64d4-t3`` → (64, 4)."""
+    """A design trial's proxy from its key: ``c0w64-t3`` → 64, ``c0w64d4-t3`` → (64, 4)."""
     size = key.split("-")[0].split("w")[-1]
     if "d" in size:
         width, depth = size.split("d")
@@ -63,16 +55,7 @@ def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any,
                 extra: list[Any] = ()) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Compute the sweep's ledger from its recorded trials and record its entries.
 
-    Args:
-        outcomes: proxy width (on a depth ladder (width, depth)) → its first-round sweep's
-            RunOutcome (the naive line is priced from the widest, deepest one); target: the
-            target run's TrialRecord.
-        extra: further proxy-side RunOutcomes billed to the proxies (confirmation designs and
-            the gate's rounds), named by their trials' keys (``c{round}w{width}-t{i}``; on a
-            depth ladder ``c{round}w{width}d{depth}-t{i}``, :func:`design_size`).
-    Returns:
-        (cost figures keyed as report.json's ``cost``, the ledger entries recorded).
-    """
+    Returns (cost figures keyed as report.json's ``cost``, the ledger entries recorded)."""
     from mutune.scaling.ledger import FlopsModel, compute_cost
 
     config = run.config
@@ -80,7 +63,6 @@ def record_cost(run: SweepRun, outcomes: dict[int, Any], target: Any,
     peak, source = peak_flops(config, kind)
     width_of = {t.trial_id: design_size(t.key) for o in extra for t in o.trials}
     # one count per model size (the family's plugin lookup took ≈ 20 ms a trial)
-    # a proxy's key is its width, or (width, depth) on a depth ladder
     flops = functools.cache(lambda size, n_params: flops_per_sample(
         config, size[0], n_params, depth=size[1]) if isinstance(size, tuple)
         else flops_per_sample(config, size, n_params))

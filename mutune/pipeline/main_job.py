@@ -1,10 +1,4 @@
-"""The main job: proxy sweeps → transfer rules → one target run → the ledger.
-
-:func:`run_pipeline` calls the stages in order and hands each the recorder it is given (the
-results store, opened by the caller); it never imports the store itself. Every stage's rows
-reach the recorder as they happen. :func:`finish_sweep` is the part after the proxy sweeps,
-shared by a new sweep and a resumed one (:mod:`mutune.pipeline.resume`).
-"""
+"""The main job: proxy sweeps → transfer rules → one target run → the ledger."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,22 +25,9 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
                  backend: Backend | None = None) -> PipelineResult:
     """Run the main job for ``config``, recording into ``recorder``.
 
-    Args:
-        config: the validated sweep config.
-        recorder: receives every row (see :mod:`mutune.pipeline.recording`).
-        out_dir: folder for Ray Tune's experiment state (``out_dir/ray``).
-        on_progress: called with (stage label, done, total) as trials finish.
-        backend: what runs the trials (:class:`~mutune.search.backends.base.Backend`;
-            default Ray; :class:`~mutune.search.backends.simulated_run.SimulatedBackend`
-            runs the whole job on synthetic curves).
-    Returns:
-        PipelineResult with the sweep id, per-width bests, rules, target and cost figures.
     Raises:
-        SearchError, ProxyError, FitError: a stage failed; the sweep is recorded as failed
-            with the reason, and everything recorded before stays.
-        SweepStopped: ``mutune cancel`` (or the budget) ended the sweep early; recorded with
-            that status, the error carries the sweep id.
-    """
+        SearchError, ProxyError, FitError: a stage failed; the sweep is recorded as failed.
+        SweepStopped: ``mutune cancel`` or the budget ended the sweep early."""
     with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress,
                     backend=backend) as run:
         if config.depth_ladder:
@@ -55,26 +36,12 @@ def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
 
 
 def finish_sweep(run: SweepRun, stages: StageGroups) -> PipelineResult:
-    """What follows the proxies' run, for a new sweep and a resumed one alike: each
-    width's optimum at the full horizon (its confirmation design, trained in that run,
-    :func:`confirm_proxies`; with ``transfer.confirm_replicates`` 0 at one common rung,
-    :func:`align_optima`), the transfer rules and the gate's record (:func:`gate_rules`;
-    its rounds trained in that run too), the target run (if the budget admits
-    it), watched against the best proxy's curve, the loss law's prediction of the target's
-    loss (fitted on the proxies alone; before the target when a budget needs it to admit
-    the run, else after, so the held devices do not wait on it), the widest width's
-    hyperparameter importance, and the ledger.
+    """What follows the proxies' run, for a new and a resumed sweep alike: full-horizon optima,
+    rules and gate, the target run, the loss law, importance and the ledger.
 
-    Args:
-        stages: the proxies' results, designs and rounds
-            (:class:`~mutune.pipeline.stage_groups.StageGroups`), in width order (on a depth
-            ladder per (width, depth), :func:`mutune.pipeline.depth_tasks.ladder_sizes`
-            order).
     Raises:
-        FitError, SearchError: a stage failed. SweepStopped: the budget refused the target,
-            the gate stopped before it (``gate_stopped``), or the target diverged and was
-            stopped (``target_diverged``; its time is billed and the report built).
-    """
+        FitError, SearchError: a stage failed. SweepStopped: the budget refused the target, the
+            gate stopped it, or the target diverged."""
     if run.config.transfer.confirm_replicates == 0:
         swept, states = align_optima(run, stages.final()), {}
     else:
@@ -83,7 +50,7 @@ def finish_sweep(run: SweepRun, stages: StageGroups) -> PipelineResult:
 
     def importance() -> None:
         found = proxy_importance(run.config, widest_p.width, widest)
-        if widest_p.depth is not None:          # the widest, deepest proxy of a ladder
+        if widest_p.depth is not None:
             found = {**found, "depth": widest_p.depth}
         run.recorder.check_recorded(run.sweep_id, CheckRecord("importance", found))
     # the loss law is needed before the target only to admit it under a budget; otherwise
@@ -94,7 +61,7 @@ def finish_sweep(run: SweepRun, stages: StageGroups) -> PipelineResult:
         swept, rules, target_hp = gated.swept, gated.rules, gated.target_hparams
         law = predict_target_loss(run, swept, target_hp) if run.budget is not None else None
         admit_target(run, law or {})
-    except SweepStopped:       # stopped before the target: the importance is still told
+    except SweepStopped:
         importance()
         raise
     proxies = [p for p, _ in swept]
@@ -115,7 +82,7 @@ def finish_sweep(run: SweepRun, stages: StageGroups) -> PipelineResult:
     if target.get("watch"):
         run.recorder.check_recorded(run.sweep_id, CheckRecord("target_watch", target["watch"]))
     cost, _ = record_cost(run, {p.size: o for p, o in swept}, trec, extra=designs)
-    if target["status"] == "diverged":   # billed above as diverged waste, then reported
+    if target["status"] == "diverged":
         raise SweepStopped("target_diverged", f"the target run diverged and was stopped: "
                                               f"{target['reason']}")
     return PipelineResult(run.sweep_id, proxies, rules, target, cost)

@@ -1,11 +1,5 @@
-"""The checks users run before trusting transfer: the coord check and the transfer check.
-
-Both build models through :class:`mutune.proxies.task.ProxyTask` from an ordinary sweep config.
-The coord check trains a few steps in-process (it measures activations, not a search). The
-transfer check is a grid sweep — learning rates × widths × seeds, μP and its SP twin — run as
-Ray Tune trials through the pipeline's own stages (:func:`mutune.pipeline.open_sweep`,
-:func:`mutune.search.backends.base.run_group`), recorded like any sweep.
-"""
+"""The checks users run before trusting transfer: the coord check (in-process) and the
+transfer check (a grid sweep of Ray Tune trials, recorded like any sweep)."""
 from __future__ import annotations
 
 import dataclasses
@@ -34,17 +28,11 @@ def _task(config: SweepConfig, parametrization: str, data: Any = None) -> Any:
 
 def run_coord_check(config: SweepConfig, *, widths: Sequence[int], lr: float, steps: int = 3,
                     seeds: Sequence[int] = (0, 1, 2), out_dir: Path) -> dict[str, Any]:
-    """Coord check of the config's model at ``widths``, μP and SP, at learning rate ``lr``.
+    """Coord check at ``widths``, μP and SP (Yang et al. 2022, Tensor Programs V, Appendix D.1);
+    writes ``coord_check.json`` and ``.png`` into ``out_dir`` and returns the JSON.
 
-    Writes ``coord_check.json`` (``{"mup": {"slopes": {module: slope}}, "sp": {...}}``) and
-    ``coord_check.png`` into ``out_dir``. Other searched hyperparameters take their fixed
-    value, else 1. Yang et al. 2022, Tensor Programs V, Appendix D.1.
-
-    Returns:
-        The JSON content.
     Raises:
-        ProxyError: bad widths/steps, or activations blew up (lower ``lr``).
-    """
+        ProxyError: bad widths/steps, or activations blew up (lower ``lr``)."""
     from mutune.proxies.coord_check import (CoordSetup, coord_check, plot_coord_check,
                                          slope_table)
 
@@ -69,18 +57,13 @@ def run_coord_check(config: SweepConfig, *, widths: Sequence[int], lr: float, st
 
 
 def grid_optimum(log2_lr: Sequence[float], loss: Sequence[float]) -> tuple[float, str]:
-    """Optimum log2 learning rate of a loss-vs-LR grid: the vertex of a parabola fitted to the
-    best grid point and its two neighbours on each side (5 points, fewer at an edge), clipped
-    to those points; the best grid point itself when the parabola opens downward.
+    """Optimum log2 lr of a loss grid: the vertex of a parabola through the best point and up to
+    two neighbours each side, clipped; the best point when it opens downward.
 
-    Args:
-        log2_lr: grid, shape (n,), increasing. loss: mean loss per grid point, shape (n,);
-            non-finite values (diverged runs) are left out.
-    Returns:
-        (optimum in log2 units, method: ``parabola`` or ``grid``).
+    Returns (optimum in log2 units, ``parabola`` or ``grid``).
+
     Raises:
-        FitError: fewer than 3 finite points.
-    """
+        FitError: fewer than 3 finite points."""
     x = np.asarray(log2_lr, dtype=float)
     y = np.asarray(loss, dtype=float)
     keep = np.isfinite(y)
@@ -99,20 +82,9 @@ def grid_optimum(log2_lr: Sequence[float], loss: Sequence[float]) -> tuple[float
 def run_transfer_check(config: SweepConfig, recorder: Recorder, *, widths: Sequence[int],
                        log2_lrs: Sequence[float], seeds: int = 3, steps: int = 60,
                        out_dir: Path) -> dict[str, Any]:
-    """The classic μTransfer plot: validation loss against log2 LR, one curve per width, μP
-    beside SP (Yang et al. 2022, Tensor Programs V, Figure 1), as Ray Tune trials.
-
-    Every (parametrization, width, lr) is one trial training ``seeds`` replicate models for
-    ``steps`` steps; the loss per LR is the mean over seeds of the final validation loss (a
-    diverged replicate makes the point NaN); the optimum per width is :func:`grid_optimum`.
-    μP ``spread_octaves`` = max − min of the optima over widths; SP
-    ``drift_octaves`` = optimum at the widest − optimum at the narrowest width.
-
-    Writes ``transfer_check.json`` and ``transfer_check.png`` into ``out_dir``.
-    Returns:
-        The JSON content: {"mup": {"optimum_log2_lr": {width: v}, "spread_octaves": x,
-        "loss": {width: [...]}}, "sp": {..., "drift_octaves": y}, "log2_lr": [...], ...}.
-    """
+    """The μTransfer plot as Ray Tune trials: validation loss against log2 lr per width, μP beside
+    SP (Yang et al. 2022, Tensor Programs V, Figure 1); writes ``transfer_check.json`` and
+    ``.png`` into ``out_dir`` and returns the JSON."""
     from mutune.pipeline.sweep import open_sweep
     from mutune.search.searchers.space import trial_seeds
     from mutune.pipeline.sweep import stage_settings
@@ -133,7 +105,6 @@ def run_transfer_check(config: SweepConfig, recorder: Recorder, *, widths: Seque
             curves: dict[int, list[float]] = {}
             optima: dict[int, float] = {}
             for width in widths:
-                # one trial per grid point, training the seeds as replicates in lockstep
                 points = [{"hparams": {**hp_fixed, "lr": 2.0 ** e}, "seed": seed_list[0],
                            "replicate_seeds": seed_list, "index": i}
                           for i, e in enumerate(grid)]

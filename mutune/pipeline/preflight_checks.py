@@ -1,25 +1,7 @@
-"""Before a sweep spends device time: warnings about known transfer breakers, and for a
-converted plain model an automatic coord check that stops a model μP cannot transfer.
-
-:func:`transfer_breakers` inspects the model at twice its base width (built and
-converted as a trial builds it) and returns warnings, each with its fix; they never stop a
-sweep — the report and the console carry them:
-
-* trainable norm gains (``LayerNorm``/``RMSNorm``/``GroupNorm`` weights): Lingle 2024, "A
-  Large-Scale Exploration of μ-Transfer" (arXiv 2404.05728), reports that they can break the
-  learning rate's transfer across width;
-* an attention scale of 1/√d_head above the base width (standard parametrization's; μP's is
-  1/d_head, Tensor Programs V §4 and Table 3) in a module with a ``head_dim``;
-* SGD with weight decay: L2 on the loss, which mup scales with the learning rate, not the
-  decoupled decay whose timescale the transfer rules keep (Adam with weight decay is refused
-  outright by :func:`mutune.proxies.parametrization.make_optimizer`).
-
-:func:`check_converted_coords` runs the coord check (Tensor Programs V, Appendix D.1) on a
-plain model mutune converted (its plugin names a ``readout`` or ``attention_scale``) at the
-base width, 2× and 4×, three steps, three seeds: a module whose activations grow with width
-(log-log slope above :data:`COORD_TOLERANCE`) stops the sweep before it starts, naming the
-modules, their slopes and the fix.
-"""
+"""Before a sweep spends device time: warnings about known transfer breakers (trainable norm
+gains, Lingle 2024, arXiv 2404.05728; a 1/√d_head attention scale, Tensor Programs V §4;
+SGD with weight decay), and an automatic coord check (Tensor Programs V, Appendix D.1) that
+stops a converted plain model μP cannot transfer."""
 from __future__ import annotations
 
 import math
@@ -37,8 +19,8 @@ _NORMS = ("LayerNorm", "RMSNorm", "GroupNorm")
 
 
 def transfer_breakers(task: Any, hparams: dict[str, float] | None = None) -> list[str]:
-    """Warnings, each naming what it found and the fix, for the config's model (built at 2 ×
-    its base width as every trial builds it) and training settings; [] when none applies."""
+    """Warnings, each naming what it found and the fix, for the model at 2 × its base width; []
+    if none."""
     width = 2 * int(task.model.base_width)
     model = task.build(width, dict(hparams or {}))
     out = []
@@ -77,17 +59,9 @@ def check_converted_coords(task: Any, lr: float, hparams: dict[str, float] | Non
                            ) -> dict[str, Any]:
     """The coord check of a converted plain model at its base width, 2× and 4×.
 
-    Args:
-        task: the sweep's :class:`~mutune.proxies.task.ProxyTask` (base shapes set).
-        lr: the learning rate to step with (per step; the middle of the searched range).
-        hparams: the fixed model hyperparameters (μP multipliers).
-    Returns:
-        {"widths", "slopes": {module: slope}, "tolerance", "steps", "seeds", "lr"}.
     Raises:
-        ProxyError: a module's slope exceeds :data:`COORD_TOLERANCE` — names the modules,
-            their slopes and what to fix — or the check itself fails (non-finite activations:
-            the message says to lower the learning rate).
-    """
+        ProxyError: a module's slope exceeds :data:`COORD_TOLERANCE` (names the modules, their
+            slopes and the fix), or non-finite activations (lower the learning rate)."""
     from mutune.errors import ProxyError
     from mutune.proxies.coord_check import CoordSetup, coord_check
 
@@ -111,17 +85,11 @@ def check_converted_coords(task: Any, lr: float, hparams: dict[str, float] | Non
 
 
 def run_preflight(config: Any, task: Any) -> CheckRecord:
-    """What the sweep checks before its first trial: :func:`transfer_breakers` always, and
-    :func:`check_converted_coords` for a μP sweep of a converted plain model (at the
-    searched learning rate range's geometric middle; other searched hyperparameters at
-    their fixed values).
+    """What the sweep checks before its first trial: the ``preflight``
+    :class:`~mutune.checks.CheckRecord`.
 
-    Returns:
-        The ``preflight`` :class:`~mutune.checks.CheckRecord`: {"warnings": [str],
-        "coord_check": {...} or None}.
     Raises:
-        ProxyError: the converted model fails its coord check.
-    """
+        ProxyError: the converted model fails its coord check."""
     hp = dict(config.search.fixed)
     lr_dist = config.search.space["lr"]
     lr = (math.sqrt(lr_dist.low * lr_dist.high) if hasattr(lr_dist, "low")

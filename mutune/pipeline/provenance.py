@@ -1,8 +1,5 @@
 """What ran: package versions, hardware, code revision and dataset fingerprint
-(docs/architecture.md §7).
-
-Recorded with every sweep so a rerun can say where its environment differs.
-"""
+(docs/architecture.md §7), so a rerun can say where its environment differs."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -45,8 +42,8 @@ def _git_revision(cwd: str) -> str | None:
 
 
 def collect_provenance(dataset: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Package versions, Python, OS, CPU model and count, the git revision of the current
-    directory (None outside a repository), and the ``dataset`` fingerprint given."""
+    """Package versions, Python, OS, CPU, git revision (None outside a repository) and
+    ``dataset``."""
     return {"packages": {p: _version(p) for p in _PACKAGES},
             "python": sys.version.split()[0], "platform": platform.platform(),
             "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(),
@@ -54,9 +51,7 @@ def collect_provenance(dataset: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def provenance_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """What differs between a sweep's recorded provenance and this environment's, as sentences
-    a rerun prints as warnings: package versions, Python, CPU model and count, μP base shapes,
-    dataset fingerprint and size. The git revision and platform string are informational only."""
+    """What differs between a sweep's recorded provenance and this environment's, as warnings."""
     out = []
     rp, cp = recorded.get("packages", {}), current.get("packages", {})
     for name in sorted(set(rp) | set(cp)):

@@ -11,14 +11,10 @@ __all__ = ["width_result", "trial_curves"]
 
 def width_result(run: SweepRun, width: int, proxy_sweep_id: int, outcome: Any, *,
                  record: bool = True, depth: int | None = None) -> ProxyResult:
-    """The width's best trial at equal budget (the highest rung holding at least 3 trials,
-    docs/architecture.md §4) and its optimum per hyperparameter; recorded unless ``record``
-    is False (a width that had already finished). ``depth``: the proxy's depth on a depth
-    ladder (None: the one depth).
+    """The width's best trial at equal budget (docs/architecture.md §4) and its optimum.
 
     Raises:
-        SearchError: no rung holds a finite value (every trial diverged or failed).
-    """
+        SearchError: no rung holds a finite value (every trial diverged or failed)."""
     from mutune.pipeline.transfer_stage import width_optimum
     from mutune.search.best import best_at_rung
 
@@ -36,7 +32,6 @@ def width_result(run: SweepRun, width: int, proxy_sweep_id: int, outcome: Any, *
 
 
 def trial_curves(trials: list[Any], metric: str) -> dict[str, list[tuple]]:
-    """Trial key → [(step, value of ``metric``), …] of its recorded reports (for
-    ``best-so-far``; ``metric`` is the sweep's ranked metric)."""
+    """Trial key → [(step, value of ``metric``), …] of its recorded reports."""
     return {t.key: [(int(r["step"]), float(r[metric])) for r in t.reports if metric in r]
             for t in trials}

@@ -1,12 +1,5 @@
-"""The proxy stage: every proxy width's sweep, each width's best trial and optimum.
-
-:func:`sweep_widths` runs every width's ASHA/Hyperband sweep in one Ray Tune run (one scheduler
-core and searcher per width, the slots shared, so no width waits for another's tail) and
-picks each width's best trial at equal budget (the highest rung holding at least 3 trials,
-docs/architecture.md §4); the confirmation designs and gate rounds join the same run
-(:mod:`mutune.pipeline.stage_groups`). Without designs :func:`align_optima` re-estimates every
-width's optimum at one common rung.
-"""
+"""The proxy stage: every width's ASHA/Hyperband sweep in one Ray Tune run, each width's best
+trial at equal budget and its optimum (docs/architecture.md §4)."""
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +21,7 @@ __all__ = ["sweep_widths", "sweep_width", "sweep_ladder", "run_widths", "width_s
 
 
 def proxy_settings(run: SweepRun) -> dict[str, Any]:
-    """What a proxy sweep row records of its settings (scheduler with the sweep seed,
-    searcher, samples, replicates, metric, mode, parametrization)."""
+    """What a proxy sweep row records of its settings."""
     config = run.config
     search, sched = config.search, config.search.scheduler
     return {"scheduler": {**sched.model_dump(), "seed": config.seed},
@@ -48,12 +40,8 @@ def width_seeds(run: SweepRun, index: int) -> list[int]:
 
 def width_spec(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searcher: Any, *,
                core: Any = None, resume: Any = None, depth: int | None = None) -> Any:
-    """The :class:`~mutune.search.backends.groups.GroupSpec` of proxy width ``width``
-    (number ``index``, which seeds its trials): a fresh sweep, or an interrupted one
-    continued with its restored ``core``, ``searcher`` and
-    :class:`~mutune.search.backends.groups.ResumeState`. On a depth ladder ``depth``
-    names the group ``w{width}d{depth}`` and its task is that depth's
-    (:func:`mutune.pipeline.depth_tasks.task_at_depth`)."""
+    """The :class:`~mutune.search.backends.groups.GroupSpec` of proxy width ``width``: fresh, or
+    continued with its restored ``core``, ``searcher`` and resume state."""
     from mutune.pipeline.fitted_rule import size_label
     from mutune.search.backends.groups import GroupSpec
 
@@ -69,18 +57,11 @@ def width_spec(run: SweepRun, width: int, index: int, proxy_sweep_id: int, searc
 
 def run_widths(run: SweepRun, specs: list[Any], *, stages: StageGroups | None = None,
                name: str | None = None) -> list[Any]:
-    """The proxy widths of ``specs`` (:func:`width_spec`) in **one** Ray Tune run: each width
-    keeps its own scheduler core and searcher, all share the slots; new trials are taken
-    from the widest width first (its trials are the longest; the smallest fill the tail;
-    :meth:`~mutune.search.backends.base.Backend.run_groups`). With ``stages`` the
-    confirmation designs and gate rounds join the same run as they are released
-    (:class:`~mutune.pipeline.stage_groups.StageGroups`; those released before it starts go
-    first), their trials taking the slots the widths' tails leave free. Returns the
-    RunOutcomes in ``specs`` order.
+    """The groups of ``specs`` in one Ray Tune run, widest first; ``stages`` joins the designs and
+    gate rounds as they are released. Returns the RunOutcomes in ``specs`` order.
 
     Raises:
-        SweepStopped: ``mutune cancel`` stopped it.
-    """
+        SweepStopped: ``mutune cancel`` stopped it."""
     from mutune.search.backends.base import CheckpointPolicy
 
     config = run.config
@@ -111,8 +92,7 @@ def run_widths(run: SweepRun, specs: list[Any], *, stages: StageGroups | None = 
 
 
 def new_width(run: SweepRun, width: int, index: int, depth: int | None = None) -> Any:
-    """Record the proxy sweep row of ``width`` (number ``index``; on a depth ladder at
-    ``depth``, kept in the row's settings) and return its fresh :func:`width_spec`."""
+    """Record the proxy sweep row of ``width`` and return its fresh :func:`width_spec`."""
     from mutune.search.searchers import make_searcher
 
     searcher = make_searcher(run.config.search, run.config.seed, index)
@@ -122,34 +102,20 @@ def new_width(run: SweepRun, width: int, index: int, depth: int | None = None) -
 
 
 def sweep_ladder(run: SweepRun) -> StageGroups:
-    """Every (width, depth) of a depth ladder
-    (:func:`~mutune.pipeline.depth_tasks.ladder_sizes`) swept in one Ray Tune run
-    (:func:`run_widths`), each a proxy sweep of its own with its best trial at the highest
-    rung holding at least 3 trials, its confirmation design and the gate's rounds in the
-    same run.
+    """Every (width, depth) of a depth ladder swept in one Ray Tune run, as its StageGroups.
 
-    Returns:
-        The sweep's :class:`~mutune.pipeline.stage_groups.StageGroups` (every proxy's
-        result, design and round), in ``ladder_sizes`` order.
     Raises:
         SearchError: every trial of a proxy diverged or failed.
-        SweepStopped: cancelled, or the budget ran out (``budget_exhausted``).
-    """
+        SweepStopped: cancelled, or the budget ran out (``budget_exhausted``)."""
     return _sweep_sizes(run, ladder_sizes(run.config))
 
 
 def sweep_widths(run: SweepRun, widths: list[int]) -> StageGroups:
-    """Every width of ``widths`` (proxy number = its position) swept in one Ray Tune run
-    (:func:`run_widths`), each width's best trial at the highest rung with at least 3
-    trials (docs/architecture.md §4), its confirmation design and the gate's rounds in the
-    same run.
+    """Every width of ``widths`` swept in one Ray Tune run, as its StageGroups.
 
-    Returns:
-        The sweep's :class:`~mutune.pipeline.stage_groups.StageGroups`, in ``widths`` order.
     Raises:
         SearchError: every trial of a width diverged or failed.
-        SweepStopped: cancelled, or the budget ran out (``budget_exhausted``).
-    """
+        SweepStopped: cancelled, or the budget ran out (``budget_exhausted``)."""
     return _sweep_sizes(run, [(w, None) for w in widths])
 
 
@@ -167,13 +133,11 @@ def _sweep_sizes(run: SweepRun, sizes: list[tuple[int, int | None]]) -> StageGro
 
 
 def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any]:
-    """One ASHA/Hyperband sweep at ``width`` alone (proxy number ``index``, which seeds its
-    trials), without designs, as (ProxyResult, RunOutcome).
+    """One ASHA/Hyperband sweep at ``width`` alone, without designs, as (ProxyResult, RunOutcome).
 
     Raises:
         SearchError: every trial diverged or failed.
-        SweepStopped: cancelled, or the budget ran out (``budget_exhausted``).
-    """
+        SweepStopped: cancelled, or the budget ran out (``budget_exhausted``)."""
     spec = new_width(run, width, index)
     return width_results(run, [(width, spec.proxy_sweep_id, run_widths(run, [spec])[0])])[0]
 
@@ -181,16 +145,11 @@ def sweep_width(run: SweepRun, width: int, index: int) -> tuple[ProxyResult, Any
 def width_results(run: SweepRun, ran: list[tuple[int, int, Any]],
                   depths: list[int | None] | None = None,
                   stages: StageGroups | None = None) -> list[tuple[ProxyResult, Any]]:
-    """(width, proxy sweep id, RunOutcome) per width → (ProxyResult, RunOutcome) per width,
-    recorded (:func:`width_result`; a width whose result ``stages`` took when its sweep was
-    done keeps it, the others are handed to ``stages``). When the budget ran out, every
-    width that got trials is recorded as far as it went and the sweep stops. ``depths``:
-    each entry's depth on a depth ladder.
+    """(width, proxy sweep id, RunOutcome) per width → (ProxyResult, RunOutcome), recorded.
 
     Raises:
         SweepStopped: ``budget_exhausted`` (the reason names what each width kept).
-        SearchError: a width's trials all diverged or failed.
-    """
+        SearchError: a width's trials all diverged or failed."""
     from mutune.pipeline.fitted_rule import size_label
 
     cut = run.budget.exhausted if run.budget is not None else None
@@ -208,7 +167,7 @@ def width_results(run: SweepRun, ran: list[tuple[int, int, Any]],
     kept = []
     for (w, ps, o), d in zip(ran, ds):
         if any(t.reports for t in o.trials):
-            with contextlib.suppress(SearchError):     # too few trials for a rung
+            with contextlib.suppress(SearchError):
                 width_result(run, w, ps, o, depth=d)
         kept.append(f"{size_label(w, d)} kept {len(o.trials)} of "
                     f"{run.config.search.num_samples} trials" if o.trials
@@ -218,17 +177,8 @@ def width_results(run: SweepRun, ran: list[tuple[int, int, Any]],
 
 def align_optima(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
                  ) -> list[tuple[ProxyResult, Any]]:
-    """Re-estimate every width's optimum at one common rung
-    (:func:`mutune.pipeline.transfer_stage.common_rung`)
-    so the transfer rule compares the widths at equal budget (docs/architecture.md §4). Widths
-    already
-    estimated at that rung are kept as they are; with no common rung nothing changes.
-
-    Args:
-        swept: (ProxyResult, RunOutcome) per width, as :func:`sweep_width` returns them.
-    Returns:
-        The same list with ``ProxyResult.optimum`` replaced where the rung differed.
-    """
+    """Re-estimate every width's optimum at one common rung, so the widths compare at equal
+    budget."""
     from mutune.search.best import best_at_rung
     from mutune.pipeline.transfer_stage import common_rung, width_optimum
 

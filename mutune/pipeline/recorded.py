@@ -1,14 +1,4 @@
-"""Trials rebuilt from the rows a results database holds, for a resumed sweep to continue.
-
-:func:`trial_records` turns trial rows into the driver's
-:class:`~mutune.search.backends.trial_record.TrialRecord`; :func:`continue_points` splits
-them into the trials that had ended and the ones a dead driver left running (with their
-latest checkpoints); :func:`never_started` gives the points of trials proposed but never
-recorded; :func:`recorded_trials` does both for the stages after the proxy
-sweeps — a width's confirmation design and the target run — whose trials a resumed sweep
-finds by key (``SweepRun.recorded``). :mod:`mutune.pipeline.resume` uses the first two for the
-proxy sweeps.
-"""
+"""Trials rebuilt from the rows a results database holds, for a resumed sweep to continue."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -20,9 +10,7 @@ __all__ = ["trial_records", "continue_points", "never_started", "recorded_trials
 
 def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
                   replicates: int = 1) -> list[Any]:
-    """Rebuild the driver's :class:`~mutune.search.backends.trial_record.TrialRecord` of
-    recorded trials (database rows with their reports); ``index`` is the trial's position in
-    ``seeds`` (``replicates`` seeds per trial: its first seed's position // replicates)."""
+    """Rebuild the driver's TrialRecord of recorded trials (rows with their reports)."""
     from mutune.search.backends.trial_record import TrialRecord
 
     out = []
@@ -43,7 +31,7 @@ def trial_records(trial_rows: list[dict[str, Any]], seeds: list[int],
         rec.restarts_booked = rec.restarts + rec.preemptions
         rec.repeated_steps = int(t.get("repeated_steps") or 0)
         rec.recovery_s = float(t.get("recovery_s") or 0.0)
-        if t.get("upload_s"):     # the starts before the interruption, as one
+        if t.get("upload_s"):
             rec.upload_s_by_start[-1.0] = float(t["upload_s"])
         if t["status"] == "running" or t["allocated_s"] is None:
             # never released: the seconds it is known to have held are its reported ones
@@ -69,11 +57,8 @@ def unfinished(rec: Any) -> bool:
 
 def continue_points(records: list[Any], trial_rows: list[dict[str, Any]]
                     ) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
-    """(unfinished records, ended records, the unfinished trials' points with their
-    ``key``, ``restore_from`` — the latest checkpoint in the row's folder at or before its
-    last recorded step, or else ``CONTINUE``: the remote latest where ``ray.storage`` holds
-    one, a fresh start if not — and ``restore_at_most``, that last recorded step, which the
-    trial's remote tier holds to as well where the folder is not on its node)."""
+    """(unfinished records, ended records, the unfinished trials' points with ``restore_from`` and
+    ``restore_at_most``)."""
     from mutune.search.trial.checkpoint import latest_checkpoint
     from mutune.search.trial.remote_trial import CONTINUE
 
@@ -89,16 +74,8 @@ def continue_points(records: list[Any], trial_rows: list[dict[str, Any]]
 
 def never_started(proposed: Mapping[str, Mapping[str, Any]], records: list[Any],
                   seeds: list[int], replicates: int = 1) -> list[dict[str, Any]]:
-    """The points of trials the searcher had proposed but the database never recorded (the
-    searcher's state was saved between a proposal and its trial's first row, then the driver
-    died): each under its own key, with the seeds of its index, to start afresh — so the
-    width still ends with every proposed trial, and with the points it proposed.
-
-    Args:
-        proposed: the restored searcher's key → point, in proposal order (index = position).
-        records: the recorded trials (:func:`trial_records`).
-        seeds: the width's training seeds, ``replicates`` per trial.
-    """
+    """The points of trials the searcher had proposed but the database never recorded, to start
+    afresh under their own keys."""
     have = {r.key for r in records}
     r = max(replicates, 1)
     out = []
@@ -113,18 +90,9 @@ def never_started(proposed: Mapping[str, Mapping[str, Any]], records: list[Any],
 
 def recorded_trials(run: Any, points: list[dict[str, Any]],
                     seeds: list[int]) -> tuple[list[dict[str, Any]], Any]:
-    """Split a design's (or the target's) points by what a resumed sweep had recorded under
-    their keys (``run.recorded``): trials that ended are kept as they are, trials the dead
-    driver left running continue from their latest checkpoint under their own rows, the rest
-    are new.
-
-    A recorded trial counts only when its configuration and seed are the point's (the same
-    seed and settings give the same design; anything else is trained afresh under the key).
-
-    Returns:
-        (the points to start, a :class:`~mutune.search.backends.groups.ResumeState`
-        with the continued and the ended trials).
-    """
+    """Split a design's (or the target's) points by what a resumed sweep had recorded under their
+    keys: ended trials kept, running ones continued, the rest new (a recorded trial counts only
+    with the point's configuration and seed)."""
     from mutune.search.backends.groups import ResumeState
 
     rows = []
@@ -135,7 +103,7 @@ def recorded_trials(run: Any, points: list[dict[str, Any]],
             rows.append(row)
     known = {r["key"] for r in rows}
     records = trial_records(rows, seeds)
-    for rec, row in zip(records, rows):      # where their checkpoints (the kept model) are
+    for rec, row in zip(records, rows):
         rec.trial_dir = row.get("checkpoint_dir")
     left, ended, cont = continue_points(records, rows)
     return ([p for p in points if p["key"] not in known],

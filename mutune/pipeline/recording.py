@@ -1,14 +1,5 @@
-"""What the main job's stages record, and an in-memory recorder for tests and checks.
-
-:class:`StageRecorder` is what the pipeline itself records: the sweep, each proxy width's sweep
-and its best trial, the transfer rules, the loss law, the sweep's checks, the target run and the
-ledger.
-:class:`Recorder` is everything a sweep records — those plus the trial records of
-:class:`~mutune.search.recording.TrialRecorder`; :class:`~mutune.search.recording.SweepControl`
-(stop requests, heartbeats) is separate: it steers, it does not record.
-:class:`mutune.services.store.Store` implements all three; :class:`MemoryRecorder` keeps every
-call in a list. Calls happen in the driver, in order, and are durable when they return.
-"""
+"""What the main job's stages record (:class:`StageRecorder`, :class:`Recorder`), and an
+in-memory recorder for tests and checks; calls are in order and durable when they return."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -37,23 +28,17 @@ class StageRecorder(Protocol):
         """One width's sweep begins; ``settings`` holds scheduler settings. Returns its id."""
 
     def proxy_sweep_finished(self, proxy_sweep_id: int, best: Mapping[str, Any]) -> None:
-        """The width's sweep ended; ``best`` holds trial_id, milestone, config, val_loss,
-        trials (count)."""
+        """The width's sweep ended with its ``best`` trial."""
 
     def rule_fitted(self, sweep_id: int, rule: Mapping[str, Any]) -> None:
-        """A transfer rule was fitted; ``rule`` holds hyperparameter, intercept, slope,
-        widths, optima, target_width, transferred_value, formula. Kept by (sweep,
-        hyperparameter): a rule recorded again replaces the one before."""
+        """A transfer rule was fitted; a rule recorded again for (sweep, hyperparameter)
+        replaces it."""
 
     def law_fitted(self, sweep_id: int, law: Mapping[str, Any]) -> None:
-        """A scaling law was fitted; ``law`` holds kind (e.g. ``loss_vs_params``), its
-        parameters, and its prediction for the target with an interval. Kept by (sweep,
-        kind): a law recorded again replaces the one before."""
+        """A scaling law was fitted; a law recorded again for (sweep, kind) replaces it."""
 
     def check_recorded(self, sweep_id: int, check: CheckRecord) -> None:
-        """One of the sweep's checks (preflight, gate, importance, target watch: a
-        :class:`~mutune.checks.CheckRecord`). Kept by (sweep, kind): a check recorded again
-        replaces the one before."""
+        """One of the sweep's checks; a check recorded again for (sweep, kind) replaces it."""
 
     def target_started(self, sweep_id: int, trial_id: int, width: int,
                        config: Mapping[str, Any]) -> int:
@@ -61,13 +46,10 @@ class StageRecorder(Protocol):
 
     def target_finished(self, target_id: int, val_loss: float | None, status: str,
                         model_dir: str | None = None) -> None:
-        """The target run ended with its final validation loss (nats) and the folder of
-        its kept model (None: none kept)."""
+        """The target run ended with its final validation loss (nats) and kept model's folder."""
 
     def ledger_recorded(self, sweep_id: int, entries: Sequence[Mapping[str, Any]]) -> None:
-        """The sweep's cost figures: each entry has scope, name, value, unit, and optional
-        trial_id, formula (str) and inputs (mapping). A ledger recorded again replaces the
-        one before."""
+        """The sweep's cost entries; a ledger recorded again replaces the one before."""
 
     def sweep_finished(self, sweep_id: int, status: str, reason: str | None = None) -> None:
         """The sweep ended (``completed``, ``failed``, …)."""
@@ -79,11 +61,8 @@ class Recorder(StageRecorder, TrialRecorder, Protocol):
 
 
 class MemoryRecorder:
-    """A :class:`Recorder` and :class:`SweepControl` that keeps every call in memory.
-
-    ``self.events`` is a list of ``(method_name, kwargs)`` in call order; ids count from 1.
-    Set ``stop_reason`` to make a running sweep stop.
-    """
+    """A :class:`Recorder` and SweepControl that keeps every call in ``events``; ids count from
+    1."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
@@ -99,10 +78,8 @@ class MemoryRecorder:
         self.events.append((name, kwargs))
 
     def of(self, name: str) -> list[dict[str, Any]]:
-        """The kwargs of every call to method ``name``, in order."""
         return [kw for n, kw in self.events if n == name]
 
-    # -- StageRecorder ------------------------------------------------------------------------
     def sweep_started(self, config, seed, provenance):
         return self._new_id("sweep_started", config=dict(config), seed=seed,
                             provenance=dict(provenance))
@@ -140,7 +117,6 @@ class MemoryRecorder:
     def sweep_finished(self, sweep_id, status, reason=None):
         self._log("sweep_finished", sweep_id=sweep_id, status=status, reason=reason)
 
-    # -- TrialRecorder ------------------------------------------------------------------------
     def trial_started(self, sweep_id, proxy_sweep_id, kind, key, width, config, seed):
         return self._new_id("trial_started", sweep_id=sweep_id, proxy_sweep_id=proxy_sweep_id,
                             kind=kind, key=key, width=width, config=dict(config), seed=seed)
@@ -170,7 +146,6 @@ class MemoryRecorder:
         self._log("trial_logged", trial_id=trial_id, stdout=stdout, stderr=stderr,
                   traceback=traceback)
 
-    # -- SweepControl -------------------------------------------------------------------------
     def stop_requested(self, sweep_id):
         """``self.stop_reason`` (set it to make the sweep stop)."""
         return self.stop_reason

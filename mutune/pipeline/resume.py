@@ -1,31 +1,7 @@
-"""The one recovery path: finish an interrupted sweep from the rows the results database holds.
-
-``mutune resume SWEEP_ID`` and a restarted search server both end here
-(:func:`mutune.services.recovery.resume_sweep` reaps the trials a dead driver left running,
-then calls :func:`resume_pipeline`). Like every stage, this module never imports the store: the
-caller hands it the sweep's rows (``Store.sweep_rows``) and a recorder.
-
-What continues how (docs/architecture.md §4):
-
-* a proxy width that completed is rebuilt from its saved scheduler and searcher state;
-* the interrupted width continues with that state: reports recorded after the last save are
-  fed to both again in sequence order (:func:`mutune.search.driver.catch_up`), its unfinished
-  trials resume from their latest checkpoints under their own rows and keys, a trial the
-  searcher had proposed but the database never recorded starts under its key with its
-  proposed point, and only the missing trials start, so the width ends with exactly
-  ``num_samples`` trials;
-* widths never started are swept, in the same Ray Tune run as the interrupted ones;
-* each width's confirmation design and each gate round join the same run, as in a new sweep
-  (:class:`mutune.pipeline.stage_groups.StageGroups`): a design keeps the trials that had
-  ended, continues the ones left running from their latest checkpoints under their own rows,
-  and trains only the rest (:func:`mutune.pipeline.recorded.recorded_trials`; keys
-  ``c{round}w{width}-t{k}``);
-* the stages after the proxies' run run again: the results store records rules, laws and the
-  ledger by key (hyperparameter, kind, the sweep), so what is recorded again replaces what
-  was (the same trials give the same fit);
-* a target run that was interrupted continues from its latest checkpoint under its own trial
-  and target rows (no checkpoint: from its start); one that had ended is kept.
-"""
+"""The one recovery path: finish an interrupted sweep from its recorded rows
+(docs/architecture.md §4): completed widths rebuilt, interrupted ones continued from their
+saved state and checkpoints, the stages after the proxies run again (what is recorded again
+replaces what was)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -49,21 +25,12 @@ __all__ = ["resume_pipeline", "resume_width", "restore_width", "trial_records"]
 def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
                     on_progress: Progress | None = None, control: Any = None,
                     ray_address: str | None = None) -> PipelineResult:
-    """Finish an interrupted sweep from its recorded rows (see the module docstring).
+    """Finish an interrupted sweep from its recorded rows; a trial still ``running`` in ``rows`` is
+    taken as interrupted (the caller ends trials whose driver is gone first).
 
-    The caller must first end the trials whose driver is gone (``Store.mark_stale`` after a
-    lease, or ``Store.mark_interrupted`` when the server knows its predecessor died): a trial
-    still ``running`` in ``rows`` is taken as interrupted.
-
-    Args:
-        recorder: receives every new row.
-        rows: :meth:`Store.sweep_rows` of the sweep.
-        control: heartbeats and stop requests (default: ``recorder`` when it has them).
-        ray_address: run on this Ray cluster instead of the config's (a server's own).
     Raises:
         SearchError: the sweep already completed, or its recorded state disagrees with what
-            its seed and settings give now.
-    """
+            its seed and settings give now."""
     from mutune.config import parse_config
 
     sweep = rows["sweep"]
@@ -77,15 +44,11 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
                    + [r["seq"] for t in rows["trials"] for r in t["reports"]] + [0])
     with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress,
                     resume=(sweep["id"], last_seq), control=control or recorder) as run:
-        # the confirmation designs and the target continue what they had trained (their keys
-        # name them)
         run.recorded = {t["key"]: t for t in rows["trials"]
                         if t["kind"] in ("confirm", "target")}
         run.recorded_target = rows.get("target")
-        if run.budget is not None:     # what the sweep spent before it was interrupted
+        if run.budget is not None:
             run.budget.add_prior(spent_before(rows))
-        # completed widths are rebuilt; the interrupted ones and those never started run
-        # together in one Ray Tune run
         # a proxy is (width, None), or (width, depth) on a depth ladder (the depth is in its
         # proxy sweep row's settings)
         sizes = (ladder_sizes(config) if config.depth_ladder
@@ -111,9 +74,7 @@ def resume_pipeline(recorder: Recorder, rows: dict[str, Any], *, out_dir: Path,
 
 
 def spent_before(rows: dict[str, Any]) -> float:
-    """Device-hours the sweep's finished trials spent before the interruption (allocated
-    seconds × devices / 3600 of every trial row that ended; the unfinished ones are counted
-    by the run that continues them, from their recorded seconds)."""
+    """Device-hours the sweep's ended trials spent before the interruption."""
     total = 0.0
     for t in rows["trials"]:
         rec = SimpleNamespace(status=t["status"], reason=t.get("reason"))
@@ -124,14 +85,10 @@ def spent_before(rows: dict[str, Any]) -> float:
 
 def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                  rows: dict[str, Any]) -> tuple[ProxyResult, Any]:
-    """Continue (or, if it completed, rebuild) the proxy sweep ``ps`` at ``width`` alone in
-    its Ray Tune run (:func:`restore_width`, then the run).
+    """Continue (or rebuild) the proxy sweep ``ps`` at ``width`` alone in its Ray Tune run.
 
-    Returns:
-        (ProxyResult, RunOutcome), as :func:`~mutune.pipeline.proxy_stage.sweep_width`.
     Raises:
-        SearchError: the recorded state disagrees with the seed and settings.
-    """
+        SearchError: the recorded state disagrees with the seed and settings."""
     got = restore_width(run, width, index, ps, rows)
     if isinstance(got, tuple):
         return got
@@ -142,21 +99,12 @@ def resume_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
 def restore_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
                   rows: dict[str, Any], *, depth: int | None = None
                   ) -> tuple[ProxyResult, Any] | Any:
-    """Rebuild the proxy sweep ``ps`` at ``width`` (at ``depth`` on a depth ladder) from the
-    database: a completed one as its result, an interrupted one as the
-    :func:`~mutune.pipeline.proxy_stage.width_spec` that continues it.
+    """Rebuild the proxy sweep ``ps`` at ``width`` from the database: a completed one as its
+    (ProxyResult, RunOutcome), an interrupted one as the GroupSpec that continues it.
 
-    The scheduler core and searcher come back from their saved state and catch up with the
-    reports recorded after that save; finished trials are kept; unfinished ones continue from
-    their latest checkpoint (or from scratch without one) under their own rows and keys; new
-    trials start until ``num_samples`` were proposed.
-
-    Returns:
-        (ProxyResult, RunOutcome) of a completed width, else its GroupSpec.
     Raises:
         SearchError: the searcher, rebuilt from the seed, proposes other points than the
-            recorded trials ran (the seed or the settings changed).
-    """
+            recorded trials ran (the seed or the settings changed)."""
     from mutune.search.backends.trial_record import close_record
     from mutune.search.backends.groups import ResumeState, RunOutcome, make_core
     from mutune.search.driver import STATUS_OF, catch_up
@@ -166,7 +114,6 @@ def restore_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
     config, recorder = run.config, run.recorder
     search, sched = config.search, config.search.scheduler
     seeds = width_seeds(run, index)
-    # the width's sweep trials (its confirmation design shares the proxy sweep id)
     trial_rows = [t for t in rows["trials"] if t["proxy_sweep_id"] == ps["id"]
                   and t["kind"] == "proxy"]
     records = trial_records(trial_rows, seeds, search.replicates)
@@ -178,7 +125,7 @@ def restore_width(run: SweepRun, width: int, index: int, ps: dict[str, Any],
     saved_seq = int(ps.get("state_seq") or 0)
     by_id = {r.trial_id: r for r in records}
     for rec in sorted((r for r in records if r.key not in searcher.proposed),
-                      key=lambda r: r.point["index"]):   # proposed after the last save
+                      key=lambda r: r.point["index"]):
         got = searcher.suggest(rec.key)
         if got != rec.point["hparams"]:
             raise SearchError(f"trial {rec.key!r}: the searcher proposes {got}, the recorded "

@@ -1,30 +1,6 @@
-"""The stages after the proxy sweeps as groups of the one run: each proxy's confirmation
-design, then the gate's rounds.
-
-:class:`StageGroups` is the follow-up of the run that sweeps the proxies
-(:func:`mutune.pipeline.proxy_stage.run_widths`). When a proxy's sweep is done its best trial
-and optimum are recorded and its first design is released; when every design is done the
-optima are refitted at the full horizon, the transfer rules fitted, and — where the gate acts
-(docs/transfer.md) — the next round's designs released; and so on for up to
-``transfer.gate_rounds`` rounds. Every release is a
-:class:`~mutune.search.backends.groups.GroupSpec` whose trials take the slots the
-other groups leave free, so nothing waits for a Ray Tune run of its own.
-
-The same object runs a new sweep, a budgeted one and a resumed one:
-
-* without a budget a design is released as soon as its proxy's sweep is done;
-* under a budget every proxy trial is admitted before any design trial: the designs are
-  released once every proxy's sweep is done;
-* on resume the proxies that had completed are handed in (:meth:`StageGroups.rebuilt`) and their
-  designs released before the run starts (:meth:`StageGroups.ready`); a design's trials the
-  sweep had recorded are kept or continued under their keys
-  (:func:`mutune.pipeline.recorded.recorded_trials`), so a stage that had ended is done again
-  without training anything.
-
-Each step is a function of the recorded trials alone, so a resumed sweep takes the same
-steps, and the gate after the run (:func:`mutune.pipeline.gate.gate_rules`) records what
-the rounds did without training anything more.
-"""
+"""The stages after the proxy sweeps as groups of the one run: each proxy's confirmation design,
+then the gate's rounds. Each step is a function of the recorded trials alone, so a resumed
+sweep takes the same steps."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,28 +25,11 @@ class _Proxy:
 
 
 class StageGroups:
-    """The confirmation designs and gate rounds of one sweep, released as groups of the run
-    that sweeps its proxies (see the module docstring).
+    """The confirmation designs and gate rounds of one sweep, released as groups of its
+    proxies' run.
 
-    Args:
-        run: the sweep.
-        sizes: (width, depth or None) per proxy, in the sweep's proxy order (a proxy's
-            position seeds its trials).
-    Attributes:
-        results: proxy → its sweep's :class:`ProxyResult` (best trial at the equal-budget
-            rung), once its sweep is done.
-        sweeps: proxy → its sweep's RunOutcome.
-        refitted: proxy → its ProxyResult refitted on every design trained so far.
-        confirmed: proxy → its ProxyResult refitted on its first design alone (before any
-            gate round).
-        states: proxy → its :class:`~mutune.pipeline.gate.ConfirmState`.
-        rounds: the gate rounds released, in order.
-        first_verdicts: the rules' verdicts on the first designs (None: not fitted yet, or
-            the fit failed).
-        fitted: the latest :func:`~mutune.pipeline.gate.fit_rules` (rules, the target's
-            hyperparameters, its settings) on :meth:`final`, None before the designs are
-            done or when that fit failed.
-    """
+    ``sizes``: (width, depth or None) per proxy in proxy order. Under a budget the designs wait
+    until every proxy's sweep is done; ``fitted`` is the latest fit on :meth:`final`."""
 
     def __init__(self, run: SweepRun, sizes: list[tuple[int, int | None]]) -> None:
         self.run = run
@@ -95,20 +54,16 @@ class StageGroups:
         self._sweep_groups[group] = p
 
     def rebuilt(self, result: ProxyResult, outcome: Any) -> None:
-        """A proxy whose sweep had completed (a resumed sweep): its result, not recorded
-        again."""
+        """A proxy whose sweep had completed (a resumed sweep): its result, not recorded again."""
         self.results[result.size], self.sweeps[result.size] = result, outcome
 
     def ready(self) -> list[Any]:
-        """The groups released before the run starts (a resumed sweep's completed proxies'
-        designs, and whatever follows a stage that had ended)."""
+        """The groups released before the run starts."""
         return self._release()
 
     def follow(self, group: str, outcome: Any) -> list[Any]:
-        """The run's follow-up (:data:`~mutune.search.backends.joining.FollowUp`):
-        what joins the run now that ``group`` is done. Never raises for a group it cannot
-        follow: a proxy whose result cannot be had (every trial diverged) gets no design,
-        and the stages after the run report it."""
+        """What joins the run now that ``group`` is done; never raises (a proxy without result gets
+        no design)."""
         if group in self._sweep_groups:
             return self._sweep_done(self._sweep_groups[group], outcome)
         if group in self._first:
@@ -142,12 +97,10 @@ class StageGroups:
                 if p.size in self.results]
 
     def final(self) -> list[tuple[ProxyResult, Any]]:
-        """(ProxyResult refitted on every design, its sweep's RunOutcome) per proxy, in proxy
-        order (the sweep's result where no design was trained).
+        """(ProxyResult refitted on every design, its sweep's RunOutcome) per proxy, in proxy order.
 
         Raises:
-            SearchError: a proxy has no result.
-        """
+            SearchError: a proxy has no result."""
         missing = [p.size for p in self.proxies if p.size not in self.results]
         if missing:
             raise SearchError(f"no sweep result for proxies {missing}")
@@ -167,8 +120,7 @@ class StageGroups:
         return self._release()
 
     def _release(self) -> list[Any]:
-        """The first designs due now (see the module docstring), in the order their proxies'
-        sweeps ended."""
+        """The first designs due now, in the order their proxies' sweeps ended."""
         from mutune.pipeline.confirm_stage import design_center, design_spec, trials_per_design
         from mutune.pipeline.gate import ConfirmState
 
@@ -231,9 +183,8 @@ class StageGroups:
         return specs or self._round_done(rnd)
 
     def _fit(self) -> dict[str, str] | None:
-        """Fit the transfer rules on the current optima (kept for the next round's plan) and
-        return their verdicts; None when the fit fails (the gate after the run fits again
-        and raises)."""
+        """Fit the rules on the current optima and return their verdicts; None when the fit
+        fails."""
         from mutune.pipeline.gate import fit_rules
 
         try:

@@ -1,11 +1,5 @@
-"""One sweep in progress: what every stage of the main job shares, and how it is opened.
-
-:func:`open_sweep` loads the data, computes the μP base shapes once, records the sweep (or
-continues a recorded one) and holds the backend's cluster (Ray's by default) for the block;
-the :class:`SweepRun` it yields is the first argument of every stage function, so the main
-job, the resume, the checks and the benchmarks drive the same code. :class:`ProxyResult` and
-:class:`PipelineResult` are what the stages hand on.
-"""
+"""One sweep in progress: what every stage of the main job shares (:class:`SweepRun`), and how
+it is opened (:func:`open_sweep`)."""
 from __future__ import annotations
 
 import contextlib
@@ -28,9 +22,7 @@ __all__ = ["SweepRun", "open_sweep", "ProxyResult", "PipelineResult", "Progress"
 
 @dataclass(frozen=True)
 class ProxyResult:
-    """One width's sweep (one (width, depth)'s on a depth ladder): its best trial at rung
-    ``milestone`` (steps) and value there, and the smoothed optimum of each hyperparameter
-    (:func:`mutune.pipeline.transfer_stage.width_optimum`)."""
+    """One proxy's sweep: its best trial at rung ``milestone`` (steps) and its smoothed optimum."""
     width: int
     proxy_sweep_id: int
     best_trial_id: int
@@ -44,8 +36,7 @@ class ProxyResult:
 
     @property
     def size(self) -> int | tuple[int, int]:
-        """The proxy's key among the sweep's proxies: its width, or (width, depth) on a
-        depth ladder."""
+        """The proxy's key: its width, or (width, depth) on a depth ladder."""
         return self.width if self.depth is None else (self.width, self.depth)
 
 
@@ -63,7 +54,6 @@ Progress = Callable[[str, int, int], None]
 
 
 def default_backend() -> Backend:
-    """Ray Tune and Ray Train (:class:`~mutune.search.backends.ray_tune.backend.RayBackend`)."""
     from mutune.search.backends.ray_tune.backend import RayBackend
 
     return RayBackend()
@@ -71,11 +61,7 @@ def default_backend() -> Backend:
 
 @dataclass
 class SweepRun:
-    """One sweep in progress: what every stage needs (config, recorder, task, ids, counters).
-
-    Made by :func:`open_sweep`; the stage functions below take it as their first argument, so
-    the main job, the benchmarks and the checks drive the same code.
-    """
+    """One sweep in progress: what every stage needs; made by :func:`open_sweep`."""
     config: SweepConfig
     recorder: Recorder
     task: Any
@@ -85,22 +71,15 @@ class SweepRun:
     on_progress: Progress | None = None
     #: the sweep's :class:`~mutune.search.budget.SweepBudget` when the config sets a budget
     budget: Any = None
-    #: heartbeats and stop requests (usually the recorder itself, the results store)
     control: SweepControl | None = None
-    #: a resumed sweep's recorded trial rows by key (``Store.sweep_rows``), for the stages
-    #: after the proxy sweeps to continue what they had started instead of redoing it
     recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: a resumed sweep's latest target-run row (``Store.sweep_rows()["target"]``), or None
     recorded_target: dict[str, Any] | None = None
     #: when the sweep was submitted (``time.monotonic()``, the trials' clock): the span of
     #: the sweep's held device-seconds starts here, start-up included
     started_at: float | None = None
-    #: the Ray cluster's total resources (``ray.cluster_resources()``) once it is up
     resources: dict[str, float] | None = None
-    #: depth → the task at that depth, with its own base shapes, on a depth ladder
-    #: (:func:`mutune.pipeline.depth_ladder.task_at_depth`)
     depth_tasks: dict[int, Any] = field(default_factory=dict)
-    #: what runs the trials (:class:`~mutune.search.backends.base.Backend`)
     backend: Backend = field(default_factory=default_backend)
 
 
@@ -110,22 +89,12 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
                resume: tuple[int, int] | None = None,
                control: SweepControl | None = None,
                backend: Backend | None = None) -> Iterator[SweepRun]:
-    """Load the data, compute the μP base shapes once (saved as ``out_dir/base_shapes.bsh``
-    and in the sweep's provenance), record the sweep and hold the backend's cluster for the block.
+    """Load the data, compute the μP base shapes once, record the sweep (or continue ``resume`` =
+    (sweep id, last sequence number)) and hold the backend's cluster for the block.
 
-    ``control`` takes heartbeats and answers stop requests (default: ``recorder`` when it
-    is also a :class:`~mutune.search.recording.SweepControl`, as the results store is).
-    ``backend`` runs the trials (:class:`~mutune.search.backends.base.Backend`; default
-    Ray, :class:`~mutune.search.backends.ray_tune.backend.RayBackend`).
-
-    ``resume`` = (sweep id, last sequence number recorded) continues a recorded sweep instead
-    of starting one: no new sweep row, and sequence numbers go on after the last.
-
-    The sweep is recorded ``completed`` when the block ends normally, with the status of a
-    :class:`~mutune.errors.SweepStopped` (``cancelled``, ``budget_exhausted``) when the block
-    raises one (re-raised with the sweep id), and ``failed`` with the reason when it raises
-    anything else (the error propagates; rows recorded before stay).
-    """
+    The sweep is recorded ``completed`` when the block ends normally, with a
+    :class:`~mutune.errors.SweepStopped`'s status (re-raised with the sweep id), else ``failed``
+    with the reason (the error propagates)."""
     from mutune.proxies.task import ProxyTask, load_task_data
     from mutune.pipeline.devices import with_granted_device
     from mutune.pipeline.provenance import collect_provenance
@@ -136,7 +105,7 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     dataset = {"kind": config.data.kind, "fingerprint": data.fingerprint,
                "size_bytes": data.size_bytes}
     task = ProxyTask(config.model, config.train, data).with_base_shapes()
-    if config.target.parallelism == "fsdp":      # before any device time is spent
+    if config.target.parallelism == "fsdp":
         from mutune.search.backends.ray_train import refuse_sharded
         refuse_sharded(task.build(config.model.base_width, {}))
     provenance = collect_provenance(dataset)
@@ -145,7 +114,7 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "base_shapes.bsh").write_text(task.base_shapes)
     scaling = getattr(config.model, "depth_scaling", None)
-    if callable(scaling):       # the depth base, beside the width base shapes
+    if callable(scaling):
         d = scaling()
         provenance["depth_base"] = {"depth_parametrization": d.parametrization,
                                     "base_depth": d.base_depth, "depth": d.depth,
@@ -153,7 +122,7 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     if resume is None:
         from mutune.pipeline.preflight_checks import run_preflight
 
-        checked = run_preflight(config, task)       # before anything is recorded or trained
+        checked = run_preflight(config, task)
         sweep_id = recorder.sweep_started(config.model_dump(mode="json"), config.seed,
                                           provenance)
         recorder.check_recorded(sweep_id, checked)
@@ -170,8 +139,6 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         if control is None and isinstance(recorder, SweepControl):
             control = recorder
         with run_on.cluster(config.ray) as resources:
-            # the ledger prices the device the trials are granted (ray.device_kind, or what
-            # Ray detected on the cluster)
             run = SweepRun(with_granted_device(config, resources), recorder, task, sweep_id,
                            Path(out_dir), itertools.count(first_seq), on_progress, gate,
                            control, started_at=started_at, resources=resources,
@@ -187,9 +154,7 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
 
 
 def stage_settings(run: SweepRun, *, name: str, max_t: int, **more: Any) -> RunSettings:
-    """A stage's :class:`~mutune.search.backends.base.RunSettings`: the sweep's recorder,
-    control, counter, task, storage (``out_dir/ray``), ``ray`` section, metric and mode,
-    with ``more`` (any other field, or one of these replaced)."""
+    """A stage's RunSettings from the sweep, with ``more`` added or replaced."""
     config = run.config
     base: dict[str, Any] = dict(
         task=run.task, max_t=max_t, recorder=run.recorder, sweep_id=run.sweep_id,
@@ -200,15 +165,13 @@ def stage_settings(run: SweepRun, *, name: str, max_t: int, **more: Any) -> RunS
 
 def bind_progress(cb: Progress | None, label: str, total: int
                   ) -> Callable[[int, int], None] | None:
-    """``cb`` bound to one stage's ``label`` and ``total``: (done, started) → cb(label, done,
-    total); None when there is no ``cb``."""
+    """``cb`` bound to one stage's ``label`` and ``total``; None when there is no ``cb``."""
     if cb is None:
         return None
     return lambda done, started: cb(label, done, total)
 
 
 def record_best(run: SweepRun, p: ProxyResult, rung_trials: int) -> None:
-    """Record the width's best trial and optimum on its proxy sweep row."""
     run.recorder.proxy_sweep_finished(p.proxy_sweep_id, {
         "trial_id": p.best_trial_id, "milestone": p.milestone, "config": p.best_config,
         "val_loss": p.best_val_loss, "trials": p.trials, "rung_trials": rung_trials,

@@ -1,5 +1,4 @@
-"""How many devices the target run takes: its data-parallel workers, the CPUs of a one-process
-CPU target, and the index-limit warning for a worker's share of its batch."""
+"""How many devices the target run takes, and the index-limit warning for its batch."""
 from __future__ import annotations
 
 import warnings
@@ -9,13 +8,9 @@ __all__ = ["target_workers", "target_cpus", "index_limit_note", "warn_index_limi
 
 
 def target_workers(config: Any, batch: int | None = None) -> int:
-    """Data-parallel workers of the target run: ``target.num_workers``; by default, when
-    trials get GPUs, every slot the sweep holds on its connected Ray cluster
-    (:func:`~mutune.search.backends.ray_tune.cluster.slots`), lowered to the largest count
-    that divides the target's batch (``batch``; default the config's); on CPUs, 1 — gloo
-    workers on one machine's cores step slower than one process (benchmarks/target_workers.py),
-    so a CPU target on several workers costs more device-hours for nothing (set
-    ``target.num_workers`` for a cluster of CPU nodes)."""
+    """Data-parallel workers of the target run: ``target.num_workers``; by default on GPUs every
+    slot the sweep holds, lowered to a divisor of ``batch``; on CPUs 1
+    (benchmarks/target_workers.py)."""
     if config.target.num_workers:
         return int(config.target.num_workers)
     if not config.ray.gpus_per_trial:
@@ -30,13 +25,8 @@ def target_workers(config: Any, batch: int | None = None) -> int:
 
 
 def target_cpus(config: Any) -> float:
-    """CPUs of a target that trains as one process on CPUs (its torch threads: one per CPU):
-    ``target.cpus``; by default, on a local cluster, every CPU the sweep holds (slots ×
-    ``ray.cpus_per_trial``, the slots as :func:`mutune.scaling.idle.held_devices` counts
-    them from ``ray.num_cpus``), so no CPU the sweep holds idles while the target trains; on
-    a cluster (``ray.address``, whose nodes a single process cannot span) or when trials get
-    GPUs, ``ray.cpus_per_trial``. More threads step faster but do less work per CPU-second,
-    so the target's MFU per device falls while the CPUs it holds no longer idle."""
+    """CPUs of a one-process CPU target: ``target.cpus``; by default every CPU the sweep holds on
+    a local cluster, else ``ray.cpus_per_trial``."""
     from mutune.scaling.idle import held_devices
 
     r = config.ray
@@ -50,11 +40,8 @@ def target_cpus(config: Any) -> float:
 
 
 def index_limit_note(config: Any, task: Any, batch_per_worker: int) -> str | None:
-    """The target's index-limit warning text when it trains on GPUs and one micro-batch of
-    ``batch_per_worker`` rows makes an activation of 2^31 elements or more
-    (:func:`mutune.proxies.index_limit.index_limit_warning`: such a step trained NaN on
-    CUDA); None on CPU trials or under the limit. The target stage warns with it and the
-    dry run's plan carries it."""
+    """The target's warning text when one GPU micro-batch makes an activation of ≥ 2^31 elements
+    (which trained NaN on CUDA); None otherwise."""
     if not config.ray.gpus_per_trial:
         return None
     from mutune.proxies.index_limit import index_limit_warning
@@ -64,8 +51,7 @@ def index_limit_note(config: Any, task: Any, batch_per_worker: int) -> str | Non
 
 
 def warn_index_limit(config: Any, task: Any, workers: int) -> None:
-    """Warn (``RuntimeWarning``) with :func:`index_limit_note` for a worker's share of the
-    target's batch on ``workers`` data-parallel workers."""
+    """Warn (``RuntimeWarning``) with :func:`index_limit_note` for a worker's share of the batch."""
     note = index_limit_note(config, task, task.train.batch_size // workers)
     if note:
         warnings.warn(f"the target run: {note}", RuntimeWarning, stacklevel=3)

@@ -1,10 +1,4 @@
-"""The target stage: predict the full-size run's loss, admit it under the budget, train it.
-
-The loss law over the proxies predicts the target's loss before it runs; with a budget, the
-target starts only if its estimate fits; then the one target-size run trains with the
-transferred hyperparameters on the sweep's backend, recorded as a target run (its workers and
-CPUs: :mod:`mutune.pipeline.target_devices`).
-"""
+"""The target stage: predict the full-size run's loss, admit it under the budget, train it."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,19 +18,8 @@ __all__ = ["predict_target_loss", "admit_target", "train_target", "proxy_curve",
 
 def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
                 designs: list[Any]) -> dict[str, Any] | None:
-    """The best proxy's validation curve, to watch the target against: the width whose best
-    configuration has the lowest loss at max_t, its seed-mean ``val_loss`` and standard error
-    at every evaluation step its seeds share (mode ``min`` only; None when no proxy trial
-    of a best configuration reached max_t).
-
-    The curve is of the sweep's loss metric (``search.metric``: ``val_loss`` unless a loop
-    plugin reports another loss; its standard error is the report's ``<metric>_se``); it is
-    kept under the keys ``val_loss``/``val_loss_se`` and named in ``metric``. A score metric
-    gets no watch (None).
-
-    Returns:
-        {"width", "config", "seeds", "steps", "val_loss", "val_loss_se", "metric"}.
-    """
+    """The best proxy's seed-mean curve of the sweep's loss metric (kept as ``val_loss``/
+    ``val_loss_se``) to watch the target against; None for a score metric or without one."""
     if config.search.mode != "min" or config.search.kind_of_metric != "loss":
         return None
     metric = config.search.metric
@@ -68,20 +51,12 @@ def proxy_curve(config: Any, swept: list[tuple[ProxyResult, Any]],
 
 
 def divergence_limits(watch: dict[str, Any] | None) -> dict[int, float] | None:
-    """Per watched step, the limit a target's validation loss is held to
-    (``diverge_above``): twice the upper end of the best proxy's 3-standard-error band,
+    """Per watched step, the limit a target's validation loss is held to:
 
         limit(s) = 2 · (L_p(s) + 3 · se_p(s))
 
-    and the target is stopped as diverged only when its own loss minus three of its own
-    standard errors is above it (:func:`mutune.search.driver.types.beyond_limit`), or is
-    non-finite. L_p and se_p are the best proxy's seed-mean loss and its standard error
-    (nats, :func:`proxy_curve`). Twice the loss alone is no test when losses are small
-    against their noise: the quickstart's width-4096 MLP on digits evaluates at 0.04–0.15
-    nats with standard errors of 0.01–0.05 (a few confidently wrong examples among 360)
-    while its training loss keeps falling; a real divergence — the loss climbing towards
-    chance, or non-finite — clears both margins. A step without a finite standard error
-    gets 2 · L_p. None without a watch."""
+    (L_p, se_p the best proxy's seed-mean loss and standard error, nats; 2 · L_p without a
+    finite se). The target diverged when its loss − 3 se is above it, or is non-finite."""
     if not watch:
         return None
     ses = watch.get("val_loss_se") or [None] * len(watch["steps"])
@@ -93,23 +68,15 @@ def divergence_limits(watch: dict[str, Any] | None) -> dict[int, float] | None:
 
 
 def _width_of(trial: Any, p: ProxyResult) -> bool:
-    """Whether ``trial`` belongs to proxy ``p``: its key names the width (``w64-t3``,
-    ``c0w64-t3``), or the width and depth on a depth ladder (``w64d4-t3``)."""
+    """Whether ``trial``'s key names proxy ``p`` (``w64-t3``, ``c0w64-t3``, ``w64d4-t3``)."""
     group = f"w{p.width}" if p.depth is None else f"w{p.width}d{p.depth}"
     return trial.key.split("-")[0].endswith(group)
 
 
 def watch_target(watch: dict[str, Any] | None, reports: list[dict[str, Any]],
                  target_width: int) -> dict[str, Any] | None:
-    """Compare the target's validation curve with the best proxy's at the same steps.
-
-    A step is *behind* when the target's loss exceeds the proxy's by more than twice the
-    standard error of their difference, √(se_target² + se_proxy²) (the evaluations are
-    independent). Returns None without a proxy curve.
-
-    Returns:
-        {"proxy_width", "compared_steps", "behind_steps", "first_behind", "note"}.
-    """
+    """Compare the target's validation curve with the best proxy's at the same steps; a step is
+    behind when the gap exceeds 2 √(se_target² + se_proxy²). None without a proxy curve."""
     if not watch:
         return None
     metric = watch.get("metric", "val_loss")
@@ -144,16 +111,8 @@ def watch_target(watch: dict[str, Any] | None, reports: list[dict[str, Any]],
 
 def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                         target_hp: dict[str, float]) -> dict[str, Any]:
-    """From the proxies alone (before the target run under a budget, which admits it by the
-    law's parameter counts; else after it, :func:`mutune.pipeline.main_job.finish_sweep`):
-    fit the loss law on each proxy width's best loss at equal budget
-    (its value at the chosen rung, the highest holding at least 3 trials — trials that merely
-    completed are not the best, asynchronous ASHA lets early arrivals finish) against the
-    width's parameter count, predict the target's loss, and record the law.
-
-    Returns:
-        The recorded law row (with ``predicted_val_loss`` and its interval when it fitted).
-    """
+    """Fit the loss law on each proxy's best loss at equal budget against its parameter count,
+    predict the target's loss, and record the law row."""
     from mutune.pipeline.transfer_stage import loss_law
 
     if run.config.search.kind_of_metric != "loss":
@@ -170,26 +129,24 @@ def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
         widths.append(p.width)
         depths.append(p.depth)
         n_params.append(float(sized[0].reports[-1]["n_params"]))
-        losses.append(p.best_val_loss)       # best value at the width's chosen rung
+        losses.append(p.best_val_loss)
         rungs.append(p.milestone)
     # counted on the meta device: the driver never materialises the target's weights
     target_params = float(target_task(run).n_params(run.config.target.width, target_hp))
     law = loss_law(run.config, widths, n_params, losses, target_params,
                    depths if run.config.depth_ladder else None)
     law["rungs"] = rungs
-    if run.config.depth_ladder:          # each size's depth beside its width
+    if run.config.depth_ladder:
         law["depths"], law["target_depth"] = depths, run.config.target_depth
     run.recorder.law_fitted(run.sweep_id, law)
     return law
 
 
 def admit_target(run: SweepRun, law: dict[str, Any]) -> None:
-    """With a budget: the target run starts only if its estimate fits (the widest proxy's
-    seconds per step × the parameter ratio × the target's steps, plus the per-trial overhead).
+    """With a budget: the target run starts only if its estimate fits.
 
     Raises:
-        SweepStopped: ``budget_exhausted``, the target run would exceed the budget.
-    """
+        SweepStopped: ``budget_exhausted``, the target run would exceed the budget."""
     gate = run.budget
     if gate is None or not gate.books:
         return
@@ -197,8 +154,8 @@ def admit_target(run: SweepRun, law: dict[str, Any]) -> None:
     ratio = (float(target_params) / float(n_params[-1]) if n_params and target_params
              else (run.config.target.width / run.config.widths[-1]) ** 2)
     book = [b for b in gate.books if b.kind == "proxy"][-1]
-    widest = f"w{run.config.widths[-1]}"      # the widest proxy's group in its run
-    if run.config.depth_ladder:                # … the widest, deepest on a depth ladder
+    widest = f"w{run.config.widths[-1]}"
+    if run.config.depth_ladder:
         widest += f"d{run.config.proxy_depths[-1]}"
     est = gate.estimate_gpu_hours(book, run.config.target_steps, scale=ratio,
                                   group=widest if widest in book.groups else None)
@@ -209,35 +166,13 @@ def admit_target(run: SweepRun, law: dict[str, Any]) -> None:
 def train_target(run: SweepRun, target_hp: dict[str, float],
                  settings: dict[str, Any] | None = None,
                  watch: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
-    """The one target-size run with ``target_hp``, on the sweep's backend, recorded as a
-    target run;
-    ``settings`` may change its batch size and weight decay
-    (:func:`mutune.pipeline.gate.gate_rules`).
+    """The one target-size run with ``target_hp``, on the sweep's backend, recorded as a target
+    run; with ``watch`` it stops as ``diverged`` past :func:`divergence_limits`.
 
-    With ``watch`` (:func:`proxy_curve`) the run is stopped early as ``diverged`` when its
-    loss at a step, less three of its standard errors, exceeds :func:`divergence_limits`
-    there — twice the best proxy's loss plus three of its standard errors (a non-finite
-    loss always stops it);
-    its device time is then billed as ``diverged`` waste. The summary's
-    ``watch`` says where it fell behind the proxy (:func:`watch_target`).
+    Returns (target summary, its TrialRecord).
 
-    In a resumed sweep (``run.recorded``) the recorded target trial continues from its
-    latest checkpoint under its own trial and target rows, or is kept if it had ended.
-
-    The sweep's backend runs it on :func:`target_workers` devices
-    (:meth:`~mutune.search.backends.base.Backend.run_target`; on Ray: one Ray Train
-    ``TorchTrainer.fit()`` with DDP on several, a Ray Tune trial on one, on CPUs holding
-    :func:`target_cpus` CPUs).
-
-    Returns:
-        (target summary: width, config, val_loss, status (``completed`` or ``diverged``),
-        reason, val_loss_se, test_loss, test_loss_se, steps, trial_id, watch, model_dir
-        (the kept model's folder, :mod:`mutune.pipeline.target_model`; None if diverged),
-        num_workers (:func:`target_workers`); its TrialRecord).
     Raises:
-        SearchError: the target run failed (a diverged one is returned, so the ledger can
-            bill it).
-    """
+        SearchError: the target run failed (a diverged one is returned, so the ledger bills it)."""
     from mutune.pipeline.recorded import recorded_trials
     from mutune.search.searchers.space import trial_seeds
 
@@ -250,7 +185,6 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
             started["target"] = recorder.target_started(run.sweep_id, trial_id,
                                                         config.target.width, target_hp)
 
-    # a resumed sweep continues its recorded target trial (or keeps it, if it had ended)
     point = {"hparams": target_hp, "seed": tseed, "index": 0, "key": "target-t0"}
     new, resume = recorded_trials(run, [point], [tseed])
     old = [*resume.finished, *resume.records.values()]
@@ -271,7 +205,7 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
         raise SearchError("the target run never started")
     last = trec.reports[-1] if trec.reports else {}
     model_dir = None
-    if trec.status == "completed" and run.backend.keeps_models:   # kept in the sweep's storage
+    if trec.status == "completed" and run.backend.keeps_models:
         from mutune.pipeline.target_model import keep_target_model
         model_dir = str(keep_target_model(run, trec, target_hp, seed=tseed))
     recorder.target_finished(started["target"], last.get("val_loss"), trec.status, model_dir)
@@ -282,8 +216,7 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
 
 
 def _target_task(run: SweepRun, settings: dict[str, Any] | None) -> Any:
-    """The target's task: the model at ``target.depth`` on a depth ladder, with the gate's
-    batch size and weight decay when ``settings`` change them."""
+    """The target's task, with the gate's batch size and weight decay."""
     config = run.config
     task = target_task(run)
     if settings and (settings["batch_size"] != config.train.batch_size
@@ -296,8 +229,6 @@ def _target_task(run: SweepRun, settings: dict[str, Any] | None) -> Any:
 def _target_run(run: SweepRun, task: Any, workers: int, new: list[dict[str, Any]],
                 resume: Any, watch: dict[str, Any] | None,
                 on_started: Any) -> tuple[Any, Any]:
-    """The target's group and run settings (its checkpoints, its divergence limits, every
-    CPU held by one process on CPUs)."""
     from mutune.pipeline.sweep import stage_settings
     from mutune.search.backends.base import CheckpointPolicy
     from mutune.search.backends.groups import GroupSpec
@@ -323,7 +254,6 @@ def _target_run(run: SweepRun, task: Any, workers: int, new: list[dict[str, Any]
 
 def _target_summary(run: SweepRun, trec: Any, target_hp: dict[str, float],
                     watch: dict[str, Any] | None) -> dict[str, Any]:
-    """The target summary's figures from its last report (and where it fell behind)."""
     config, search = run.config, run.config.search
     last = trec.reports[-1] if trec.reports else {}
     metric = {"metric": search.metric, "metric_value": last.get(search.metric)} \

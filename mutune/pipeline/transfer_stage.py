@@ -1,20 +1,5 @@
-"""The transfer stage of the main job: per-width optima → transfer rules → target prediction.
-
-Between the proxy sweeps and the target run (docs/architecture.md §2), this module turns recorded
-rung
-values into arrays for :mod:`mutune.scaling` and its frozen results back into recorder rows:
-
-* each width's optimum at a rung, when the confirmation design is off
-  (``transfer.confirm_replicates: 0``; the full-horizon optimum is
-  :mod:`mutune.pipeline.full_horizon`): a local quadratic in log space at the highest rung
-  holding enough trials for the fit (:func:`mutune.scaling.estimate_optimum`), with a
-  bootstrap interval; for the learning rate also the short-horizon fit of LR*(steps) across
-  rungs (:func:`mutune.scaling.fit_horizon`);
-* each hyperparameter's transfer rule log h*(w) = a + b·log w with intervals and a health
-  verdict, the published batch/token rules the config asks for, and the AdamW timescale rule
-  for weight decay;
-* the loss law L(N) = E + A·N^-α over the proxies, predicting the target's loss before it runs.
-"""
+"""The transfer stage: per-width optima (:func:`mutune.scaling.estimate_optimum`) → transfer
+rules log h*(w) = a + b·log w → the loss law L(N) = E + A·N^-α predicting the target's loss."""
 from __future__ import annotations
 
 import math
@@ -33,14 +18,14 @@ __all__ = ["width_optimum", "common_rung", "transfer_rules", "loss_law",
 
 
 def log_bounds(config: SweepConfig, names: list[str]) -> np.ndarray | None:
-    """The searched range of ``names`` in natural-log units, shape (len(names), 2); None when
-    one of them is not on positive values."""
+    """The searched range of ``names`` in natural-log units, shape (len(names), 2); None when one
+    is not on positive values."""
     rows = []
     for n in names:
         d = config.search.space[n]
         if isinstance(d, Choice) and min(d.values) > 0:
             rows.append((math.log(min(d.values)), math.log(max(d.values))))
-        elif getattr(d, "low", 0) > 0:  # log-uniform, or uniform on positive values
+        elif getattr(d, "low", 0) > 0:
             rows.append((math.log(d.low), math.log(d.high)))
         else:
             return None
@@ -56,8 +41,7 @@ def _fit_rungs(config: SweepConfig, outcome: Any) -> dict[int, dict[str, float]]
 
 
 def fitted_names(config: SweepConfig) -> list[str]:
-    """The searched knobs the local quadratic estimates, sorted: every one but the
-    categorical ones (a choice among names, :func:`mutune.config.spaces.is_categorical`)."""
+    """The searched knobs the local quadratic estimates (all but categorical ones), sorted."""
     return sorted(n for n, d in config.search.space.items() if not is_categorical(d))
 
 
@@ -66,18 +50,8 @@ def _needed(config: SweepConfig) -> int:
 
 
 def common_rung(config: SweepConfig, outcomes: list[Any]) -> int | None:
-    """The highest rung (steps) holding at least 2·k + 3 finite trials at *every* width
-    (k hyperparameters searched), or None when no rung does.
-
-    Optima compared across widths must be measured at equal budget (docs/architecture.md §4): early
-    rungs favour larger learning rates (short-horizon bias, Wu et al. 2018; microsoft/mup#64),
-    so an optimum at rung 60 at one width and rung 180 at another mixes horizons into the
-    fitted width exponent. ASHA's asynchronous promotions give each width a different number
-    of trials at its top rungs, so the per-width choice alone does not align them.
-
-    Args:
-        outcomes: one RunOutcome per width (its ``core.rung_values()``: milestone → values).
-    """
+    """The highest rung (steps) with at least 2·k + 3 finite trials at every width, or None;
+    optima must compare at equal budget (Wu et al. 2018; microsoft/mup#64)."""
     need = _needed(config)
     common = None
     for o in outcomes:
@@ -90,28 +64,11 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
                   milestone: int | None = None) -> dict[str, Any]:
     """The optimum of every searched hyperparameter at one proxy width.
 
-    Uses ``milestone`` when given and it holds at least 2·k + 3 finite trials (k numeric
-    hyperparameters searched; the quadratic needs them; :func:`common_rung` picks one rung
-    for all widths), else the highest rung holding that many, else the fullest rung. Falls
-    back to the best trial's values, with no interval, when the quadratic cannot be fitted
-    (the reason is kept). A categorical knob takes the name that did best at the same rung
-    with the numeric knobs held equal (:func:`mutune.pipeline.choice_optimum.best_choice`, a
-    fixed effect per name beside a quadratic; its evidence under ``choices``); trials of
-    every name feed the numeric quadratic.
-
-    Args:
-        config: the sweep config. outcome: the width's RunOutcome (trials and scheduler core).
-        best: the width's :class:`~mutune.search.best.BestTrial` (the fallback).
-        milestone: the rung (steps) to estimate at, e.g. the sweep's common rung.
-    Returns:
-        JSON-able {"milestone", "n_trials", "trial_ids" (the recorder's ids of the trials
-        the fit used), "method", "optimum": {name: value},
-        "interval": {name: [lo, hi] or None}, "on_edge": {name: bool}, "edge_side",
-        "horizon": {...} or None, "fallback_reason", "choices": {name: per-name evidence}};
-        values in each hyperparameter's unit.
-    """
-    from mutune.pipeline.choice_optimum import best_choice, late_disagreement
-    from mutune.scaling import Neighbourhood, estimate_optimum, fit_horizon
+    At ``milestone`` when it holds 2·k + 3 finite trials, else the highest rung that does, else
+    the fullest; falls back to the best trial's values when the quadratic cannot be fitted. A
+    categorical knob takes :func:`mutune.pipeline.choice_optimum.best_choice`'s name. Values are
+    in each hyperparameter's unit."""
+    from mutune.scaling import Neighbourhood, estimate_optimum
 
     names = fitted_names(config)
     cats = sorted(set(config.search.space) - set(names))
@@ -138,17 +95,8 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
                            "optimum_horizon": f"rung {milestone} of max_t "
                                               f"{config.search.scheduler.max_t}",
                            "horizon": None, "fallback_reason": None, "choices": {}}
-    chosen = {}
-    for c in cats:
-        chosen[c], out["choices"][c] = best_choice(
-            c, list(config.search.space[c].values), hp_of, rungs[milestone],
-            mode=config.search.mode, numeric=names, n_boot=config.transfer.n_boot_optimum,
-            seed=seed)
-        if chosen[c] is None:
-            chosen[c] = hp_of[best.trial][c]
-        out["choices"][c].update(milestone=milestone, metric=config.search.metric,
-                                 **late_disagreement(c, chosen[c], rungs, milestone, hp_of,
-                                                     config.search.mode))
+    chosen = _choose_categoricals(config, cats, names, hp_of, rungs, milestone, best,
+                                  out["choices"])
     nofit = {"interval": {c: None for c in cats}, "on_edge": {c: False for c in cats},
              "edge_side": {c: None for c in cats}}
     try:
@@ -172,46 +120,61 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
                on_edge={**dict(opt.on_edge), **nofit["on_edge"]},
                edge_side={**dict(opt.edge_side), **nofit["edge_side"]})
     if "lr" in names and len(full) >= 2:
-        per_rung = []
-        for m in sorted(full):
-            try:
-                o = fit(m)
-            except FitError:
-                continue
-            per_rung.append((m, o.center["lr"]))
-        if len(per_rung) >= 2:
-            try:
-                h = fit_horizon([m for m, _ in per_rung], [v for _, v in per_rung],
-                                target_steps=config.target_steps, n_boot=200, seed=seed)
-                out["horizon"] = {"rungs": [m for m, _ in per_rung],
-                                  "optimum_lr_per_rung": [math.exp(v) for _, v in per_rung],
-                                  "exponent": h.exponent,
-                                  "highest_rung_lr": h.highest_rung_lr,
-                                  "extrapolated_lr": h.extrapolated_lr,
-                                  "target_steps": config.target_steps}
-            except FitError as err:
-                out["horizon"] = {"error": str(err)}
+        out["horizon"] = _lr_horizon(config, full, fit)
     return out
+
+
+def _choose_categoricals(config: SweepConfig, cats: list[str], names: list[str],
+                         hp_of: dict[str, Any], rungs: dict[int, dict[str, float]],
+                         milestone: int, best: Any, evidence: dict[str, Any]) -> dict[str, Any]:
+    """Each categorical knob's best name at ``milestone`` (the best trial's without one);
+    its evidence into ``evidence``."""
+    from mutune.pipeline.choice_optimum import best_choice, late_disagreement
+
+    seed = config.seed
+    chosen = {}
+    for c in cats:
+        chosen[c], evidence[c] = best_choice(
+            c, list(config.search.space[c].values), hp_of, rungs[milestone],
+            mode=config.search.mode, numeric=names, n_boot=config.transfer.n_boot_optimum,
+            seed=seed)
+        if chosen[c] is None:
+            chosen[c] = hp_of[best.trial][c]
+        evidence[c].update(milestone=milestone, metric=config.search.metric,
+                           **late_disagreement(c, chosen[c], rungs, milestone, hp_of,
+                                               config.search.mode))
+    return chosen
+
+
+def _lr_horizon(config: SweepConfig, full: list[int], fit: Any) -> dict[str, Any] | None:
+    """The short-horizon fit of lr*(steps) across the rungs ``full`` (None: < 2 rungs fit)."""
+    from mutune.scaling import fit_horizon
+
+    per_rung = []
+    for m in sorted(full):
+        try:
+            o = fit(m)
+        except FitError:
+            continue
+        per_rung.append((m, o.center["lr"]))
+    if len(per_rung) < 2:
+        return None
+    try:
+        h = fit_horizon([m for m, _ in per_rung], [v for _, v in per_rung],
+                        target_steps=config.target_steps, n_boot=200, seed=config.seed)
+    except FitError as err:
+        return {"error": str(err)}
+    return {"rungs": [m for m, _ in per_rung],
+            "optimum_lr_per_rung": [math.exp(v) for _, v in per_rung],
+            "exponent": h.exponent, "highest_rung_lr": h.highest_rung_lr,
+            "extrapolated_lr": h.extrapolated_lr, "target_steps": config.target_steps}
 
 
 def target_train_settings(config: SweepConfig, lr: float,
                           weight_decay: float | None = None) -> dict[str, Any]:
-    """Batch size and weight decay of the target run, and the published-rule factors on its
-    learning rate when the target differs from the proxies (config ``transfer`` section).
-
-    * batch: ``target.batch_size`` ≠ ``train.batch_size`` → lr × (B_t/B_p)^½ for Adam-family
-      optimizers (Malladi et al. 2022) or × B_t/B_p for SGD (Goyal et al. 2017), unless
-      ``transfer.lr_batch_rule`` is ``none``;
-    * tokens: when ``transfer.token_beta`` is set and the target trains on a different number
-      of samples than the proxies' max_t budget, lr × (D_t/D_p)^-β (Bjorck et al. 2025);
-    * weight decay: with ``train.weight_decay`` > 0 and ``transfer.weight_decay_rule`` =
-      ``timescale``, λ_t keeps the proxies' AdamW timescale τ = B/(η·λ·D) (Wang & Aitchison
-      2024) at the target's lr, batch and samples. ``weight_decay``: the proxies' value when
-      it was searched (the widest proxy's optimum); default ``train.weight_decay``.
-
-    Returns:
-        {"lr": adjusted lr, "batch_size", "weight_decay", "adjustments": [{rule, factor, …}]}.
-    """
+    """Batch size and weight decay of the target run, and the published-rule factors on its lr:
+    batch (Malladi et al. 2022 for Adam, Goyal et al. 2017 for SGD), tokens (D_t/D_p)^-β
+    (Bjorck et al. 2025) and the AdamW timescale τ = B/(η·λ·D) (Wang & Aitchison 2024)."""
     from mutune.scaling import (adamw_timescale, adamw_weight_decay_for, scale_lr_for_batch,
                                 scale_lr_for_tokens)
 
@@ -249,36 +212,13 @@ def target_train_settings(config: SweepConfig, lr: float,
 def transfer_rules(config: SweepConfig, widths: list[int],
                    optima: list[dict[str, Any]], depths: list[int] | None = None
                    ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
-    """Fit every searched hyperparameter's transfer rule, its verdict and transferred value.
+    """Fit every searched hyperparameter's transfer rule, its verdict and transferred value
+    (docs/transfer.md §8; TP V Table 1 and §3; :func:`mutune.pipeline.fitted_rule.fitted_rule`).
 
-    Not every searched knob gets a fitted rule (docs/transfer.md §8): a ``choice`` dimension
-    is treated per choice — each width's optimum snapped to its nearest listed value, the
-    target taking the widest proxy's (verdict ``per_choice``, reporting whether the widths
-    agree); weight decay and dropout are not transferred (TP V Table 1: regularisation) —
-    the target takes the widest proxy's optimum (verdict ``not_transferred``), weight decay
-    then adjusted by the AdamW timescale rule when ``transfer.weight_decay_rule`` asks. A
-    value mutune derives is kept inside the knob's valid range
-    (:func:`~mutune.config.spaces.clip_valid`: β < 1, dropout < 1, …).
+    Returns (rule rows, the target's hyperparameters, its training settings).
 
-    Under μP with ``transfer.mup_flat`` the transferred value is the widest proxy's optimum
-    unless the verdict is ``drifting`` (an exponent resolved outside the tolerance by ≥ 3
-    widths): an interval containing 0, too few widths, or a noisy, edge or fallback rule
-    leaves the exponent unresolved (Yang et al. 2022, TP V §3: μP optima
-    are width-independent, finite-width effects shrink with width); otherwise the fitted power
-    law is evaluated at the target width. On a depth ladder the rule is fitted over width and
-    depth, log h* = a + b·log w + c·log L, each axis judged and extrapolated on its own
-    (:func:`mutune.pipeline.fitted_rule.fitted_rule`).
-
-    Args:
-        widths: proxy widths, increasing (on a ladder: each proxy's width).
-        optima: :func:`width_optimum` per proxy.
-        depths: each proxy's depth on a depth ladder (None: one depth).
-    Returns:
-        (rule rows for the recorder, the target's hyperparameters, the target's training
-        settings from :func:`target_train_settings`).
     Raises:
-        FitError: a rule cannot be fitted (fewer than 2 widths, non-positive optima).
-    """
+        FitError: a rule cannot be fitted (fewer than 2 widths, non-positive optima)."""
     target_w = config.target.width
     rows, hp = [], dict(config.search.fixed)
     for name in sorted(config.search.space):
@@ -311,15 +251,9 @@ def transfer_rules(config: SweepConfig, widths: list[int],
 def loss_law(config: SweepConfig, widths: list[int], n_params: list[float],
              losses: list[float], target_params: float,
              depths: list[int] | None = None) -> dict[str, Any]:
-    """Fit L(N) = E + A·N^-α on the best loss per proxy size (at equal budget) and predict the
-    target's loss with a 95 % interval (Kaplan et al. 2020 §3; Hoffmann et al. 2022 §3.2).
-
-    Returns:
-        JSON-able law row: kind ``loss_vs_params``, parameters, intervals, the target's
-        predicted loss and interval, ``falls_with_size``; or, with fewer than 3 usable sizes
-        or losses that do not strictly fall with size, a row with ``error`` and no
-        prediction.
-    """
+    """Fit L(N) = E + A·N^-α on the best loss per proxy size and predict the target's loss with a
+    95 % interval (Kaplan et al. 2020 §3; Hoffmann et al. 2022 §3.2); a row with ``error`` when
+    fewer than 3 sizes or losses do not fall with size."""
     from mutune.scaling import fit_loss_law
 
     row: dict[str, Any] = {"kind": "loss_vs_params", "widths": widths, "n_params": n_params,

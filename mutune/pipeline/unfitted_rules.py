@@ -14,8 +14,7 @@ __all__ = ["unfitted_rule"]
 
 
 def _snap(dist: Any, value: float) -> float:
-    """``value`` moved to the nearest of a choice's listed values (in log space when they
-    are all positive)."""
+    """``value`` moved to the nearest listed value (in log space when all are positive)."""
     vals = [float(v) for v in dist.values]
     if all(v > 0 for v in vals) and value > 0:
         return min(vals, key=lambda v: abs(math.log(v) - math.log(value)))
@@ -24,13 +23,10 @@ def _snap(dist: Any, value: float) -> float:
 
 def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str, Any]],
                   target_w: int, depths: list[int] | None = None) -> dict[str, Any]:
-    """The rule row of a knob that gets no fitted power law: a ``choice`` (per choice) or a
-    regulariser (not transferred, TP V Table 1). The target takes the widest proxy's optimum
-    (on a depth ladder the widest, deepest one's; snapped to a listed value for a choice);
-    slope, intercept and formula are None, and each axis (``axes``) carries the verdict with
-    no slope."""
+    """The rule row of a knob with no fitted power law: the target takes the widest proxy's
+    optimum."""
     per_choice = isinstance(dist, Choice)
-    if is_categorical(dist):           # names: the widths' choices as they are
+    if is_categorical(dist):
         values = [o["optimum"][name] for o in optima]
     else:
         values = [float(o["optimum"][name]) for o in optima]
@@ -79,7 +75,6 @@ def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str
 
 
 def _axes(per_choice: bool, depths: list[int] | None) -> dict[str, Any]:
-    """The per-axis keys of an unfitted rule: no slope, the one verdict along every axis."""
     axes = ["width", "depth"] if depths else ["width"]
     verdict = "per_choice" if per_choice else "not_transferred"
     out: dict[str, Any] = {"axes": axes, "slopes": {a: None for a in axes},

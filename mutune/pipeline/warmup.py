@@ -1,7 +1,5 @@
-"""The dry run's timed warm-up: a few real training steps and one evaluation of one width,
-on the device a trial gets and with its numerics (:mod:`mutune.pipeline.dry_run` prices a
-sweep from them). The steps are the trial's own: :func:`mutune.training.run.run_loop` with
-mutune's loop or the ``train.loop`` plugin, its micro-batches, clipping and schedule."""
+"""The dry run's timed warm-up: a few real training steps and one evaluation of one width, on
+the device a trial gets and with its numerics."""
 from __future__ import annotations
 
 import statistics
@@ -13,16 +11,12 @@ __all__ = ["warmup"]
 
 def warmup(task: Any, width: int, hparams: dict[str, float], steps: int,
            threads: int, dev: Any = None) -> dict[str, float]:
-    """Seconds to build the model and optimizer (``setup_s``), per training step
-    (``s_per_step``: the median of steps 2…, the first one's allocation and warm-up left
-    out) and per evaluation (``s_per_eval``: validation only), and the warm-up's wall time
-    (``warmup_s``), measured by training ``task`` at ``width`` for ``steps`` steps on ``dev``
-    (:class:`~mutune.proxies.device.TrainDevice`; None: the CPU) under its numerics.
+    """Seconds to build (``setup_s``), per training step (``s_per_step``, median of steps 2…) and
+    per evaluation (``s_per_eval``), and ``warmup_s``, on ``dev`` (None: the CPU).
 
     Raises:
-        ProxyError: the model cannot be built. SearchError: a plugin breaks the loop's
-            contract (:func:`~mutune.training.run.run_loop`), or the warm-up was interrupted.
-    """
+        ProxyError: the model cannot be built. SearchError: a plugin breaks the loop's contract,
+            or the warm-up was interrupted."""
     import torch
 
     from mutune.errors import SearchError

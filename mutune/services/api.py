@@ -1,9 +1,5 @@
-"""The in-process face of mutune: ``mutune.run(config)`` (docs/architecture.md §1).
-
-Opens the results store, runs the main job with it as the recorder, then renders the report from
-the database rows — the same renderer ``mutune report`` uses — and writes ``report.json`` and the
-loss-vs-learning-rate plot.
-"""
+"""The in-process face of mutune: ``mutune.run(config)`` (docs/architecture.md §1), which runs
+the main job into the results store and renders the report from its rows."""
 from __future__ import annotations
 
 import os
@@ -21,14 +17,7 @@ DEFAULT_DB = "sqlite:///mutune.db"
 
 @dataclass(frozen=True)
 class RunResult:
-    """The main job's result: the report's figures (``report`` is report.json's content).
-
-    Attributes:
-        sweep_id: the sweep's id in the results database.
-        report: report.json as a dict (docs/architecture.md §11).
-        report_path, plot_path: the files written.
-        db: the database URL holding every row.
-    """
+    """The main job's result; ``report`` is report.json's content (docs/architecture.md §11)."""
     sweep_id: int
     report: dict[str, Any]
     report_path: Path
@@ -62,24 +51,13 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
         progress: bool = True) -> RunResult:
     """Run the main job: proxy sweeps → transfer rules → one target run → cost report.
 
-    Args:
-        config: a :class:`SweepConfig`, a YAML path, or None for the embedded quickstart.
-        db: results database URL (``sqlite:///file.db`` or ``postgresql://…``); default
-            ``MUTUNE_DB`` or ``sqlite:///mutune.db``.
-        out_dir: folder for report.json, the plot and Ray Tune's experiment state.
-        console: a rich Console to print the progress and the report on (None: silent).
-        progress: show a progress display while trials run (needs ``console``).
-    Returns:
-        RunResult carrying the report's figures.
-
-    A sweep ended early on purpose (``mutune cancel``, the config's budget) is no error: its
-    report is built from what was recorded, with ``status`` ``cancelled`` or
-    ``budget_exhausted`` and the ``reason``.
+    ``config``: a :class:`SweepConfig`, a YAML path, or None for the embedded quickstart; ``db``
+    a database URL (default :func:`resolve_db`). A sweep cancelled or out of budget is no error:
+    its report carries the ``status`` and ``reason``.
 
     Raises:
         ConfigError: the config is invalid (field, value, rule).
-        MutuneError: a stage failed; the sweep is recorded as failed with the reason.
-    """
+        MutuneError: a stage failed; the sweep is recorded as failed with the reason."""
     from mutune.errors import SweepStopped
     from mutune.pipeline import run_pipeline
     from mutune.services.store import Store
@@ -100,8 +78,7 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
 
 
 def _write_outputs(rows: dict[str, Any], out: Path, url: str, console: Any) -> RunResult:
-    """The report of a sweep's rows: ``report.json``, the loss-vs-LR, transfer (when rules
-    were fitted) and rung plots in ``out``, printed on ``console`` when given."""
+    """The report of a sweep's rows, written to ``out`` (and printed on ``console``)."""
     from mutune.services.report.data import build_report, write_report_json
     from mutune.services.report.plots import plot_loss_vs_lr, plot_transfer
     from mutune.services.report.render import render_report
@@ -123,7 +100,7 @@ def _write_outputs(rows: dict[str, Any], out: Path, url: str, console: Any) -> R
 
 def _run_with_progress(run_pipeline: Any, cfg: SweepConfig, store: Any, out: Path,
                        console: Any, progress: bool) -> int:
-    """Run the pipeline, with a rich progress display when there is a console; its sweep id."""
+    """Run the pipeline (with a progress display when there is a console); its sweep id."""
     if console is None or not progress:
         return run_pipeline(cfg, store, out_dir=out).sweep_id
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -140,19 +117,12 @@ def _run_with_progress(run_pipeline: Any, cfg: SweepConfig, store: Any, out: Pat
 def rerun(sweep_id: int, *, db: str | None = None,
           out_dir: str | os.PathLike[str] = "mutune-out", console: Any = None,
           progress: bool = True) -> tuple[RunResult, list[str]]:
-    """Re-execute a stored sweep with the same config and seeds (a new sweep id).
+    """Re-execute a stored sweep with the same config and seeds (a new sweep id); returns (its
+    RunResult, the provenance differences as warnings).
 
-    Before running, the recorded provenance (package versions, Python, CPU, dataset
-    fingerprint) is compared with this environment's; each difference is returned (and printed
-    on ``console``) as a warning, since it may change the numbers. At concurrency 1 on CPU
-    with nothing different, the rerun's reports equal the original's.
-
-    Returns:
-        (the new run's RunResult, the provenance warnings).
     Raises:
         StoreError: no such sweep, or no results database at ``db``. ConfigError: the stored
-            config no longer validates.
-    """
+            config no longer validates."""
     from mutune.config import parse_config
     from mutune.proxies.task import ProxyTask, load_task_data
     from mutune.pipeline.provenance import collect_provenance, provenance_differences
@@ -177,19 +147,11 @@ def rerun(sweep_id: int, *, db: str | None = None,
 
 def resume(sweep_id: int, *, db: str | None = None,
            out_dir: str | os.PathLike[str] = "mutune-out", console: Any = None) -> RunResult:
-    """Finish an interrupted sweep (``mutune resume SWEEP_ID``, docs/architecture.md §4).
-
-    The one recovery path (:func:`mutune.services.recovery.resume_sweep`, which a restarted
-    server uses too): the trials whose heartbeat is older than ``ray.lease_s`` are reaped,
-    then the sweep continues from the saved scheduler and searcher state — exactly
-    ``num_samples`` trials per width in total, no repeated report rows, the stale trials
-    retried from their checkpoints, the later stages finished. Writes the report like
-    :func:`run`.
+    """Finish an interrupted sweep (``mutune resume SWEEP_ID``, docs/architecture.md §4) and write
+    its report like :func:`run`.
 
     Raises:
-        StoreError: no such sweep or database. MutuneError: live trials, or a completed
-            sweep.
-    """
+        StoreError: no such sweep or database. MutuneError: live trials, or a completed sweep."""
     from mutune.config import parse_config
     from mutune.services.recovery import resume_sweep
     from mutune.services.store import Store

@@ -1,24 +1,7 @@
-"""`mutune replay`: what another scheduler would have chosen and spent on a recorded sweep.
-
-:func:`replay_sweep` reads a sweep from the results database, rebuilds each proxy width's
-learning curves (the recorded metric per report, and the seconds since the trial started:
-the cumulative ``productive_s + eval_s`` the trial reported, so the clock counts training and
-evaluation, not start-up), and replays a scheduler on them with
-:mod:`mutune.search.backends.replay`:
-
-* **recorded order** when every setting equals the original's (scheduler, r, η, max_t, seed,
-  concurrency): the reports are fed in their recorded sequence order, which reproduces the
-  original decisions and best trial exactly; ``matches_original`` says whether they agree;
-* **simulated clock** otherwise: ``concurrency`` workers re-run the trials in arrival order on
-  their recorded timings.
-
-Next to the replay, each width shows what the original sweep did: its best trial, its
-decisions and its GPU-hours. Like is compared with like: the replay's clock counts training
-and evaluation only, so both runs report ``productive_gpu_hours`` (Σ (productive_s + eval_s) ×
-devices / 3600 over the width's trials); the original's allocated device-hours (Σ allocated_s ×
-devices / 3600: start-up and idle included) are shown apart, as ``allocated_gpu_hours`` (and,
-for compatibility, ``gpu_hours``), since a replay cannot know what it would have held.
-"""
+"""`mutune replay`: what another scheduler would have chosen and spent on a recorded sweep —
+in recorded order when the settings are the original's (reproducing its decisions), else on
+a simulated clock of ``concurrency`` workers. Both sides report ``productive_gpu_hours``
+(Σ (productive_s + eval_s) × devices / 3600); the original's held time is apart."""
 from __future__ import annotations
 
 import math
@@ -35,7 +18,6 @@ __all__ = ["replay_sweep", "ReplayChanges", "render_replay", "sweep_curves", "RE
 
 
 def _num(value: Any) -> float:
-    """A stored metric as a float (``"nan"``/``"inf"`` strings included); NaN if missing."""
     if value is None:
         return math.nan
     try:
@@ -55,12 +37,8 @@ def _original_concurrency(config: Mapping[str, Any]) -> int:
 
 def sweep_curves(trials: list[Mapping[str, Any]], metric: str
                  ) -> dict[str, list[tuple[int, float, float]]]:
-    """Trial key → ``[(step, metric value, seconds since start)]`` by step, in arrival order.
-
-    Seconds are the cumulative ``productive_s + eval_s`` a report carries; a report without
-    them gets the trial's (productive_s + eval_s, else allocated_s) spread evenly over its
-    steps. Seconds never decrease along a curve.
-    """
+    """Trial key → ``[(step, metric value, seconds since start)]`` by step, in arrival order
+    (seconds: cumulative ``productive_s + eval_s``, non-decreasing)."""
     out: dict[str, list[tuple[int, float, float]]] = {}
     for t in trials:
         reports = t["reports"]
@@ -95,15 +73,7 @@ def _finite_or_none(x: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class ReplayChanges:
-    """What a replay changes of the recorded sweep (None: the original's).
-
-    Attributes:
-        scheduler: ``asha`` or ``hyperband``.
-        grace_period, reduction_factor, max_t: r, η, max_t in steps.
-        concurrency: simulated workers (the original's: from its ray config).
-        seed: Hyperband's bracket seed (the original's: recorded with the scheduler, else
-            the sweep seed).
-    """
+    """What a replay changes of the recorded sweep (None: the original's); steps for r and max_t."""
     scheduler: str | None = None
     grace_period: int | None = None
     reduction_factor: int | None = None
@@ -121,7 +91,6 @@ class ReplayChanges:
             raise SearchError(f"concurrency = {c!r}: must be an integer >= 1")
 
     def applied(self, original: ReplaySettings) -> ReplaySettings:
-        """``original`` with these changes."""
         new = {"kind": self.scheduler, "grace_period": self.grace_period,
                "reduction_factor": self.reduction_factor, "max_t": self.max_t,
                "seed": self.seed}
@@ -154,7 +123,7 @@ def _replay_width(rows: Mapping[str, Any], ps: Mapping[str, Any],
               if t["kind"] == "proxy" and t["proxy_sweep_id"] == ps["id"]]
     failed = [t["key"] for t in trials if t["status"] == "failed"]
     curves = sweep_curves(trials, metric)
-    if chosen.kind == "asha":  # ASHA draws nothing: the seed cannot change its decisions
+    if chosen.kind == "asha":
         same = replace(chosen, seed=0) == replace(original, seed=0)
     else:
         same = chosen == original
@@ -202,7 +171,6 @@ def _replayed_view(result: ReplayResult, trials: list[dict[str, Any]],
                    settings: dict[str, Any], in_order: bool) -> dict[str, Any]:
     by_key = {t["key"]: t for t in trials}
     devices = {t["key"]: float(t.get("devices") or 1) for t in trials}
-    # device-seconds: each trial's held seconds × its devices
     device_s = sum(sec * devices.get(k, 1.0) for k, sec in result.held_s.items())
     counts: dict[str, int] = {}
     for st in result.statuses.values():
@@ -218,7 +186,6 @@ def _replayed_view(result: ReplayResult, trials: list[dict[str, Any]],
         "statuses": counts,
         "wall_s": result.wall_s,
         "device_s": device_s,
-        # the replay's clock is productive + eval time: these are productive hours
         "productive_gpu_hours": device_s / 3600.0,
         "gpu_hours": device_s / 3600.0,
         "missing_data": {"decisions": result.missing_data_decisions,
@@ -242,7 +209,7 @@ def _original_view(trials: list[dict[str, Any]], events: list[dict[str, Any]],
                                      + (t.get("eval_s") or 0.0))
                                     * float(t.get("devices") or 1) for t in trials) / 3600.0,
         "allocated_gpu_hours": allocated,
-        "gpu_hours": allocated,        # allocated, as before (kept for compatibility)
+        "gpu_hours": allocated,
     }
 
 
@@ -250,23 +217,12 @@ def replay_sweep(store: Any, sweep_id: int, *, width: int | None = None,
                  changes: ReplayChanges | None = None) -> dict[str, Any]:
     """Replay a recorded sweep's proxy widths under another (or the same) scheduler.
 
-    Args:
-        store: a :class:`~mutune.services.store.Store`.
-        sweep_id: the sweep to replay.
-        width: one proxy width (default: every proxy width).
-        changes: the scheduler settings and concurrency to change (:class:`ReplayChanges`;
-            None: replay as recorded).
-    Returns:
-        JSON-able ``{"sweep_id", "widths": [{"width", "replayed": {…}, "original": {…},
-        "matches_original"}]}``; ``matches_original`` is None on the simulated clock. Both
-        sides carry ``productive_gpu_hours`` (training + evaluation device-hours, the
-        comparable figure); the original also ``allocated_gpu_hours`` (= its ``gpu_hours``:
-        what it held, start-up and idle included). The replay's ``gpu_hours`` equals its
-        ``productive_gpu_hours``.
+    Returns ``{"sweep_id", "widths": [{"width", "replayed", "original", "matches_original"}]}``
+    (``matches_original`` None on the simulated clock).
+
     Raises:
         StoreError: unknown sweep, or no proxy sweep at ``width``.
-        SearchError: settings out of range.
-    """
+        SearchError: settings out of range."""
     changes = changes or ReplayChanges()
     changes.check()
     rows = store.sweep_rows(sweep_id)
@@ -290,12 +246,7 @@ REPLAY_CAPTION = ("×N: N trials at once (concurrency: the simulated workers); G
 
 
 def render_replay(result: Mapping[str, Any], console: Any) -> None:
-    """Print :func:`replay_sweep`'s result as a rich table, replay beside original per width.
-
-    The ``GPU-hours (productive)`` column compares like with like (both runs' training +
-    evaluation device-hours); ``allocated GPU-hours`` is the original's held time, which a
-    replay cannot know (— on its row). The caption (:data:`REPLAY_CAPTION`) says so and
-    explains the ``×N`` concurrency notation."""
+    """Print :func:`replay_sweep`'s result as a rich table, replay beside original per width."""
     from rich.table import Table
 
     def fmt(x: Any, spec: str = ".4g") -> str:

@@ -1,14 +1,6 @@
-"""``mutune export SWEEP_ID --hparams --width N``: transferred hyperparameters for any shape.
-
-The stored sweep holds each proxy width's optimum (``proxy_sweeps.best.optimum``, from
-:func:`mutune.pipeline.transfer_stage.width_optimum`) and its config; the rules are re-fitted from
-them by the
-same function the main job used (:func:`mutune.pipeline.transfer_stage.transfer_rules`, seeded, so
-the same
-numbers) with the target width set to N. The export says, per hyperparameter, the value, its
-95 % interval, the rule and its verdict, and gives a snippet that builds the μP optimizer in
-the user's own trainer.
-"""
+"""``mutune export SWEEP_ID --hparams --width N``: the transferred hyperparameters for any
+shape, re-fitted from the stored optima by :func:`mutune.pipeline.transfer_stage.
+transfer_rules`, with a snippet that builds the μP optimizer."""
 from __future__ import annotations
 
 import json
@@ -23,7 +15,6 @@ _OPTIMIZER = {"adamw": "MuAdamW", "adam": "MuAdam", "sgd": "MuSGD"}
 
 
 def _floats(o: Any) -> Any:
-    """The store's ``"nan"``/``"inf"``/``"-inf"`` strings back into floats, recursively."""
     if isinstance(o, str) and o in ("nan", "inf", "-inf"):
         return float(o)
     if isinstance(o, dict):
@@ -34,17 +25,15 @@ def _floats(o: Any) -> Any:
 
 
 def _recipe(cfg: Any, hp: dict[str, Any]) -> Any:
-    """The config's ``train`` section with the searched recipe knobs (β1, β2, ε, weight
-    decay, clipping, warmup fraction, schedule) at their transferred values."""
+    """The config's ``train`` section with the searched recipe knobs at their transferred values."""
     from mutune.config.spaces import RECIPE_HPARAMS
 
     return cfg.train.model_copy(update={k: hp[k] for k in RECIPE_HPARAMS if k in hp})
 
 
 def depth_scaling(cfg: Any, depth: int) -> Any:
-    """The :class:`~mutune.proxies.depth.DepthScaling` of a model ``depth`` deep under the
-    sweep's depth parametrization (base depth ``model.base_depth``, else ``model.depth``), or
-    None without one."""
+    """The DepthScaling of a model ``depth`` deep under the sweep's depth parametrization, or
+    None."""
     from mutune.proxies.depth import DepthScaling
 
     kind = getattr(cfg.model, "depth_parametrization", "none")
@@ -54,9 +43,8 @@ def depth_scaling(cfg: Any, depth: int) -> Any:
 
 
 def _depth_export(scaling: Any) -> dict[str, Any]:
-    """What the export says of the depth parametrization: its kind, α, depths, the residual
-    branches' multiplier and each layer group's lr/ε/weight-decay factors (Dey et al. 2025,
-    Table 1; :mod:`mutune.proxies.depth`)."""
+    """The depth parametrization's export (Dey et al. 2025, Table 1;
+    :mod:`mutune.proxies.depth`)."""
     from mutune.proxies.depth import LAYER_GROUPS
 
     return {"kind": scaling.parametrization, "alpha": scaling.alpha, "depth": scaling.depth,
@@ -67,8 +55,7 @@ def _depth_export(scaling: Any) -> dict[str, Any]:
 def _depth_lines(scaling: Any, opt: str, lr: float, t: Any,
                  settings: dict[str, Any]) -> list[str]:
     """The snippet's optimizer under a depth parametrization: one parameter group per layer
-    group with its lr and ε factors (the model names each parameter's group with
-    ``depth_groups()``, as mutune's built-in families do)."""
+    group."""
     from mutune.proxies.depth import LAYER_GROUPS
 
     wd = float(settings["weight_decay"]) if t.optimizer != "adam" else 0.0
@@ -102,7 +89,7 @@ def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, Any],
     mults = {k: v for k, v in sorted(hp.items()) if k in MODEL_HPARAMS}
     base = cfg.model.base_width
     scaling = depth_scaling(cfg, depth)
-    if scaling is not None:          # the residual branches' multiplier goes into the model
+    if scaling is not None:
         mults = {**mults, "branch_mult": scaling.branch_multiplier}
     warm = (f"{t.warmup_fraction!r} of the run's steps" if t.warmup_fraction is not None
             else f"{t.warmup_steps} steps")
@@ -128,28 +115,55 @@ def _snippet(cfg: Any, width: int, depth: int, hp: dict[str, Any],
     return "\n".join(lines) + "\n"
 
 
+def _shape_warnings(cfg: Any, sweep: dict[str, Any], width: int, d: int,
+                    widths: list[int]) -> list[str]:
+    """What the export warns of the target shape and the sweep's status."""
+    ladder = cfg.depth_ladder
+    warnings = []
+    if ladder and d < cfg.proxy_depths[0]:
+        warnings.append(f"depth {d} is below the proxies' {cfg.proxy_depths[0]}–"
+                        f"{cfg.proxy_depths[-1]}")
+    if not ladder and d != cfg.model.depth:
+        warnings.append(f"the rules were fitted at depth {cfg.model.depth}; depth {d} is not "
+                        "covered by them (μP transfers across width; depth only empirically)")
+    if width < widths[0] or width > 64 * widths[-1]:
+        warnings.append(f"width {width} is far outside the proxies' {widths[0]}–{widths[-1]}")
+    if sweep["status"] != "completed":
+        warnings.append(f"the sweep ended {sweep['status']}: {sweep.get('reason') or ''}")
+    return warnings
+
+
+def _export_rule(r: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """One rule as exported; a verdict that is not stable adds to ``warnings``."""
+    value = r.get("value_after_adjustments", r["transferred_value"])
+    out = {"hyperparameter": r["hyperparameter"], "value": value,
+           "interval": r["transferred_interval"], "slope": r["slope"],
+           "slope_interval": r["slope_interval"], "formula": r["formula"],
+           **{k: r[k] for k in ("axes", "slopes", "slope_intervals", "verdicts")
+              if k in r},
+           "transfer_form": r["transfer_form"], "verdict": r["verdict"],
+           "reason": r["reason"], "advice": r["advice"],
+           "published_adjustments": r.get("published_adjustments", [])}
+    if r["verdict"] != "stable":
+        warnings.append(f"{r['hyperparameter']}: verdict {r['verdict']}: {r['reason']}")
+    for axis, v in (r.get("verdicts") or {}).items():
+        if axis != "width" and v not in ("stable", "sp_corrected", "per_choice",
+                                         "not_transferred"):
+            warnings.append(f"{r['hyperparameter']}: verdict along {axis} {v}: "
+                            f"{(r.get('verdict_reasons') or {}).get(axis, '')}")
+    return out
+
+
 def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
                    ) -> dict[str, Any]:
     """The transferred hyperparameters of a stored sweep at ``width`` (and ``depth``).
 
-    Args:
-        rows: ``Store.sweep_rows(sweep_id)`` of a sweep whose proxy sweeps finished.
-        width: target width (features), >= 1; may lie inside or beyond the proxies' range.
-        depth: target depth; None keeps the sweep's (its ``target.depth`` on a depth ladder).
-            Without a ladder the rules are fitted across width only, so a different depth is
-            exported with a warning (depth transfer is empirical, TP V §5); on a ladder the
-            rules over width and depth are evaluated at (``width``, ``depth``).
-    Returns:
-        {"sweep_id", "name", "model": {...}, "width", "depth", "hyperparameters": {name:
-        value}, "rules": [{"hyperparameter", "value", "interval", "slope", "slope_interval",
-        "formula", "transfer_form", "verdict", "reason", "advice"}], "optimizer": {...},
-        "recipe": {schedule, warmup, clipping, micro-batches — the searched knobs at their
-        transferred values, the rest as configured},
-        "warnings": [...], "snippet": str}; values in each hyperparameter's unit (lr per step).
+    ``depth`` None keeps the sweep's; without a ladder another depth is exported with a warning
+    (depth transfer is empirical, TP V §5). Values are in each hyperparameter's unit (lr per step).
+
     Raises:
         StoreError: the sweep has fewer than 2 finished proxy widths or width/depth < 1.
-        FitError: a rule cannot be fitted from the stored optima.
-    """
+        FitError: a rule cannot be fitted from the stored optima."""
     from mutune.config import parse_config
     from mutune.pipeline.transfer_stage import transfer_rules
 
@@ -174,35 +188,8 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
         rules, hp, settings = transfer_rules(cfg, widths, optima, depths)
     except FitError as err:
         raise FitError(f"sweep {sweep['id']}: {err}") from None
-    warnings = []
-    if ladder and d < cfg.proxy_depths[0]:
-        warnings.append(f"depth {d} is below the proxies' {cfg.proxy_depths[0]}–"
-                        f"{cfg.proxy_depths[-1]}")
-    if not ladder and d != cfg.model.depth:
-        warnings.append(f"the rules were fitted at depth {cfg.model.depth}; depth {d} is not "
-                        "covered by them (μP transfers across width; depth only empirically)")
-    if width < widths[0] or width > 64 * widths[-1]:
-        warnings.append(f"width {width} is far outside the proxies' {widths[0]}–{widths[-1]}")
-    if sweep["status"] != "completed":
-        warnings.append(f"the sweep ended {sweep['status']}: {sweep.get('reason') or ''}")
-    out_rules = []
-    for r in rules:
-        value = r.get("value_after_adjustments", r["transferred_value"])
-        out_rules.append({"hyperparameter": r["hyperparameter"], "value": value,
-                          "interval": r["transferred_interval"], "slope": r["slope"],
-                          "slope_interval": r["slope_interval"], "formula": r["formula"],
-                          **{k: r[k] for k in ("axes", "slopes", "slope_intervals", "verdicts")
-                             if k in r},
-                          "transfer_form": r["transfer_form"], "verdict": r["verdict"],
-                          "reason": r["reason"], "advice": r["advice"],
-                          "published_adjustments": r.get("published_adjustments", [])})
-        if r["verdict"] != "stable":
-            warnings.append(f"{r['hyperparameter']}: verdict {r['verdict']}: {r['reason']}")
-        for axis, v in (r.get("verdicts") or {}).items():     # a ladder's other axes
-            if axis != "width" and v not in ("stable", "sp_corrected", "per_choice",
-                                             "not_transferred"):
-                warnings.append(f"{r['hyperparameter']}: verdict along {axis} {v}: "
-                                f"{(r.get('verdict_reasons') or {}).get(axis, '')}")
+    warnings = _shape_warnings(cfg, sweep, width, d, widths)
+    out_rules = [_export_rule(r, warnings) for r in rules]
     t = _recipe(cfg, hp)
     scaling = depth_scaling(cfg, d)
     return json_safe({

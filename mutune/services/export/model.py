@@ -1,11 +1,5 @@
-"""``mutune export SWEEP_ID --model DIR``: the trained target model, ready to load.
-
-Copies the sweep's kept target model (``target_runs.model_dir``, written by
-:func:`mutune.pipeline.target_model.keep_target_model`: weights, optimizer state, base shapes,
-config and provenance) into DIR, and writes ``DIR/load_model.py``, a short script that
-rebuilds the model with :func:`mutune.pipeline.target_model.load_target_model` and evaluates
-it on the sweep's validation split (or continues training it with its μP optimizer).
-"""
+"""``mutune export SWEEP_ID --model DIR``: the kept target model copied into DIR with a
+``load_model.py`` that rebuilds it (:func:`mutune.pipeline.target_model.load_target_model`)."""
 from __future__ import annotations
 
 import json
@@ -35,15 +29,11 @@ print(f"validation loss {{val!r}} ± {{se:.4f}} nats (recorded: {val_loss!r})")
 
 
 def export_model(rows: dict[str, Any], dest: str | Path) -> Path:
-    """Copy the kept target model of the sweep ``rows`` (:meth:`Store.sweep_rows`) to
-    ``dest`` with ``load_model.py``.
+    """Copy the kept target model of the sweep ``rows`` to ``dest`` with ``load_model.py``.
 
-    Returns:
-        ``dest`` (absolute).
     Raises:
-        StoreError: the sweep has no target run with a kept model, its folder is gone, or
-            ``dest`` exists and is not empty.
-    """
+        StoreError: the sweep has no kept target model, its folder is gone, or ``dest`` exists
+            and is not empty."""
     from mutune.pipeline.target_model import META_FILE, MODEL_FILE
 
     sweep_id = rows["sweep"]["id"]

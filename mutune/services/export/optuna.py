@@ -1,17 +1,6 @@
-"""`mutune export --optuna-storage URL`: a recorded sweep as Optuna studies (optuna-dashboard).
-
-One study per proxy width, named ``{prefix}-{sweep_id}-w{width}``, direction from the sweep's
-mode. Each proxy trial becomes a finished Optuna trial (``optuna.trial.create_trial``):
-
-* params: the searched hyperparameters (the config's ``search.space``) with their distributions
-  — ``loguniform`` → ``FloatDistribution(log=True)``, ``uniform`` → ``FloatDistribution``,
-  ``choice`` → ``CategoricalDistribution``; fixed hyperparameters go to the study's user attrs;
-* intermediate values: {step: metric} of every report (non-finite values as Optuna stores them);
-* state and value: ``completed`` → COMPLETE with the last report's value; ``stopped`` → PRUNED
-  with the value at its last report (Optuna's convention for pruned trials); ``failed`` or
-  ``diverged`` → FAIL without a value; a trial with no finite report → FAIL;
-* user attrs: mutune trial id, key, status, reason, seed.
-"""
+"""`mutune export --optuna-storage URL`: a recorded sweep as Optuna studies, one per proxy width
+(``{prefix}-{sweep_id}-w{width}``); ``completed`` → COMPLETE, ``stopped`` → PRUNED at its last
+report, ``failed``/``diverged`` or no finite report → FAIL."""
 from __future__ import annotations
 
 import math
@@ -24,11 +13,10 @@ __all__ = ["export_to_optuna", "distributions_from_space"]
 
 
 def distributions_from_space(space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Optuna distributions for a config's ``search.space`` (name → {type, low, high | values}).
+    """Optuna distributions for a config's ``search.space``.
 
     Raises:
-        StoreError: an unknown distribution type (names the parameter and the type).
-    """
+        StoreError: an unknown distribution type (names the parameter and the type)."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution
 
     out: dict[str, Any] = {}
@@ -56,19 +44,12 @@ def _num(value: Any) -> float | None:
 
 def export_to_optuna(store: Any, sweep_id: int, storage_url: str, *,
                      study_prefix: str = "mutune", overwrite: bool = False) -> list[str]:
-    """Write sweep ``sweep_id``'s proxy widths into the Optuna RDB storage at ``storage_url``.
+    """Write sweep ``sweep_id``'s proxy widths into the Optuna storage at ``storage_url``; returns
+    the study names written.
 
-    Args:
-        store: a :class:`~mutune.services.store.Store`.
-        storage_url: an Optuna storage URL (e.g. ``sqlite:///optuna.db``).
-        study_prefix: study names are ``{study_prefix}-{sweep_id}-w{width}``.
-        overwrite: delete a study of the same name first (default: refuse).
-    Returns:
-        The study names written, one per proxy width, in width order of the record.
     Raises:
-        StoreError: unknown sweep, a study that exists already (without ``overwrite``), or
-            a search space Optuna cannot represent.
-    """
+        StoreError: unknown sweep, a study that exists (without ``overwrite``), or a search
+            space Optuna cannot represent."""
     import optuna
     from optuna.trial import TrialState, create_trial
 

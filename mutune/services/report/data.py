@@ -55,19 +55,37 @@ def _check(rows: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def build_report(rows: dict[str, Any]) -> dict[str, Any]:
-    """``report.json`` (docs/architecture.md §11) from a sweep's rows.
-
-    Args:
-        rows: ``Store.sweep_rows(sweep_id)``.
-    Returns:
-        {"sweep_id", "name", "status", "device_kind", "proxies": [...], "rules": [...],
-         "target": {...} or None, "cost": {...}}; GPU-hours in hours, losses in nats.
-    """
+    """``report.json`` (docs/architecture.md §11) from ``Store.sweep_rows(sweep_id)``;
+    GPU-hours in hours, losses in nats."""
     sweep = rows["sweep"]
     trials = {t["id"]: t for t in rows["trials"]}
     rows = {**rows, "proxy_sweeps": live_proxy_sweeps(rows)}
+    law = next((x["data"] for x in rows.get("laws", []) if x["kind"] == "loss_vs_params"),
+               None)
+    cost = _ledger_cost(rows)
+    _add_budget_cost(cost, sweep, trials)
+    out = {"sweep_id": sweep["id"], "name": sweep["name"], "status": sweep["status"],
+           "reason": sweep.get("reason"), "device_kind": cost["device_kind"],
+           "proxies": _proxies(rows, trials), "rules": [_rule(r) for r in rows["rules"]],
+           "target": _target(rows, trials, law) if rows.get("target") else None, "cost": cost}
+    for kind in ("gate", "importance", "preflight"):
+        row = _check(rows, kind)
+        if row is not None:
+            out[kind] = row
+    if law is not None:
+        out["loss_law"] = {k: law.get(k) for k in ("form", "identifiable", "intervals",
+                                                    "n_params", "losses", "target_params",
+                                                    "error", "falls_with_size", "rungs")
+                           if k in law}
+        for k in ("E", "A", "alpha"):
+            if k in law:
+                out["loss_law"][k] = _f(law[k])
+    return json_safe(out)
+
+
+def _proxies(rows: dict[str, Any], trials: dict[int, Any]) -> list[dict[str, Any]]:
+    """One entry per live proxy sweep, by width, then depth on a depth ladder."""
     proxies = []
-    # by width, then depth on a depth ladder (a proxy sweep's settings hold its depth)
     ordered = sorted(rows["proxy_sweeps"],
                      key=lambda p: (p["width"], (p.get("settings") or {}).get("depth") or 0))
     for ps in ordered:
@@ -96,61 +114,68 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
                     p["optimum"][key] = opt[key]
             if opt.get("best_test_loss") is not None:
                 p["best_test_loss"] = _f(opt["best_test_loss"])
-    rules = []
-    for r in rows["rules"]:
-        d = r.get("data") or {}
-        rule = {"hyperparameter": r["hyperparameter"], "slope": _f(r["slope"]),
-                "intercept": _f(r["intercept"]),
-                "transferred_value": _f(d.get("value_after_adjustments",
-                                              d.get("transferred_value"))),
-                "formula": d.get("formula"), "widths": d.get("widths"),
-                "optima": d.get("optima")}
-        for key in ("verdict", "reason", "advice", "optimum_source", "published_adjustments",
-                    "outside_searched_range", "transfer_form", "optimum_horizons",
-                    "optimum_trials", "optimum_seeds", "optimum_methods", "edge_widths",
-                    "choice_evidence", "axes", "slopes", "slope_intervals", "verdicts",
-                    "depths", "target_depth", "edge_depths", "verdict_reasons",
-                    "horizon_prediction", "horizon_error"):
-            if key in d:
-                rule[key] = d[key]
-        for key in ("slope_interval", "transferred_interval"):
-            if d.get(key) is not None:
-                rule[key] = [_f(v) for v in d[key]]
-        if d.get("optima_intervals") is not None:
-            rule["optima_intervals"] = [[_f(v) for v in iv] for iv in d["optima_intervals"]]
-        if "published_adjustments" in d:
-            rule["rule_value"] = _f(d.get("transferred_value"))
-        rules.append(rule)
-    law = next((x["data"] for x in rows.get("laws", []) if x["kind"] == "loss_vs_params"),
-               None)
-    target = None
-    if rows.get("target"):
-        t = rows["target"]
-        target = {"width": t["width"], "config": t["config"], "val_loss": _f(t["val_loss"]),
-                  "status": t["status"], "model_dir": t.get("model_dir")}
-        scfg = sweep.get("config") or {}
-        if scfg.get("depths") or (scfg.get("target") or {}).get("depth"):
-            target["depth"] = ((scfg.get("target") or {}).get("depth")
-                               or (scfg.get("model") or {}).get("depth"))
-        trow = trials.get(t.get("trial_id"))
-        last = ((trow or {}).get("reports") or [{}])[-1].get("metrics", {})
-        for key in ("val_loss_se", "test_loss", "test_loss_se"):
-            if last.get(key) is not None:
-                target[key] = _f(last[key])
-        metric = (((rows.get("sweep") or {}).get("config") or {}).get("search") or {}).get(
-            "metric", "val_loss")
-        if metric != "val_loss":            # a loop plugin's own metric, beside val_loss
-            target["metric"] = metric
-            target["metric_value"] = _f(last.get(metric))
-        watch = _check(rows, "target_watch")
-        if watch is not None:
-            target["watch"] = watch
-        if law and law.get("predicted_val_loss") is not None:
-            target["predicted_val_loss"] = _f(law["predicted_val_loss"])
-            target["predicted_val_loss_interval"] = [
-                _f(v) for v in law["predicted_val_loss_interval"]]
-        elif law and law.get("error"):
-            target["predicted_val_loss_error"] = law["error"]
+    return proxies
+
+
+def _rule(r: dict[str, Any]) -> dict[str, Any]:
+    d = r.get("data") or {}
+    rule = {"hyperparameter": r["hyperparameter"], "slope": _f(r["slope"]),
+            "intercept": _f(r["intercept"]),
+            "transferred_value": _f(d.get("value_after_adjustments",
+                                          d.get("transferred_value"))),
+            "formula": d.get("formula"), "widths": d.get("widths"),
+            "optima": d.get("optima")}
+    for key in ("verdict", "reason", "advice", "optimum_source", "published_adjustments",
+                "outside_searched_range", "transfer_form", "optimum_horizons",
+                "optimum_trials", "optimum_seeds", "optimum_methods", "edge_widths",
+                "choice_evidence", "axes", "slopes", "slope_intervals", "verdicts",
+                "depths", "target_depth", "edge_depths", "verdict_reasons",
+                "horizon_prediction", "horizon_error"):
+        if key in d:
+            rule[key] = d[key]
+    for key in ("slope_interval", "transferred_interval"):
+        if d.get(key) is not None:
+            rule[key] = [_f(v) for v in d[key]]
+    if d.get("optima_intervals") is not None:
+        rule["optima_intervals"] = [[_f(v) for v in iv] for iv in d["optima_intervals"]]
+    if "published_adjustments" in d:
+        rule["rule_value"] = _f(d.get("transferred_value"))
+    return rule
+
+
+def _target(rows: dict[str, Any], trials: dict[int, Any],
+            law: dict[str, Any] | None) -> dict[str, Any]:
+    sweep = rows["sweep"]
+    t = rows["target"]
+    target = {"width": t["width"], "config": t["config"], "val_loss": _f(t["val_loss"]),
+              "status": t["status"], "model_dir": t.get("model_dir")}
+    scfg = sweep.get("config") or {}
+    if scfg.get("depths") or (scfg.get("target") or {}).get("depth"):
+        target["depth"] = ((scfg.get("target") or {}).get("depth")
+                           or (scfg.get("model") or {}).get("depth"))
+    trow = trials.get(t.get("trial_id"))
+    last = ((trow or {}).get("reports") or [{}])[-1].get("metrics", {})
+    for key in ("val_loss_se", "test_loss", "test_loss_se"):
+        if last.get(key) is not None:
+            target[key] = _f(last[key])
+    metric = (((rows.get("sweep") or {}).get("config") or {}).get("search") or {}).get(
+        "metric", "val_loss")
+    if metric != "val_loss":            # a loop plugin's own metric, beside val_loss
+        target["metric"] = metric
+        target["metric_value"] = _f(last.get(metric))
+    watch = _check(rows, "target_watch")
+    if watch is not None:
+        target["watch"] = watch
+    if law and law.get("predicted_val_loss") is not None:
+        target["predicted_val_loss"] = _f(law["predicted_val_loss"])
+        target["predicted_val_loss_interval"] = [
+            _f(v) for v in law["predicted_val_loss_interval"]]
+    elif law and law.get("error"):
+        target["predicted_val_loss_error"] = law["error"]
+    return target
+
+
+def _ledger_cost(rows: dict[str, Any]) -> dict[str, Any]:
     ledger = {e["name"]: e for e in rows["ledger"] if e["scope"] == "sweep"}
     cost: dict[str, Any] = {}
     for key in COST_KEYS:
@@ -182,6 +207,11 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     if "held_gpu_hours" in ledger:
         inputs = ledger["held_gpu_hours"].get("inputs") or {}
         cost["held_devices"] = inputs.get("devices_held")
+    return cost
+
+
+def _add_budget_cost(cost: dict[str, Any], sweep: dict[str, Any],
+                     trials: dict[int, Any]) -> None:
     cfg = sweep.get("config") or {}
     cost["project"] = sweep.get("project")
     cost["owner"] = (cfg.get("cost") or {}).get("owner")
@@ -202,22 +232,6 @@ def build_report(rows: dict[str, Any]) -> dict[str, Any]:
     kinds = sorted({t["device_kind"] for t in trials.values() if t.get("device_kind")})
     device_kind = kinds[0] if len(kinds) == 1 else ",".join(kinds) or None
     cost["device_kind"] = device_kind
-    out = {"sweep_id": sweep["id"], "name": sweep["name"], "status": sweep["status"],
-           "reason": sweep.get("reason"), "device_kind": device_kind, "proxies": proxies,
-           "rules": rules, "target": target, "cost": cost}
-    for kind in ("gate", "importance", "preflight"):
-        row = _check(rows, kind)
-        if row is not None:
-            out[kind] = row
-    if law is not None:
-        out["loss_law"] = {k: law.get(k) for k in ("form", "identifiable", "intervals",
-                                                    "n_params", "losses", "target_params",
-                                                    "error", "falls_with_size", "rungs")
-                           if k in law}
-        for k in ("E", "A", "alpha"):
-            if k in law:
-                out["loss_law"][k] = _f(law[k])
-    return json_safe(out)
 
 
 def write_report_json(report: dict[str, Any], path: Path) -> Path:

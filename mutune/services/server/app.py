@@ -1,24 +1,6 @@
-"""The search server (docs/architecture.md §8): the FastAPI app factory and the API v1 routes.
-
-:func:`create_app` builds the app from :class:`~mutune.services.server.settings.ServerSettings`; the
-database is opened (and migrated) and the :class:`~mutune.services.server.worker.Worker` started in
-the
-app's lifespan, never at import. Routes (every one but ``health`` needs ``Authorization: Bearer
-<token>``; a sweep of another project answers 404 like an unknown id):
-
-    GET  /api/v1/health                      200 {"status": "ok", "queued", "running"}
-    POST /api/v1/sweeps                      201 {"id", "status": "queued", "project"}; body YAML
-                                             or JSON; 422 {"detail": {"message", "errors":
-                                             [{"field", "value", "rule"}]}}; 413 over the limit
-    GET  /api/v1/sweeps?offset=&limit=       200 {"items", "total", "offset", "limit"}
-    GET  /api/v1/sweeps/{id}                 200 status, progress, best so far, target
-    GET  /api/v1/sweeps/{id}/trials          200 {"items": [trial, ...]}
-    GET  /api/v1/sweeps/{id}/report          200 report.json (docs/architecture.md §11); 409 until
-    it ends
-    POST /api/v1/sweeps/{id}/cancel          200 {"id", "status"}; 409 if it already ended
-
-OpenAPI at ``/docs``; the dashboard's pages at ``/`` (:mod:`mutune.services.server.dashboard`).
-"""
+"""The search server (docs/architecture.md §8): the FastAPI app factory and the API v1 routes
+under ``/api/v1`` (every one but ``health`` needs ``Authorization: Bearer <token>``; a sweep
+of another project answers 404). OpenAPI at ``/docs``; the dashboard at ``/``."""
 from __future__ import annotations
 
 import json
@@ -49,8 +31,8 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 
 class _BodyLimit:
-    """ASGI middleware: 413 for a body over ``limit`` bytes (by Content-Length, or counted
-    while it streams in)."""
+    """ASGI middleware: 413 for a body over ``limit`` bytes (Content-Length, or counted
+    streaming)."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -90,10 +72,8 @@ class _TooLarge(Exception):
 
 
 class _StatusCache:
-    """sweep id → (expiry, project, serialized status); ended sweeps never expire.
-
-    Refreshes are single-flight: while one request reloads an expired entry, the others are
-    answered from the previous one (at most one refresh interval old)."""
+    """sweep id → (expiry, project, serialized status); ended sweeps never expire, and refreshes are
+    single-flight (others get the previous entry meanwhile)."""
 
     def __init__(self, ttl_s: float) -> None:
         self.ttl = ttl_s
@@ -150,7 +130,13 @@ def _owned(store: Any, sweep_id: int, project: str) -> dict[str, Any]:
 
 def _routes() -> APIRouter:
     r = APIRouter(prefix=API_PREFIX)
+    _queue_routes(r)
+    _sweep_routes(r)
+    _action_routes(r)
+    return r
 
+
+def _queue_routes(r: APIRouter) -> None:
     @r.get("/health", summary="Liveness and queue length (no token needed)")
     async def health(request: Request) -> Response:
         store = request.app.state.store
@@ -192,6 +178,8 @@ def _routes() -> APIRouter:
             project=project, offset=offset, limit=limit))
         return _json({"items": items, "total": total, "offset": offset, "limit": limit})
 
+
+def _sweep_routes(r: APIRouter) -> None:
     @r.get("/sweeps/{sweep_id}", summary="A sweep's status, progress and best so far")
     async def get_sweep(sweep_id: int, request: Request,
                         project: str = Depends(_project)) -> Response:
@@ -227,6 +215,8 @@ def _routes() -> APIRouter:
             return store.sweep_trials(sweep_id)
         return _json({"items": await run_in_threadpool(load)})
 
+
+def _action_routes(r: APIRouter) -> None:
     @r.get("/sweeps/{sweep_id}/report", summary="report.json of an ended sweep")
     async def report(sweep_id: int, request: Request,
                      project: str = Depends(_project)) -> Response:
@@ -262,13 +252,9 @@ def _routes() -> APIRouter:
         app.state.status_cache.drop(sweep_id)
         return _json(out)
 
-    return r
-
 
 def _config_schema_openapi(app: FastAPI) -> Any:
-    """``app.openapi`` with the sweep config's JSON schema (field descriptions included) as
-    the request body of ``POST /api/v1/sweeps``; the endpoint itself still reads the raw
-    body, YAML or JSON."""
+    """``app.openapi`` with the sweep config's JSON schema as ``POST /api/v1/sweeps``'s body."""
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:
             return app.openapi_schema
@@ -292,14 +278,8 @@ def _config_schema_openapi(app: FastAPI) -> Any:
 
 
 def create_app(settings: ServerSettings | None = None) -> FastAPI:
-    """The search server's ASGI app.
-
-    Args:
-        settings: server settings; default: read from ``MUTUNE_*`` environment variables.
-    Returns:
-        A FastAPI app; its lifespan opens (and migrates) the database at ``settings.db`` and,
-        with ``settings.run_worker``, starts the worker that runs queued sweeps.
-    """
+    """The search server's ASGI app; its lifespan opens (and migrates) ``settings.db`` and, with
+    ``settings.run_worker``, starts the worker (default settings: ``MUTUNE_*`` env vars)."""
     settings = settings or ServerSettings()
 
     @asynccontextmanager

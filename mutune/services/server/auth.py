@@ -1,10 +1,5 @@
-"""Bearer tokens of the search server: creation, hashing, and the request check.
-
-A token is ``secrets.token_urlsafe(32)`` (256 random bits); the database keeps only its sha256
-hex digest and the project it belongs to (table ``api_tokens``). The plaintext is shown once,
-by ``mutune token create``. A request carries ``Authorization: Bearer <token>``; the project of
-a valid token is cached for ``token_cache_s`` seconds.
-"""
+"""Bearer tokens of the search server: ``secrets.token_urlsafe(32)``, stored as their sha256 hex
+digest only, the plaintext shown once; a valid token's project is cached ``token_cache_s``."""
 from __future__ import annotations
 
 import hashlib
@@ -31,8 +26,7 @@ def create_token(store: Any, project: str) -> tuple[int, str]:
     """Create a token for ``project`` in ``store``; returns (token row id, plaintext).
 
     Raises:
-        StoreError: empty project name.
-    """
+        StoreError: empty project name."""
     token, digest = new_token()
     return store.token_added(project, digest), token
 
@@ -48,10 +42,7 @@ def bearer_token(header: str | None) -> str | None:
 
 
 class TokenCache:
-    """digest → (project, expiry) for ``ttl_s`` seconds; misses ask ``store.token_project``.
-
-    Only valid tokens are cached (an unknown token is looked up every time).
-    """
+    """digest → (project, expiry) for ``ttl_s`` seconds; only valid tokens are cached."""
 
     def __init__(self, store: Any, ttl_s: float) -> None:
         self._store, self._ttl = store, ttl_s
@@ -59,7 +50,6 @@ class TokenCache:
         self._lock = threading.Lock()
 
     def cached(self, token: str) -> str | None:
-        """The project of ``token`` if cached and fresh (no database access)."""
         hit = self._hits.get(token_digest(token))
         if hit is not None and hit[1] > time.monotonic():
             return hit[0]

@@ -1,15 +1,8 @@
-"""The Python client of the search server (``mutune.Client``, ``mutune.submit``).
+"""The Python client of the search server (``mutune.Client``, ``mutune.submit``): server errors
+become typed exceptions carrying its message (422 → :class:`mutune.errors.ConfigError`).
 
     client = mutune.Client("http://127.0.0.1:8765", token="...")
-    sweep = client.submit("configs/quickstart.yaml")      # → SweepHandle (queued)
-    sweep.wait(timeout=3600)                               # progress bar; final status dict
-    sweep.report()["cost"]["saved_gpu_hours"]
-
-Errors the server answers become typed exceptions carrying its message: 401 →
-:class:`AuthError`, 404 → :class:`NotFound`, 409 → :class:`Conflict`, 413 →
-:class:`PayloadTooLarge`, 422 → :class:`mutune.errors.ConfigError` (with ``errors``: field,
-value, rule), anything else → :class:`ServerError`. Uses httpx; holds one connection pool.
-"""
+    client.submit("configs/quickstart.yaml").wait(timeout=3600)"""
 from __future__ import annotations
 
 import json
@@ -84,13 +77,7 @@ def _raise_for(resp: httpx.Response) -> None:
 
 
 class Client:
-    """A connection to a mutune search server.
-
-    Args:
-        url: the server's base URL, e.g. ``http://127.0.0.1:8765``.
-        token: an API token (``mutune token create --project NAME``).
-        timeout: seconds per HTTP request.
-    """
+    """A connection to a mutune search server; ``timeout`` is seconds per HTTP request."""
 
     def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
         self.url = url.rstrip("/")
@@ -98,7 +85,6 @@ class Client:
                                   headers={"Authorization": f"Bearer {token}"})
 
     def close(self) -> None:
-        """Close the connection pool."""
         self._http.close()
 
     def __enter__(self) -> Client:
@@ -117,21 +103,16 @@ class Client:
         return resp.json()
 
     def health(self) -> dict[str, Any]:
-        """GET /health: {"status": "ok", ...}."""
         return self._call("GET", "/health")
 
     def submit(self, config: Any) -> SweepHandle:
-        """Queue a sweep.
+        """Queue a sweep from a YAML/JSON path, a :class:`mutune.SweepConfig` or a mapping;
+        returns its
+        :class:`SweepHandle`.
 
-        Args:
-            config: a YAML/JSON file path (str or PathLike, sent as it is), a
-                :class:`mutune.SweepConfig`, or a mapping of config data.
-        Returns:
-            The sweep's :class:`SweepHandle` (status ``queued``).
         Raises:
-            ConfigError: the server rejected the config (``errors``: field, value, rule), or
-                the file cannot be read. AuthError, PayloadTooLarge, ServerError.
-        """
+            ConfigError: the server rejected the config, or the file cannot be read. AuthError,
+                PayloadTooLarge, ServerError."""
         if isinstance(config, (str, os.PathLike)):
             try:
                 body = Path(config).read_bytes()
@@ -177,26 +158,19 @@ class SweepHandle:
         return self.client._call("GET", f"/sweeps/{self.id}/trials")["items"]
 
     def report(self) -> dict[str, Any]:
-        """report.json of the completed sweep (docs/architecture.md §11). Raises Conflict until
-        then."""
+        """report.json of the completed sweep (docs/architecture.md §11); Conflict until then."""
         return self.client._call("GET", f"/sweeps/{self.id}/report")
 
     def cancel(self) -> dict[str, Any]:
-        """Cancel it: {"id", "status": "cancelled" or "cancelling"}. Raises Conflict if it
-        already ended."""
+        """Cancel it: {"id", "status"}; Conflict if it already ended."""
         return self.client._call("POST", f"/sweeps/{self.id}/cancel")
 
     def wait(self, timeout: float | None = None, *, poll_s: float = 1.0,
              progress: bool = True) -> dict[str, Any]:
-        """Poll until the sweep ends; returns its final status (see :meth:`status`).
+        """Poll every ``poll_s`` seconds until the sweep ends; returns its final status.
 
-        Args:
-            timeout: seconds to wait at most (None: no limit).
-            poll_s: seconds between polls.
-            progress: show a progress bar (rich, on stderr) of finished trials.
         Raises:
-            SweepTimeout: still running after ``timeout`` seconds.
-        """
+            SweepTimeout: still running after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         bar = task = None
         if progress:
@@ -225,12 +199,8 @@ class SweepHandle:
 
 
 def submit(config: Any, *, url: str | None = None, token: str | None = None) -> SweepHandle:
-    """Queue a sweep on the server at ``url`` (env ``MUTUNE_URL``, default
-    ``http://127.0.0.1:8765``) with ``token`` (env ``MUTUNE_TOKEN``); see :meth:`Client.submit`.
-
-    Raises:
-        AuthError: no token given or found in the environment.
-    """
+    """Queue a sweep on the server at ``url`` (env ``MUTUNE_URL``) with ``token`` (env
+    ``MUTUNE_TOKEN``); see :meth:`Client.submit`. AuthError without a token."""
     token = token or os.environ.get("MUTUNE_TOKEN")
     if not token:
         raise AuthError("no API token: pass token= or set MUTUNE_TOKEN (create one with "

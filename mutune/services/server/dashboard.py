@@ -1,15 +1,6 @@
-"""The dashboard: server-rendered HTML pages (Jinja2) over the results database.
-
-    GET  /                      the project's sweeps: status, project, GPU-hours, saved
-    GET  /sweeps/{id}           one sweep: loss-vs-LR-per-width plot, proxies, the rules with
-                                their intervals, the rung decisions, the target run, the cost
-    GET  /sweeps/{id}/loss_vs_lr.png, /sweeps/{id}/transfer.png   the plots (PNG)
-    GET  /login, POST /login, GET /logout
-
-A browser logs in by posting its API token once; it is kept in an HttpOnly, SameSite=Strict
-cookie. ``Authorization: Bearer`` works too. Every figure comes from the same renderer as
-``mutune report`` (:func:`mutune.services.report.build_report`).
-"""
+"""The dashboard: server-rendered HTML pages (Jinja2) over the results database, with figures
+from :func:`mutune.services.report.build_report`; a browser logs in once with its token,
+kept in an HttpOnly, SameSite=Strict cookie."""
 from __future__ import annotations
 
 import math
@@ -42,8 +33,7 @@ _env: Any = None
 
 
 def fmt(v: Any, spec: str = ".4g") -> str:
-    """A number for a page: ``format(v, spec)``; ``n/a`` for None or non-numbers; a
-    categorical knob's name (``cosine``) as it is (jinja2 escapes it)."""
+    """A number for a page: ``format(v, spec)``; ``n/a`` for None; a categorical name as it is."""
     if isinstance(v, bool) or v is None:
         return "n/a"
     if isinstance(v, str) and v.isidentifier():
@@ -91,8 +81,7 @@ def _project_of(request: Request) -> str | None:
 
 
 def rung_groups(rows: dict[str, Any]) -> list[dict[str, Any]]:
-    """Scheduler decisions per (width, rung): judged, continue, stop, diverged, complete counts
-    and the last cutoff recorded (nats), sorted by width then milestone (steps)."""
+    """Scheduler decisions per (width, rung): counts by decision and the last cutoff (nats)."""
     width_of = {t["id"]: t["width"] for t in rows["trials"] if t["kind"] == "proxy"}
     live = {p["id"] for p in rows["proxy_sweeps"] if p.get("status") != "interrupted"}
     ps_of = {t["id"]: t["proxy_sweep_id"] for t in rows["trials"]}
@@ -115,7 +104,27 @@ def rung_groups(rows: dict[str, Any]) -> list[dict[str, Any]]:
 def dashboard_router() -> APIRouter:
     """The dashboard's routes (HTML and PNG; not in the OpenAPI schema)."""
     r = APIRouter(include_in_schema=False)
+    _login_routes(r)
+    _sweep_pages(r)
+    _plot_route(r)
+    return r
 
+
+def _owned_rows(request: Request, sweep_id: int) -> dict[str, Any] | Response:
+    project = _project_of(request)
+    if project is None:
+        return RedirectResponse("/login", status_code=303)
+    try:
+        rows = request.app.state.store.sweep_rows(sweep_id)
+    except StoreError:
+        rows = None
+    if rows is None or rows["sweep"]["project"] != project:
+        return _page("login.html", 404, project=project,
+                     error=f"no sweep with id {sweep_id} in project {project!r}")
+    return rows
+
+
+def _login_routes(r: APIRouter) -> None:
     @r.get("/login")
     async def login_form() -> HTMLResponse:
         return _page("login.html", project=None, error=None)
@@ -138,6 +147,8 @@ def dashboard_router() -> APIRouter:
         resp.delete_cookie(COOKIE)
         return resp
 
+
+def _sweep_pages(r: APIRouter) -> None:
     @r.get("/")
     async def sweeps(request: Request, offset: int = 0) -> Response:
         store = request.app.state.store
@@ -156,25 +167,12 @@ def dashboard_router() -> APIRouter:
                          next_offset=offset + PAGE if offset + PAGE < total else None)
         return await run_in_threadpool(load)
 
-    def _rows(request: Request, sweep_id: int) -> dict[str, Any] | Response:
-        project = _project_of(request)
-        if project is None:
-            return RedirectResponse("/login", status_code=303)
-        try:
-            rows = request.app.state.store.sweep_rows(sweep_id)
-        except StoreError:
-            rows = None
-        if rows is None or rows["sweep"]["project"] != project:
-            return _page("login.html", 404, project=project,
-                         error=f"no sweep with id {sweep_id} in project {project!r}")
-        return rows
-
     @r.get("/sweeps/{sweep_id}")
     async def sweep(request: Request, sweep_id: int) -> Response:
         from mutune.services.report.data import build_report
 
         def load() -> Response:
-            rows = _rows(request, sweep_id)
+            rows = _owned_rows(request, sweep_id)
             if isinstance(rows, Response):
                 return rows
             report = build_report(rows)
@@ -184,6 +182,8 @@ def dashboard_router() -> APIRouter:
                          cost_rows=_COST_ROWS)
         return await run_in_threadpool(load)
 
+
+def _plot_route(r: APIRouter) -> None:
     @r.get("/sweeps/{sweep_id}/{plot}.png")
     async def plot(request: Request, sweep_id: int, plot: str) -> Response:
         from mutune.services.report.data import build_report
@@ -193,7 +193,7 @@ def dashboard_router() -> APIRouter:
             return Response(status_code=404)
 
         def draw() -> Response:
-            rows = _rows(request, sweep_id)
+            rows = _owned_rows(request, sweep_id)
             if isinstance(rows, Response):
                 return rows
             with _plot_lock, tempfile.TemporaryDirectory() as tmp:
@@ -208,5 +208,3 @@ def dashboard_router() -> APIRouter:
                 return Response(path.read_bytes(), media_type="image/png",
                                 headers={"Cache-Control": "private, max-age=5"})
         return await run_in_threadpool(draw)
-
-    return r

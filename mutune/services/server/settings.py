@@ -1,8 +1,4 @@
-"""The search server's settings (pydantic-settings): one class, read from ``MUTUNE_*`` env vars.
-
-``mutune serve`` builds it from its options; tests build it directly. Nothing here opens the
-database.
-"""
+"""The search server's settings (pydantic-settings), read from ``MUTUNE_*`` env vars."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,22 +12,9 @@ __all__ = ["ServerSettings"]
 class ServerSettings(BaseSettings):
     """Settings of ``mutune serve``; each field also reads env ``MUTUNE_<NAME>``.
 
-    Attributes:
-        db: results database URL (env ``MUTUNE_DB``).
-        data_roots: folders a submitted config's ``data.path`` must lie under (symlinks and
-            ``..`` resolved); empty: only built-in datasets (no ``data.path``) are accepted.
-            Env: a JSON list.
-        out_dir: each sweep's Ray state and worker log go under ``out_dir/sweep-<id>``.
-        ray_address: an existing Ray cluster for every sweep (overrides the configs'
-            ``ray.address``); None: a local cluster per sweep, sized by the config.
-        run_worker: run queued sweeps in this server (False: only queue them).
-        max_body_bytes: largest request body accepted (413 above).
-        poll_s: seconds between the worker's looks at an empty queue.
-        token_cache_s: seconds a verified token's project is cached (a revoked token keeps
-            working at most this long).
-        status_cache_s: seconds a running sweep's status is cached (ended sweeps: until the
-            server stops — their rows no longer change).
-    """
+    ``data_roots``: folders a submitted ``data.path`` must lie under (empty: built-in datasets
+    only; env: a JSON list). ``max_body_bytes``: 413 above. ``poll_s``, ``token_cache_s`` and
+    ``status_cache_s`` are seconds."""
     model_config = SettingsConfigDict(env_prefix="MUTUNE_", extra="ignore")
 
     db: str = "sqlite:///mutune.db"

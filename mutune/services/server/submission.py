@@ -1,12 +1,5 @@
-"""A submitted sweep config: body → validated :class:`~mutune.config.SweepConfig`.
-
-The body is YAML or JSON, parsed as data only (``yaml.safe_load`` / ``json.loads``: nothing is
-evaluated as code), validated like ``mutune run`` validates a file, and then checked against the
-server's rules: a ``data.path`` must resolve (symlinks and ``..`` followed) inside one of the
-server's data roots, and ``ray.address`` may only name the server's own cluster. Every failure is a
-:class:`~mutune.errors.ConfigError` whose ``errors``
-name the field, the value and the rule.
-"""
+"""A submitted sweep config: a YAML or JSON body (parsed as data only) → a validated
+:class:`~mutune.config.SweepConfig` that keeps to the server's data roots and Ray cluster."""
 from __future__ import annotations
 
 import json
@@ -29,21 +22,12 @@ def _fail(field: str, value: Any, rule: str) -> ConfigError:
 
 def parse_submission(body: bytes, content_type: str | None,
                      data_roots: Sequence[Path], ray_address: str | None = None) -> SweepConfig:
-    """Parse and validate a submitted config.
+    """Parse and validate a submitted config (``application/json`` strictly as JSON); ``data.path``
+    is replaced by its resolved absolute path.
 
-    Args:
-        body: the request body, UTF-8 YAML or JSON (JSON is YAML, so any content type works;
-            ``application/json`` is parsed strictly as JSON).
-        content_type: the request's Content-Type header (may be None).
-        data_roots: the server's data roots.
-        ray_address: the server's Ray cluster; a config may name only this one in
-            ``ray.address`` (a server never connects where a submitter points it).
-    Returns:
-        The validated config, ``data.path`` (if any) replaced by its resolved absolute path.
     Raises:
-        ConfigError: not UTF-8, not YAML/JSON, not a mapping, a broken config rule, a data
-            path outside the data roots, or a foreign ``ray.address`` (field, value, rule).
-    """
+        ConfigError: not UTF-8, not YAML/JSON, not a mapping, a broken config rule, a data path
+            outside the data roots, or a foreign ``ray.address`` (field, value, rule)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -69,14 +53,10 @@ def parse_submission(body: bytes, content_type: str | None,
 
 
 def check_data_path(path: str, data_roots: Sequence[Path]) -> Path:
-    """``path`` resolved, if it lies inside one of ``data_roots``.
-
-    A relative path is taken relative to the first root. Symlinks and ``..`` are resolved
-    before the check, so neither can leave a root.
+    """``path`` resolved (relative to the first root), if it lies inside one of ``data_roots``.
 
     Raises:
-        ConfigError: field ``data.path``; no roots configured, or outside every root.
-    """
+        ConfigError: field ``data.path``; no roots configured, or outside every root."""
     if not data_roots:
         raise _fail("data.path", path, "this server has no data roots: only built-in "
                                        "datasets (no data.path) are accepted")

@@ -1,20 +1,6 @@
-"""The search server's worker: runs queued sweeps, one at a time, each in a child process.
-
-:class:`Worker` is a thread started and stopped by the app's lifespan. On start it re-queues the
-sweeps a dead server left ``running``; then it claims the oldest ``queued`` sweep
-(compare-and-set in the DB) and runs it in a child process (``python -m
-mutune.services.server.worker``)
-that drives the main job on Ray — a local cluster, or the server's ``ray_address`` — with the
-results store as the recorder, attached to the queued sweep's id. The child dies with the server
-(``PR_SET_PDEATHSIG``), so a killed server leaves the sweep ``running`` in the DB for the next
-start to pick up; a cancelled sweep's child gets SIGUSR2, stops at its next recorded event (or
-is killed after ``CANCEL_GRACE_S``) and is marked ``cancelled``.
-
-Restart: a claimed sweep that already has rows was left half done by a dead server; it is
-finished by the one recovery path ``mutune resume`` uses
-(:func:`mutune.services.recovery.resume_sweep`): completed widths are rebuilt, the interrupted
-width resumes from its trials' checkpoints, nothing is swept twice.
-"""
+"""The search server's worker: a thread that runs queued sweeps one at a time, each in a child
+process that dies with the server (``PR_SET_PDEATHSIG``); a claimed sweep that already has
+rows is finished by :func:`mutune.services.recovery.resume_sweep`."""
 from __future__ import annotations
 
 import argparse
@@ -50,11 +36,8 @@ class _Cancel:
 
 
 class _AttachedRecorder:
-    """The store as the pipeline's recorder, bound to a pre-created (queued) sweep row.
-
-    ``sweep_started`` attaches to ``sweep_id`` instead of creating a row. Every write first
-    checks for a pending cancellation and raises :class:`SweepCancelled`.
-    """
+    """The store as the pipeline's recorder, bound to a queued sweep row; every write first checks
+    for a pending cancellation."""
 
     def __init__(self, store: Any, sweep_id: int) -> None:
         self._store, self._sweep_id = store, sweep_id
@@ -85,17 +68,7 @@ def _prepare_config(rows: dict[str, Any], ray_address: str | None) -> Any:
 
 def _resume(sweep_id: int, *, store: Any, out_dir: Path,
             ray_address: str | None = None) -> int:
-    """Finish sweep ``sweep_id``, which a dead server left half done, under the same id, by
-    the recovery path ``mutune resume`` takes (:func:`~mutune.services.recovery.resume_sweep`):
-    rows the dead server left ``running`` are closed (trials ``failed`` with reason
-    ``stale: …``, to be continued from their checkpoints; proxy sweeps and target runs
-    ``interrupted``), then the sweep resumes. ``ray_address`` is the server's cluster.
-
-    Returns:
-        the sweep id.
-    Raises:
-        MutuneError: a stage failed (the sweep is recorded as failed with the reason).
-    """
+    """Finish sweep ``sweep_id``, left half done by a dead server, by ``mutune resume``'s path."""
     from mutune.services.recovery import resume_sweep
 
     log.info("sweep %s: resuming after a server restart", sweep_id)
@@ -106,11 +79,7 @@ def _resume(sweep_id: int, *, store: Any, out_dir: Path,
 
 def run_claimed(sweep_id: int, *, db: str, out_dir: Path, ray_address: str | None = None
                 ) -> str:
-    """Run a claimed sweep to its end in this process; returns its final status.
-
-    A sweep with no rows yet runs the main job (:func:`mutune.pipeline.run_pipeline`) attached
-    to its queued row; one that has rows (a restart) is resumed (:func:`_resume`).
-    """
+    """Run a claimed sweep to its end in this process (resumed if it has rows); its final status."""
     from mutune.pipeline import run_pipeline
     from mutune.services.store import Store
 
@@ -123,7 +92,7 @@ def run_claimed(sweep_id: int, *, db: str, out_dir: Path, ray_address: str | Non
                 cfg = _prepare_config(store.sweep_rows(sweep_id), ray_address)
                 run_pipeline(cfg, _AttachedRecorder(store, sweep_id), out_dir=out_dir)
             return "completed"
-        except Exception as err:  # the pipeline recorded the sweep as failed already
+        except Exception as err:
             if _Cancel.requested:  # SweepCancelled, possibly wrapped by Ray Tune
                 store.mark_interrupted(sweep_id, "cancelled")
                 store.sweep_finished(sweep_id, "cancelled", "cancelled through the API")
@@ -136,10 +105,7 @@ def run_claimed(sweep_id: int, *, db: str, out_dir: Path, ray_address: str | Non
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (a killed server must not leave
-    a sweep running behind it); exit at once if the parent is already gone. Linux ties this to
-    the parent *thread* that forked: the worker thread, which outlives every child it starts.
-    Ray's local cluster processes die with this driver (Ray fate-shares them)."""
+    """SIGKILL this process when its parent thread dies (Linux); exit at once if it is gone."""
     try:
         import ctypes
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -151,8 +117,8 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Child-process entry:
-    ``python -m mutune.services.server.worker SWEEP_ID --db URL --out DIR``."""
+    """Child-process entry: ``python -m mutune.services.server.worker SWEEP_ID --db URL --out
+    DIR``."""
     p = argparse.ArgumentParser(prog="python -m mutune.services.server.worker")
     p.add_argument("sweep_id", type=int)
     p.add_argument("--db", required=True)
@@ -174,15 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class Worker:
-    """Runs queued sweeps one at a time (a thread of the server process).
-
-    Args:
-        store: the server's :class:`~mutune.services.store.Store`.
-        db: its URL (handed to the child process).
-        out_dir: each sweep's Ray state and logs go to ``out_dir/sweep-<id>/attempt-<n>``.
-        ray_address: an existing Ray cluster, or None for a local one per sweep.
-        poll_s: seconds between looks at an empty queue.
-    """
+    """Runs queued sweeps one at a time (a thread of the server process)."""
 
     def __init__(self, store: Any, *, db: str, out_dir: Path, ray_address: str | None = None,
                  poll_s: float = 1.0) -> None:
@@ -197,12 +155,9 @@ class Worker:
         self.current: int | None = None
         self.requeued: list[int] = []
 
-    # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        """Re-queue sweeps left ``running`` by a dead server, then start the thread.
-
-        One server (one worker) per database: a second one started on the same database
-        would take the first one's running sweep for a dead server's."""
+        """Re-queue sweeps left ``running`` by a dead server, then start the thread (one worker per
+        database)."""
         self.requeued = self.store.requeue_running()
         if self.requeued:
             log.info("re-queued sweeps left running: %s", self.requeued)
@@ -210,8 +165,8 @@ class Worker:
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop taking sweeps; a running child is killed and its sweep stays ``running`` in
-        the DB, to be resumed by the next server start."""
+        """Stop taking sweeps; a running child is killed and its sweep stays ``running`` to
+        resume."""
         self._stop.set()
         self._wake.set()
         proc = self._proc
@@ -233,7 +188,6 @@ class Worker:
         self._wake.set()
         return True
 
-    # -- the loop ---------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:

@@ -1,10 +1,5 @@
-"""The results database of mutune (docs/architecture.md §7): models, engines, migrations and the
-store.
-
-Open it with ``Store.open("sqlite:///mutune.db")`` (or a ``postgresql://`` URL); the store
-implements :class:`mutune.pipeline.recording.Recorder` (and
-:class:`~mutune.search.recording.SweepControl`). Importing this package builds no engine.
-"""
+"""The results database of mutune (docs/architecture.md §7): ``Store.open(url)`` implements the
+pipeline's Recorder and SweepControl; importing this package builds no engine."""
 from __future__ import annotations
 
 from ._engine import MIGRATIONS_DIR, alembic_config, make_engine, normalize_url, upgrade

@@ -1,19 +1,6 @@
-"""The store as a :class:`~mutune.search.recording.SweepControl`: stop requests (``mutune
-cancel``), heartbeats of running trials, and the stale-trial query a resume uses
-(docs/architecture.md §7).
-
-A cancel sets ``sweeps.cancel_requested_at``; the driver polls :meth:`ControlMixin.stop_requested`.
-
-A running trial beats through the driver (:meth:`ControlMixin.heartbeat`; every report and
-decision also refreshes ``trials.heartbeat_at``). A trial still ``running`` whose last beat (or,
-if it never beat, its start) is older than its lease is *stale*: its process died or lost the
-database. :meth:`ControlMixin.stale_trials` finds them and :meth:`ControlMixin.mark_stale`
-ends one as ``failed`` with the reason ``stale: …`` — compare-and-set on ``running``, so a trial
-that finished in the meantime is never overwritten. Times are UTC.
-
-The lease comparison runs in Python on the running trials only (a handful per sweep), so it
-behaves the same on SQLite (which keeps timestamps as text without a zone) and PostgreSQL.
-"""
+"""The store as a SweepControl: stop requests, heartbeats and the stale-trial query
+(docs/architecture.md §7). Times are UTC; the lease is compared in Python so SQLite and
+PostgreSQL behave alike."""
 from __future__ import annotations
 
 import math
@@ -40,26 +27,22 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 class ControlMixin:
-    """Stop-request and heartbeat methods of :class:`~mutune.services.store.Store` (it
-    supplies ``_write``, ``_read`` and ``_get``)."""
+    """Stop-request and heartbeat methods of :class:`~mutune.services.store.Store`."""
 
     def stop_requested(self, sweep_id: int) -> str | None:
-        """``"cancelled by user at <UTC time>"`` once :meth:`request_cancel` was called for the
-        sweep, else None (one indexed read)."""
+        """``"cancelled by user at <UTC time>"`` once :meth:`request_cancel` was called, else
+        None."""
         def work(s: Session) -> str | None:
             at = s.scalar(select(Sweep.cancel_requested_at).where(Sweep.id == sweep_id))
             return None if at is None else f"cancelled by user at {jsonable(at)}"
         return self._read(work)
 
     def request_cancel(self, sweep_id: int) -> str:
-        """Ask the process running sweep ``sweep_id`` to stop: it starts no new trial, stops the
-        running ones and ends the sweep ``cancelled`` (it polls :meth:`stop_requested`).
+        """Ask the process running sweep ``sweep_id`` to stop; returns the sweep's status after
+        the call.
 
-        Returns:
-            The sweep's status after the call (``running`` until the runner notices).
         Raises:
-            StoreError: unknown sweep, or the sweep already ended (names its status).
-        """
+            StoreError: unknown sweep, or the sweep already ended (names its status)."""
         def work(s: Session) -> str:
             row = self._get(s, Sweep, sweep_id, "sweep")
             if row.status != "running":
@@ -72,11 +55,10 @@ class ControlMixin:
 
 
     def heartbeat(self, trial_id: int, *, now: datetime | None = None) -> None:
-        """Record that trial ``trial_id`` is alive at ``now`` (default: the current UTC time).
+        """Record that trial ``trial_id`` is alive at ``now`` (default: now, UTC).
 
         Raises:
-            StoreError: unknown trial.
-        """
+            StoreError: unknown trial."""
         stamp = _utc(now) or datetime.now(timezone.utc)
 
         def work(s: Session) -> None:
@@ -88,20 +70,12 @@ class ControlMixin:
 
     def stale_trials(self, sweep_id: int | None = None, *, lease_s: float,
                      now: datetime | None = None) -> list[dict[str, Any]]:
-        """Running trials whose heartbeat (or start, if they never beat) is older than
-        ``lease_s`` seconds before ``now``.
+        """Running trials whose heartbeat (or start) is older than ``lease_s`` seconds before
+        ``now``,
+        oldest beat first.
 
-        Args:
-            sweep_id: only this sweep's trials (None: every sweep).
-            lease_s: the lease in seconds (> 0); should be comfortably longer than the
-                heartbeat interval, or live trials are reported.
-            now: the reference time (default: the current UTC time).
-        Returns:
-            [{"id", "sweep_id", "proxy_sweep_id", "key", "kind", "started_at", "heartbeat_at"
-            (UTC ISO 8601), "age_s"}] oldest beat first.
         Raises:
-            StoreError: ``lease_s`` not a positive finite number.
-        """
+            StoreError: ``lease_s`` not a positive finite number."""
         if not isinstance(lease_s, (int, float)) or not math.isfinite(lease_s) or lease_s <= 0:
             raise StoreError(f"lease_s = {lease_s!r}: must be a positive number of seconds")
         ref = _utc(now) or datetime.now(timezone.utc)
@@ -129,14 +103,11 @@ class ControlMixin:
         return self._read(work)  # type: ignore[attr-defined]
 
     def mark_stale(self, trial_id: int, reason: str) -> bool:
-        """End running trial ``trial_id`` as ``failed`` with reason ``"stale: <reason>"``.
+        """End running trial ``trial_id`` as ``failed`` (``"stale: <reason>"``); False if it
+        had ended.
 
-        Returns:
-            True if the trial was running and is now failed; False if it had already ended
-            (it is left as it is).
         Raises:
-            StoreError: unknown trial.
-        """
+            StoreError: unknown trial."""
         text = f"stale: {reason}"
 
         def work(s: Session) -> bool:

@@ -1,10 +1,5 @@
-"""Engines and migrations of the results database (docs/architecture.md §7).
-
-:func:`make_engine` builds a SQLAlchemy engine for a database URL: SQLite files get WAL, a 30 s
-busy timeout and enforced foreign keys on every connection; ``postgresql://`` URLs use the
-psycopg 3 driver. :func:`upgrade` runs the Alembic migrations shipped in ``migrations/`` up to
-head, one process at a time (:func:`schema_lock`). Nothing here builds an engine at import time.
-"""
+"""Engines and migrations of the results database (docs/architecture.md §7); nothing here builds
+an engine at import time."""
 from __future__ import annotations
 
 import contextlib
@@ -22,7 +17,6 @@ from mutune.errors import StoreError
 __all__ = ["make_engine", "upgrade", "schema_lock", "normalize_url", "alembic_config",
            "MIGRATIONS_DIR"]
 
-#: The Alembic script folder shipped inside the package.
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 #: SQLite waits this long (milliseconds) for a lock before ``database is locked``.
@@ -30,12 +24,10 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 def normalize_url(url: str | URL) -> URL:
-    """Parse ``url`` and pick mutune's driver: ``postgresql://`` and ``postgres://`` become
-    ``postgresql+psycopg://`` (psycopg 3); other URLs are returned parsed, unchanged.
+    """Parse ``url``; ``postgresql://`` and ``postgres://`` become ``postgresql+psycopg://``.
 
     Raises:
-        StoreError: ``url`` is not a database URL.
-    """
+        StoreError: ``url`` is not a database URL."""
     text = url.render_as_string(hide_password=False) if isinstance(url, URL) else str(url)
     if text.startswith("postgres://"):
         text = "postgresql://" + text[len("postgres://"):]
@@ -50,7 +42,6 @@ def normalize_url(url: str | URL) -> URL:
 
 
 def _sqlite_file(url: URL) -> Path | None:
-    """The file behind a SQLite URL, or None for in-memory databases."""
     database = url.database or ""
     if database in ("", ":memory:") or database.startswith("file:") \
             or url.query.get("mode") == "memory":
@@ -59,12 +50,10 @@ def _sqlite_file(url: URL) -> Path | None:
 
 
 def require_existing(url: str | URL) -> None:
-    """Raise unless ``url`` names a database that exists and holds mutune's schema; creates
-    nothing (not even a SQLite file or folder).
+    """Raise unless ``url`` names an existing database holding mutune's schema; creates nothing.
 
     Raises:
-        StoreError: naming the database (password hidden) and what is missing.
-    """
+        StoreError: naming the database (password hidden) and what is missing."""
     parsed = normalize_url(url)
     shown = parsed.render_as_string(hide_password=True)
     if parsed.get_backend_name() == "sqlite":
@@ -79,7 +68,7 @@ def require_existing(url: str | URL) -> None:
     engine = create_engine(parsed)
     try:
         tables = set(inspect(engine).get_table_names())
-    except Exception as exc:   # unreachable server, bad credentials
+    except Exception as exc:
         raise StoreError(f"cannot open the results database {shown}: {exc}") from exc
     finally:
         engine.dispose()
@@ -89,35 +78,24 @@ def require_existing(url: str | URL) -> None:
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """On every new SQLite connection: WAL journal, busy timeout, foreign keys, and
-    ``synchronous=NORMAL`` — a commit appends to the WAL without waiting for the disk (a
-    running trial waits for its report's write; benchmarks/results/README.md has the
-    figures). What was committed survives a killed process (the
-    driver, a server, a worker); only an operating-system crash or a power loss can take
-    the last commits back (SQLite documentation, "PRAGMA synchronous": "WAL mode is always
-    consistent with synchronous=NORMAL, but WAL mode does lose durability")."""
+    """WAL, busy timeout, foreign keys and ``synchronous=NORMAL`` on every SQLite connection (safe
+    against killed processes, not power loss: SQLite documentation, "PRAGMA synchronous")."""
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA synchronous=NORMAL")     # WAL: durable across process kills
+        cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
 
 
 def make_engine(url: str | URL, **kwargs: Any) -> Engine:
-    """A SQLAlchemy engine for ``url``.
-
-    SQLite (``sqlite:///path.db``, relative paths allowed): the parent folder is created, and every
-    connection runs ``PRAGMA journal_mode=WAL``, ``busy_timeout=30000`` (ms),
-    ``foreign_keys=ON`` and ``synchronous=NORMAL`` (:func:`_set_sqlite_pragmas`).
-    PostgreSQL (``postgresql://user@host/db``): psycopg 3 driver with ``pool_pre_ping``.
-    Extra ``kwargs`` go to :func:`sqlalchemy.create_engine`.
+    """A SQLAlchemy engine for ``url`` (SQLite: the folder created, pragmas set; PostgreSQL:
+    psycopg 3 with ``pool_pre_ping``); ``kwargs`` go to :func:`sqlalchemy.create_engine`.
 
     Raises:
-        StoreError: ``url`` is not a database URL, or the SQLite folder cannot be created.
-    """
+        StoreError: ``url`` is not a database URL, or the SQLite folder cannot be created."""
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
         path = _sqlite_file(parsed)
@@ -138,7 +116,6 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
 
 
 def alembic_config(url: str | URL) -> Any:
-    """An :class:`alembic.config.Config` for ``url`` and the shipped migrations (no .ini file)."""
     from alembic.config import Config
 
     cfg = Config()
@@ -155,18 +132,11 @@ SCHEMA_LOCK_KEY = int.from_bytes(b"mutune", "big")
 
 @contextlib.contextmanager
 def schema_lock(url: str | URL) -> Iterator[None]:
-    """Hold the database's schema lock for the block: one process creates or upgrades the
-    schema at a time; the others wait, then find it at head and do nothing.
-
-    PostgreSQL: a session-level advisory lock (``pg_advisory_lock``, key
-    :data:`SCHEMA_LOCK_KEY`) on a connection of its own, released at the end (or when the
-    process dies: the server drops a dead session's locks). SQLite: an exclusive ``flock`` on
-    ``<database>.schema-lock`` beside the file (released by the kernel when the process dies;
-    POSIX only). An in-memory SQLite database needs no lock.
+    """Hold the database's schema lock for the block: a PostgreSQL advisory lock, or an ``flock``
+    on ``<database>.schema-lock`` for SQLite (POSIX only).
 
     Raises:
-        StoreError: the lock could not be taken (the database is unreachable).
-    """
+        StoreError: the lock could not be taken (the database is unreachable)."""
     parsed = normalize_url(url)
     backend = parsed.get_backend_name()
     if backend == "postgresql":
@@ -213,13 +183,10 @@ def schema_lock(url: str | URL) -> Iterator[None]:
 
 
 def upgrade(url: str | URL, revision: str = "head") -> None:
-    """Migrate the database at ``url`` to ``revision`` (default: head); an empty database gets
-    every table, an up-to-date one is left as it is. Safe when several processes start on
-    one fresh database at once: they take turns (:func:`schema_lock`).
+    """Migrate the database at ``url`` to ``revision`` (default: head), one process at a time.
 
     Raises:
-        StoreError: the migration failed (the message carries the database's error).
-    """
+        StoreError: the migration failed (the message carries the database's error)."""
     from alembic import command
     from sqlalchemy.exc import SQLAlchemyError
 

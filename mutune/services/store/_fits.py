@@ -18,16 +18,13 @@ __all__ = ["FitsMixin"]
 
 
 class FitsMixin:
-    """Fit and check writes of :class:`~mutune.services.store.Store` (it supplies ``_write``
-    and ``_get``)."""
+    """Fit and check writes of :class:`~mutune.services.store.Store`."""
 
     def rule_fitted(self, sweep_id: int, rule: Mapping[str, Any]) -> None:
-        """Record a fitted transfer rule; the whole mapping goes to ``data``. A rule is kept
-        by (sweep, hyperparameter): recording it again (a resumed sweep) replaces it.
+        """Record a fitted transfer rule, kept by (sweep, hyperparameter).
 
         Raises:
-            StoreError: unknown sweep, or ``rule`` lacks ``hyperparameter``.
-        """
+            StoreError: unknown sweep, or ``rule`` lacks ``hyperparameter``."""
         if "hyperparameter" not in rule:
             raise StoreError(f"a transfer rule needs 'hyperparameter'; got keys {sorted(rule)}")
 
@@ -43,12 +40,10 @@ class FitsMixin:
         self._write(work)
 
     def law_fitted(self, sweep_id: int, law: Mapping[str, Any]) -> None:
-        """Record a fitted scaling law; ``law["kind"]`` names it, the mapping goes to ``data``.
-        A law is kept by (sweep, kind): recording it again (a resumed sweep) replaces it.
+        """Record a fitted scaling law, kept by (sweep, ``law["kind"]``).
 
         Raises:
-            StoreError: unknown sweep, or ``law`` lacks ``kind``.
-        """
+            StoreError: unknown sweep, or ``law`` lacks ``kind``."""
         if "kind" not in law:
             raise StoreError(f"a scaling law needs 'kind'; got keys {sorted(law)}")
 
@@ -60,13 +55,10 @@ class FitsMixin:
         self._write(work)
 
     def check_recorded(self, sweep_id: int, check: CheckRecord) -> None:
-        """Record one of the sweep's checks (:class:`~mutune.checks.CheckRecord`) in
-        ``sweep_checks``. A check is kept by (sweep, kind): recording it again (a resumed
-        sweep) replaces it.
+        """Record one of the sweep's checks, kept by (sweep, kind).
 
         Raises:
-            StoreError: unknown sweep, or ``check`` is not a CheckRecord.
-        """
+            StoreError: unknown sweep, or ``check`` is not a CheckRecord."""
         if not isinstance(check, CheckRecord):
             raise StoreError(f"check = {type(check).__name__}: must be a CheckRecord "
                              "(mutune.checks)")

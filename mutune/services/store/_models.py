@@ -1,11 +1,5 @@
-"""SQLAlchemy 2 models of the results database (docs/architecture.md §7).
-
-One class per table; the Alembic baseline ``migrations/versions/0001_baseline.py`` creates exactly
-these tables, and a test checks that the two agree. JSON columns use :class:`sqlalchemy.JSON`, so
-the same models work on SQLite and PostgreSQL; JSON never holds NaN/inf (see
-:func:`mutune.services.store._store.finite_json`). Timestamps are UTC. Durations are wall seconds,
-losses are nats.
-"""
+"""SQLAlchemy 2 models of the results database (docs/architecture.md §7), one class per table,
+matching the Alembic migrations. Timestamps are UTC, durations wall seconds, losses nats."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -52,7 +46,6 @@ class Sweep(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    #: set by ``mutune cancel``; the running sweep polls it and ends ``cancelled`` (0003)
     cancel_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
@@ -80,14 +73,14 @@ class ProxySweep(Base):
     best: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    scheduler_state: Mapped[dict[str, Any] | None] = mapped_column(JSON)   # 0004
-    searcher_state: Mapped[dict[str, Any] | None] = mapped_column(JSON)    # 0004
-    state_seq: Mapped[int | None] = mapped_column(Integer)                 # 0004
+    scheduler_state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    searcher_state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    state_seq: Mapped[int | None] = mapped_column(Integer)
 
 
 class Trial(Base):
-    """One trial (a proxy trial or the target run) with its cost figures
-    (docs/architecture.md §6)."""
+    """One trial (a proxy trial or the target run) with its cost figures (docs/architecture.md
+    §6)."""
 
     __tablename__ = "trials"
 
@@ -109,16 +102,16 @@ class Trial(Base):
     overhead_s: Mapped[float | None] = mapped_column(Float)
     steps: Mapped[int | None] = mapped_column(Integer)
     samples: Mapped[int | None] = mapped_column(Integer)
-    devices: Mapped[float | None] = mapped_column(Float)    # 0004: fractional GPUs
+    devices: Mapped[float | None] = mapped_column(Float)
     device_kind: Mapped[str | None] = mapped_column(String(64))
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    checkpoint_dir: Mapped[str | None] = mapped_column(Text)               # 0004
-    restarts: Mapped[int | None] = mapped_column(Integer)                  # 0004
-    preemptions: Mapped[int | None] = mapped_column(Integer)               # 0007
-    repeated_steps: Mapped[int | None] = mapped_column(Integer)            # 0004
-    recovery_s: Mapped[float | None] = mapped_column(Float)                # 0004
-    checkpoint_s: Mapped[float | None] = mapped_column(Float)              # 0004
-    upload_s: Mapped[float | None] = mapped_column(Float)                  # 0008
+    checkpoint_dir: Mapped[str | None] = mapped_column(Text)
+    restarts: Mapped[int | None] = mapped_column(Integer)
+    preemptions: Mapped[int | None] = mapped_column(Integer)
+    repeated_steps: Mapped[int | None] = mapped_column(Integer)
+    recovery_s: Mapped[float | None] = mapped_column(Float)
+    checkpoint_s: Mapped[float | None] = mapped_column(Float)
+    upload_s: Mapped[float | None] = mapped_column(Float)
 
 
 class TrialReport(Base):
@@ -137,9 +130,8 @@ class TrialReport(Base):
 
 
 class SchedulerEvent(Base):
-    """A scheduler decision at a rung; one row per (trial, milestone, decision) — promotion
-    ASHA pauses, promotes and may finally stop a trial at one rung (0004). Non-finite value or
-    cutoff is stored as NULL."""
+    """A scheduler decision at a rung, one row per (trial, milestone, decision); non-finite values
+    are NULL."""
 
     __tablename__ = "scheduler_events"
     __table_args__ = (UniqueConstraint("trial_id", "milestone", "decision",
@@ -180,13 +172,11 @@ class TargetRun(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(32))
     val_loss: Mapped[float | None] = mapped_column(Float)
-    #: the kept trained model's folder (migration 0006); NULL when none was kept
     model_dir: Mapped[str | None] = mapped_column(Text)
 
 
 class LedgerEntry(Base):
-    """One cost figure (docs/architecture.md §6): ``value`` in ``unit``; NULL when not
-    finite/unknown."""
+    """One cost figure (docs/architecture.md §6): ``value`` in ``unit``; NULL when not finite."""
 
     __tablename__ = "ledger_entries"
 
@@ -202,8 +192,7 @@ class LedgerEntry(Base):
 
 
 class ScalingLaw(Base):
-    """A fitted law of loss against scale (e.g. L(N) = E + A·N^-α), with its prediction for the
-    target; ``data`` holds the whole fit (migration 0002)."""
+    """A fitted law of loss against scale (e.g. L(N) = E + A·N^-α); ``data`` holds the whole fit."""
 
     __tablename__ = "scaling_laws"
 
@@ -214,9 +203,8 @@ class ScalingLaw(Base):
 
 
 class SweepCheck(Base):
-    """A check the sweep made about itself (:class:`mutune.checks.CheckRecord`: preflight,
-    gate, importance, target watch), one per (sweep, kind); ``data`` holds the whole record
-    (migration 0009 moved these out of ``scaling_laws``)."""
+    """A check the sweep made about itself, one per (sweep, kind); ``data`` holds the whole
+    record."""
 
     __tablename__ = "sweep_checks"
     __table_args__ = (UniqueConstraint("sweep_id", "kind", name="uq_sweep_checks_sweep_id"),)
@@ -228,8 +216,7 @@ class SweepCheck(Base):
 
 
 class TrialLog(Base):
-    """What a trial wrote: the tail of its stdout and stderr, and the traceback when it raised
-    (migration 0003). One row per trial."""
+    """The tail of a trial's stdout and stderr, and its traceback; one row per trial."""
 
     __tablename__ = "trial_logs"
     __table_args__ = (UniqueConstraint("trial_id", name="uq_trial_logs_trial_id"),)
@@ -242,8 +229,8 @@ class TrialLog(Base):
 
 
 class ApiToken(Base):
-    """A bearer token of the search server (migration 0005): only its sha256 (hex) is stored;
-    every sweep submitted with it belongs to ``project`` (cost attribution)."""
+    """A search-server bearer token, stored as its sha256 (hex); its sweeps belong to
+    ``project``."""
 
     __tablename__ = "api_tokens"
     __table_args__ = (UniqueConstraint("token_sha256", name="uq_api_tokens_token_sha256"),)

@@ -1,11 +1,5 @@
-"""The search server's rows: the sweep queue, API tokens and progress reads.
-
-A submitted sweep is a ``sweeps`` row with status ``queued`` (:meth:`QueueMixin.sweep_queued`);
-the worker claims the oldest one (compare-and-set ``queued`` → ``running``) and the run attaches
-to that same id (``Store.sweep_started(..., sweep_id=)``). Sweep statuses used here:
-``queued``, ``running``, ``completed``, ``failed``, ``cancelled``. Tokens are stored as the
-sha256 hex digest only (:class:`~mutune.services.store._models.ApiToken`).
-"""
+"""The search server's rows: the sweep queue (a ``queued`` sweeps row, claimed by
+compare-and-set), API tokens (sha256 hex digest only) and progress reads."""
 from __future__ import annotations
 
 import math
@@ -35,11 +29,9 @@ def _summary(sw: Sweep) -> dict[str, Any]:
 class QueueMixin:
     """Queue, token and progress methods of :class:`~mutune.services.store.Store`."""
 
-    # ------------------------------------------------------------------ queue
     def sweep_queued(self, config: Mapping[str, Any], *, project: str, seed: int,
                      name: str) -> int:
-        """Record a submitted sweep (status ``queued``) owned by ``project``; returns its id.
-        ``config`` is the validated config as JSON-able data."""
+        """Record a submitted sweep (status ``queued``) owned by ``project``; returns its id."""
 
         def work(s: Session) -> int:
             row = Sweep(name=str(name), project=str(project), status="queued", seed=int(seed),
@@ -50,12 +42,8 @@ class QueueMixin:
         return self._write(work)  # type: ignore[attr-defined]
 
     def claim_queued(self) -> int | None:
-        """Take the oldest ``queued`` sweep: compare-and-set its status to ``running`` and
-        return its id; None when the queue is empty.
-
-        A claimer that loses every compare-and-set of its snapshot (other claimers took those
-        rows first) tries again in a new transaction, so it returns None only when it saw no
-        queued sweep at all: each lost round means another claimer made progress."""
+        """Take the oldest ``queued`` sweep (compare-and-set to ``running``) and return its id; None
+        only when no queued sweep was seen (a lost round means another claimer progressed)."""
         def work(s: Session) -> tuple[int | None, bool]:
             ids = s.scalars(select(Sweep.id).where(Sweep.status == "queued")
                             .order_by(Sweep.id).limit(5)).all()
@@ -72,9 +60,8 @@ class QueueMixin:
                 return got
 
     def requeue_running(self) -> list[int]:
-        """Put every ``running`` sweep back to ``queued`` (called when a server starts: no
-        sweep can be running yet, so these were left by a server that died). Returns their
-        ids, oldest first."""
+        """Put every ``running`` sweep back to ``queued`` (at server start); their ids, oldest
+        first."""
         def work(s: Session) -> list[int]:
             ids = s.scalars(select(Sweep.id).where(Sweep.status == "running")
                             .order_by(Sweep.id)).all()
@@ -87,8 +74,7 @@ class QueueMixin:
         return self._write(work)  # type: ignore[attr-defined]
 
     def cancel_queued(self, sweep_id: int) -> bool:
-        """Cancel sweep ``sweep_id`` if it is still ``queued`` (compare-and-set); True if it
-        was. Raises StoreError for an unknown sweep."""
+        """Cancel sweep ``sweep_id`` if still ``queued``; True if it was. StoreError if unknown."""
         def work(s: Session) -> bool:
             self._get(s, Sweep, sweep_id, "sweep")  # type: ignore[attr-defined]
             res = s.execute(update(Sweep).where(Sweep.id == sweep_id, Sweep.status == "queued")
@@ -99,9 +85,9 @@ class QueueMixin:
         return self._write(work)  # type: ignore[attr-defined]
 
     def mark_interrupted(self, sweep_id: int, reason: str) -> dict[str, int]:
-        """Close what a dead run left open in sweep ``sweep_id``: ``running`` trials become
-        ``failed`` (reason ``stale: <reason>``), ``running`` proxy sweeps and target runs become
-        ``interrupted``. Deletes nothing. Returns how many rows of each changed."""
+        """Close what a dead run left ``running`` in sweep ``sweep_id`` (trials ``failed``,
+        proxy sweeps
+        and target runs ``interrupted``); how many rows of each changed."""
         def work(s: Session) -> dict[str, int]:
             now = _now()
             t = s.execute(update(Trial).where(Trial.sweep_id == sweep_id,
@@ -130,17 +116,16 @@ class QueueMixin:
             return int(max(a, b))
         return self._read(work)  # type: ignore[attr-defined]
 
-    # ------------------------------------------------------------------ reads
     def sweep_summary(self, sweep_id: int) -> dict[str, Any]:
-        """The sweep row without its config: id, name, project, status, reason, seed,
-        created_at, finished_at (UTC ISO 8601). Raises StoreError for an unknown sweep."""
+        """The sweep row without its config (times UTC ISO 8601). StoreError for an unknown
+        sweep."""
         return self._read(lambda s: _summary(  # type: ignore[attr-defined]
             self._get(s, Sweep, sweep_id, "sweep")))  # type: ignore[attr-defined]
 
     def sweeps_page(self, *, project: str | None, offset: int, limit: int
                     ) -> tuple[list[dict[str, Any]], int]:
-        """One page of sweep summaries, newest first, and the total count; ``project`` None
-        lists every project's sweeps."""
+        """One page of sweep summaries, newest first, and the total; ``project`` None: every
+        project."""
         def work(s: Session) -> tuple[list[dict[str, Any]], int]:
             where = [] if project is None else [Sweep.project == project]
             total = int(s.scalar(select(func.count()).select_from(Sweep).where(*where)) or 0)
@@ -150,19 +135,11 @@ class QueueMixin:
         return self._read(work)  # type: ignore[attr-defined]
 
     def sweep_progress(self, sweep_id: int) -> dict[str, Any]:
-        """Status and progress of a sweep for the server's status endpoint.
+        """Status and progress of a sweep for the server's status endpoint: the summary plus
+        ``progress``, ``best_so_far`` (lowest proxy ``val_loss``, nats) and ``target``.
 
-        Returns:
-            the :meth:`sweep_summary` fields plus ``progress``: {"widths": [{"width",
-            "status", "trials", "finished"}], "widths_total", "widths_completed",
-            "trials_total" (expected: num_samples × widths + 1 target), "trials_finished",
-            "trials_running", "fraction" in [0, 1]}; ``best_so_far``: the lowest finite
-            ``val_loss`` reported by any proxy trial ({"trial_id", "width", "step",
-            "val_loss" (nats), "config"}) or None; ``target``: {"width", "status",
-            "val_loss"} or None.
         Raises:
-            StoreError: unknown sweep.
-        """
+            StoreError: unknown sweep."""
         def work(s: Session) -> dict[str, Any]:
             sw = self._get(s, Sweep, sweep_id, "sweep")  # type: ignore[attr-defined]
             cfg = sw.config or {}
@@ -211,8 +188,7 @@ class QueueMixin:
         return self._read(work)  # type: ignore[attr-defined]
 
     def sweep_trials(self, sweep_id: int) -> list[dict[str, Any]]:
-        """Every trial of the sweep (no reports): id, kind, width, config, seed, status,
-        reason, steps, allocated_s, productive_s (wall seconds), last_val_loss (nats)."""
+        """Every trial of the sweep without reports (seconds wall, losses nats)."""
         def work(s: Session) -> list[dict[str, Any]]:
             self._get(s, Sweep, sweep_id, "sweep")  # type: ignore[attr-defined]
             rows = s.scalars(select(Trial).where(Trial.sweep_id == sweep_id)
@@ -229,13 +205,11 @@ class QueueMixin:
                      "last_val_loss": last.get(t.id)} for t in rows]
         return self._read(work)  # type: ignore[attr-defined]
 
-    # ------------------------------------------------------------------ tokens
     def token_added(self, project: str, token_sha256: str) -> int:
         """Store a new token's sha256 hex digest for ``project``; returns the token row id.
 
         Raises:
-            StoreError: empty project, or a digest that is not 64 hex characters.
-        """
+            StoreError: empty project, or a digest that is not 64 hex characters."""
         if not project or not str(project).strip():
             raise StoreError(f"project = {project!r}: a token needs a non-empty project name")
         digest = str(token_sha256)
@@ -258,7 +232,7 @@ class QueueMixin:
                                            ApiToken.revoked.is_(False))))
 
     def token_revoked(self, token_id: int) -> bool:
-        """Revoke token row ``token_id``; True if it was active. Raises StoreError if unknown."""
+        """Revoke token row ``token_id``; True if it was active. StoreError if unknown."""
         def work(s: Session) -> bool:
             row = self._get(s, ApiToken, token_id, "api token")  # type: ignore[attr-defined]
             was = not row.revoked

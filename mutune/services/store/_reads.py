@@ -15,16 +15,14 @@ __all__ = ["ReadsMixin"]
 
 
 class ReadsMixin:
-    """Read methods of :class:`~mutune.services.store.Store` (it supplies ``_read`` and
-    ``_get``)."""
+    """Read methods of :class:`~mutune.services.store.Store`."""
 
     def list_sweeps(self) -> list[dict[str, Any]]:
         """Every sweep row as plain data (config included), oldest first."""
         return self._read(lambda s: [row(r) for r in s.scalars(select(Sweep).order_by(Sweep.id))])
 
     def sweep_costs(self) -> dict[int, dict[str, float | None]]:
-        """The sweep-scope ledger figures of every sweep: sweep id → {name: value} (GPU-hours,
-        money, fractions as recorded; None where not finite)."""
+        """Sweep id → {name: value} of every sweep's sweep-scope ledger figures."""
         def work(s: Session) -> dict[int, dict[str, float | None]]:
             out: dict[int, dict[str, float | None]] = {}
             for e in s.scalars(select(LedgerEntry).where(LedgerEntry.scope == "sweep")
@@ -35,15 +33,8 @@ class ReadsMixin:
 
     def sweep_summaries(self, *, limit: int | None = None,
                         status: str | None = None) -> list[dict[str, Any]]:
-        """One line per sweep for ``mutune list``, newest first: id, name, project, status,
-        created_at, finished_at, widths and target width (from the config), trial counts by
-        status, and GPU-hours (the ledger's ``total_gpu_hours`` when recorded, else the sum of
-        the trials' allocated device-seconds × devices / 3600).
-
-        Args:
-            limit: at most this many sweeps (None: all).
-            status: only sweeps with this status.
-        """
+        """One line per sweep for ``mutune list``, newest first; GPU-hours from the ledger, else the
+        trials' allocated device-seconds / 3600."""
         def work(s: Session) -> list[dict[str, Any]]:
             q = select(Sweep).order_by(Sweep.id.desc())
             if status is not None:
@@ -90,12 +81,10 @@ class ReadsMixin:
         return self._read(work)
 
     def trial_log(self, trial_id: int) -> dict[str, Any]:
-        """Trial ``trial_id``'s row (status, reason, config, …) with its ``stdout``, ``stderr``
-        and ``traceback`` (empty strings / None when the trial logged nothing yet).
+        """Trial ``trial_id``'s row with its ``stdout``, ``stderr`` and ``traceback``.
 
         Raises:
-            StoreError: unknown trial.
-        """
+            StoreError: unknown trial."""
         def work(s: Session) -> dict[str, Any]:
             trial = self._get(s, Trial, trial_id, "trial")
             log = s.scalar(select(TrialLog).where(TrialLog.trial_id == trial_id))
@@ -105,11 +94,10 @@ class ReadsMixin:
         return self._read(work)
 
     def counts(self, sweep_id: int) -> dict[str, int]:
-        """Rows per table that belong to sweep ``sweep_id`` (``sweeps`` is 1).
+        """Rows per table that belong to sweep ``sweep_id``.
 
         Raises:
-            StoreError: unknown sweep.
-        """
+            StoreError: unknown sweep."""
         def work(s: Session) -> dict[str, int]:
             self._get(s, Sweep, sweep_id, "sweep")
             trial_ids = select(Trial.id).where(Trial.sweep_id == sweep_id).scalar_subquery()
@@ -133,16 +121,10 @@ class ReadsMixin:
         return self._read(work)
 
     def sweep_rows(self, sweep_id: int) -> dict[str, Any]:
-        """Everything recorded for sweep ``sweep_id`` as plain JSON-able data.
+        """Everything recorded for sweep ``sweep_id`` as JSON-able data (times UTC ISO 8601).
 
-        Returns:
-            ``{"sweep", "provenance", "proxy_sweeps", "trials" (each with its "reports":
-            [{"step", "seq", "metrics"}] by step), "events" (by seq), "rules", "target" (the
-            latest target run or None), "ledger", "laws", "checks" (each {"kind", "data", …},
-            :class:`~mutune.checks.CheckRecord`)}``; timestamps are UTC ISO 8601 strings.
         Raises:
-            StoreError: unknown sweep.
-        """
+            StoreError: unknown sweep."""
         def work(s: Session) -> dict[str, Any]:
             sweep = self._get(s, Sweep, sweep_id, "sweep")
             prov = s.scalar(select(Provenance).where(Provenance.sweep_id == sweep_id))

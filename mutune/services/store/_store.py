@@ -1,12 +1,5 @@
-"""The results store: a :class:`mutune.pipeline.recording.Recorder` (and
-:class:`~mutune.search.recording.SweepControl`) that writes to the results database.
-
-Every write is its own short transaction and is durable when the method returns
-(docs/architecture.md §7);
-SQLite ``database is locked`` errors are retried with exponential backoff. JSON never holds
-NaN/inf: :func:`finite_json` turns them into the strings ``"nan"``, ``"inf"``, ``"-inf"``, and
-non-finite float columns are stored as NULL.
-"""
+"""The results store: a Recorder and SweepControl writing to the results database, each write a
+short transaction durable on return (docs/architecture.md §7); NaN/inf never reach JSON."""
 from __future__ import annotations
 
 import time
@@ -45,33 +38,21 @@ _TIMING_INTS = ("steps", "samples", "restarts", "repeated_steps", "preemptions")
 
 
 class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
-    """The results database as a :class:`mutune.pipeline.recording.Recorder` (and
-    :class:`~mutune.search.recording.SweepControl`) (docs/architecture.md §2, §7).
+    """The results database as a Recorder and SweepControl (docs/architecture.md §2, §7).
 
-    Open it with :meth:`open` (migrates to head first) or build it from an engine; use it as a
-    context manager or call :meth:`close`. Recorder methods raise :class:`StoreError` for unknown
-    ids, invalid statuses/kinds, and writes the database refused.
-    """
+    Open it with :meth:`open` or from an engine; methods raise :class:`StoreError` for unknown
+    ids, invalid statuses/kinds, and refused writes."""
 
     def __init__(self, engine: Engine) -> None:
         """Wrap ``engine`` (see :func:`make_engine`); the schema must be at head already."""
         self.engine = engine
 
-    # ------------------------------------------------------------------ lifecycle
     @classmethod
     def open(cls, url: str | URL, *, upgrade: bool = True, create: bool = True) -> Store:
-        """Open the database at ``url`` (``sqlite:///mutune.db``, ``postgresql://…``).
+        """Open the database at ``url``, migrating to head first when ``upgrade``.
 
-        Args:
-            url: database URL; SQLite folders are created (unless ``create`` is False).
-            upgrade: migrate the database to the newest schema first (an empty one gets
-                every table).
-            create: False for commands that only read: a database that does not exist (no
-                SQLite file, no mutune schema) is an error instead of being created.
         Raises:
-            StoreError: bad URL, failed migration, or (``create`` False) no such database —
-                the message names the database looked in.
-        """
+            StoreError: bad URL, failed migration, or (``create`` False) no such database."""
         if not create:
             _engine.require_existing(url)
         if upgrade:
@@ -91,7 +72,6 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
     def __repr__(self) -> str:
         return f"Store({self.engine.url!r})"
 
-    # ------------------------------------------------------------------ plumbing
     def _write(self, work: Callable[[Session], _T]) -> _T:
         """Run ``work`` in one transaction, retrying on ``database is locked``."""
         for attempt in range(WRITE_ATTEMPTS):
@@ -143,21 +123,13 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
         session.execute(insert(model).values(**values).on_conflict_do_nothing(
             index_elements=keys))
 
-    # ------------------------------------------------------------------ Recorder
     def sweep_started(self, config: Mapping[str, Any], seed: int,
                       provenance: Mapping[str, Any], *, sweep_id: int | None = None) -> int:
-        """Record a new sweep (status ``running``) and its provenance row; returns its id.
-        ``name`` and ``project`` (top level, or ``cost.project``) are read from ``config``
-        when present.
-
-        With ``sweep_id`` (a row the search server created as ``queued``, see
-        :meth:`sweep_queued`), the run attaches to that row instead: its status becomes
-        ``running``, its config and seed are refreshed, its project is kept (the token's), and
-        the provenance row is written or, on a restart, replaced.
+        """Record a new sweep (status ``running``) and its provenance row; returns its id. With
+        ``sweep_id`` (a ``queued`` row of the server) the run attaches to that row instead.
 
         Raises:
-            StoreError: ``sweep_id`` unknown, or that sweep already ended.
-        """
+            StoreError: ``sweep_id`` unknown, or that sweep already ended."""
         def work(s: Session) -> int:
             project = config.get("project") or (config.get("cost") or {}).get("project")
             if sweep_id is not None:
@@ -199,9 +171,7 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
 
     def trial_started(self, sweep_id: int, proxy_sweep_id: int | None, kind: str, key: str,
                       width: int, config: Mapping[str, Any], seed: int) -> int:
-        """Record a trial granted its resources (status ``running``, heartbeat now); returns its
-        id. Raises StoreError for an unknown sweep/proxy sweep or a ``kind`` other than
-        ``proxy``/``target``."""
+        """Record a trial granted its resources (``running``, heartbeat now); returns its id."""
         if kind not in TRIAL_KINDS:
             raise StoreError(f"trial kind must be one of {TRIAL_KINDS}, got {kind!r}")
 
@@ -223,9 +193,7 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
 
     def trial_reported(self, trial_id: int, step: int, metrics: Mapping[str, float],
                        seq: int) -> None:
-        """Record a report at training ``step``; a repeat of (trial, step) is ignored. Metrics
-        that are NaN/inf are stored as ``"nan"``/``"inf"``/``"-inf"``. Refreshes the trial's
-        heartbeat."""
+        """Record a report at ``step`` (a repeat is ignored) and refresh the heartbeat."""
         def work(s: Session) -> None:
             trial = self._get(s, Trial, trial_id, "trial")
             now = utc_now()
@@ -238,9 +206,8 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
 
     def scheduler_decided(self, trial_id: int, milestone: int, value: float | None,
                           cutoff: float | None, decision: str, seq: int) -> None:
-        """Record the decision at rung ``milestone``; a repeat of (trial, milestone, decision)
-        is ignored.
-        Non-finite ``value``/``cutoff`` are stored as NULL."""
+        """Record the decision at rung ``milestone`` (a repeat is ignored; non-finite values
+        NULL)."""
         def work(s: Session) -> None:
             trial = self._get(s, Trial, trial_id, "trial")
             now = utc_now()
@@ -255,13 +222,11 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
 
     def trial_finished(self, trial_id: int, status: str, reason: str | None,
                        timing: Mapping[str, float]) -> None:
-        """Record the trial's terminal ``status``, ``reason``, finish time and its timing
-        (allocated_s, productive_s, eval_s, overhead_s in wall seconds; steps, samples, devices;
-        device_kind). Missing timing keys are stored as NULL.
+        """Record the trial's terminal ``status``, reason and timing (wall seconds; missing
+        keys NULL).
 
         Raises:
-            StoreError: unknown trial, or ``status`` not a terminal TRIAL_STATUSES entry.
-        """
+            StoreError: unknown trial, or ``status`` not a terminal TRIAL_STATUSES entry."""
         terminal = tuple(x for x in TRIAL_STATUSES if x != "running")
         if status not in terminal:
             raise StoreError(f"trial status must be one of {terminal}, got {status!r}")
@@ -281,8 +246,7 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
 
     def trial_logged(self, trial_id: int, stdout: str, stderr: str,
                      traceback: str | None) -> None:
-        """Record what trial ``trial_id`` wrote (stdout and stderr tails, the traceback when it
-        raised); a repeat replaces the row. Raises StoreError for an unknown trial."""
+        """Record what trial ``trial_id`` wrote; a repeat replaces the row."""
         def work(s: Session) -> None:
             self._get(s, Trial, trial_id, "trial")
             row = s.scalar(select(TrialLog).where(TrialLog.trial_id == trial_id))
@@ -295,8 +259,7 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
 
     def scheduler_saved(self, proxy_sweep_id: int, state: Mapping[str, Any],
                         searcher_state: Mapping[str, Any] | None, seq: int) -> None:
-        """Save the scheduler core's and the searcher's state (versioned JSON) as of sequence
-        number ``seq``; an older ``seq`` than the saved one is ignored."""
+        """Save the scheduler's and searcher's state as of ``seq``; an older ``seq`` is ignored."""
         def work(s: Session) -> None:
             row = self._get(s, ProxySweep, proxy_sweep_id, "proxy sweep")
             if row.state_seq is not None and row.state_seq > int(seq):
@@ -307,14 +270,13 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
         self._write(work)
 
     def trial_checkpoint_dir(self, trial_id: int, path: str) -> None:
-        """Record the folder where the trial's checkpoints are kept."""
         def work(s: Session) -> None:
             self._get(s, Trial, trial_id, "trial").checkpoint_dir = str(path)
         self._write(work)
 
     def trial_resumed(self, trial_id: int, reason: str) -> None:
-        """A trial continues (from its checkpoint) in a resumed sweep: status ``running``
-        again, heartbeat now, ``reason`` says why it had stopped."""
+        """A trial continues from its checkpoint: ``running`` again, ``reason`` why it had
+        stopped."""
         def work(s: Session) -> None:
             t = self._get(s, Trial, trial_id, "trial")
             t.status, t.reason, t.finished_at, t.heartbeat_at = "running", reason, None, utc_now()
@@ -334,8 +296,7 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
         """Record the target run of trial ``trial_id`` (status ``running``); returns its id.
 
         Raises:
-            StoreError: unknown sweep or trial, or the trial belongs to another sweep.
-        """
+            StoreError: unknown sweep or trial, or the trial belongs to another sweep."""
         def work(s: Session) -> int:
             self._get(s, Sweep, sweep_id, "sweep")
             trial = self._get(s, Trial, trial_id, "trial")
@@ -351,8 +312,8 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
 
     def target_finished(self, target_id: int, val_loss: float | None, status: str,
                         model_dir: str | None = None) -> None:
-        """Record the target run's final validation loss (nats; NULL when not finite) and
-        the folder of its kept model (None: none kept)."""
+        """Record the target's final validation loss (nats; NULL if not finite) and its model
+        folder."""
         def work(s: Session) -> None:
             row = self._get(s, TargetRun, target_id, "target run")
             row.val_loss = finite_float(val_loss, "val_loss")
@@ -361,13 +322,10 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
         self._write(work)
 
     def ledger_recorded(self, sweep_id: int, entries: Sequence[Mapping[str, Any]]) -> None:
-        """Record the sweep's cost figures, all in one transaction, replacing any recorded
-        before (a resumed sweep records its ledger again). Each entry needs scope, name, value
-        (NULL when None or not finite) and unit; trial_id, formula and inputs are optional.
+        """Record the sweep's cost figures in one transaction, replacing any recorded before.
 
         Raises:
-            StoreError: unknown sweep or trial, or an entry misses a required key.
-        """
+            StoreError: unknown sweep or trial, or an entry misses a required key."""
         for index, entry in enumerate(entries):
             missing = [k for k in ("scope", "name", "value", "unit") if k not in entry]
             if missing:
@@ -385,8 +343,6 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
 
         def work(s: Session) -> None:
             self._get(s, Sweep, sweep_id, "sweep")
-            # one query for every trial named, and one executemany insert (a sweep's ledger
-            # holds about ten entries per trial: 0.36 s through the ORM's unit of work)
             known = set(s.scalars(select(Trial.id).where(Trial.id.in_(wanted)))) if wanted \
                 else set()
             missing = sorted(wanted - known, key=repr)

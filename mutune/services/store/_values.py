@@ -1,5 +1,4 @@
-"""Plain values in and out of the database: JSON without NaN/inf, finite float and int
-columns, UTC times. Shared by every part of the store (one module, no circle)."""
+"""Plain values in and out of the database: JSON without NaN/inf, finite floats, UTC times."""
 from __future__ import annotations
 
 import math
@@ -15,9 +14,7 @@ __all__ = ["finite_json", "finite_float", "optional_int", "utc_now", "iso", "jso
 
 
 def finite_json(value: Any) -> Any:
-    """``value`` as JSON-able data without NaN/inf: non-finite floats become ``"nan"``,
-    ``"inf"`` or ``"-inf"``; mappings become dicts with ``str`` keys, tuples/lists become lists;
-    numpy-style scalars (anything with ``.item()``) are unwrapped. Other values pass unchanged."""
+    """``value`` as JSON-able data, non-finite floats as ``"nan"``, ``"inf"`` or ``"-inf"``."""
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
         return value
     if isinstance(value, float):

@@ -1,9 +1,5 @@
-"""Alembic environment of the mutune results database.
-
-The URL comes from the Alembic config (``sqlalchemy.url``, set by
-:func:`mutune.services.store.upgrade`); the engine is built by
-:func:`mutune.services.store.make_engine`, so SQLite gets the same pragmas as the store.
-"""
+"""Alembic environment of the results database; the engine comes from
+:func:`mutune.services.store.make_engine`, so SQLite gets the store's pragmas."""
 from __future__ import annotations
 
 from alembic import context

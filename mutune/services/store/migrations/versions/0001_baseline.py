@@ -1,12 +1,7 @@
 """Baseline: the nine tables of the results database (docs/architecture.md §7).
 
 Revision ID: 0001
-Revises:
-Create Date: 2024-11-29
-
-Hand-written to match ``mutune/services/store/_models.py``; a test compares the migrated
-database with the models on SQLite and PostgreSQL.
-"""
+Revises:"""
 from __future__ import annotations
 
 import sqlalchemy as sa
@@ -31,6 +26,12 @@ def _index(table: str, column: str) -> None:
 
 def upgrade() -> None:
     """Create every table, its constraints and the indexes on foreign keys."""
+    _sweep_tables()
+    _trial_tables()
+    _result_tables()
+
+
+def _sweep_tables() -> None:
     op.create_table(
         "sweeps",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -67,6 +68,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_proxy_sweeps"),
     )
     _index("proxy_sweeps", "sweep_id")
+
+
+def _trial_tables() -> None:
     op.create_table(
         "trials",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -123,6 +127,9 @@ def upgrade() -> None:
         sa.UniqueConstraint("trial_id", "milestone",
                             name="uq_scheduler_events_trial_id_milestone"),
     )
+
+
+def _result_tables() -> None:
     op.create_table(
         "transfer_rules",
         sa.Column("id", sa.Integer(), nullable=False),

@@ -1,9 +1,7 @@
-"""Scaling laws: loss against scale, with the target's predicted loss (issue 5).
+"""Scaling laws: loss against scale, with the target's predicted loss.
 
 Revision ID: 0002
-Revises: 0001
-Create Date: 2026-11-29
-"""
+Revises: 0001"""
 from __future__ import annotations
 
 import sqlalchemy as sa

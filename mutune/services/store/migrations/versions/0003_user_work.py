@@ -1,9 +1,7 @@
-"""User work (issue 9): trial logs (stdout, stderr, traceback) and sweep cancellation.
+"""User work: trial logs (stdout, stderr, traceback) and sweep cancellation.
 
 Revision ID: 0003
-Revises: 0002
-Create Date: 2026-11-29
-"""
+Revises: 0002"""
 from __future__ import annotations
 
 import sqlalchemy as sa

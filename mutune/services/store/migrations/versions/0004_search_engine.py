@@ -1,18 +1,8 @@
-"""Search engine: saved scheduler/searcher state, pause/promote events, checkpoints, recovery.
-
-* ``proxy_sweeps``: ``scheduler_state`` and ``searcher_state`` (versioned JSON, saved after
-  every decision) and ``state_seq`` (the sequence number it was saved at) — what
-  ``mutune resume`` restores;
-* ``scheduler_events``: one row per (trial, milestone, decision): promotion ASHA records a
-  ``pause``, a ``promote`` and possibly a final ``stop`` at the same rung;
-* ``trials``: ``checkpoint_dir`` (the trial's checkpoint folder), ``restarts``,
-  ``repeated_steps``, ``recovery_s``, ``checkpoint_s`` (waste and cost of recovery), and
-  ``devices`` becomes a float (fractional GPUs are billed as granted).
+"""Search engine: saved scheduler/searcher state, pause/promote events, checkpoints, recovery
+costs, fractional ``devices``.
 
 Revision ID: 0004
-Revises: 0003
-Create Date: 2026-11-29
-"""
+Revises: 0003"""
 from __future__ import annotations
 
 import sqlalchemy as sa

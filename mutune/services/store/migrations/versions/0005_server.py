@@ -1,12 +1,7 @@
-"""The search server: API tokens (hashed), one project each (issue 8).
+"""The search server: API tokens (hashed), one project each.
 
 Revision ID: 0005
-Revises: 0004
-Create Date: 2026-11-29
-
-Sweeps gain no column: a submitted sweep is a ``sweeps`` row with status ``queued`` (the status
-column is free text), and its project is the token's project.
-"""
+Revises: 0004"""
 from __future__ import annotations
 
 import sqlalchemy as sa

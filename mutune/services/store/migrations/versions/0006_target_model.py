@@ -1,13 +1,7 @@
-"""The kept target model: ``target_runs.model_dir`` (issue 15).
+"""The kept target model's folder: ``target_runs.model_dir`` (NULL when none was kept).
 
 Revision ID: 0006
-Revises: 0005
-Create Date: 2026-12-01
-
-The folder (in the sweep's storage) holding the trained target model, its optimizer state,
-base shapes, config and provenance (``mutune/pipeline/target_model.py``); NULL for a target
-run that kept no model (diverged, failed, or recorded before this revision).
-"""
+Revises: 0005"""
 from __future__ import annotations
 
 import sqlalchemy as sa

@@ -1,13 +1,7 @@
-"""Preemptions apart from failures: ``trials.preemptions`` (issue 17).
+"""Preemptions apart from failures: ``trials.preemptions``.
 
 Revision ID: 0007
-Revises: 0006
-Create Date: 2026-12-02
-
-How many times a trial was preempted (a notice: it checkpointed the step it reached, ended,
-and was retried from that checkpoint without consuming ``ray.max_failures``); ``restarts``
-keeps counting retries after failures only. NULL for trials recorded before this revision.
-"""
+Revises: 0006"""
 from __future__ import annotations
 
 import sqlalchemy as sa

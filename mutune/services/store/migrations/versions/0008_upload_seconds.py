@@ -1,13 +1,7 @@
-"""Seconds spent uploading checkpoints to remote storage: ``trials.upload_s`` (issue 17).
+"""Seconds spent uploading checkpoints to remote storage: ``trials.upload_s``.
 
 Revision ID: 0008
-Revises: 0007
-Create Date: 2026-12-02
-
-A trial with ``ray.storage`` set uploads each checkpoint from a background thread of its worker
-(mutune/search/trial/remote.py); ``upload_s`` sums that thread's seconds over the trial's
-starts. 0 without remote storage; NULL for trials recorded before this revision.
-"""
+Revises: 0007"""
 from __future__ import annotations
 
 import sqlalchemy as sa

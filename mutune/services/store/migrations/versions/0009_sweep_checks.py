@@ -1,13 +1,8 @@
-"""A sweep's checks in their own table: ``sweep_checks``.
+"""A sweep's checks move from ``scaling_laws`` to their own table ``sweep_checks``, one row per
+(sweep, kind).
 
 Revision ID: 0009
-Revises: 0008
-
-The preflight checks, the transfer gate's record, the fANOVA importance and the target watch
-were rows of ``scaling_laws`` told apart by ``kind``. They move to ``sweep_checks``, one row per
-(sweep, kind) (the newest when a kind was recorded more than once), their ``data`` without its
-``kind`` key; ``scaling_laws`` keeps the fitted laws. Downgrade moves them back.
-"""
+Revises: 0008"""
 from __future__ import annotations
 
 from typing import Any
