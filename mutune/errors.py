@@ -6,7 +6,7 @@ __all__ = ["MutuneError", "ConfigError", "ProxyError", "SearchError", "FitError"
 
 
 class MutuneError(Exception):
-    ...
+    """Root of every error mutune raises deliberately."""
 
 
 class ConfigError(MutuneError, ValueError):

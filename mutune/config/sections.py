@@ -118,7 +118,7 @@ class SearchConfig(StrictModel):
             if not (math.isfinite(value) and value > 0):
                 raise FieldRuleError(f"fixed.{name}", value,
                                      f"fixed {name} = {value} must be a finite number > 0")
-            _in_valid_range(f"fixed {name}", name, [value])
+            _in_valid_range(f"fixed.{name}", name, [value])
         for name in self.fixed:
             if name in CATEGORICAL:
                 raise FieldRuleError(f"fixed.{name}", self.fixed[name],
@@ -129,7 +129,7 @@ class SearchConfig(StrictModel):
             if getattr(dist, "categorical", False):
                 continue
             bounds = getattr(dist, "values", None) or [dist.low, dist.high]
-            _in_valid_range(f"space {name}", name, [float(b) for b in bounds])
+            _in_valid_range(f"space.{name}", name, [float(b) for b in bounds])
         kind = self.metric_kind
         if kind is None:
             if not (self.metric in LOSS_METRICS or self.metric.endswith("loss")):
@@ -160,28 +160,30 @@ class SearchConfig(StrictModel):
 
 
 def _categorical_ok(name: str, dist: object) -> None:
-    """Raises ValueError unless a :data:`CATEGORICAL` knob is a choice among its own names and
-    every other knob's choice holds numbers."""
+    """Raises FieldRuleError unless a :data:`CATEGORICAL` knob is a choice among its own names
+    and every other knob's choice holds numbers."""
     names = getattr(dist, "values", None)
     is_names = bool(names) and isinstance(names[0], str)
+    field = f"space.{name}"
     if name in CATEGORICAL:
         allowed = CATEGORICAL[name]
         if not is_names:
-            raise ValueError(f"space {name}: a name, searched as a choice among "
-                             f"{', '.join(allowed)} (e.g. {{type: choice, values: "
-                             f"[{allowed[1]}, {allowed[-1]}]}}), not as "
-                             f"{getattr(dist, 'type', dist)!r}")
+            kind = getattr(dist, "type", dist)
+            raise FieldRuleError(field, names if names is not None else kind,
+                                 f"a name, searched as a choice among {', '.join(allowed)} "
+                                 f"(e.g. {{type: choice, values: [{allowed[1]}, "
+                                 f"{allowed[-1]}]}}), not as {kind!r}")
         bad = [v for v in names if v not in allowed]
         if bad:
-            raise ValueError(f"space {name}: {bad[0]!r} is not one of {', '.join(allowed)}")
+            raise FieldRuleError(field, names, f"{bad[0]!r} is not one of {', '.join(allowed)}")
         if len(set(names)) != len(names):
-            raise ValueError(f"space {name}: {names} lists a value twice")
+            raise FieldRuleError(field, names, "lists a value twice")
     elif is_names:
-        raise ValueError(f"space {name}: choice values must be numbers, got {names[0]!r} "
-                         f"(only {', '.join(CATEGORICAL)} take names)")
+        raise FieldRuleError(field, names, f"choice values must be numbers, got {names[0]!r} "
+                             f"(only {', '.join(CATEGORICAL)} take names)")
 
 
-def _in_valid_range(what: str, name: str, values: list[float]) -> None:
+def _in_valid_range(field: str, name: str, values: list[float]) -> None:
     """Refuse values outside ``name``'s :data:`~mutune.config.spaces.VALID_RANGES` [lo, hi)
     (β1, β2, dropout and the warmup fraction below 1; weight decay ≥ 0)."""
     if name not in VALID_RANGES:
@@ -189,8 +191,8 @@ def _in_valid_range(what: str, name: str, values: list[float]) -> None:
     lo, hi = VALID_RANGES[name]
     bad = [v for v in values if not lo <= v < hi]
     if bad:
-        raise ValueError(f"{what}: {bad[0]} is outside [{lo:g}, {hi:g}), where {name} is "
-                         "defined")
+        raise FieldRuleError(field, bad[0], f"{bad[0]} is outside [{lo:g}, {hi:g}), where {name} "
+                             "is defined")
 
 
 class TrainConfig(StrictModel):

@@ -14,6 +14,7 @@ from mutune.config.model import (DigitsDataConfig, GPTModel, ModelSpec, TextData
 from mutune.config.ray_section import RayConfig
 from mutune.config.sections import (BudgetConfig, SearchConfig, TargetConfig,
                                     TrackingConfig, TrainConfig, TransferConfig)
+from mutune.errors import ConfigError
 
 __all__ = ["SweepConfig", "with_ladder_depth"]
 
@@ -192,7 +193,11 @@ class SweepConfig(StrictModel):
         if self.train.loop is not None:
             from mutune.proxies.plugins import load_loop
 
-            load_loop(self.train.loop)        # names the installed loops when it is missing
+            try:
+                load_loop(self.train.loop)    # names the installed loops when it is missing
+            except ConfigError as err:
+                raise FieldRuleError("train.loop", self.train.loop, str(err).removeprefix(
+                    f"train.loop = {self.train.loop!r}: ")) from None
             if self.search.replicates > 1:
                 raise FieldRuleError("search.replicates", self.search.replicates,
                                      f"search.replicates ({self.search.replicates}) with "

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from mutune.config import parse_config
-from mutune.errors import ConfigError, SearchError
+from mutune.errors import SearchError
 from mutune.proxies.task import ProxyTask, load_task_data
 from mutune.search.trial.checkpoint import load_trial_state
 from mutune.training import run_loop
@@ -154,13 +154,13 @@ def test_loop_plugin_is_found_by_name_and_unknown_names_are_refused(tiny_config,
     assert task.loop is mod.plain
     d = tiny_config.model_dump(mode="json")
     d["train"]["loop"] = "my_loop"
-    with pytest.raises(ConfigError) as exc:
+    with config_error("train.loop", "'my_loop'", "no training-loop plugin"):
         parse_config(d)
-    msg = str(exc.value)
-    assert "train.loop = 'my_loop'" in msg and "no training-loop plugin" in msg
-    assert "installed: accuracy, diverges, no_metric, not_callable, plain" in msg
+    with config_error("train.loop", rule="installed: accuracy, diverges, no_metric, "
+                      "not_callable, plain"):
+        parse_config(d)
     d["train"]["loop"] = "not_callable"
-    with pytest.raises(ConfigError, match="not a function loop"):
+    with config_error("train.loop", "'not_callable'", "not a function loop"):
         parse_config(d)
     d["train"]["loop"] = "plain"
     d["search"]["replicates"] = 2
