@@ -11,7 +11,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
 from mutune.pipeline.recording import MemoryRecorder
-from mutune.search.backends.ray_tune.callback import SweepBook
+from mutune.search.backends.ray_tune.callback import BookSpec, SweepBook
 from mutune.search.backends.ray_tune.scheduler_adapter import RayScheduler
 from mutune.search.budget import BudgetAdmission, SweepBudget
 from mutune.search.driver import ActionKind, Group, SweepDriver
@@ -35,8 +35,9 @@ def _run(core, gate=None, devices=1, n=2):
     """A book, a driver with ``n`` fixed points (keys a, b, …) and the Ray scheduler adapter,
     as :func:`run_trials` wires them."""
     rec = MemoryRecorder()
-    book = SweepBook(rec, control=rec, sweep_id=1, proxy_sweep_id=2, kind="proxy", width=16,
-                     max_t=27, devices=devices, device_kind="cpu", seq=itertools.count(1))
+    book = SweepBook(rec, BookSpec(sweep_id=1, proxy_sweep_id=2, kind="proxy", width=16,
+                                   max_t=27, devices=devices, device_kind="cpu"),
+                     control=rec, seq=itertools.count(1))
     driver = SweepDriver([Group("w16", FixedSearcher([{"lr": 0.01}] * n), core, 27,
                                 make_point=lambda i, hp: {"hparams": hp, "seed": i,
                                                           "index": i},
@@ -154,8 +155,9 @@ def test_spent_counts_held_segments_not_uptime_and_what_came_before():
 
     now = _time.monotonic()
     rec = MemoryRecorder()
-    book = SweepBook(rec, control=rec, sweep_id=1, proxy_sweep_id=2, kind="proxy", width=16,
-                     max_t=27, devices=2, device_kind="cpu", seq=itertools.count(1))
+    book = SweepBook(rec, BookSpec(sweep_id=1, proxy_sweep_id=2, kind="proxy", width=16,
+                                   max_t=27, devices=2, device_kind="cpu"),
+                     control=rec, seq=itertools.count(1))
     book.trials = {
         "resumed": TrialRecord("r", 1, {}, 0.0, held_s=10.0, segment_start=now - 5.0),
         "paused": TrialRecord("p", 2, {}, now - 500.0, held_s=7.0, segment_start=None),

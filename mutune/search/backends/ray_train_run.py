@@ -82,22 +82,23 @@ class TargetFit:
         from ray.util.queue import Queue
 
         from mutune.search.backends.ray_train_relay import RunHandle, stop_flag
-        from mutune.search.backends.ray_tune.callback import SweepBook
+        from mutune.search.backends.ray_tune.callback import BookSpec, SweepBook
         from mutune.search.trial.remote_trial import remote_store
 
         self.settings, self.num_workers = settings, num_workers
         ray_cfg, name = settings.ray_cfg, settings.name
         storage = Path(settings.storage).resolve()
         self.control = settings.controller
-        self.book = SweepBook(
-            settings.recorder, control=self.control, sweep_id=settings.sweep_id,
-            proxy_sweep_id=None, kind="target", width=spec.width, max_t=settings.max_t,
+        book_spec = BookSpec(
+            sweep_id=settings.sweep_id, proxy_sweep_id=None, kind="target", width=spec.width,
+            max_t=settings.max_t,
             devices=(ray_cfg.gpus_per_trial or ray_cfg.cpus_per_trial) * num_workers,
-            device_kind=ray_cfg.priced_kind or "cuda", seq=settings.seq,
-            metric=settings.metric, on_progress=spec.on_progress,
-            on_started=settings.on_started, heartbeat_s=ray_cfg.heartbeat_s,
-            resumed=spec.resume.records if spec.resume else None,
-            log_dir=str(storage / "trial_logs" / name))
+            device_kind=ray_cfg.priced_kind or "cuda", metric=settings.metric,
+            heartbeat_s=ray_cfg.heartbeat_s, log_dir=str(storage / "trial_logs" / name))
+        self.book = SweepBook(settings.recorder, book_spec, seq=settings.seq,
+                              control=self.control, on_progress=spec.on_progress,
+                              on_started=settings.on_started,
+                              resumed=spec.resume.records if spec.resume else None)
         self.handle = RunHandle(trial_id=name, config={"point": point},
                                 path=str(storage / name))
         self.queue, self.stop = Queue(), stop_flag()

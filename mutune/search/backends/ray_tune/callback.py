@@ -15,6 +15,7 @@ import itertools
 import numbers
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ray.tune import Callback
@@ -25,7 +26,7 @@ from mutune.search.schedulers.contract import Judgement
 from mutune.search.trial.logs import collect
 from mutune.search.trial.report_hold import HELD_KEY
 
-__all__ = ["SweepBook", "KEPT_METRICS"]
+__all__ = ["SweepBook", "BookSpec", "KEPT_METRICS"]
 
 #: Report keys the book keeps (and records) besides ``step`` (and the keys a training-loop
 #: plugin reported, listed in the report's ``loop_keys``).
@@ -37,56 +38,56 @@ KEPT_METRICS = ("val_loss", "val_loss_se", "test_loss", "test_loss_se", "train_l
                 "began_at")
 
 
+@dataclass(frozen=True)
+class BookSpec:
+    """What a book records one run's trials as (a group's own width, proxy sweep and kind
+    override these: :attr:`SweepBook.groups`, :attr:`SweepBook.kinds`)."""
+    sweep_id: int
+    proxy_sweep_id: int | None        # None: the target run
+    kind: str                         # proxy, confirm or target
+    width: int
+    max_t: int                        # steps a completed trial reaches
+    devices: float                    # granted per trial
+    device_kind: str                  # e.g. cpu
+    metric: str = "val_loss"          # the ranked metric, kept in every report
+    heartbeat_s: float = 10.0         # beat for every running trial at most this often
+    log_dir: str | None = None        # trials' stdout/stderr/traceback, recorded at their end
+
+
 class SweepBook(Callback):
     """Records one Ray Tune run (every proxy width's sweep, a confirmation stage, or the
     target run).
 
     Args:
         recorder: where trial rows go (the results store, or a MemoryRecorder in tests).
-        control: heartbeats go here (usually the same store).
-        sweep_id, proxy_sweep_id: ids from the recorder (proxy_sweep_id None for the target).
-        kind: ``proxy``, ``confirm`` or ``target`` (a group's own: :attr:`kinds`).
-        width: model width of the run's trials (default of :attr:`groups`).
-        max_t: steps a completed trial reaches.
-        devices: devices granted per trial; device_kind: e.g. ``cpu``.
+        spec: what the run's trials are recorded as.
         seq: a shared counter ordering reports and decisions across the whole sweep.
+        control: heartbeats go here (usually the same store).
         driver: the run's :class:`~mutune.search.driver.SweepDriver` (it decided how each
             trial ended; the book tells it how Ray ended the others).
-        metric: the ranked metric (kept in every report).
         on_progress: called with (trials finished, trials started) after each change.
         on_started: called with the recorder's trial id right after a trial is recorded.
-        log_dir: where trials write their stdout/stderr/traceback; each is recorded when the
-            trial ends.
-        heartbeat_s: beat for every running trial at most this often (seconds).
-        resumed: trials of an interrupted run to continue, by key (their recorded
-            :class:`TrialRecord`): they keep their database row instead of getting a new one.
+        resumed: trials of an interrupted run to continue, by key: they keep their row.
 
     Trials are identified by ``point["key"]``, the driver's key: a resumed sweep continues a
     trial under a new Ray trial id and the same key. A run of several groups (widths) sets
-    :attr:`groups`: group → (width, proxy sweep id, on_progress); a trial is recorded with
-    its group's width and proxy sweep (and kind, :attr:`kinds`), and its group's core and
-    searcher state is saved.
+    :attr:`groups`: group → (width, proxy sweep id, on_progress).
     """
 
-    def __init__(self, recorder: TrialRecorder, *, control: SweepControl | None = None,
-                 sweep_id: int, proxy_sweep_id: int | None, kind: str, width: int,
-                 max_t: int, devices: float, device_kind: str, seq: itertools.count,
-                 driver: Any = None, metric: str = "val_loss",
+    def __init__(self, recorder: TrialRecorder, spec: BookSpec, *, seq: itertools.count,
+                 control: SweepControl | None = None, driver: Any = None,
                  on_progress: Callable[[int, int], None] | None = None,
                  on_started: Callable[[int], None] | None = None,
-                 heartbeat_s: float = 10.0,
-                 resumed: dict[str, TrialRecord] | None = None,
-                 log_dir: str | None = None) -> None:
+                 resumed: dict[str, TrialRecord] | None = None) -> None:
         self.recorder, self.control = recorder, control
-        self.sweep_id, self.proxy_sweep_id = sweep_id, proxy_sweep_id
-        self.kind, self.width, self.max_t = kind, width, max_t
-        self.devices, self.device_kind = devices, device_kind
-        self.seq, self.driver, self.metric = seq, driver, metric
+        self.sweep_id, self.proxy_sweep_id = spec.sweep_id, spec.proxy_sweep_id
+        self.kind, self.width, self.max_t = spec.kind, spec.width, spec.max_t
+        self.devices, self.device_kind = spec.devices, spec.device_kind
+        self.seq, self.driver, self.metric = seq, driver, spec.metric
         self.on_progress, self.on_started = on_progress, on_started
-        self.heartbeat_s = heartbeat_s
+        self.heartbeat_s, self.log_dir = spec.heartbeat_s, spec.log_dir
         self.resumed = dict(resumed or {})
         self.trials: dict[str, TrialRecord] = {}
-        self.log_dir = log_dir
         #: the run's remote store (``ray.storage``): trial logs written on another node
         self.remote: Any = None
         #: Ray trial id → why control killed it (:class:`~.control.RunControl`)

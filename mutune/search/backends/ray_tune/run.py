@@ -23,7 +23,7 @@ from mutune.errors import SearchError
 from mutune.search.backends.base import RunSettings
 from mutune.search.backends.groups import (GroupSpec, RunOutcome, driver_group,
                                            finished_trials, make_core)
-from mutune.search.backends.ray_tune.callback import SweepBook
+from mutune.search.backends.ray_tune.callback import BookSpec, SweepBook
 from mutune.search.backends.ray_tune.cluster import (pending_trials, slots,
                                                       tracking_callbacks)
 from mutune.search.backends.ray_tune.retention import checkpoint_bytes_on_disk
@@ -159,16 +159,15 @@ def _assemble(live: list[GroupSpec], settings: RunSettings, follow_up: Any) -> _
 def _book(live: list[GroupSpec], settings: RunSettings, log_dir: str) -> SweepBook:
     """The run's :class:`~.callback.SweepBook`, holding every group."""
     ray_cfg, first = settings.ray_cfg, live[0]
-    book = SweepBook(settings.recorder, control=settings.controller,
-                     sweep_id=settings.sweep_id, proxy_sweep_id=first.proxy_sweep_id,
-                     kind=settings.kind, width=first.width, max_t=settings.max_t,
-                     devices=ray_cfg.gpus_per_trial or ray_cfg.cpus_per_trial,
-                     device_kind=ray_cfg.priced_kind or "cuda",
-                     seq=settings.seq, metric=settings.metric, on_progress=first.on_progress,
-                     on_started=settings.on_started, heartbeat_s=ray_cfg.heartbeat_s,
+    spec = BookSpec(sweep_id=settings.sweep_id, proxy_sweep_id=first.proxy_sweep_id,
+                    kind=settings.kind, width=first.width, max_t=settings.max_t,
+                    devices=ray_cfg.gpus_per_trial or ray_cfg.cpus_per_trial,
+                    device_kind=ray_cfg.priced_kind or "cuda", metric=settings.metric,
+                    heartbeat_s=ray_cfg.heartbeat_s, log_dir=log_dir)
+    book = SweepBook(settings.recorder, spec, seq=settings.seq, control=settings.controller,
+                     on_progress=first.on_progress, on_started=settings.on_started,
                      resumed={k: r for s in live if s.resume
-                              for k, r in s.resume.records.items()},
-                     log_dir=log_dir)
+                              for k, r in s.resume.records.items()})
     book.groups = {s.group: (s.width, s.proxy_sweep_id, s.on_progress) for s in live}
     book.kinds = {s.group: s.kind for s in live if s.kind is not None}
     return book
