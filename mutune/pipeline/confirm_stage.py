@@ -81,8 +81,9 @@ def trials_per_design(config: SweepConfig) -> int:
 def design_center(config: SweepConfig, proxy: ProxyResult) -> dict[str, float]:
     """The centre of a width's first design: the sweep's best point, categorical knobs at its
     choice."""
-    chosen = {n: proxy.optimum["optimum"][n] for n, d in config.search.space.items()
-              if is_categorical(d) and n in (proxy.optimum.get("optimum") or {})}
+    values = proxy.optimum.optimum if proxy.optimum else {}
+    chosen = {n: values[n] for n, d in config.search.space.items()
+              if is_categorical(d) and n in values}
     return {**config.search.fixed, **proxy.best_config, **chosen}
 
 

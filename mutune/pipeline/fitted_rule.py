@@ -9,6 +9,7 @@ from typing import Any
 
 from mutune.config import LogUniform, SweepConfig
 from mutune.config.spaces import clip_valid
+from mutune.pipeline.optimum_record import WidthOptimum
 
 __all__ = ["fitted_rule", "size_label"]
 
@@ -25,7 +26,7 @@ def _depth_scheme(config: SweepConfig) -> str:
 
 
 def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
-                optima: list[dict[str, Any]], depths: list[int] | None = None
+                optima: list[WidthOptimum], depths: list[int] | None = None
                 ) -> dict[str, Any]:
     """The rule row of a continuous searched hyperparameter (``widths``, ``depths`` shape (n,)).
 
@@ -38,10 +39,10 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     target_w = config.target.width
     target_d = config.target_depth if depths else None
     use_horizon = (name == "lr" and tr.horizon == "extrapolate"
-                   and all((o.get("horizon") or {}).get("extrapolated_lr") for o in optima))
-    values = [o["horizon"]["extrapolated_lr"] if use_horizon else o["optimum"][name]
+                   and all((o.horizon or {}).get("extrapolated_lr") for o in optima))
+    values = [o.horizon["extrapolated_lr"] if use_horizon and o.horizon else o.optimum[name]
               for o in optima]
-    ivs = [o["interval"][name] for o in optima]
+    ivs = [o.interval[name] for o in optima]
     intervals = None if use_horizon or any(iv is None for iv in ivs) else ivs
     extra = {"depth": [float(d) for d in depths]} if depths else None
     rule = fit_transfer_rule(name, widths, values, extra_scales=extra,
@@ -65,12 +66,12 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
         "verdicts": {a: v.name for a, v in verdicts.items()},
         "widths": widths, "optima": values, "optima_intervals": intervals,
         "optimum_source": _optimum_source(use_horizon, optima),
-        "optimum_rungs": [o.get("milestone") for o in optima],
-        "optimum_horizons": [o.get("optimum_horizon") for o in optima],
-        "optimum_trials": [o.get("n_trials") for o in optima],
-        "optimum_seeds": [o.get("n_seeds") for o in optima],
-        "optimum_methods": [o.get("method") for o in optima],
-        "edge_widths": [w for w, o in zip(widths, optima) if o["on_edge"].get(name)],
+        "optimum_rungs": [o.milestone for o in optima],
+        "optimum_horizons": [o.optimum_horizon for o in optima],
+        "optimum_trials": [o.n_trials for o in optima],
+        "optimum_seeds": [o.n_seeds for o in optima],
+        "optimum_methods": [o.method for o in optima],
+        "edge_widths": [w for w, o in zip(widths, optima) if o.on_edge.get(name)],
         "target_width": target_w, "transferred_value": value,
         "transferred_interval": [lo, hi], "formula": rule.formula,
         "transfer_form": _transfer_form(verdicts, flat, depths),
@@ -79,7 +80,7 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
                                    and not dist.low <= value <= dist.high)}
     if depths:
         row.update(depths=list(depths), target_depth=target_d,
-                   edge_depths=[d for d, o in zip(depths, optima) if o["on_edge"].get(name)],
+                   edge_depths=[d for d, o in zip(depths, optima) if o.on_edge.get(name)],
                    verdict_reasons={a: v.reason for a, v in verdicts.items()},
                    verdict_advice={a: v.advice for a, v in verdicts.items()})
     if use_horizon:
@@ -88,16 +89,16 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
 
 
 def _verdicts(config: SweepConfig, rule: Any, name: str, widths: list[int],
-              optima: list[dict[str, Any]], depths: list[int] | None
+              optima: list[WidthOptimum], depths: list[int] | None
               ) -> tuple[dict[str, Any], dict[str, str]]:
     """The rule's verdict along each axis, and each axis's parametrization scheme."""
     from mutune.scaling import rule_verdict
 
     tr, par = config.transfer, config.model.parametrization
     labels = [size_label(w, d) for w, d in zip(widths, depths or [None] * len(widths))]
-    edges = [o["edge_side"].get(name) for o in optima if o["on_edge"].get(name)]
-    fallbacks = [f"{lab}: {o['fallback_reason']}" for lab, o in zip(labels, optima)
-                 if o.get("method") == "best-trial"]
+    edges = [o.edge_side.get(name) for o in optima if o.on_edge.get(name)]
+    fallbacks = [f"{lab}: {o.fallback_reason}" for lab, o in zip(labels, optima)
+                 if o.method == "best-trial"]
     common = dict(tolerance=tr.tolerance, on_edge=bool(edges),
                   edge_side=edges[0] if edges else None,
                   fallback="; ".join(fallbacks) if fallbacks else None)
@@ -143,17 +144,17 @@ def _transfer_form(verdicts: dict[str, Any], flat: dict[str, bool],
         f"; flat in {a} (its verdict is {verdicts[a].name})" for a in verdicts if flat[a])
 
 
-def _optimum_source(use_horizon: bool, optima: list[dict[str, Any]]) -> str:
+def _optimum_source(use_horizon: bool, optima: list[WidthOptimum]) -> str:
     return ("horizon-extrapolated" if use_horizon else
             "per width: a local quadratic on the values at max_t (the "
             "sweep's completed trials and the confirmation design)"
-            if all(o.get("optimum_horizon") == "max_t" for o in optima)
+            if all(o.optimum_horizon == "max_t" for o in optima)
             else "per width: the highest rung holding enough trials for "
                  "the fit at every width, else at that width")
 
 
 def _add_horizon_axis(config: SweepConfig, row: dict[str, Any], widths: list[int],
-                      depths: list[int] | None, optima: list[dict[str, Any]]) -> None:
+                      depths: list[int] | None, optima: list[WidthOptimum]) -> None:
     """The horizon as one more axis of the lr rule: log lr* = … + d·log T, fitted jointly on the
     per-rung optima, d judged as a correction (Bjorck et al. 2025, ICLR, §3)."""
     from mutune.errors import FitError
@@ -161,7 +162,7 @@ def _add_horizon_axis(config: SweepConfig, row: dict[str, Any], widths: list[int
 
     ws, ds, ts, lrs = [], [], [], []
     for i, o in enumerate(optima):
-        h = o["horizon"]
+        h = o.horizon or {}
         for t, lr in zip(h.get("rungs") or [], h.get("optimum_lr_per_rung") or []):
             ws.append(widths[i])
             ds.append(float(depths[i]) if depths else 1.0)

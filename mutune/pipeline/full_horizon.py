@@ -10,6 +10,7 @@ import numpy as np
 from mutune.config import SweepConfig
 from mutune.errors import FitError
 from mutune.pipeline.transfer_stage import log_bounds
+from mutune.pipeline.optimum_record import WidthOptimum
 
 __all__ = ["full_horizon_trials", "full_horizon_optimum"]
 
@@ -36,7 +37,7 @@ def full_horizon_trials(config: SweepConfig, outcomes: list[Any]) -> list[dict[s
 
 
 def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[str, float],
-                         ) -> dict[str, Any]:
+                         ) -> WidthOptimum:
     """The optimum at one width from the values at ``max_t``: the local quadratic of
     :func:`mutune.scaling.estimate_optimum` with a bootstrap over trials; ``choice``
     hyperparameters keep ``center``'s values. Falls back to the best configuration (seed mean),
@@ -79,7 +80,7 @@ def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[
                    edge_side={n: None for n in config.search.space},
                    clipped={n: False for n in config.search.space},
                    fallback_reason=str(err))
-        return out
+        return WidthOptimum(**out)
     out.update(method=opt.method,
                optimum={**fixed_choice, **{n: opt.value(n) for n in names}},
                interval={**{n: None for n in fixed_choice},
@@ -92,7 +93,7 @@ def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[
                stationary={n: math.exp(opt.stationary[n]) for n in names},
                searched_range={n: [math.exp(bounds[j, 0]), math.exp(bounds[j, 1])]
                                for j, n in enumerate(names)})
-    return out
+    return WidthOptimum(**out)
 
 
 def _best_config(config: SweepConfig, groups: dict[tuple, list[dict[str, Any]]]

@@ -11,6 +11,7 @@ from mutune.checks import CheckRecord
 from mutune.config.spaces import clip_valid
 from mutune.errors import FitError, SweepStopped
 from mutune.pipeline.sweep import ProxyResult, SweepRun, record_best
+from mutune.pipeline.optimum_record import WidthOptimum
 
 __all__ = ["confirm_proxies", "gate_rules", "plan_round", "refit_optimum", "fit_rules",
            "gate_problems", "GATED_VERDICTS", "ConfirmState", "GateRound", "GateStages", "Size",
@@ -86,21 +87,26 @@ def refit_optimum(run: SweepRun, p: ProxyResult, state: ConfirmState) -> ProxyRe
     failure ``full_horizon_error`` in its optimum (not recorded)."""
     from mutune.pipeline.full_horizon import full_horizon_optimum
 
-    sweep_best = p.optimum.get("sweep_best") or {
+    prior = p.optimum
+    sweep_best = (prior.sweep_best if prior else None) or {
         "trial_id": p.best_trial_id, "milestone": p.milestone, "val_loss": p.best_val_loss,
         "config": p.best_config}
     try:
         # a categorical knob was chosen at the sweep's rung (the design keeps its choice):
         # its evidence stays with the optimum
-        opt = {**full_horizon_optimum(run.config, state.outcomes, state.center),
-               "sweep_best": sweep_best, "choices": p.optimum.get("choices") or {}}
+        opt = dataclasses.replace(full_horizon_optimum(run.config, state.outcomes, state.center),
+                                  sweep_best=sweep_best, choices=prior.choices if prior else {})
     except FitError as err:
-        opt = {**p.optimum, "full_horizon_error": str(err)}
-        return dataclasses.replace(p, optimum=opt)
-    p = dataclasses.replace(p, optimum=opt, best_val_loss=opt["best_val_loss"],
-                            best_config=opt["best_config"], milestone=opt["milestone"],
-                            best_trial_id=opt["best_trial_id"])
-    record_best(run, p, opt["n_trials"])
+        if prior is None:
+            return p
+        return dataclasses.replace(p, optimum=dataclasses.replace(
+            prior, full_horizon_error=str(err)))
+    p = dataclasses.replace(
+        p, optimum=opt, milestone=opt.milestone,
+        best_val_loss=p.best_val_loss if opt.best_val_loss is None else opt.best_val_loss,
+        best_config=p.best_config if opt.best_config is None else dict(opt.best_config),
+        best_trial_id=p.best_trial_id if opt.best_trial_id is None else opt.best_trial_id)
+    record_best(run, p, opt.n_trials)
     return p
 
 
@@ -134,7 +140,13 @@ def fit_rules(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
 
     depths = [p.depth for p, _ in swept] if run.config.depth_ladder else None
     return transfer_rules(run.config, [p.width for p, _ in swept],
-                          [p.optimum for p, _ in swept], depths)
+                          [_optimum_of(p) for p, _ in swept], depths)
+
+
+def _optimum_of(p: ProxyResult) -> WidthOptimum:
+    if p.optimum is None:
+        raise FitError(f"{p.size}: no optimum was estimated for this proxy")
+    return p.optimum
 
 
 def gate_problems(rules: list[dict[str, Any]]) -> dict[str, str]:
@@ -163,15 +175,17 @@ def _widen_center(run: SweepRun, p: ProxyResult, names: list[str]) -> dict[str, 
 
     opt = p.optimum
     tr = run.config.transfer
-    center = {**run.config.search.fixed, **(opt.get("best_config") or p.best_config)}
-    stationary = opt.get("stationary") or {}
-    for n, v in opt["optimum"].items():
+    if opt is None:
+        return {**run.config.search.fixed, **p.best_config}
+    center = {**run.config.search.fixed, **(opt.best_config or p.best_config)}
+    stationary = opt.stationary or {}
+    for n, v in opt.optimum.items():
         if n not in stationary:
             continue
         s = stationary[n]
         if n in names:
-            sign = 1.0 if opt["edge_side"].get(n) == "high" else -1.0
-            if (opt.get("clipped") or {}).get(n) and s > 0:
+            sign = 1.0 if opt.edge_side.get(n) == "high" else -1.0
+            if (opt.clipped or {}).get(n) and s > 0:
                 octaves = sign * math.log2(s / v)
             else:    # no stationary point beyond the data (a weighted mean, a bound):
                 octaves = 2 * tr.confirm_step   # the next design starts where this one ended
@@ -184,11 +198,11 @@ def _widen_center(run: SweepRun, p: ProxyResult, names: list[str]) -> dict[str, 
 
 def _widening(p: ProxyResult, name: str, new_center: float) -> dict[str, Any]:
     """What a widen action records of one hyperparameter."""
-    opt = p.optimum
-    stationary = (opt.get("stationary") or {}).get(name)
-    best = (opt.get("best_config") or p.best_config).get(name)
-    return {"side": opt["edge_side"][name], "new_center": new_center,
-            "from": opt["optimum"].get(name),
+    opt = p.optimum or WidthOptimum.from_json({})
+    stationary = (opt.stationary or {}).get(name)
+    best = (opt.best_config or p.best_config).get(name)
+    return {"side": opt.edge_side.get(name), "new_center": new_center,
+            "from": opt.optimum.get(name),
             "unclipped_center": None if stationary is None else float(stationary),
             "best_trial": None if best is None else float(best)}
 
@@ -205,7 +219,7 @@ def plan_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
     actions, jobs = [], []
     for i, (p, _) in enumerate(swept):
         if edges:
-            at_edge = [n for n in edges if p.optimum["on_edge"].get(n)]
+            at_edge = [n for n in edges if p.optimum and p.optimum.on_edge.get(n)]
             if not at_edge:
                 continue
             center = _widen_center(run, p, at_edge)

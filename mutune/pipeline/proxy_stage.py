@@ -188,12 +188,13 @@ def align_optima(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
         return swept
     out = []
     for p, o in swept:
-        if p.optimum.get("milestone") != m:
+        before = p.optimum.milestone if p.optimum else None
+        if before != m:
             best = best_at_rung(o.core.rung_values(), mode=config.search.mode, min_trials=3,
                                 scope=config.search.best_scope,
                                 curves=trial_curves(o.trials, config.search.metric))
-            p = dataclasses.replace(p, optimum={**width_optimum(config, o, best, milestone=m),
-                                                "aligned_from": p.optimum.get("milestone")})
+            p = dataclasses.replace(p, optimum=dataclasses.replace(
+                width_optimum(config, o, best, milestone=m), aligned_from=before))
             record_best(run, p, best.n_trials)
         out.append((p, o))
     return out

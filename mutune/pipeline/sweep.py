@@ -12,6 +12,7 @@ from typing import Any
 
 from mutune.config import SweepConfig
 from mutune.errors import SweepStopped
+from mutune.pipeline.optimum_record import WidthOptimum
 from mutune.pipeline.recording import Recorder
 from mutune.search.backends.base import Backend, RunSettings
 from mutune.search.recording import SweepControl
@@ -30,7 +31,7 @@ class ProxyResult:
     best_val_loss: float
     milestone: int
     trials: int
-    optimum: dict[str, Any] = field(default_factory=dict)
+    optimum: WidthOptimum | None = None
     #: the proxy's depth on a depth ladder (``depths``); None: the one ``model.depth``
     depth: int | None = None
 
@@ -175,4 +176,4 @@ def record_best(run: SweepRun, p: ProxyResult, rung_trials: int) -> None:
     run.recorder.proxy_sweep_finished(p.proxy_sweep_id, {
         "trial_id": p.best_trial_id, "milestone": p.milestone, "config": p.best_config,
         "val_loss": p.best_val_loss, "trials": p.trials, "rung_trials": rung_trials,
-        "optimum": p.optimum})
+        "optimum": p.optimum.as_json() if p.optimum else {}})

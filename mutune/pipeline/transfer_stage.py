@@ -10,6 +10,7 @@ import numpy as np
 from mutune.config import Choice, SweepConfig
 from mutune.config.spaces import NOT_TRANSFERRED, as_value, is_categorical
 from mutune.pipeline.fitted_rule import fitted_rule, size_label
+from mutune.pipeline.optimum_record import WidthOptimum
 from mutune.pipeline.unfitted_rules import unfitted_rule
 from mutune.errors import FitError
 
@@ -61,7 +62,7 @@ def common_rung(config: SweepConfig, outcomes: list[Any]) -> int | None:
 
 
 def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
-                  milestone: int | None = None) -> dict[str, Any]:
+                  milestone: int | None = None) -> WidthOptimum:
     """The optimum of every searched hyperparameter at one proxy width.
 
     At ``milestone`` when it holds 2·k + 3 finite trials, else the highest rung that does, else
@@ -112,7 +113,7 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
                    trial_ids=[db_id[best.trial]],
                    optimum_horizon=f"rung {best.milestone} of max_t "
                                    f"{config.search.scheduler.max_t}")
-        return out
+        return WidthOptimum(**out)
     out.update(method=opt.method, optimum={**{n: opt.value(n) for n in names}, **chosen},
                interval={**{n: (list(opt.value_interval(n))
                                 if all(map(math.isfinite, opt.interval[n])) else None)
@@ -121,7 +122,7 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
                edge_side={**dict(opt.edge_side), **nofit["edge_side"]})
     if "lr" in names and len(full) >= 2:
         out["horizon"] = _lr_horizon(config, full, fit)
-    return out
+    return WidthOptimum(**out)
 
 
 def _choose_categoricals(config: SweepConfig, cats: list[str], names: list[str],
@@ -210,7 +211,7 @@ def target_train_settings(config: SweepConfig, lr: float,
 
 
 def transfer_rules(config: SweepConfig, widths: list[int],
-                   optima: list[dict[str, Any]], depths: list[int] | None = None
+                   optima: list[WidthOptimum], depths: list[int] | None = None
                    ) -> tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]]:
     """Fit every searched hyperparameter's transfer rule, its verdict and transferred value
     (docs/transfer.md §8; TP V Table 1 and §3; :func:`mutune.pipeline.fitted_rule.fitted_rule`).

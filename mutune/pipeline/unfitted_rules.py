@@ -9,6 +9,7 @@ from typing import Any
 from mutune.config import Choice
 from mutune.config.spaces import clip_valid, fmt_value, is_categorical
 from mutune.pipeline.fitted_rule import size_label
+from mutune.pipeline.optimum_record import WidthOptimum
 
 __all__ = ["unfitted_rule"]
 
@@ -21,19 +22,19 @@ def _snap(dist: Any, value: float) -> float:
     return min(vals, key=lambda v: abs(v - value))
 
 
-def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str, Any]],
+def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[WidthOptimum],
                   target_w: int, depths: list[int] | None = None) -> dict[str, Any]:
     """The rule row of a knob with no fitted power law: the target takes the widest proxy's
     optimum."""
     per_choice = isinstance(dist, Choice)
     if is_categorical(dist):
-        values = [o["optimum"][name] for o in optima]
+        values = [o.optimum[name] for o in optima]
     else:
-        values = [float(o["optimum"][name]) for o in optima]
+        values = [float(o.optimum[name]) for o in optima]
         if per_choice:
             values = [_snap(dist, v) for v in values]
         values = [clip_valid(name, v) for v in values]
-    ivs = [o["interval"].get(name) for o in optima]
+    ivs = [o.interval.get(name) for o in optima]
     value = values[-1]
     by_width = ", ".join(f"{size_label(w, d)}: {fmt_value(v)}"
                          for w, d, v in zip(widths, depths or [None] * len(widths), values))
@@ -57,17 +58,17 @@ def unfitted_rule(name: str, dist: Any, widths: list[int], optima: list[dict[str
             "optima": values, "optima_intervals": None if per_choice or any(
                 iv is None for iv in ivs) else [list(iv) for iv in ivs],
             "optimum_source": "per width, as for every searched hyperparameter",
-            "optimum_rungs": [o.get("milestone") for o in optima],
-            "optimum_horizons": [o.get("optimum_horizon") for o in optima],
-            "optimum_trials": [o.get("n_trials") for o in optima],
-            "optimum_seeds": [o.get("n_seeds") for o in optima],
-            "optimum_methods": [o.get("method") for o in optima],
+            "optimum_rungs": [o.milestone for o in optima],
+            "optimum_horizons": [o.optimum_horizon for o in optima],
+            "optimum_trials": [o.n_trials for o in optima],
+            "optimum_seeds": [o.n_seeds for o in optima],
+            "optimum_methods": [o.method for o in optima],
             # a choice has no range to widen: only a regulariser's edge reaches the gate
             "edge_widths": [] if per_choice else [w for w, o in zip(widths, optima)
-                                                  if o["on_edge"].get(name)],
+                                                  if o.on_edge.get(name)],
             "target_width": target_w, "transferred_value": value,
             "transferred_interval": interval, "formula": None, "transfer_form": form,
-            "choice_evidence": ([o.get("choices", {}).get(name) for o in optima]
+            "choice_evidence": ([o.choices.get(name) for o in optima]
                                 if is_categorical(dist) else None),
             "verdict": "per_choice" if per_choice else "not_transferred",
             "reason": reason, "advice": advice, "outside_searched_range": False,

@@ -11,6 +11,11 @@ import pytest
 from mutune.config import load_config, parse_config
 from mutune.errors import ConfigError
 from mutune.pipeline.transfer_stage import transfer_rules
+from mutune.pipeline.optimum_record import WidthOptimum
+
+
+def typed(optima):
+    return [WidthOptimum.from_json(o) for o in optima]
 
 
 def _ladder(**over):
@@ -95,7 +100,7 @@ def test_rules_over_width_and_depth_carry_every_axis():
     cfg = parse_config(_ladder(**{"model.depth_parametrization": "none",
                                   "model.residual": True}))
     ws, ds, lrs = _grid(0.0, -0.5, noise=0.02)
-    rules, hp, _ = transfer_rules(cfg, ws, _optima(lrs), ds)
+    rules, hp, _ = transfer_rules(cfg, ws, typed(_optima(lrs)), ds)
     (r,) = rules
     assert r["axes"] == ["width", "depth"]
     assert r["slopes"]["width"] == pytest.approx(0.0, abs=0.05)
@@ -124,7 +129,7 @@ def test_a_depth_parametrization_keeps_a_stable_depth_exponent_flat():
     takes the widest, deepest proxy's optimum."""
     cfg = parse_config(_ladder())
     ws, ds, lrs = _grid(0.0, 0.0, noise=0.01, seed=3)
-    (r,), hp, _ = transfer_rules(cfg, ws, _optima(lrs, rel=0.05), ds)
+    (r,), hp, _ = transfer_rules(cfg, ws, typed(_optima(lrs, rel=0.05)), ds)
     assert r["verdicts"] == {"width": "stable", "depth": "stable"}
     assert r["transfer_form"].startswith("flat: the widest, deepest proxy's optimum")
     assert r["transferred_value"] == pytest.approx(lrs[-1])
@@ -133,7 +138,7 @@ def test_a_depth_parametrization_keeps_a_stable_depth_exponent_flat():
 def test_two_depths_cannot_resolve_the_depth_exponent():
     cfg = parse_config(_ladder(depths=[2, 4]))
     ws, ds, lrs = _grid(0.0, 0.0, depths=(2, 4), noise=0.01)
-    (r,), _, _ = transfer_rules(cfg, ws, _optima(lrs), ds)
+    (r,), _, _ = transfer_rules(cfg, ws, typed(_optima(lrs)), ds)
     assert r["verdicts"]["depth"] == "too_few_sizes"
     assert r["transfer_form"].startswith("flat")
 
@@ -331,7 +336,7 @@ def test_the_horizon_is_one_more_axis_of_the_lr_rule():
         o["horizon"] = {"rungs": rungs, "optimum_lr_per_rung": per_rung,
                         "extrapolated_lr": math.exp(-6.0 - 0.3 * math.log(cfg.target_steps))}
         optima.append(o)
-    (r,), _, _ = transfer_rules(cfg, ws, optima, ds)
+    (r,), _, _ = transfer_rules(cfg, ws, typed(optima), ds)
     assert r["axes"] == ["width", "depth", "steps"]
     assert r["slopes"]["steps"] == pytest.approx(-0.3, abs=1e-6)
     lo, hi = r["slope_intervals"]["steps"]

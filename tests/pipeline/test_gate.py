@@ -104,7 +104,7 @@ def _start(config, center):
     run = SweepRun(config, rec, None, 1, Path("/nonexistent"), itertools.count(1))
     swept = []
     for i, w in enumerate(config.widths):
-        p = ProxyResult(w, 10 + i, 1, dict(center), 1.5, 9, 4, {})
+        p = ProxyResult(w, 10 + i, 1, dict(center), 1.5, 9, 4)
         swept.append((p, RunOutcome([], None)))
     return run, rec, swept
 
@@ -138,13 +138,13 @@ def test_optimum_outside_the_range_is_flagged_then_found_by_widening(bowl):
     run, rec, swept = _start(config, {"lr": 1e-2, "output_mult": 1.0})
     swept, states, stages = _confirm(run, swept, bowl)
     first = stages.confirmed[64].optimum
-    assert first["optimum_horizon"] == "max_t" and first["n_trials"] == 11
-    assert first["on_edge"]["lr"] and first["edge_side"]["lr"] == "high"
-    assert first["clipped"]["lr"]
+    assert first.optimum_horizon == "max_t" and first.n_trials == 11
+    assert first.on_edge["lr"] and first.edge_side["lr"] == "high"
+    assert first.clipped["lr"]
     n_ran = len(bowl.ran)                               # the designs, then the round
     swept, rules, hp, _, gate = _gated(gate_rules(run, swept, stages))
     assert n_ran == 6 and len(bowl.ran) == n_ran        # the gate trains nothing itself
-    assert swept[-1][0].optimum["n_trials"] == 22
+    assert swept[-1][0].optimum.n_trials == 22
     lr = next(r for r in rules if r["hyperparameter"] == "lr")
     assert gate["first_verdicts"]["lr"] == "edge"
     assert [a["action"] for a in gate["rounds"][0]["actions"]] == ["widen"] * 3
@@ -207,7 +207,7 @@ def test_noisy_rule_gets_replicates_on_the_same_points(bowl):
     acts = gate["rounds"][0]["actions"]
     assert [a["action"] for a in acts] == ["replicates"] * 3
     assert bowl.ran[3][1] == bowl.ran[0][1]          # the widest design again, new seeds
-    assert [(p.optimum["n_trials"], p.optimum["n_seeds"]) for p, _ in swept] == [(22, 22)] * 3
+    assert [(p.optimum.n_trials, p.optimum.n_seeds) for p, _ in swept] == [(22, 22)] * 3
     assert gate["outcome"] in ("passed", "proceeded")
 
 
@@ -256,7 +256,7 @@ def test_a_resumed_sweep_whose_stages_had_ended_trains_nothing_and_records_the_s
         assert got[4]["rounds"][0]["trials"] == 33
 
         def optima(swept):
-            return [{k: v for k, v in p.optimum.items() if "trial_id" not in k}
+            return [{k: v for k, v in p.optimum.as_json().items() if "trial_id" not in k}
                     for p, _ in swept]
         assert optima(got[0]) == optima(want[0])
 
@@ -325,7 +325,7 @@ def test_a_depth_ladder_confirms_and_widens_each_width_and_depth(bowl):
     rec = MemoryRecorder()
     run = SweepRun(config, rec, task, 1, Path("/nonexistent"), itertools.count(1))
     center = {"lr": 1e-2, "output_mult": 1.0}
-    swept = [(ProxyResult(w, 10 + i, 1, dict(center), 1.5, 9, 4, {}, depth=dp),
+    swept = [(ProxyResult(w, 10 + i, 1, dict(center), 1.5, 9, 4, depth=dp),
               SimpleNamespace(trials=[]))
              for i, (w, dp) in enumerate((w, dp) for dp in (1, 2) for w in (16, 32, 64))]
     swept, states, stages = _confirm(run, swept, bowl)

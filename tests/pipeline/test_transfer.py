@@ -6,6 +6,7 @@ import math
 import pytest
 
 from mutune.config import load_config, parse_config
+from mutune.pipeline.optimum_record import WidthOptimum
 from mutune.pipeline.transfer_stage import target_train_settings, transfer_rules
 
 
@@ -23,8 +24,10 @@ def _cfg(**over):
 
 
 def _optima(lrs, rel=0.3):
-    return [{"optimum": {"lr": v}, "interval": {"lr": [v * (1 - rel), v * (1 + rel)]},
-             "on_edge": {"lr": False}, "edge_side": {"lr": None}} for v in lrs]
+    return [WidthOptimum.from_json({"optimum": {"lr": v},
+                                    "interval": {"lr": [v * (1 - rel), v * (1 + rel)]},
+                                    "on_edge": {"lr": False}, "edge_side": {"lr": None}})
+            for v in lrs]
 
 
 def test_mup_flat_when_exponent_not_resolved_uses_widest_optimum():
@@ -99,16 +102,16 @@ def test_common_rung_aligns_widths_at_equal_budget():
     rich = _synthetic_outcome(24, math.log(0.01), top_rung_trials=6)
     poor = _synthetic_outcome(24, math.log(0.01), top_rung_trials=3)
     own = [width_optimum(cfg, o, best_at_rung(o.core.rung_values(), mode="min",
-                                              min_trials=3))["milestone"]
+                                              min_trials=3)).milestone
            for o in (rich, poor)]
     assert own == [80, 40]                      # each width alone picks a different rung
     assert common_rung(cfg, [rich, poor]) == 40
     opt = width_optimum(cfg, rich, best_at_rung(rich.core.rung_values(), mode="min",
                                                 min_trials=3), milestone=40)
-    assert opt["milestone"] == 40 and opt["n_trials"] == len(rich.core.rung_values()[40])
-    assert math.log(opt["optimum"]["lr"]) == pytest.approx(math.log(0.01), abs=0.05)
+    assert opt.milestone == 40 and opt.n_trials == len(rich.core.rung_values()[40])
+    assert math.log(opt.optimum["lr"]) == pytest.approx(math.log(0.01), abs=0.05)
     # a rung too thin for the fit is not used even when asked for
     thin = width_optimum(cfg, poor, best_at_rung(poor.core.rung_values(), mode="min",
                                                  min_trials=3), milestone=80)
-    assert thin["milestone"] == 40
+    assert thin.milestone == 40
     assert common_rung(cfg, [rich, _synthetic_outcome(4, 0.0, top_rung_trials=1)]) is None

@@ -17,6 +17,11 @@ from mutune.proxies.task import ProxyTask, load_task_data
 from mutune.training.schedule import make_lr_schedule
 from mutune.training import run_loop
 from tests.conftest import config_error
+from mutune.pipeline.optimum_record import WidthOptimum
+
+
+def typed(optima):
+    return [WidthOptimum.from_json(o) for o in optima]
 
 
 def _space(**extra):
@@ -115,7 +120,7 @@ def test_rules_are_fitted_only_where_a_knob_transfers():
                       {"lr": 0.011, "weight_decay": 0.1, "output_mult": 5.0, "beta2": 0.95},
                       {"lr": 0.009, "weight_decay": 0.02, "output_mult": 14.0,
                        "beta2": 0.999}])
-    rules, hp, settings = transfer_rules(cfg, widths, optima)
+    rules, hp, settings = transfer_rules(cfg, widths, typed(optima))
     by = {r["hyperparameter"]: r for r in rules}
     wd = by["weight_decay"]
     assert wd["verdict"] == "not_transferred" and wd["slope"] is None

@@ -8,6 +8,7 @@ from typing import Any
 
 from mutune._json import json_safe
 from mutune.errors import FitError, StoreError
+from mutune.pipeline.optimum_record import WidthOptimum
 
 __all__ = ["export_hparams", "format_export"]
 
@@ -181,7 +182,7 @@ def export_hparams(rows: dict[str, Any], *, width: int, depth: int | None = None
     d = (cfg.target_depth if ladder else cfg.model.depth) if depth is None else depth
     cfg = cfg.model_copy(update={"target": cfg.target.model_copy(
         update={"width": width, **({"depth": d} if ladder else {})})})
-    optima = [_floats(p["best"]["optimum"]) for p in done]
+    optima = [WidthOptimum.from_json(_floats(p["best"]["optimum"])) for p in done]
     widths = [p["width"] for p in done]
     depths = [int(p["settings"]["depth"]) for p in done] if ladder else None
     try:

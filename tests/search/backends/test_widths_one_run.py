@@ -81,8 +81,8 @@ def test_widths_swept_together_end_as_each_swept_alone(ray_local, tiny_config, t
         assert stages.states[p.size].designs[0].driver is o.driver
     assert _designs(rows) == _designs(rows_alone) and len(_designs(rows)) == 2 * 9
     for (p, _), (q, _) in zip(confirmed, confirmed_alone):
-        assert (p.best_config, p.best_val_loss, p.optimum["optimum"]) == (
-            q.best_config, q.best_val_loss, q.optimum["optimum"])
+        assert (p.best_config, p.best_val_loss, p.optimum.optimum) == (
+            q.best_config, q.best_val_loss, q.optimum.optimum)
     # a design starts once its width is done (every proxy trial of that width reported
     # its last) and goes ahead of the next width's new trials
     seqs = {t["key"]: [r["seq"] for r in t["reports"]] for t in rows["trials"]}

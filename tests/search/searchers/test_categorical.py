@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from mutune.pipeline.optimum_record import WidthOptimum
 from mutune.config import load_config, parse_config
 from mutune.errors import ConfigError
 from mutune.pipeline.choice_optimum import best_choice
@@ -181,11 +182,11 @@ def test_the_optimum_chooses_the_name_and_fits_the_numbers_without_it():
     cfg = parse_config(_cfg(lr_schedule=SCHEDULES))
     outcome, best = _outcome({"constant": 0.5, "cosine": 0.0, "wsd": 0.2}, math.log(0.01))
     opt = width_optimum(cfg, outcome, best, milestone=27)
-    assert opt["optimum"]["lr_schedule"] == "cosine"
-    assert opt["method"] != "best-trial"          # 24 trials ≥ 2·1 + 3: the lr quadratic
-    assert opt["optimum"]["lr"] == pytest.approx(0.01, rel=0.35)
-    assert opt["interval"]["lr_schedule"] is None and opt["on_edge"]["lr_schedule"] is False
-    ev = opt["choices"]["lr_schedule"]
+    assert opt.optimum["lr_schedule"] == "cosine"
+    assert opt.method != "best-trial"          # 24 trials ≥ 2·1 + 3: the lr quadratic
+    assert opt.optimum["lr"] == pytest.approx(0.01, rel=0.35)
+    assert opt.interval["lr_schedule"] is None and opt.on_edge["lr_schedule"] is False
+    ev = opt.choices["lr_schedule"]
     assert ev["method"] == "fixed-effects quadratic" and ev["n_trials"] == 24
     per = ev["per_name"]
     assert all(e["n_trials"] == 8 for e in per.values())
@@ -216,7 +217,8 @@ def test_rules_report_plot_and_export_carry_names(tmp_path):
                                "constant": {"n_trials": 5, "top_k": 3, "score": 1.2,
                                             "best": 1.1, "spread": 0.1, "effect": 0.2,
                                             "effect_interval": [0.1, 0.3], "p_best": 0.1}}}}})
-    rules, hp, _ = transfer_rules(cfg, [64, 128, 256], optima)
+    rules, hp, _ = transfer_rules(cfg, [64, 128, 256],
+                                  [WidthOptimum.from_json(o) for o in optima])
     by = {r["hyperparameter"]: r for r in rules}
     ch = by["lr_schedule"]
     assert ch["verdict"] == "per_choice" and ch["optima"] == ["cosine", "wsd", "wsd"]
