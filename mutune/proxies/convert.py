@@ -1,17 +1,7 @@
 """Converting a plain PyTorch model for μP: its output layer becomes a ``mup.MuReadout`` (a
 ``mup.MuSharedReadout`` when it is tied to an embedding), its attention logits are scaled
 1/d_head-wise from the model's own scale at the base width, and a constant-std init of its
-hidden weights is rescaled with fan-in.
-
-A user's model built from ``nn.Linear`` layers is μP-ready once its readout divides its input
-by the width multiplier and starts at zero, its attention scales logits by 1/d_head instead of
-1/√d_head (TP V Table 3, §4), and its hidden weights start with a variance ∝ 1/fan_in (TP V
-Table 3: PyTorch's default init already is; GPT-2-style ``normal(0, 0.02)`` at every width is
-not); their learning rates need nothing under ``MuAdamW`` (mup scales them by shape).
-
-References:
-    Yang et al. 2022, Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 ``MuReadout``.
-"""
+hidden weights is rescaled with fan-in."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -26,12 +16,9 @@ __all__ = ["swap_readout", "set_attention_scale", "rescale_constant_std_init",
 
 
 def swap_readout(model: nn.Module, path: str, *, output_mult: float = 1.0) -> nn.Module:
-    """Replace the ``nn.Linear`` at attribute path ``path`` (e.g. ``"head"`` or
-    ``"classifier.2"``) by a zero-initialised ``mup.MuReadout`` of the same shape
-    (in_features → out_features, bias kept if present) and ``output_mult``; in place. A
-    readout whose weight *is* an ``nn.Embedding``'s (a tied ``lm_head``) becomes a
-    ``mup.MuSharedReadout`` of that embedding — still tied, never silently untied — with a
-    zero bias if it had one.
+    """Replace the ``nn.Linear`` at attribute path ``path`` (e.g. ``"head"`` or ``"classifier.2"``)
+    by a zero-initialised ``mup.MuReadout`` of the same shape (in_features → out_features, bias
+    kept if present) and ``output_mult``; in place.
 
     Returns:
         ``model``.
@@ -140,25 +127,7 @@ def constant_std_weights(model: nn.Module, base: nn.Module, *,
                          skip: tuple[str, ...] = ()) -> list[str]:
     """The hidden weights of ``model`` whose init kept the base width's standard deviation
     (GPT-2-style ``normal(0, 0.02)`` at every width), which μP rescales with fan-in; weights
-    whose std already falls like 1/√fan_in (PyTorch's default init) are not named.
-
-    Each hidden weight's std ratio s(model) / s(base) is compared in log space with the two
-    rules, 1 (constant) and √(fan_in_base / fan_in) (μP, TP V Table 3), and takes the nearer
-    one. The sample stds are random, so call this once, on models built from a fixed seed
-    (:meth:`mutune.proxies.task.ProxyTask.constant_init_weights` does), and apply its answer to
-    every build: a decision made on each build's own draw would differ between trials.
-
-    Args:
-        model: the plain model at a width above the base width (2× in mutune).
-        base: the same family's model at the base width (same parameter names).
-        skip: parameter-name prefixes to leave alone (the readout being swapped).
-    Returns:
-        The names of the constant-std hidden weights, in ``named_parameters`` order.
-    Raises:
-        ProxyError: a hidden weight whose std ratio is more than five standard errors of the
-            sample stds from both rules: names it, with both ratios, and the fix (initialise
-            it with PyTorch's default or ``mup.init``, or a constant std).
-    """
+    whose std already falls like 1/√fan_in (PyTorch's default init) are not named."""
     import math
 
     import torch
@@ -187,26 +156,10 @@ def constant_std_weights(model: nn.Module, base: nn.Module, *,
 def rescale_constant_std_init(model: nn.Module, base: nn.Module, *,
                               skip: tuple[str, ...] = (),
                               names: Sequence[str] | None = None) -> list[str]:
-    """Rescale, in place, every hidden weight of ``model`` whose init kept the base width's
-    standard deviation to the μP init, whose variance falls with fan-in: weight ×=
-    √(fan_in_base / fan_in) (TP V Table 3; Table 8's "init var ∝ 1/fan_in" for hidden
-    weights), so the model equals its own init at the base width and is μP above it.
-
-    Hidden weights are the ≥ 2-D weights whose fan-in (``shape[1:]``) grew from ``base`` to
-    ``model`` (embeddings, whose fan-in is the vocabulary, keep their std under μP; readouts
-    are mup's).
-
-    Args:
-        model: the plain model at its width, before ``mup.set_base_shapes``.
-        base: the same family's model at the base width (same parameter names).
-        skip: parameter-name prefixes to leave alone (the readout being swapped).
-        names: the constant-std weights, decided once (:func:`constant_std_weights` on
-            seeded builds); None decides from ``model`` and ``base`` themselves.
-    Returns:
-        The names of the rescaled parameters.
-    Raises:
-        ProxyError: with ``names`` None, as :func:`constant_std_weights`.
-    """
+    """Rescale, in place, every hidden weight of ``model`` whose init kept the base width's standard
+    deviation to the μP init, whose variance falls with fan-in: weight ×= √(fan_in_base / fan_in)
+    (TP V Table 3; Table 8's "init var ∝ 1/fan_in" for hidden weights), so the model equals its
+    own init at the base width and is μP above it."""
     import math
 
     import torch

@@ -1,20 +1,4 @@
-"""Coordinate check: activation size per module against width, for μP and its SP twin.
-
-Yang et al. 2022, Tensor Programs V, Appendix D.1 ("coordinate check") and mup's
-``get_coord_data``: train each width for a few steps from the same seeds and record, for every
-module with parameters, the mean absolute value of its output coordinates. Under μP every
-module's size stays Θ(1) as width grows (slope of log size against log width ≈ 0); under
-standard parametrization the readout (and with Adam the hidden layers) blow up with width
-(slope ≈ 1 for the readout).
-
-The same check runs across depth (``axis="depth"``, at a fixed width): modules are then matched
-by role — the first and the last block of a ``ModuleList`` (``blocks.first``, ``blocks.last``),
-the embeddings, the final norm, the readout — and each block's own output (the residual stream)
-is recorded too. With CompleteP's 1/L branches every role stays Θ(1) as depth grows; without a
-depth parametrization the residual stream, and what reads it, grow with depth (Dey et al. 2025,
-"Don't be lazy: CompleteP enables compute-efficient deep transformers", arXiv 2505.01618, §3;
-Yang et al. 2023, Tensor Programs VI, arXiv 2310.02244, §3).
-"""
+"""Coordinate check: activation size per module against width, for μP and its SP twin."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -34,21 +18,7 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 @dataclass(frozen=True)
 class CoordCheck:
-    """Activation sizes and slopes of one parametrization.
-
-    Attributes:
-        parametrization: ``mup`` or ``sp`` (across depth: ``completep``, ``depth_mup``,
-            ``none``).
-        widths: the sizes checked along ``axis``, increasing (widths, or depths).
-        sizes: module → array (n_steps + 1, n_sizes) of mean |output| averaged over seeds;
-            row t is the forward pass after t optimizer steps.
-        slopes: module → slope of log size against log width (log depth) at the last row
-            (after the last step), from a least-squares line.
-        axis: ``width`` or ``depth``.
-        slope_intervals: module → 95 % interval of the slope over seeds (Student t on the
-            per-seed slopes; (nan, nan) with one seed). Seed noise moves a slope by ±0.2 at
-            width 32: a slope above the tolerance counts only when its interval does too.
-    """
+    """Activation sizes and slopes of one parametrization."""
     parametrization: str
     widths: tuple[int, ...]
     sizes: dict[str, np.ndarray] = field(repr=False)
@@ -81,15 +51,7 @@ def depth_role(name: str, depth: int) -> str | None:
 
 @dataclass(frozen=True)
 class CoordSetup:
-    """What a coord check trains.
-
-    Attributes:
-        build: ``(width, parametrization) -> model`` with base shapes set (the depth instead
-            of the width along ``axis="depth"``).
-        make_optimizer: the μP optimizer for a model (same learning rate at every width).
-        batch: ``(seed, step) -> (inputs, targets)``, the training batches.
-        loss: ``(outputs, targets) -> scalar`` loss.
-    """
+    """What a coord check trains."""
     build: Callable[[int, str], nn.Module]
     make_optimizer: Callable[[nn.Module], torch.optim.Optimizer]
     batch: Callable[[int, int], Batch]
@@ -101,24 +63,7 @@ def coord_check(setup: CoordSetup, *, widths: Sequence[int], parametrization: st
                 axis: str = "width") -> CoordCheck:
     """Record mean |output| of every module over the first ``steps`` steps at each width (or
     depth, with ``axis="depth"``: ``build`` then takes the depth, modules are compared by
-    :func:`depth_role` and block outputs are recorded too).
-
-    Args:
-        setup: the models, optimizer, batches and loss (:class:`CoordSetup`).
-        widths: increasing widths (depths, ≥ 2 each, with ``axis="depth"``), at least 2.
-        parametrization: ``mup`` or ``sp`` (passed to ``build``).
-        steps: optimizer steps; sizes are recorded before the first and after every step, and
-            slopes use the forward pass after the last one (zero-initialized modules such as
-            the readout are non-zero by then).
-        seeds: model-init and batch seeds averaged over.
-        axis: ``width`` or ``depth``.
-    Returns:
-        CoordCheck with sizes (n_steps + 1, n_sizes) per module and the final slopes.
-    Raises:
-        ProxyError: fewer than 2 sizes, sizes not increasing, a depth below 2, steps < 1, no
-            seeds, an unknown axis, or a non-finite activation (the learning rate is too large
-            for the check).
-    """
+    :func:`depth_role` and block outputs are recorded too)."""
     build, make_optimizer, batch, loss = (setup.build, setup.make_optimizer, setup.batch,
                                           setup.loss)
     widths = [int(w) for w in widths]

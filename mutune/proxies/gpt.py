@@ -1,17 +1,4 @@
-"""μP byte-level GPT-style pre-LN decoder (the GPT proxy family).
-
-Width is ``d_model``; heads grow with width (``n_heads = width // d_head``, ``d_head`` fixed) and
-the FFN is ``ffn_ratio * width``, so every width dimension grows between base and delta shapes.
-
-References:
-    Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2 (zero query, attention
-    logits scaled by attn_mult/d_head, attn_mult 8 by default so that the logits match SP's
-    1/√d_head at d_head 64; the readout's μP init, zero init as an option); Radford et al.
-    2019 (GPT-2, pre-LN blocks); mup 1.0.0 ``examples/Transformer`` and ``MuReadout``.
-    Measured with the defaults (PyTorch's init, attn_mult 8, mup's readout init, a readout
-    bias) on the stdlib corpus in 150 steps: benchmarks/results/README.md and
-    docs/transfer.md §7.
-"""
+"""μP byte-level GPT-style pre-LN decoder (the GPT proxy family)."""
 from __future__ import annotations
 
 from typing import Any
@@ -94,41 +81,6 @@ class MuGPT(nn.Module):
     shared weight's init is kept width-independent by ``build_parametrized``). With
     ``positions="rotary"`` there is no position embedding; q and k are rotated per head
     (Su et al. 2021).
-
-    Args:
-        width: d_model, a multiple of ``d_head``. vocab: tokens (256 for bytes).
-        seq_len: context length (positions). depth: blocks, >= 1.
-        d_head: head dimension, fixed across widths. ffn_ratio: FFN width / d_model.
-        input_mult, output_mult, attn_mult: μP multipliers (transferable, TP V Table 1).
-            ``attn_mult`` None: 8 in μP style (logits scaled 8/d_head, which equals SP's
-            1/√d_head at d_head 64, TP V Appendix D.2), 1 in SP style.
-        init_std: None (the default): PyTorch's default init — embeddings N(0, 1), linear
-            weights and biases U(±1/√fan_in), which is already μP's 1/fan_in variance for
-            hidden matrices; a number: embeddings N(0, init_std²), matrix weights
-            ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP) and the
-            untied readout N(0, init_std²) (its 1/width_mult multiplier makes the effective
-            std ∝ 1/fan_in).
-        positions: ``"learned"`` or ``"rotary"``. tied: share embedding and readout weights.
-        sp_style: standard-parametrization conventions: logits scaled attn_mult/√d_head and
-            no zero init of the query (the SP twin of a μP model); False: μP style
-            (attn_mult/d_head, zero query).
-        branch_mult: each block's two residual branches are multiplied by it before they
-            are added ((L/L₀)^-α under a depth parametrization, :mod:`mutune.proxies.depth`).
-        readout_zero_init: an untied readout's weight starts at zero (TP V Appendix D.2's
-            option) instead of mup's μP init — PyTorch's U(±1/√fan_in) multiplied by
-            √width_mult, which the readout's 1/width_mult output multiplier turns into an
-            effective standard deviation ∝ 1/fan_in (TP V Table 3), the init
-            ``mup.set_base_shapes`` leaves on a ``MuReadout``. False by default: on the
-            stdlib corpus in 150 steps an exactly zero readout, which blocks the first step's
-            gradient to every layer below it, costs 0.14–0.16 nats/byte at lr 2^-6
-            (widths 32 and 128) and widens the seed-to-seed spread 2–10× (docs/transfer.md
-            §7). Ignored when tied.
-    Raises:
-        ProxyError: width % d_head != 0, a count < 1, a multiplier not finite > 0, unknown
-            positions, rotary with an odd d_head; in
-            ``forward``: idx not (B, T) or T > seq_len.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2; Radford et al. 2019.
     """
 
     def __init__(self, width: int, *, vocab: int = 256, seq_len: int = 64, depth: int = 2,
@@ -176,15 +128,10 @@ class MuGPT(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """``init_std`` None: PyTorch's default init of every module (embeddings N(0, 1),
-        linear layers U(±1/√fan_in)); else embeddings N(0, init_std²), matrix weights
-        ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP), the readout
-        N(0, init_std²) and zero biases.
-        μP style also zeroes the query rows of qkv (TP V Appendix D.2). An untied readout's
-        weight gets mup's μP init (PyTorch's, times √width_mult once base shapes are set;
-        the same in SP, where width_mult is 1; N(0, init_std²) with ``init_std``), or zero
-        with ``readout_zero_init``; its bias
-        starts at zero in both styles; LayerNorms 1/0."""
+        """``init_std`` None: PyTorch's default init of every module (embeddings N(0, 1), linear
+        layers U(±1/√fan_in)); else embeddings N(0, init_std²), matrix weights
+        ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP), the readout N(0,
+        init_std²) and zero biases."""
         layers = [m for b in self.blocks for m in (b.qkv, b.proj, b.fc, b.fc_out)]
         if self.init_std is None:
             for m in (self.tok_emb, self.pos_emb, *layers):

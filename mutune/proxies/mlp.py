@@ -1,9 +1,4 @@
-"""μP multilayer perceptron for classification (the MLP proxy family).
-
-References:
-    Yang et al. 2022, Tensor Programs V, Table 3; mup 1.0.0 ``examples/MLP`` (init, input
-    multiplier and zero readout follow it).
-"""
+"""μP multilayer perceptron for classification (the MLP proxy family)."""
 from __future__ import annotations
 
 import math
@@ -30,30 +25,10 @@ def _kaiming_(weight: torch.Tensor) -> None:
 class MuMLP(nn.Module):
     """ReLU MLP ``d_in → width (× depth) → n_classes`` with a μP readout.
 
-    Layers: ``Linear(d_in, width)``, ``depth - 1`` × ``Linear(width, width)`` (no biases), ReLU
-    after each, then ``mup.MuReadout(width, n_classes, output_mult=output_mult)`` (no bias), which
-    divides its input by the width multiplier. The input layer's weight is divided by
-    √input_mult at init and its output multiplied by √input_mult in ``forward``.
-
     With ``residual=True``: h₀ = √input_mult · W_in x, then ``depth`` residual blocks
     h_l = h_(l-1) + branch_mult · W_l ReLU(h_(l-1)) (Yang et al. 2023, Tensor Programs VI,
     eq. 1; ``branch_mult`` = (L/L₀)^-α under a depth parametrization,
     :mod:`mutune.proxies.depth`), and the readout of ReLU(h_depth).
-
-    Args:
-        d_in: input features. width: hidden features (the μP width). n_classes: logits.
-        depth: hidden layers of size ``width``, >= 1.
-        input_mult, output_mult: μP input / output multipliers (transferable, TP V Table 1).
-        init_std: multiplier on the He-normal init of input and hidden weights.
-        dropout: probability of zeroing each hidden activation in training (0: none);
-            regularisation, not transferred across width (TP V Table 1).
-        residual: residual blocks (above) instead of a plain stack.
-        branch_mult: each residual branch's output multiplier (needs ``residual``).
-    Raises:
-        ProxyError: a count < 1, a multiplier that is not a finite number > 0, a dropout
-            outside [0, 1), or a ``branch_mult`` other than 1 without ``residual``.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3; mup 1.0.0 ``examples/MLP/main.py``.
     """
 
     def __init__(self, d_in: int, width: int, n_classes: int, *, depth: int = 2,

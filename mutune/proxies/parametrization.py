@@ -1,14 +1,4 @@
-"""μP / SP parametrization of proxy models, and their optimizers.
-
-One idea: a model family is a ``factory(width) -> nn.Module``; :func:`build_parametrized` turns it
-into a μP model (base shapes from ``factory(base_width)`` and ``factory(2 * base_width)``) or its
-SP twin, in the order μP requires: build → ``mup.set_base_shapes`` once → custom init (the
-model's ``reset_parameters``, written with ``mup.init.*``) → optimizer (:func:`make_optimizer`).
-
-References:
-    Yang et al. 2022, "Tensor Programs V" (arXiv 2203.03466), Table 3 and Appendix B, as
-    implemented by ``mup`` 1.0.0 (``mup.set_base_shapes``, ``mup.optim``).
-"""
+"""μP / SP parametrization of proxy models, and their optimizers."""
 from __future__ import annotations
 
 import math
@@ -72,8 +62,7 @@ def _undo_shared_readout_rescale(model: nn.Module) -> None:
 def base_shapes_text(factory: Callable[[int], nn.Module], base_width: int) -> str:
     """mup's base-shapes file (``.bsh`` YAML) for a model family: the shapes of
     ``factory(base_width)`` with the width dimensions found against ``factory(2·base_width)``
-    marked (``mup.make_base_shapes``). Saved with a sweep and passed back to
-    :func:`build_parametrized` so every trial, the target run and a rerun use the same base.
+    marked (``mup.make_base_shapes``).
 
     Raises:
         ProxyError: base_width < 1 or the factory does not return a module.
@@ -103,32 +92,6 @@ def _load_base_shapes(text: str) -> dict:
 def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_width: int,
                        parametrization: str, base_shapes: str | None = None) -> nn.Module:
     """Build ``factory(width)`` in μP (relative to ``base_width``) or in standard parametrization.
-
-    For ``"mup"``: ``model = factory(width)``, ``base = factory(base_width)``,
-    ``delta = factory(2 * base_width)`` (the last two built under a forked torch RNG, so the
-    model's init consumes the global RNG exactly as its SP twin does), then
-    ``mup.set_base_shapes(model, base, delta=delta)`` once; every dimension that differs between
-    base and delta is a width dimension. For ``"sp"``: ``mup.set_base_shapes(model, None)``, which
-    is exactly standard parametrization (every width multiplier is 1). In both cases
-    ``model.reset_parameters()`` runs afterwards if the model defines it, so custom inits written
-    with ``mup.init.*`` see the base shapes. At ``width == base_width`` the μP model and its SP
-    twin are the same function under the same seed.
-
-    Args:
-        factory: ``width -> nn.Module``; must contain a ``mup.MuReadout`` output layer.
-        width: hidden width of the model to build (units: features), ``>= base_width``.
-        base_width: width at which μP equals SP (width multiplier 1), ``>= 1``.
-        parametrization: ``"mup"`` or ``"sp"``.
-        base_shapes: saved base shapes (:func:`base_shapes_text`); when given under μP they
-            are used instead of building the base and delta models again.
-    Returns:
-        The model, each parameter carrying ``p.infshape``.
-    Raises:
-        ProxyError: unknown parametrization; ``base_width < 1`` or ``width < base_width``; under
-            μP a model without a ``MuReadout``; under μP with ``width > base_width`` a model whose
-            width multipliers are all 1 (the factory ignores width); mup's own shape checks.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 ``set_base_shapes``.
     """
     if parametrization not in PARAMETRIZATIONS:
         raise ProxyError(f"unknown parametrization {parametrization!r}; "
@@ -173,36 +136,7 @@ def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_wid
 def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                    kind: str = "adamw", depth: Any = None) -> torch.optim.Optimizer:
-    """μP optimizer for a model built by :func:`build_parametrized` (μP or SP).
-
-    ``"adamw"`` → ``mup.optim.MuAdamW`` (decoupled weight decay), ``"adam"`` → ``mup.optim.MuAdam``,
-    ``"sgd"`` → ``mup.optim.MuSGD`` (``betas`` unused). mup splits the parameters into per-width
-    groups (matrix-like lr / width_mult under Adam), so an LR schedule must scale each group's lr
-    relative to its initial value. For SP models every width multiplier is 1, so these are the
-    plain torch optimizers. The torch classes under mup are
-    :func:`mutune._internals.optimizer_class`'s (torch's, without the first-call
-    ``torch._dynamo`` import where torch is verified; the same updates bit for bit).
-
-    Args:
-        model: a model whose parameters carry ``infshape`` (``mup.set_base_shapes`` was called).
-        lr: base learning rate (per step) at the base width, finite and > 0.
-        weight_decay: decoupled (AdamW) or L2 (SGD) coefficient, finite and >= 0.
-        betas: Adam moment decays, each in [0, 1).
-        eps: Adam's ε (added to the root of the second moment), finite and > 0; unused by SGD.
-        kind: ``"adamw"``, ``"adam"`` or ``"sgd"``.
-        depth: a :class:`~mutune.proxies.depth.DepthScaling` (None or ``none``: no depth
-            scaling): each layer group's lr, ε and weight decay multiplied by its factors
-            (:func:`~mutune.proxies.depth.depth_param_groups`; CompleteP, Dey et al. 2025,
-            Table 1) before mup's width scaling.
-    Raises:
-        ProxyError: unknown kind; bad lr / weight_decay / betas / eps; ``"adam"`` with weight
-            decay;
-            a parameter without ``infshape``; a depth scaling with SGD (its factors are
-            Adam's) or on a model without ``depth_groups``.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3 (μP Adam / SGD learning-rate scaling);
-        Loshchilov & Hutter 2019 (decoupled weight decay).
-    """
+    """μP optimizer for a model built by :func:`build_parametrized` (μP or SP)."""
     if kind not in OPTIMIZERS:
         raise ProxyError(f"unknown optimizer kind {kind!r}; use one of {OPTIMIZERS}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):

@@ -1,10 +1,4 @@
-"""A proxy task: how to build, feed and evaluate one model family from a sweep config.
-
-This is the one place that maps the config's model and data sections onto the model plugin
-(:mod:`mutune.proxies.plugins`; the built-in ``mlp`` and ``gpt`` are plugins too) and
-:mod:`mutune.proxies.data`, so the training loop (:mod:`mutune.training`) stays
-family-agnostic.
-"""
+"""A proxy task: how to build, feed and evaluate one model family from a sweep config."""
 from __future__ import annotations
 
 import dataclasses
@@ -57,18 +51,7 @@ def _one(loss: Any, device: torch.device) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class ProxyTask:
-    """Build / batch / loss / evaluate for one model family.
-
-    Attributes:
-        model: the config's model section (the plugin's :class:`~mutune.config.ModelSpec`).
-        train: the config's training section.
-        data: the loaded dataset.
-        base_shapes: the μP base shapes (mup .bsh text), once computed.
-        family: the model plugin; loaded from ``model.family`` when not given (in the driver,
-            so Ray workers receive it with the task and never look plugins up).
-        loop: the training-loop plugin named by ``train.loop`` (loaded likewise), or None for
-            mutune's own loop (:mod:`mutune.training.context`).
-    """
+    """Build / batch / loss / evaluate for one model family."""
     model: ModelSpec
     train: TrainConfig
     data: TaskData
@@ -102,13 +85,8 @@ class ProxyTask:
                               ) -> tuple[str, ...]:
         """The plain model's hidden weights whose init keeps one std at every width (GPT-2's
         ``normal(0, 0.02)``), which every build rescales with fan-in
-        (:func:`~mutune.proxies.convert.rescale_constant_std_init`); () for a family that is
-        not converted.
-
-        Decided once per model hyperparameters, on the family's models at the base width and
-        2× built on the CPU from torch seed 0 (the caller's RNGs untouched), and kept with the
-        task: a decision on each build's own draw would be random — rarely, a trial's unlucky draw
-        would be refused — and could differ between the trials of one sweep.
+        (:func:`~mutune.proxies.convert.rescale_constant_std_init`); () for a family that is not
+        converted.
 
         Raises:
             ProxyError: as :func:`~mutune.proxies.convert.constant_std_weights` (a weight
@@ -148,11 +126,10 @@ class ProxyTask:
 
     def for_point(self, hparams: Mapping[str, Any]) -> "ProxyTask":
         """This task with the training recipe a trial's point sets: every
-        :data:`~mutune.config.spaces.RECIPE_HPARAMS` entry of ``hparams`` replaces the
-        ``train`` field of the same name (β1, β2, ε, weight decay, clipping norm, warmup
-        fraction, learning-rate schedule), so the optimizer, the schedule and the clipping of
-        that trial — proxy or target — use it. Unchanged (the same object) when the point sets
-        none."""
+        :data:`~mutune.config.spaces.RECIPE_HPARAMS` entry of ``hparams`` replaces the ``train``
+        field of the same name (β1, β2, ε, weight decay, clipping norm, warmup fraction,
+        learning-rate schedule), so the optimizer, the schedule and the clipping of that trial —
+        proxy or target — use it."""
         from mutune.config.spaces import RECIPE_HPARAMS, as_value
 
         update = {k: as_value(hparams[k]) for k in RECIPE_HPARAMS if k in hparams}
@@ -300,22 +277,7 @@ class ProxyTask:
         return test is not None and len(test) > self.model.seq_len
 
     def evaluate(self, model: torch.nn.Module, split: str = "val") -> tuple[float, float]:
-        """Mean cross-entropy (nats) on ``split`` and its standard error.
-
-        Digits: every example of the split; the standard error is the per-example losses'
-        standard deviation / √n. Text and tokens: ``train.eval_windows`` fixed, evenly
-        spaced windows of ``seq_len`` tokens (:func:`~mutune.proxies.data.lm_eval_windows`,
-        capped at the windows the split holds); the standard error is over the per-window
-        mean losses (windows are the independent units; tokens within one are correlated).
-
-        Args:
-            split: ``"val"`` (what the scheduler and the fits see) or ``"test"`` (only
-                reported).
-        Returns:
-            (mean loss, standard error), both in nats.
-        Raises:
-            ProxyError: the data have no such split.
-        """
+        """Mean cross-entropy (nats) on ``split`` and its standard error."""
         per = self._unit_losses(model, split, 0, 1)
         se = float(per.std() / math.sqrt(len(per))) if len(per) > 1 else math.nan
         return float(per.mean()), se

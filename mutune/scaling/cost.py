@@ -1,9 +1,5 @@
 """Cost arithmetic: GPU-hours, ETTR and the naive full-size counterfactual (docs/architecture.md
-§6).
-
-All times are wall seconds; GPU-hours are device-hours (on a CPU machine the devices are CPUs and
-the report says ``cpu``).
-"""
+§6)."""
 from __future__ import annotations
 
 import math
@@ -56,22 +52,7 @@ class NaiveEstimate:
 def naive_sweep_estimate(trial_steps: Sequence[int], trial_evals: Sequence[int], *,
                          s_per_step: float, s_per_eval: float, overhead_s_per_trial: float,
                          devices: float) -> NaiveEstimate:
-    """Price a sweep of the same search run at target size (docs/architecture.md §6).
-
-    naive = devices/3600 · Σ_i (steps_i·s_step + evals_i·s_eval + o), where steps_i and evals_i
-    are what the scheduler gave trial i of the largest proxy width's sweep, s_step and s_eval are
-    the target run's measured seconds per training step and per evaluation, and o is the measured
-    per-trial overhead (start-up, data, teardown) — so a sweep of many short trials is not
-    flattered by pricing steps alone.
-
-    Args:
-        trial_steps: training steps per trial, shape (n_trials,).
-        trial_evals: evaluations per trial, shape (n_trials,).
-        s_per_step, s_per_eval, overhead_s_per_trial: seconds.
-        devices: devices per trial.
-    Raises:
-        ValueError: lengths differ, or a negative/non-finite input.
-    """
+    """Price a sweep of the same search run at target size (docs/architecture.md §6)."""
     if len(trial_steps) != len(trial_evals):
         raise ValueError(f"trial_steps ({len(trial_steps)}) and trial_evals "
                          f"({len(trial_evals)}) must have equal length")

@@ -1,23 +1,4 @@
-"""Loss scaling law: the best loss of each proxy size, extrapolated to the target's size.
-
-    L(N) = E + A·N^(−α)
-
-with N the parameter count and L in nats: Kaplan et al. 2020, "Scaling Laws for Neural Language
-Models", §3 (L(N) = (N_c/N)^α_N, the pure power law) and Hoffmann et al. 2022, "Training
-Compute-Optimal Large Language Models", §3.2 (the irreducible term E; fitted on log-loss with
-several initialisations). Fitted by ``scipy.optimize.least_squares`` on log L with parameters
-log E, log A', log α (so E > 0, α > 0; A' = A·N₀^(−α) with N₀ the geometric mean of the sizes,
-for conditioning), from the best of a small grid of starting points.
-
-Identifiability: with 3 sizes the 3-parameter law interpolates exactly and nothing constrains
-it; with more sizes it can still be degenerate (E → 0, α → 0: the Jacobian loses rank). Then
-``identifiable`` is False and the law used for prediction is the pure power law
-L = A·N^(−α) (E = 0; Kaplan et al. 2020 §3), fitted by least squares on log L vs log N.
-
-Intervals: residual bootstrap over sizes (Efron & Tibshirani 1993, §9.5): log-residuals,
-rescaled by √(n/(n−p)) and centred, are resampled onto the fitted curve and the law refitted;
-``predict_interval`` adds a resampled residual so it covers the target's *measured* loss.
-"""
+"""Loss scaling law: the best loss of each proxy size, extrapolated to the target's size."""
 from __future__ import annotations
 
 import math
@@ -33,21 +14,7 @@ __all__ = ["LossLaw", "fit_loss_law"]
 
 @dataclass(frozen=True)
 class LossLaw:
-    """L(N) = E + A·N^(−α), L in nats, N in parameters.
-
-    Attributes:
-        E: irreducible loss (nats; 0 for the power-law fallback).
-        A: coefficient (nats · parameters^α).
-        alpha: exponent α > 0 (unless the losses do not fall with size: then the fallback's
-            α may be ≤ 0, and the law predicts no gain).
-        identifiable: whether the 3-parameter law was identifiable; False → the fields above
-            are the pure power law's.
-        form: ``"E + A·N^-alpha"`` or ``"A·N^-alpha"``.
-        sizes, losses: the data, shape (n,).
-        residual_scale: RMS log-residual with dof correction (0 when none).
-        intervals: parameter name (``"E"``, ``"A"``, ``"alpha"``) → 95 % percentile interval.
-        n_boot: bootstrap refits that succeeded.
-    """
+    """L(N) = E + A·N^(−α), L in nats, N in parameters."""
     E: float
     A: float
     alpha: float
@@ -74,15 +41,7 @@ class LossLaw:
 
     def predict_interval(self, N: float, *, level: float = 0.95,
                          include_noise: bool = True) -> tuple[float, float]:
-        """Percentile bootstrap interval of L(N) (nats).
-
-        Args:
-            N: parameters (> 0). level: coverage in (0, 1).
-            include_noise: add a resampled log-residual, so the interval is for one measured
-                loss (the target run's), not only the curve.
-        Returns:
-            (lo, hi); (nan, nan) when no bootstrap refit succeeded.
-        """
+        """Percentile bootstrap interval of L(N) (nats)."""
         if not 0 < level < 1:
             raise ValueError(f"level = {level}: must be in (0, 1)")
         n = float(_check_sizes(N))
@@ -135,22 +94,7 @@ def _fit3(x: np.ndarray, y: np.ndarray, start: np.ndarray | None, tol: float = 1
 
 
 def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> LossLaw:
-    """Fit L(N) = E + A·N^(−α) to the best loss of each proxy size, with bootstrap intervals.
-
-    Args:
-        N: parameter counts, shape (n_sizes,), finite, > 0, ≥ 3 distinct.
-        losses: best validation loss per size in nats, shape (n_sizes,), finite, > 0.
-        n_boot: bootstrap replicates (≥ 0; 0 leaves the intervals NaN).
-        seed: seed of the ``numpy.random.default_rng`` behind the bootstrap.
-    Returns:
-        :class:`LossLaw`; ``identifiable`` False → the pure power-law fallback (module docstring).
-    Raises:
-        FitError: shapes differ, non-finite or non-positive input (names which), fewer than 3
-            distinct sizes.
-        ValueError: n_boot < 0.
-    References:
-        Kaplan et al. 2020, §3; Hoffmann et al. 2022, §3.2 (form and log-space fit).
-    """
+    """Fit L(N) = E + A·N^(−α) to the best loss of each proxy size, with bootstrap intervals."""
     if n_boot < 0:
         raise ValueError(f"n_boot = {n_boot}: must be ≥ 0")
     n_arr = np.asarray(N, dtype=float)

@@ -1,19 +1,4 @@
-"""The optimum of a proxy sweep: a local quadratic in log space, not a noisy argmin.
-
-The loss near its minimum is approximately quadratic in the log of each hyperparameter (the
-"valley" plots of Yang et al. 2022, Tensor Programs V, Figure 1 / §3, fitted there by eye; the
-parabolic fit of docs/architecture.md §5). So the optimum is taken as the minimiser of a
-least-squares
-quadratic fitted to the best trials (a local response-surface fit: Box & Wilson 1951, "On the
-Experimental Attainment of Optimum Conditions", JRSS B; Myers, Montgomery & Anderson-Cook,
-"Response Surface Methodology", ch. 6 "the stationary point"), with a percentile bootstrap over
-trials — or over whole seeds/replicates when ``groups`` is given (Efron & Tibshirani 1993, ch. 13
-percentile interval; Davison & Hinkley 1997, §3.8 for resampling clusters).
-
-Which trials: callers pass the values judged at one rung (the highest rung holding ≥ 3 trials,
-docs/architecture.md §4, as :func:`mutune.search.best.best_at_rung` chooses it) or several rungs'
-values concatenated; this module does not know about rungs.
-"""
+"""The optimum of a proxy sweep: a local quadratic in log space, not a noisy argmin."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,15 +16,7 @@ __all__ = ["Optimum", "Neighbourhood", "estimate_optimum"]
 
 @dataclass(frozen=True)
 class Neighbourhood:
-    """Which trials the optimum's quadratic is fitted to, and where it counts as on the edge.
-
-    Attributes:
-        n_best: neighbourhood size; None: max(5, 2·n_hp + 3), capped at the finite trials.
-        bounds: (n_hp, 2) searched range in log units, lo < hi (None: the sampled min/max).
-        extreme_is_edge: also flag a coordinate whose best trial sits at the extreme sampled
-            value (right for random samples; a designed grid around a centre brackets its
-            minimum when the fit is not clipped, so its callers pass False).
-    """
+    """Which trials the optimum's quadratic is fitted to, and where it counts as on the edge."""
     n_best: int | None = None
     bounds: Any = None
     extreme_is_edge: bool = True
@@ -52,28 +29,7 @@ EDGE_FRACTION = 0.05
 
 @dataclass(frozen=True)
 class Optimum:
-    """Estimated optimum of one proxy sweep, in natural-log units of each hyperparameter.
-
-    Attributes:
-        names: hyperparameter names, in column order.
-        center: name → log h* (natural log).
-        interval: name → 95 % percentile-bootstrap interval (lo, hi) of log h*; (nan, nan) if
-            fewer than 20 bootstrap replicates could be fitted.
-        method: ``"quadratic"``, ``"diagonal-quadratic"`` or ``"weighted-mean"``.
-        n_used: finite trials the estimate saw; n_dropped: non-finite trials dropped.
-        n_neighbourhood: best trials the quadratic was fitted to.
-        on_edge: name → True when the quadratic's stationary point lay outside the box of
-            the fitted trials (it was clipped to that box: the data do not bracket the
-            minimum), the optimum is within 5 % of the log-range of a searched bound, or the
-            best trial sits at the extreme sampled value.
-        edge_side: name → ``"low"``, ``"high"`` or None (which bound it is near).
-        clipped: name → True when the stationary point was clipped to the fitted box.
-        stationary: name → the unclipped stationary point −H⁻¹g (log units; equal to
-            ``center`` when nothing was clipped): where the fitted quadratic puts the minimum
-            beyond the data — the direction to search next (Box & Wilson 1951).
-        best_trial: name → log value of the best finite trial (the raw argmin/argmax).
-        n_boot_used: bootstrap replicates that gave an estimate.
-    """
+    """Estimated optimum of one proxy sweep, in natural-log units of each hyperparameter."""
     names: tuple[str, ...]
     center: dict[str, float]
     interval: dict[str, tuple[float, float]]
@@ -126,15 +82,7 @@ def _unique_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int
               ) -> tuple[np.ndarray, str, int, np.ndarray, np.ndarray]:
-    """One estimate from trials X (n, d) log values, y (n,) losses to minimise.
-
-    Trials at identical points (seeds/replicates of one config) are first averaged, so the
-    neighbourhood counts distinct configurations.
-
-    Returns (centre (d,), method, neighbourhood size, clipped (d,) in {-1, 0, +1}: the
-    stationary point lay below / inside / above the neighbourhood's box and was clipped to
-    it, the unclipped stationary point (d,)). Raises FitError when nothing fits.
-    """
+    """One estimate from trials X (n, d) log values, y (n,) losses to minimise."""
     X, inverse = _unique_rows(X)
     y = np.bincount(inverse, weights=y) / np.bincount(inverse)   # mean over repeats (seeds)
     n, d = X.shape
@@ -202,28 +150,6 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
     (a ridge or a saddle: the quadratic has no minimum) the centre is the weighted mean of the
     best trials' log values,
     weight (y_worst − y_i)/(y_worst − y_best) within the neighbourhood.
-
-    Args:
-        log_h: natural-log hyperparameter values, shape (n_trials, n_hp).
-        values: the metric per trial, shape (n_trials,), e.g. validation loss in nats.
-        names: n_hp hyperparameter names, in column order.
-        mode: ``"min"`` (loss) or ``"max"`` (accuracy).
-        groups: optional (n_trials,) seed/replicate ids; the bootstrap then resamples whole
-            groups (cluster bootstrap) rather than single trials.
-        n_boot: bootstrap replicates (0 disables the interval).
-        seed: seed of the ``numpy.random.default_rng`` behind the bootstrap.
-        region: the neighbourhood's size and what counts as its edge (:class:`Neighbourhood`;
-            None: the defaults).
-    Returns:
-        :class:`Optimum` (log units; ``value(name)`` for natural units).
-    Raises:
-        ValueError: shapes or names inconsistent, mode unknown, n_best < 1, n_boot < 0,
-            bounds not (n_hp, 2) with lo < hi.
-        FitError: fewer finite trials than 1 + 2·n_hp (counts given); a hyperparameter that
-            takes one value only; a flat metric (all finite values equal).
-    References:
-        Yang et al. 2022, Tensor Programs V, §3 / Fig. 1; Box & Wilson 1951 (stationary point of
-        a fitted quadratic); Efron & Tibshirani 1993, ch. 13 (percentile bootstrap).
     """
     X = np.asarray(log_h, dtype=float)
     v = np.asarray(values, dtype=float)

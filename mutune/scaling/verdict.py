@@ -1,31 +1,4 @@
-"""The health verdict on a fitted transfer rule: does the optimum transfer, and if not, why.
-
-Under μP the width exponent of the transferable hyperparameters (learning rate, init and
-multipliers) is ≈ 0 (Yang et al. 2022, Tensor Programs V, §3 and Table 1); under standard
-parametrization it is not, and the fitted exponent is the correction that transfers anyway
-(TP V Figure 1; Everett et al. 2024, "Scaling Exponents Across Parameterizations and
-Optimizers", ICML, §4 fit the same per-parametrization exponents).
-
-Precedence (the first that applies wins; deterministic):
-
-1. ``too_few_sizes`` — fewer than 3 distinct sizes: a line through 2 points has no residuals,
-   so neither its slope interval nor any later check means anything.
-   ``fallback`` — a per-size optimum is a best trial, not a fitted optimum (the fit had too
-   few points for its parameters; the reason is given): no interval can be trusted.
-2. ``edge`` — an optimum sits at the edge of its searched range: it is censored, every later
-   check would judge a biased slope.
-3. ``noisy`` — the slope interval is wider than ``4 × tolerance``, not finite, of zero width
-   (the optima carry no uncertainty: identical values without intervals), the residual
-   scatter exceeds ``max_residual``, or (μP) the interval straddles a tolerance bound (neither
-   inside nor outside: inconclusive).
-4. ``sp_corrected`` — standard parametrization: the exponent is reported as the correction.
-5. ``drifting`` — μP and the interval lies entirely outside [−tolerance, +tolerance].
-6. ``stable`` — μP and the interval lies inside [−tolerance, +tolerance].
-
-Two more name rules that are never fitted (:func:`mutune.pipeline.transfer_stage.transfer_rules`
-sets them): ``per_choice`` — a ``choice`` dimension, compared per width; ``not_transferred`` —
-weight decay or dropout (Tensor Programs V, Table 1: regularisation does not transfer).
-"""
+"""The health verdict on a fitted transfer rule: does the optimum transfer, and if not, why."""
 from __future__ import annotations
 
 import math
@@ -41,13 +14,7 @@ VERDICTS = ("too_few_sizes", "fallback", "edge", "noisy", "sp_corrected", "drift
 
 @dataclass(frozen=True)
 class Verdict:
-    """A named health verdict on a transfer rule.
-
-    Attributes:
-        name: one of :data:`VERDICTS`.
-        reason: what was measured, with the numbers.
-        advice: what to do about it (empty when nothing needs doing).
-    """
+    """A named health verdict on a transfer rule."""
     name: str
     reason: str
     advice: str
@@ -61,35 +28,7 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
                  on_edge: bool = False, edge_side: str | None = None,
                  max_residual: float = math.log(2),
                  fallback: str | None = None, axis: str = "width") -> Verdict:
-    """Name the health of a transfer rule along one axis (precedence in the module docstring).
-
-    Args:
-        rule: the fitted :class:`~mutune.scaling.rules.TransferRule` (its ``slope`` and
-            ``slope_interval`` are the width exponent b and its 95 % interval).
-        parametrization: ``"mup"`` or ``"sp"``.
-        tolerance: largest |b| still called width-independent, in log-log slope units (octaves
-            of the hyperparameter per octave of width); > 0.
-        on_edge: whether any per-size optimum lies at the edge of its searched range
-            (:attr:`~mutune.scaling.optimum.Optimum.on_edge`).
-        edge_side: ``"low"`` or ``"high"``: which bound, for the advice.
-        max_residual: largest acceptable residual scale of the log optima about the line
-            (natural-log units; default ln 2, one octave).
-        fallback: why a per-size optimum is a best trial instead of a fit (None: all fitted).
-        axis: the rule's axis judged (``"width"``, or an extra axis of a multi-axis rule such
-            as ``"depth"``: its coefficient, interval and distinct sizes).
-            Along depth, ``"mup"`` means a depth parametrization (CompleteP, Depth-μP: the
-            depth exponent should be ≈ 0, Dey et al. 2025 §3) and ``"sp"`` none (the exponent
-            is the correction); along any other axis (``"steps"``, the horizon) ``"sp"``
-            judges the exponent as a correction (Bjorck et al. 2025: μP does not remove the
-            horizon's effect on the learning rate).
-    Returns:
-        :class:`Verdict`.
-    Raises:
-        ValueError: unknown parametrization or edge_side, tolerance ≤ 0, an axis the rule
-            was not fitted on.
-    References:
-        Yang et al. 2022, Tensor Programs V (arXiv 2203.03466), §3, Table 1.
-    """
+    """Name the health of a transfer rule along one axis (precedence in the module docstring)."""
     if parametrization not in ("mup", "sp"):
         raise ValueError(f"parametrization = {parametrization!r}: must be 'mup' or 'sp'")
     if not (math.isfinite(tolerance) and tolerance > 0):

@@ -1,29 +1,4 @@
-"""The sweep's budget, enforced while it runs (config ``budget``; docs/architecture.md §6 units).
-
-One :class:`SweepBudget` per sweep, in the driver. It sees every trial through the
-:class:`~mutune.search.backends.ray_tune.callback.SweepBook` of each Ray Tune run (proxy widths and
-the target) and
-answers one question before Ray gives a slot to a new trial:
-
-    spent + committed + new > limit   →   refuse
-
-* spent: what the sweep spent before an interruption (:meth:`SweepBudget.add_prior`, from the
-  database when ``mutune resume`` continues it), device-hours of finished trials (allocated
-  seconds × devices / 3600) and, for running ones, the seconds they have held their devices:
-  earlier segments plus the current one since its grant — a resumed trial's clock restarts
-  at its resume, and time paused at a rung (promotion: resources free) is not spent;
-* committed: what each running trial needs to reach its next rung (steps × its measured seconds
-  per step) — it will finish that rung;
-* new: the new trial's first rung (grace period × the width's measured seconds per step) plus
-  the median per-trial overhead seen so far (before any trial has finished: the assumed
-  :data:`~mutune.search.schedulers.planned_steps.DEFAULT_TRIAL_OVERHEAD_S`). The first trials of a
-  sweep are
-  admitted on that assumption, so a budget smaller than a few trials may be overshot by them.
-
-Once it refuses, it refuses for good (``exhausted``): the scheduler adapter removes the trials
-that never started and stops each running trial at its next rung; the pipeline ends the sweep
-``budget_exhausted`` with what it has.
-"""
+"""The sweep's budget, enforced while it runs (config ``budget``; docs/architecture.md §6 units)."""
 from __future__ import annotations
 
 import statistics
@@ -36,13 +11,7 @@ __all__ = ["SweepBudget", "BudgetAdmission"]
 
 
 class SweepBudget:
-    """Admission control of new trials against a device-hour limit.
-
-    Args:
-        limit_gpu_hours: the budget, device-hours (> 0).
-    Attributes:
-        exhausted: why the gate closed, None while it admits.
-    """
+    """Admission control of new trials against a device-hour limit."""
 
     def __init__(self, limit_gpu_hours: float) -> None:
         if not limit_gpu_hours > 0:
@@ -145,14 +114,7 @@ class SweepBudget:
 class BudgetAdmission:
     """A :class:`SweepBudget` as the driver loop's admission
     (:class:`~mutune.search.driver.Admission`): a new trial's first rung, at the measured
-    speed of the run it joins, must fit.
-
-    Args:
-        gate: the sweep's gate.
-        book: the run's book (its trials give the measured seconds per step, and its width
-            is named in the refusal).
-        first_rung: steps to a new trial's first rung (the grace period).
-    """
+    speed of the run it joins, must fit."""
 
     def __init__(self, gate: SweepBudget, book: Any, first_rung: int) -> None:
         self.gate, self.book, self.first_rung = gate, book, first_rung

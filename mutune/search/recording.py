@@ -1,18 +1,4 @@
-"""What a search backend records about trials, and what it asks its controller.
-
-The search backends (Ray Tune, the simulator) never import the results store. The pipeline hands
-them two objects, both usually the store (:class:`mutune.services.store.Store`):
-
-* a :class:`TrialRecorder` — what happened to each trial, in order: started, reported, judged,
-  checkpointed, finished, logged, and the scheduler's saved state;
-* a :class:`SweepControl` — the two calls that steer a running sweep rather than record it:
-  whether to stop now (``mutune cancel``), and the liveness heartbeat of each running trial.
-
-Every call happens in the driver process (Ray workers never see either object), in the order
-things happen, and a recorder makes its write durable before returning: a crash after a call
-returns loses nothing the call recorded. Identifiers returned by ``*_started`` are positive
-integers unique within the recorder.
-"""
+"""What a search backend records about trials, and what it asks its controller."""
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -1,43 +1,4 @@
-"""What a training loop receives: :class:`LoopContext` (docs/architecture.md §5).
-
-A training loop is a function ``loop(ctx) -> None``. mutune's own
-(:func:`mutune.training.default_loop.train_steps`) is the default; a plugin registered in the
-entry-point group ``mutune.loops`` (:func:`mutune.proxies.plugins.load_loop`) and named by
-``train.loop`` replaces it. Both get the same context and are run by the same driver
-(:func:`mutune.training.run.run_loop`). A plugin is written like a Ray Tune function trainable::
-
-    def train(ctx):                            # ctx: LoopContext
-        model, opt = ctx.model, ctx.optimizer  # μP-built, μP-scaled; restored when resumed
-        for step in ctx.steps():               # start_step + 1 … max_t
-            x, y = ctx.batch(step)             # on the trial's device (this worker's share)
-            loss = my_loss(ctx.net(x), y)      # ctx.net: the model, or its DDP wrapper
-            loss.backward()
-            opt.step(); opt.zero_grad(set_to_none=True)
-            ctx.set_lr_factor(my_schedule(step))     # relative to each group's own lr
-            if ctx.is_eval_step(step):
-                val, val_se = ctx.evaluate("val")
-                ctx.report({"step": step, "val_loss": val, "val_loss_se": val_se,
-                            "train_loss": float(loss)})
-
-The loop does its own forward, backward and optimizer step. mutune keeps what makes the sweep a
-μTransfer sweep and its figures true: the model is built with the sweep's base shapes and the
-optimizer is mup's (each parameter group's learning rate scaled by its width multiplier);
-:meth:`LoopContext.report` goes to the scheduler (rungs judge exactly the reported step, so
-reports land on every evaluation step: multiples of ``train.eval_every`` and ``max_t``);
-checkpoints are written at the reports the rules pick (rung milestones, ``checkpoint_every``,
-the target's final model) and hold the model, the optimizer, the schedule, the RNG state and
-the plain ``state`` the loop passed to ``report``; a resumed, retried or promoted trial's
-model and optimizer are restored before the loop is called and :meth:`LoopContext.
-get_checkpoint` returns ``{"step", "state"}``; a preemption notice is noticed after the step
-in progress (``ctx.steps()`` evaluates, checkpoints and ends the run, unless the loop asked
-:meth:`LoopContext.stop_requested` itself); the ledger's productive time is the loop's own
-time less batch making, evaluations, reports and checkpoints.
-
-The same loop trains every proxy trial and the full-size run (on Ray Train workers ``net`` is
-the DDP wrapper and ``batch`` gives this worker's share; only the leading worker checkpoints,
-and every worker reports the same figures). A plugin trains one model per trial:
-``search.replicates`` above 1 (models trained in lockstep, ``ctx.models``) is for mutune's loop.
-"""
+"""What a training loop receives: :class:`LoopContext` (docs/architecture.md §5)."""
 from __future__ import annotations
 
 import math
@@ -63,37 +24,7 @@ class LoopEnd(BaseException):
 
 
 class LoopContext:
-    """What a training loop receives (module docstring: the contract).
-
-    Args:
-        session: the trial's :class:`~mutune.training.session.TrialSession` (restored).
-        report: where each report goes: (metrics, checkpoint folder or None).
-        notice: () → whether a preemption notice reached this worker
-            (:class:`~mutune.search.trial.preemption.Preemption`; the context agrees on it
-            with the other workers).
-        name: the loop's name in errors (``train.loop``).
-        plugin: the loop is a user's plugin: each report must hold the sweep's metric and
-            lists the loop's own numeric keys (``loop_keys``).
-    Attributes:
-        model, net, optimizer, scheduler, seed: the first replicate's (the only one with a
-            plugin): the μP model on ``device`` (unwrapped: its parameters are the
-            optimizer's), what the forward pass runs (the model, or its DDP wrapper), mup's
-            optimizer, the config's schedule (``train.lr_schedule``, a ``LambdaLR``, or None
-            for ``constant`` without warmup; step it once per update if the loop uses it),
-            the trial's seed.
-        models, nets, optimizers, schedulers, seeds: one per replicate seed (lockstep).
-        hparams: the trial's hyperparameters {name: value} (the searched point).
-        train: the trial's ``train`` section (``grad_clip``, ``micro_batches`` …).
-        data: the loaded dataset, for metrics of the loop's own (an accuracy, a perplexity).
-        width, max_t, eval_every, start_step, device: hidden width; the run's last step;
-            steps between evaluations; the step a resumed run continues after (0: fresh);
-            the ``torch.device`` trained on.
-        test_at_end: whether the evaluation at ``max_t`` includes the test split (where the
-            data hold one; a warm-up's does not).
-        step_s: seconds of each step handed out by :meth:`steps` and finished, in order
-            (the time until the next step is asked for, less batch making, evaluations,
-            reports and checkpoints): what a warm-up times.
-    """
+    """What a training loop receives (module docstring: the contract)."""
 
     def __init__(self, session: TrialSession, *, report: Callable[[dict[str, Any], Any], None],
                  notice: Callable[[], bool], name: str = "mutune",
@@ -147,10 +78,8 @@ class LoopContext:
         return local if par is None else bool(par.any(local)[0])
 
     def stop_requested(self, *flags: bool) -> tuple[bool, ...]:
-        """Whether a preemption notice arrived, with each of ``flags`` OR-ed over the Ray
-        Train workers in the same collective: ``(stop, *flags)`` (call it on every worker).
-        A loop that asks reports the step itself with ``"preempted": 1.0`` when ``stop``
-        (:meth:`report` then ends the run)."""
+        """Whether a preemption notice arrived, with each of ``flags`` OR-ed over the Ray Train
+        workers in the same collective: ``(stop, *flags)`` (call it on every worker)."""
         self._asked = True
         stop = bool(self._notice())
         par = self._session.parallel
@@ -190,10 +119,9 @@ class LoopContext:
             return s.task.step_loss(net, x, y)
 
     def evaluate(self, split: str = "val") -> tuple[float, float]:
-        """The task's evaluation of ``model`` on ``split`` (``"val"`` or ``"test"``):
-        (mean cross-entropy in nats, its standard error), as
-        :meth:`mutune.proxies.task.ProxyTask.evaluate`. On Ray Train workers only the
-        leading worker evaluates; every worker gets its figures (call it on every worker)."""
+        """The task's evaluation of ``model`` on ``split`` (``"val"`` or ``"test"``): (mean
+        cross-entropy in nats, its standard error), as
+        :meth:`mutune.proxies.task.ProxyTask.evaluate`."""
         t = time.perf_counter()
         s = self._session
         value: tuple[float, float] = (math.nan, math.nan)
@@ -238,13 +166,9 @@ class LoopContext:
 
     # -- Tune's names --------------------------------------------------------------------
     def report(self, metrics: dict[str, Any], *, state: Any = None) -> None:
-        """Report one evaluation (Ray Tune's ``report``): ``metrics`` holds ``step`` (the
-        next evaluation step: every multiple of ``eval_every`` and ``max_t``, in order) and
-        the sweep's metric (``search.metric``); further numeric keys are kept. ``state``:
-        plain data saved with the checkpoint if one is written at this report, handed back by
-        :meth:`get_checkpoint`. A report may come early only to end the run: a non-finite
-        metric (diverged) or, after :meth:`stop_requested` said stop, ``"preempted": 1.0``.
-        A report that ends the run (diverged, preempted, a cancelled target) does not return.
+        """Report one evaluation (Ray Tune's ``report``): ``metrics`` holds ``step`` (the next
+        evaluation step: every multiple of ``eval_every`` and ``max_t``, in order) and the
+        sweep's metric (``search.metric``); further numeric keys are kept.
 
         Raises:
             SearchError: a missing or out-of-order ``step``, or a missing metric.

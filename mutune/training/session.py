@@ -1,14 +1,5 @@
 """One trial's training state, shared by every training loop: its models, optimizers and
-schedules, its checkpoints and the ledger's clocks.
-
-:class:`TrialSession` builds the μP models (each replicate seed's initialisation drawn under
-that seed), restores them from a checkpoint, and turns each report of the loop into what the
-driver gets: the loop's metrics plus the ledger's figures, a checkpoint where the rules ask for
-one (:meth:`TrialSession.checkpoint_due`), and the status that ends the run early
-(diverged, preempted, cancelled). mutune's own loop (:mod:`mutune.training.default_loop`) and a
-user's (:mod:`mutune.training.context`) report through the same :meth:`TrialSession.emit`, so
-checkpoint rules, cadence, scratch copies and the device move live here once.
-"""
+schedules, its checkpoints and the ledger's clocks."""
 from __future__ import annotations
 
 import math
@@ -30,18 +21,7 @@ LEDGER_KEYS = ("productive_s", "eval_s", "setup_s", "samples", "n_params", "repl
 
 
 class TrialSession:
-    """The models, optimizers, schedules and checkpoints of one trial.
-
-    Args:
-        spec: the trial's :class:`~mutune.training.spec.TrialSpec`.
-        task: the trial's :class:`~mutune.proxies.task.ProxyTask`.
-        parallel: the run's :class:`~mutune.search.backends.ray_train.DataParallel`, or None.
-        checkpoint_root: where checkpoint folders are made (default: a temporary folder).
-        scratch_checkpoints: the report hands each folder to Ray, which copies it before the
-            report returns: written without fsync and removed once reported.
-    Raises:
-        ProxyError: the model cannot be built.
-    """
+    """The models, optimizers, schedules and checkpoints of one trial."""
 
     def __init__(self, spec: TrialSpec, task: Any, *, parallel: Any = None,
                  checkpoint_root: str | Path | None = None,

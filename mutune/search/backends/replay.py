@@ -1,31 +1,4 @@
 """Replay a scheduler on recorded learning curves, training nothing (docs/architecture.md §4, §9).
-
-Two entry points drive the *same* scheduler cores the live sweep uses
-(:class:`~mutune.search.schedulers.asha.ASHA`,
-:class:`~mutune.search.schedulers.hyperband.Hyperband`):
-
-* :func:`replay_in_order` feeds recorded reports in their recorded sequence order. With the
-  original settings it reproduces the original decisions and best trial exactly (asynchronous
-  decisions depend on report order, docs/architecture.md §4).
-* :func:`replay` re-simulates the sweep with a simulated clock (Syne Tune's idea): ``concurrency``
-  workers take trials in arrival order; a trial's report i happens ``seconds[i]`` simulated seconds
-  after the trial started (its recorded seconds, e.g. productive + eval time); each report is
-  judged when it happens; a stopped trial frees its worker at once and the next trial starts.
-  Events sit in a heap keyed by (time, arrival index, report index), so ties go to the earlier
-  trial and the replay is deterministic.
-
-Only reports that can change something are fed to the core: the first report at or past each of
-the trial's milestones, its first non-finite report and its last usable report. The core returns
-no judgement and changes no state for any other report (a finite value that crosses no
-milestone), so skipping them leaves every decision unchanged and makes the cost grow with the
-number of rung decisions, not of reports (plus one O(reports) scan per trial).
-
-Missing data: where the replayed scheduler would let a trial run past its last recorded report
-(the original stopped it early, or the replay raises ``max_t``), the decisions it would take
-next have no data. Such a trial is **censored**: it ends at its last recorded report, enters no
-further rung, and is billed device time up to that report only. :attr:`ReplayResult.censored`
-lists them; each counts as one decision made on missing data (the rung, or max_t, it would have
-reached next).
 """
 from __future__ import annotations
 
@@ -106,22 +79,7 @@ class Censored(NamedTuple):
 
 @dataclass
 class ReplayResult:
-    """What a replayed scheduler decided and spent.
-
-    Attributes:
-        decisions: every judgement, in the order made.
-        statuses: trial → ``completed``/``stopped``/``diverged``/``censored``/``failed``.
-        best: best trial at equal budget (:func:`~mutune.search.best.best_at_rung`), or None
-            when no rung holds a finite value.
-        wall_s: simulated wall seconds until the last trial ended (None in recorded order).
-        device_s: worker-seconds held by trials (sum over trials of the recorded seconds at
-            the last report each consumed); multiply by devices per trial for device-seconds.
-        censored: trials ended for lack of data (one decision on missing data each).
-        held_s: trial → seconds it held its worker (recorded seconds at its last consumed
-            report); ``device_s`` is their sum.
-        treatment: how those were treated (:data:`CENSORED_TREATMENT`).
-        scheduler: the core after the replay (its rungs, its state).
-    """
+    """What a replayed scheduler decided and spent."""
     decisions: list[ReplayDecision]
     statuses: dict[str, str]
     best: BestTrial | None
@@ -156,10 +114,8 @@ _ROWS, _NUMBERS = {tuple, list}, {float, int}
 
 def _check(key: str, curve: Sequence[Any]) -> Sequence[Any]:
     """The curve if every report is (step, value, seconds) with integer steps ≥ 1 strictly
-    increasing and real values and seconds; else SearchError naming the trial, the report
-    and the field (never an IndexError, never a silently truncated step). The common case —
-    tuples of ints and floats — is checked by C loops over the types; anything else takes the
-    careful path."""
+    increasing and real values and seconds; else SearchError naming the trial, the report and the
+    field (never an IndexError, never a silently truncated step)."""
     try:
         steps = list(map(_STEP, curve))
         fast = (set(map(type, curve)) <= _ROWS and set(map(len, curve)) == {3}
@@ -195,25 +151,7 @@ def _driver(settings: ReplaySettings, keys: list[str], concurrency: int) -> Swee
 
 def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySettings, *,
            concurrency: int = 1, failed: Iterable[str] = ()) -> ReplayResult:
-    """Re-simulate ``settings``' scheduler on recorded curves with ``concurrency`` workers.
-
-    The driver loop (:class:`~mutune.search.driver.SweepDriver`) decides who runs and what
-    each report means, as in a live sweep; this backend only keeps the simulated clock.
-
-    Args:
-        curves: trial key → its reports ``[(step, value, seconds), …]`` by step, where
-            ``seconds`` is the simulated time since the trial started at that report
-            (non-decreasing); trials in arrival order (the order workers take them).
-        settings: the scheduler to replay.
-        concurrency: workers running trials at once (≥ 1).
-        failed: trials whose record ends because they failed (not because the original
-            scheduler stopped them): ended as ``failed``, not censored, when their data runs out.
-    Returns:
-        :class:`ReplayResult` with every trial in a terminal state.
-    Raises:
-        SearchError: concurrency < 1, bad settings, or a malformed curve (naming the trial,
-            the report and the field).
-    """
+    """Re-simulate ``settings``' scheduler on recorded curves with ``concurrency`` workers."""
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise SearchError(f"concurrency = {concurrency!r}: must be an integer >= 1")
     keys = list(curves)
@@ -326,24 +264,7 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
 
 def replay_in_order(reports: Iterable[Sequence[Any]], settings: ReplaySettings, *,
                     failed: Iterable[str] = ()) -> ReplayResult:
-    """Feed recorded reports to ``settings``' scheduler in the given (recorded) order.
-
-    The driver loop starts each trial at its first report (every trial gets a slot: the
-    recorded order already says who ran when) and judges every report as a live sweep would.
-
-    Args:
-        reports: ``(seq, trial, step, value)`` or ``(seq, trial, step, value, seconds)`` in
-            recorded sequence order; ``seconds`` (time since the trial started) feeds
-            ``device_s`` and defaults to 0. Reports of a trial after it ended (stopped,
-            diverged or completed in the replay) are skipped.
-        settings: the scheduler to replay (the original's reproduces its decisions exactly).
-        failed: trials that ended by failing (ended ``failed`` rather than ``censored``).
-    Returns:
-        :class:`ReplayResult`; ``wall_s`` is None (no clock), decisions carry the report seq.
-    Raises:
-        SearchError: bad settings, a malformed report (naming the trial and the field), or a
-            report out of step order for its trial.
-    """
+    """Feed recorded reports to ``settings``' scheduler in the given (recorded) order."""
     rows = []
     for n, rep in enumerate(reports):
         if not isinstance(rep, (tuple, list)) or len(rep) not in (4, 5):

@@ -1,13 +1,4 @@
-"""The simulated backend: the driver loop on synthetic learning curves and a simulated clock.
-
-The same :class:`~mutune.search.driver.SweepDriver` the Ray backend uses runs here against a
-deterministic curve with ``concurrency`` simulated workers, one simulated second per training
-step (Syne Tune's simulator-backend idea). It is the executor the scheduler contract tests
-share: every sweep must end with every trial in a terminal state.
-
-Events are ordered by (time, trial arrival index), so a simulation is deterministic; a free
-worker asks the driver what to do (promote, start, or nothing) exactly as a free Ray slot does.
-"""
+"""The simulated backend: the driver loop on synthetic learning curves and a simulated clock."""
 from __future__ import annotations
 
 import heapq
@@ -27,20 +18,7 @@ __all__ = ["SimResult", "simulate", "feed_events", "power_law_curve"]
 
 @dataclass
 class SimResult:
-    """A finished simulation.
-
-    Attributes:
-        statuses: trial key (``t0``, ``t1``, …) → ``completed``/``stopped``/``diverged``.
-        decisions: every judgement in the order made (pauses, promotions, final stops).
-        reports: (trial, step, value) in the order fed to the driver.
-        wall_s: simulated seconds until the last trial ended.
-        max_running: the most trials running at once (≤ concurrency).
-        last_step: trial → the last step it trained to.
-        events: what the driver fed the core, in order: ``("report", trial, step, value)``,
-            ``("promote", trial)`` and a final ``("finish",)`` — :func:`feed_events` replays
-            them (the recorded order of docs/architecture.md §4).
-        driver: the driver after the sweep (its searchers hold the ask/observe/tell log).
-    """
+    """A finished simulation."""
     statuses: dict[str, str]
     decisions: list[Judgement]
     reports: list[tuple[str, int, float]]
@@ -54,26 +32,7 @@ class SimResult:
 def simulate(core: Scheduler | None, curve: Callable[..., float], *, num_samples: int | None = None,
              concurrency: int, max_t: int, report_every: int = 1,
              searcher: Searcher | None = None) -> SimResult:
-    """Run a sweep of one group on ``core`` with ``concurrency`` simulated workers.
-
-    Args:
-        core: a scheduler core (fresh, or restored from state with no trial running), or
-            None to run every trial to ``max_t``.
-        curve: without ``searcher``, ``curve(i, step)``: the value of trial number i at
-            training step s; with one, ``curve(hparams, step)`` of the trial's proposed point.
-            Any float (NaN/inf allowed).
-        num_samples: trials to start (≥ 1) when no ``searcher`` is given.
-        concurrency: workers (≥ 1).
-        max_t: steps a trial trains at most.
-        report_every: a report every this many steps and at max_t (reports need not hit
-            milestones: a report past one is judged there).
-        searcher: proposes the points (its ``num_samples``), observes every report and is
-            told every end, as under Ray.
-    Returns:
-        :class:`SimResult`; every trial is in a terminal state.
-    Raises:
-        SearchError: a bad argument, or the core broke the contract (e.g. left a trial paused).
-    """
+    """Run a sweep of one group on ``core`` with ``concurrency`` simulated workers."""
     for name, v in (("concurrency", concurrency), ("max_t", max_t),
                     ("report_every", report_every)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:

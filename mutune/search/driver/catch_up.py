@@ -1,5 +1,4 @@
-"""Catching a restored scheduler core and searcher up with reports recorded after their save.
-"""
+"""Catching a restored scheduler core and searcher up with reports recorded after their save."""
 from __future__ import annotations
 
 from collections.abc import Iterable

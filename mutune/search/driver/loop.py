@@ -1,38 +1,5 @@
 """The one driver loop (:class:`SweepDriver`): start, report, decide, promote, finish — and tell
-the searcher.
-
-Every backend — Ray Tune (:mod:`mutune.search.backends.ray_tune`), the simulator
-(:mod:`mutune.search.backends.simulated`) and the replay (:mod:`mutune.search.backends.replay`)
-— executes what one :class:`SweepDriver` decides, so the scheduler cores and the searchers see
-the same calls in the same order under each. Backends only translate: "a slot is free"
-becomes :meth:`SweepDriver.next_action`, "the trial reported" :meth:`SweepDriver.report`, "the
-trial died" :meth:`SweepDriver.ended`.
-
-Trials belong to **groups**, each with its own scheduler core (its own rungs) and searcher
-(one group per proxy width, design or target run). On a free slot the driver takes, in order
-(Li et al. 2020, Algorithm 2: promotions before new trials):
-
-1. the promotion candidate of every group's core, highest rung first (the earlier group on
-   ties): the paused trial resumes from its checkpoint;
-2. an interrupted trial of a resumed sweep (it keeps its key and restores its checkpoint);
-3. a new trial from the first group, in the order given, whose searcher still has points and
-   that the budget admits (a refusal is final for the sweep);
-4. nothing to start, nothing running, nothing promotable: ``finish()`` every core — the trials
-   still paused stop — and the sweep is done.
-
-Every report reaches the searcher (``observe``) before the core judges it, the report that
-stops a trial included; a trial's end reaches the searcher (``complete``) the moment the driver
-knows it — at the judging report, at ``finish()``, or when the backend says it died. With one
-slot the searcher's log (:meth:`~mutune.search.searchers.Searcher.state_dict`) is therefore the
-same under Ray as in the simulator for the same curves.
-
-A group may join while the sweep runs (:meth:`SweepDriver.when_done`): when one group is done
-— nothing left to propose, every trial ended — a hook may hand groups that start from the
-next free slot on, ahead of the groups given at the start (a width's confirmation design
-overlapping the other widths' trials), and watch them in turn.
-
-Trial keys are the driver's (the group's ``key_of(index)``); backends map their ids to them.
-"""
+the searcher."""
 from __future__ import annotations
 
 import math
@@ -50,21 +17,7 @@ __all__ = ["SweepDriver"]
 
 
 class SweepDriver:
-    """Decide, for every backend, who runs next and what each report means.
-
-    Args:
-        groups: the groups, in the order new trials are taken from them.
-        concurrency: trials running at once at most (paused ones do not count), ≥ 1.
-        metric: the reported metric's name (named in errors and reasons).
-        admission: the budget (:class:`Admission`), or None.
-        resume: per group name, the trials of an interrupted run to continue: their keys and
-            points (with ``restore_from``), started before any new trial. Their searcher must
-            already know them (restored from its saved state).
-        dormant: per group name, keys → points of trials paused at a rung when an earlier
-            driver died (they are paused in the restored core): started only by promotion.
-    Raises:
-        SearchError: no group, duplicate group names, or concurrency < 1.
-    """
+    """Decide, for every backend, who runs next and what each report means."""
 
     def __init__(self, groups: Sequence[Group], *, concurrency: int, metric: str = "val_loss",
                  admission: Admission | None = None,
@@ -140,9 +93,8 @@ class SweepDriver:
 
     def group_done(self, name: str) -> bool:
         """True when group ``name`` can get no more trials and has none left: its searcher is
-        exhausted (or the budget closed) and every trial it proposed has ended — none
-        running, waiting to start, or paused at a rung (a paused trial may still be
-        promoted). Its core then sees no more reports, so its decisions are final.
+        exhausted (or the budget closed) and every trial it proposed has ended — none running,
+        waiting to start, or paused at a rung (a paused trial may still be promoted).
 
         Raises:
             SearchError: an unknown group.
@@ -156,10 +108,9 @@ class SweepDriver:
 
     def when_done(self, name: str, hook: Callable[[str], Sequence[Group]]) -> None:
         """Call ``hook(name)`` at the first free slot after group ``name`` is done
-        (:meth:`group_done`); the groups it returns join the sweep (:meth:`add_group`) ahead
-        of the groups given at the start and behind those that joined earlier, so at
-        concurrency 1 the order stays reproducible. A hook is called once; while it runs it
-        may watch the groups it returns (e.g. the gate's first round after the designs).
+        (:meth:`group_done`); the groups it returns join the sweep (:meth:`add_group`) ahead of
+        the groups given at the start and behind those that joined earlier, so at concurrency 1
+        the order stays reproducible.
 
         Raises:
             SearchError: an unknown group (outside a hook), or one a hook did not return.
@@ -180,11 +131,8 @@ class SweepDriver:
                 raise SearchError(f"group {name!r}'s follow-up watched a group it did not add")
 
     def add_group(self, group: Group, *, first: bool = True) -> None:
-        """Add a group while the sweep runs (e.g. a width's design once its sweep is done):
-        its trials share the slots from the next free one on. ``first``: its new trials come
-        ahead of the groups given at the start, behind earlier joiners (promotions still
-        first); else after every group's. Raises SearchError: the sweep is done, or the
-        name is taken."""
+        """Add a group while the sweep runs (e.g. a width's design once its sweep is done): its
+        trials share the slots from the next free one on."""
         if self._done:
             raise SearchError(f"group {group.name!r}: the sweep is done, no group can join")
         if group.name in self.groups:
@@ -217,16 +165,7 @@ class SweepDriver:
     def next_action(self, *, can_start: bool = True,
                     can_promote_live: bool | Callable[[str], bool] = True,
                     can_finish_live: bool | Callable[[str], bool] = True) -> Action:
-        """What to do with a free slot (the module docstring gives the order).
-
-        The caller says what it can carry out: ``can_start`` (start a trial from its point),
-        ``can_promote_live`` (resume a paused trial it holds; or a predicate of the trial's
-        key, e.g. "Ray holds it PAUSED already"), ``can_finish_live`` (stop paused trials it
-        holds; or a predicate asked of each of them). When the driver's choice is something the
-        caller cannot do, it
-        returns WAIT and commits nothing (a promotion is never skipped for a new trial).
-        Anything else it returns is committed: the trial counts as running.
-        """
+        """What to do with a free slot (the module docstring gives the order)."""
         if self._done:
             return Action(ActionKind.DONE)
         if self._hooks:

@@ -1,23 +1,4 @@
-"""Asynchronous successive halving (ASHA), stopping variant.
-
-Li, Jamieson, Rostamizadeh, Gonina, Ben-tzur, Hardt, Recht, Talwalkar 2020, "A System for
-Massively Parallel Hyperparameter Tuning" (MLSys), §3, with the rules of
-docs/architecture.md §4:
-
-* fidelity is training steps; rung milestones are r·η^k ≤ max_t (:mod:`.rungs`);
-* a report at step t judges every milestone ≤ t the trial has not been judged at, lowest
-  first, with that report's value (reports may skip milestones);
-* a trial continues iff it is among the best max(⌊n/η⌋, 1) of the n values recorded at the
-  rung, itself included, ties favouring the trial (Ray Tune instead cuts at a percentile of
-  the *other* trials; Optuna and Determined agree with this rule);
-* a trial that reaches max_t is **completed**, never stopped: the judgements of a report at
-  step ≥ max_t record its value at the remaining rungs and are ``COMPLETE`` (it trained the
-  full budget, so nothing is left to cut, and its checkpoints are kept);
-* a NaN/inf value counts in n and ranks last, is never a cutoff, and ends the trial at once
-  as ``DIVERGED``.
-
-Rung values are kept sorted (bisect), so a decision costs O(log n) plus the insert.
-"""
+"""Asynchronous successive halving (ASHA), stopping variant."""
 from __future__ import annotations
 
 import math
@@ -32,16 +13,7 @@ __all__ = ["ASHA", "Decision", "Judgement", "rung_milestones", "bracket_count"]
 
 
 class ASHA(RungScheduler):
-    """ASHA core (stopping variant): feed it reports, get :class:`Judgement`\\ s.
-
-    Args:
-        grace_period: r, the first milestone, in training steps (≥ 1).
-        reduction_factor: η (≥ 2): at most the best 1/η of a rung go on.
-        max_t: the largest budget in steps; a trial reaching it ends as completed.
-        mode: ``"min"`` (losses) or ``"max"`` (accuracies).
-    Raises:
-        SearchError: a setting out of range (names it, its value and the rule).
-    """
+    """ASHA core (stopping variant): feed it reports, get :class:`Judgement` objects."""
 
     KIND = "asha"
     AT_LEAST_ONE = True
@@ -49,10 +21,6 @@ class ASHA(RungScheduler):
 
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
         """Judge ``trial``'s report of ``value`` at training ``step``.
-
-        Returns the judgements at every milestone ≤ step not yet judged, lowest first; the
-        trial ends when the last is not CONTINUE (later milestones are then not judged). A
-        non-finite value between milestones yields one DIVERGED judgement at ``step``.
 
         Raises:
             SearchError: a malformed step or value, or the trial already ended.

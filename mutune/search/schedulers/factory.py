@@ -1,9 +1,4 @@
-"""Build a scheduler core from settings, or from its saved state (one entry point for both).
-
-The cores — :class:`~.asha.ASHA` (stopping), :class:`~.promotion.PromotionASHA` and
-:class:`~.hyperband.Hyperband` (either variant per bracket) — keep one contract,
-:class:`~.contract.Scheduler`.
-"""
+"""Build a scheduler core from settings, or from its saved state (one entry point for both)."""
 from __future__ import annotations
 
 from collections.abc import Callable

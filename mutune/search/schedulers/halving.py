@@ -1,11 +1,4 @@
-"""What the two successive-halving cores share: settings, rungs, per-trial progress, state.
-
-:class:`RungScheduler` keeps, for one set of rungs r·η^k ≤ max_t, the values recorded at each
-rung (:class:`~.rungs.Rung`), how many milestones each trial has been judged at, and how each
-trial ended. :class:`~.asha.ASHA` (stopping) and :class:`~.promotion.PromotionASHA` add their
-own decision rule; the saved state has one encoding for both (version 2; version 1 states of
-either still load).
-"""
+"""What the two successive-halving cores share: settings, rungs, per-trial progress, state."""
 from __future__ import annotations
 
 from typing import Any, ClassVar
@@ -20,16 +13,7 @@ __all__ = ["RungScheduler"]
 
 
 class RungScheduler(Scheduler):
-    """Base of the successive-halving cores (one bracket of rungs).
-
-    Args:
-        grace_period: r, the first milestone, in training steps (≥ 1).
-        reduction_factor: η (≥ 2).
-        max_t: the largest budget in steps; a trial reaching it ends as completed.
-        mode: ``"min"`` (losses) or ``"max"`` (accuracies).
-    Raises:
-        SearchError: a setting out of range (names it, its value and the rule).
-    """
+    """Base of the successive-halving cores (one bracket of rungs)."""
 
     KIND: ClassVar[str]
     #: whether the top of a rung holds at least one trial (k = max(⌊n/η⌋, 1)) or ⌊n/η⌋

@@ -1,32 +1,4 @@
-"""Asynchronous Hyperband: one ASHA core per bracket, trials assigned to brackets by a seed.
-
-Li, Jamieson, DeSalvo, Rostamizadeh, Talwalkar 2018, "Hyperband: A Novel Bandit-Based Approach to
-Hyperparameter Optimization" (JMLR), §3, run asynchronously as in Li et al. 2020 (ASHA, MLSys), §3:
-
-* s_max = ⌊log_η(R / r)⌋ (``bracket_count(r, η, R) - 1``, exact integers); brackets are numbered
-  s = 0 … s_max here, and bracket s is an :class:`~mutune.search.schedulers.asha.ASHA` with grace
-  period
-  r·η^s (so bracket 0 is the most aggressive, with s_max + 1 rungs, and bracket s_max runs every
-  trial to R with a single rung at r·η^s_max);
-* the paper's bracket index is s' = s_max − s (s' halvings); it starts n_{s'} =
-  ⌈(s_max + 1)·η^{s'} / (s' + 1)⌉ configurations in bracket s'. Here trials are assigned in
-  *cycles*: one cycle holds bracket s exactly n_{s_max−s} times, in an order shuffled by a
-  ``numpy`` generator seeded with ``SeedSequence([seed, 4])``; the i-th new trial takes entry i of
-  the concatenated cycles, so the assignment depends only on (seed, arrival order) and a replay
-  makes the same one (docs/architecture.md §4);
-* a trial is assigned when first seen (:meth:`Hyperband.assign`, or its first report);
-* ``variant="promotion"`` makes every bracket a
-:class:`~mutune.search.schedulers.promotion.PromotionASHA`;
-  on a free slot :meth:`Hyperband.candidate` takes the brackets' candidates and promotes the one
-  at the highest milestone (the lowest bracket s on ties): rungs are scanned top-down across
-  brackets, as within one. Ray Tune's ``HyperBandScheduler`` is synchronous instead (a bracket
-  waits for all its trials at each rung); Syne Tune's ``HyperbandScheduler`` samples brackets
-  i.i.d. from the same n_s weights rather than in shuffled cycles.
-
-:meth:`Hyperband.rung_values` merges the brackets by milestone (every bracket's milestones are
-among bracket 0's, and a value at milestone m was measured after m steps in any bracket, so the
-merge compares trials at equal budget); :meth:`Hyperband.bracket_rung_values` keeps them apart.
-"""
+"""Asynchronous Hyperband: one ASHA core per bracket, trials assigned to brackets by a seed."""
 from __future__ import annotations
 
 from typing import Any
@@ -65,19 +37,7 @@ def bracket_sizes(grace_period: int, reduction_factor: int, max_t: int) -> list[
 
 
 class Hyperband(Scheduler):
-    """Asynchronous Hyperband core (stopping or promotion variant in each bracket).
-
-    Args:
-        grace_period: r, the smallest milestone in steps (bracket 0's grace period).
-        reduction_factor: η ≥ 2.
-        max_t: R, the largest budget in steps.
-        mode: ``"min"`` or ``"max"``.
-        seed: the sweep seed; bracket assignment draws from ``SeedSequence([seed, 4])``.
-        variant: ``"stopping"`` (brackets are :class:`ASHA`) or ``"promotion"`` (brackets are
-            :class:`PromotionASHA`).
-    Raises:
-        SearchError: a setting out of range (names it, its value and the rule).
-    """
+    """Asynchronous Hyperband core (stopping or promotion variant in each bracket)."""
 
     STATE_VERSION = 2   # 2 added "variant"; version 1 states load as stopping
 

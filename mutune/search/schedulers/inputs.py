@@ -1,11 +1,4 @@
-"""What an executor may report to a scheduler core, checked before anything is decided.
-
-A report carries a training step and a metric value. Python and numpy numbers are accepted;
-``None``, strings (``'0.5'``, ``'nan'``), booleans, tensors, arrays and non-integral steps are
-refused with a :class:`~mutune.errors.SearchError` that names the trial, the field and the
-value, so a bad report never becomes a silent decision (``float('0.5')`` would be 0.5,
-``float(True)`` would be 1.0).
-"""
+"""What an executor may report to a scheduler core, checked before anything is decided."""
 from __future__ import annotations
 
 import math

@@ -1,14 +1,4 @@
-"""The steps a sweep is planned to train, before it runs (``mutune run --dry-run``).
-
-Synchronous successive halving as the expectation of ASHA (Li et al. 2020): of n trials,
-n_0 = n are judged at rung m_0 = r, n_{k+1} = max(⌊n_k/η⌋, 1) continue to rung m_{k+1}; the ones
-cut at rung k trained m_k steps; the survivors of the last rung train on to max_t. Asynchronous
-ASHA promotes early arrivals more generously, so a real sweep trains somewhat more; the dry run
-says so. Hyperband's n trials go to its brackets exactly as the live core assigns them
-(:class:`~mutune.search.schedulers.hyperband.Hyperband`: seeded cycles weighted by the
-brackets' sizes n_s, Li et al. 2018, Algorithm 1), bracket s starting at r·η^s; the i-th new
-trial takes entry i of the cycles, so the counts per bracket depend only on the seed and n.
-"""
+"""The steps a sweep is planned to train, before it runs (``mutune run --dry-run``)."""
 from __future__ import annotations
 
 from mutune.search.schedulers.hyperband import Hyperband
@@ -46,17 +36,7 @@ def _halving(n: int, milestones: list[int], eta: int, max_t: int) -> list[int]:
 
 def planned_trial_steps(n: int, *, kind: str, grace_period: int, reduction_factor: int,
                         max_t: int, seed: int = 0) -> list[int]:
-    """Training steps of each of ``n`` trials under the scheduler, sorted ascending.
-
-    Args:
-        n: trials (num_samples), >= 1. kind: ``asha`` or ``hyperband``.
-        grace_period, reduction_factor, max_t: r, η, R in steps.
-        seed: the sweep seed, which draws Hyperband's bracket assignment.
-    Returns:
-        A list of n step counts, each a rung milestone or max_t.
-    Raises:
-        SearchError: invalid r, η, max_t (from :func:`rung_milestones`).
-    """
+    """Training steps of each of ``n`` trials under the scheduler, sorted ascending."""
     ms = rung_milestones(grace_period, reduction_factor, max_t)
     if kind != "hyperband":
         return sorted(_halving(n, ms, reduction_factor, max_t))

@@ -1,30 +1,4 @@
-"""Asynchronous successive halving, **promotion** variant.
-
-Li, Jamieson, Rostamizadeh, Gonina, Ben-tzur, Hardt, Recht, Talwalkar 2020, "A System for
-Massively Parallel Hyperparameter Tuning" (MLSys), §3, Algorithm 2 (``get_job``), with the rules
-of docs/architecture.md §4:
-
-* a trial runs until it reaches its next rung, then **pauses** there and frees its resources;
-  a report at step t records its value at every milestone ≤ t not yet recorded, and the trial
-  pauses at the *lowest* of those milestones where it is outside the top ⌊n/η⌋ of the rung —
-  or, when it is inside at every one, at the highest (``PAUSE``; lower ones are ``CONTINUE``;
-  values at milestones above the pause stay recorded without a decision);
-* whenever a slot frees, :meth:`PromotionASHA.candidate` scans rungs top-down and offers the
-  best paused trial that is *promotable*: among the top ⌊n/η⌋ of the n values recorded at its
-  rung, itself included, ties favouring it (so a lone first arrival is not promoted: ⌊1/η⌋ =
-  0). Ties between promotable trials go to the earlier pause. The driver then calls
-  :meth:`PromotionASHA.promote` and resumes the trial from its checkpoint; without a
-  candidate it starts a new trial;
-* a trial reaching max_t completes (``COMPLETE``); when max_t is not a milestone, a trial
-  promoted from the top milestone runs on to max_t;
-* NaN/inf: counted in n, ranks last, never a cutoff, and the trial ends at once as
-  ``DIVERGED``;
-* at the end of the sweep :meth:`PromotionASHA.finish` stops every trial still paused.
-
-Peers: Syne Tune's ``type="promotion"`` agrees on the rule but judges only exact milestone
-hits; Ray Tune has no promotion ASHA (its ``HyperBandScheduler`` pauses whole brackets);
-Optuna's pruners are stopping-only.
-"""
+"""Asynchronous successive halving, **promotion** variant."""
 from __future__ import annotations
 
 import math
@@ -55,11 +29,6 @@ class PromotionASHA(RungScheduler):
 
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
         """Record ``trial``'s report of ``value`` at training ``step``.
-
-        Returns one judgement per milestone ≤ step not yet recorded, up to the one it pauses
-        at (``PAUSE``; ``CONTINUE`` below it), ``COMPLETE`` ones at step ≥ max_t, or a single
-        DIVERGED for a non-finite value (at the first such milestone, or at ``step`` between
-        milestones). The driver pauses the trial when the last judgement is PAUSE.
 
         Raises:
             SearchError: a malformed step or value; the trial ended, or is paused.
@@ -99,11 +68,7 @@ class PromotionASHA(RungScheduler):
         return self._rank(milestone, self._rungs[milestone].by_trial[trial])
 
     def candidate(self) -> Judgement | None:
-        """The paused trial to promote on a free slot, or None (then start a new trial).
-
-        Scans rungs top-down; at each, the best promotable paused trial (earliest pause on
-        ties). Pure. O(paused · log n).
-        """
+        """The paused trial to promote on a free slot, or None (then start a new trial)."""
         by_rung: dict[int, list[str]] = {}
         for t, m in self._paused.items():
             by_rung.setdefault(m, []).append(t)

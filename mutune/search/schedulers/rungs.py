@@ -1,16 +1,4 @@
-"""Rungs: the milestones a trial is judged at, the values recorded at each, and who is on top.
-
-Shared by every scheduler core (:mod:`.asha`, :mod:`.promotion`, :mod:`.hyperband`), so the
-rung arithmetic, the top-fraction rule and the rung encoding in saved state exist once.
-
-* Milestones are r·η^k ≤ max_t (r = grace period, η = reduction factor), in exact integers
-  (Li et al. 2020, "A System for Massively Parallel Hyperparameter Tuning", §3).
-* :func:`rank_at_rung` is the top-fraction rule: a value is inside when fewer than k values of
-  the rung are strictly better (ties favour the trial), with k = ⌊n/η⌋ (promotion, Li et al.
-  2020 Algorithm 2) or max(⌊n/η⌋, 1) (the stopping variant keeps the best trial of a rung of
-  fewer than η values going).
-* NaN/inf values count in n and rank last; they are never a cutoff.
-"""
+"""Rungs: the milestones a trial is judged at, the values recorded at each, and who is on top."""
 from __future__ import annotations
 
 import bisect

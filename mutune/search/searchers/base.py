@@ -1,19 +1,4 @@
-"""The searcher contract: searchers propose hyperparameters; schedulers decide (Syne Tune).
-
-Every searcher is driven by the driver loop (:class:`mutune.search.driver.SweepDriver`), the
-same calls in the same order under every backend:
-
-* ``suggest(key) -> dict | None``: the hyperparameters of the next trial (``key`` is the
-  driver's trial name), or None once ``num_samples`` points were proposed (*ask*);
-* ``observe(key, step, value)``: a report of the ranked metric at training ``step`` — every
-  report, the one that stopped the trial included (*observe*);
-* ``complete(key, status)``: the trial ended ``completed``/``stopped``/``diverged``/``failed``,
-  told as soon as the driver knows (*tell*).
-
-:meth:`Searcher.state_dict` is that log — ``["suggest", key, point]``, ``["observe", key,
-step, value]``, ``["complete", key, status]`` — and a fresh searcher fed it is in the same
-state. All randomness comes from ``numpy.random.SeedSequence`` children of the sweep seed.
-"""
+"""The searcher contract: searchers propose hyperparameters; schedulers decide (Syne Tune)."""
 from __future__ import annotations
 
 import abc

@@ -1,35 +1,4 @@
-"""Preemption notices for a training loop (spot capacity: finish the step, checkpoint, end).
-
-A notice comes from any of four sources, and each sets one flag per worker process that the
-loop checks after every step (:class:`Preemption`):
-
-* **SIGTERM** to the worker process. In a plain process (a standalone run, the tests) the
-  handler is installed when the loop starts in the main thread. Under Ray Tune the loop runs
-  in a thread of the trial's actor, where Python cannot install handlers, and Ray's worker
-  installs its own SIGTERM handler that exits the process; the mixin
-  :class:`PreemptibleTrainable` therefore installs mutune's handler in the actor's main
-  thread when the trainable is set up (Ray runs an actor's methods there). A second SIGTERM
-  while the first is still pending goes to the handler that was there before (Ray's: exit).
-* **A notice file** (``ray.preemption.notice_file``): the notice is the file's appearance.
-* **A polled URL** (``ray.preemption.notice_url``) in either common cloud style:
-  ``status`` — 404 until a notice is posted, then 200 (AWS's ``spot/instance-action``), with
-  an optional session token fetched first by ``PUT token_url`` as IMDSv2 needs; ``body`` —
-  200 with a body that flips from ``FALSE`` to ``TRUE`` (GCP's ``instance/preempted``).
-
-* **Ray draining the node** (``ray.preemption.ray_drain``, on by default): inside a Ray worker
-  the watcher also asks Ray's control store whether this node is draining
-  (``get_draining_nodes``: node id → deadline). Ray accepts a drain of a node with running
-  work only with reason ``PREEMPTION`` (an ``IDLE_TERMINATION`` drain of a busy node is
-  rejected), and its own graceful node shutdown drains with that reason too: a trial that
-  sees its node draining is being preempted, whatever reason a cloud's autoscaler gave.
-  Ray's node state carries no reason until the node is dead (ray-project/ray#41285), and
-  ``get_draining_nodes`` is Ray's private state API: a Ray without it is no notice.
-
-A polled notice is edge-triggered: it fires once when it appears, so a worker that ends its
-trial on it does not end every later trial while the notice stays posted. The flag is cleared
-when a loop ends on it (:meth:`Preemption.consume`): the trial is then retried from its
-checkpoint (:mod:`mutune.search.backends.ray_tune.callback`), wherever Ray places it.
-"""
+"""Preemption notices for a training loop (spot capacity: finish the step, checkpoint, end)."""
 from __future__ import annotations
 
 import signal
@@ -131,10 +100,7 @@ def _draining(node: str) -> int | None:
 
 class NoticeWatcher:
     """A daemon thread polling a notice file and/or URL every ``poll_s`` seconds; posts
-    :func:`notice` when one appears (edge-triggered). ``settings``: the ``ray.preemption``
-    section as a dict (``notice_file``, ``notice_url``, ``notice_style``, ``token_url``,
-    ``poll_s``, ``ray_drain``, ``drain_poll_s``); nothing is started when it names no source
-    (Ray's drain counts only inside a Ray worker)."""
+    :func:`notice` when one appears (edge-triggered)."""
 
     def __init__(self, settings: dict[str, Any] | None) -> None:
         s = dict(settings or {})

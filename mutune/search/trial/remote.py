@@ -1,36 +1,4 @@
-"""Remote checkpoint storage (``ray.storage``): a shared folder or a pyarrow filesystem URI.
-
-A trial writes every checkpoint to local disk first (:func:`~.checkpoint.save_trial_state`:
-temp file, fsync, atomic rename) and hands that folder to Ray (``tune.report(checkpoint=…)``
-copies it into Ray's storage folder on the node, synchronously: a local copy). With
-``ray.storage`` set, an :class:`Uploader` thread of the trial's worker then copies the newest
-checkpoint to the remote store in the background, so a step never waits on the network; a
-newer checkpoint that arrives while one is uploading replaces the one waiting (only the
-newest matters). The trial waits for its upload only where it stops anyway: at its last report
-and at a preemption notice, before it reports the checkpoint that the retry resumes from.
-
-Layout under ``<storage>/<run name>/<trial key>/``::
-
-    step_000000120/trial_state.pt     one folder per uploaded checkpoint
-    LATEST                            the newest complete upload: ``<step> <owner>``, the
-                                      owner being the Ray trial that wrote it
-    log.json                          the trial's stdout/stderr/traceback (at its end)
-
-``LATEST`` is written only after its checkpoint's object is complete, and older steps are
-deleted only after ``LATEST`` moved past them (the previous one is kept): a worker killed during
-an upload leaves the previous checkpoint restorable. On a local or shared filesystem the file is
-written to a temporary name and renamed; on object stores (S3, GCS) an object appears only when
-its upload completes. A trial restarted where its local copy is missing (another node, a node
-that was replaced, ``mutune resume`` on another machine) restores from ``LATEST``
-(:meth:`CheckpointStore.fetch`); a resumed one from the newest upload at or before its last
-recorded step, ``LATEST`` or the one kept before it (:meth:`CheckpointStore.entry_at_most`).
-
-``storage`` is either a path (a shared filesystem mounted at the same path on every node) or a
-URI that :func:`pyarrow.fs.FileSystem.from_uri` opens: ``s3://bucket/prefix`` (credentials from
-the environment as AWS's SDK reads them; ``?endpoint_override=host:port&scheme=http`` for an
-S3-compatible server; ``s3://key:secret@bucket/…`` also works and is masked in messages),
-``gs://bucket/prefix``, ``hdfs://…``, ``file:///…``.
-"""
+"""Remote checkpoint storage (``ray.storage``): a shared folder or a pyarrow filesystem URI."""
 from __future__ import annotations
 
 import contextlib
@@ -85,12 +53,7 @@ def safe_name(name: str) -> str:
 
 
 class CheckpointStore:
-    """One run's checkpoints and logs in remote storage (layout: the module docstring).
-
-    Args:
-        storage: a path or a pyarrow URI (``ray.storage``).
-        run: the run's name (a folder under ``storage``).
-    """
+    """One run's checkpoints and logs in remote storage (layout: the module docstring)."""
 
     def __init__(self, storage: str, run: str) -> None:
         self.storage, self.run = storage, run
@@ -158,11 +121,8 @@ class CheckpointStore:
             return None
 
     def entry_at_most(self, key: str, at_most: int | None = None) -> tuple[int, str] | None:
-        """``(step, owner)`` of ``key``'s newest complete upload at or before step
-        ``at_most`` (None: the one ``LATEST`` names), or None. An upload older than
-        ``LATEST``'s is kept whole (only the one before it, :data:`_KEEP`) and is complete
-        once its state file exists; ``LATEST`` records only its own owner, which is returned
-        for it too (a continued trial restores regardless of owner)."""
+        """``(step, owner)`` of ``key``'s newest complete upload at or before step ``at_most``
+        (None: the one ``LATEST`` names), or None."""
         from mutune.search.trial.checkpoint import STATE_FILE
 
         got = self.latest_entry(key)
@@ -241,14 +201,7 @@ class CheckpointStore:
 
 
 class Uploader:
-    """Background upload of one trial's newest checkpoint (the module docstring).
-
-    :meth:`submit` never blocks; :meth:`flush` waits until the newest submitted checkpoint is
-    remote. ``min_interval_s`` spaces uploads (a large checkpoint every few minutes, not at every
-    evaluation); a flush does not wait for it. ``upload_s`` (seconds uploading), ``uploads``
-    and ``uploaded_step`` are read by the trial's reports. An upload error is kept in
-    ``error`` (the local checkpoint stands) and the next checkpoint is tried.
-    """
+    """Background upload of one trial's newest checkpoint (the module docstring)."""
 
     def __init__(self, store: CheckpointStore, key: str, *, min_interval_s: float = 0.0,
                  owner: str = "") -> None:

@@ -1,25 +1,4 @@
-"""A trial's remote checkpoint tier (``ray.storage``): what the trainable does with it.
-
-:class:`RemoteTier` joins a trial to :mod:`mutune.search.trial.remote`:
-
-- checkpoints are written to a node-local cache folder of the trial
-  (``<temp dir>/mutune-ckpt/<run>/<key>/<Ray trial id>``, its newest two kept) and queued for
-  background upload; Ray is handed only the final one (``keep_final``: the trained target
-  stays in Ray's storage as without ``ray.storage``), so a retry or a promotion is restarted by
-  Ray without a checkpoint and restores itself (:meth:`RemoteTier.restore`): from the cache
-  where this node has it, else from remote storage;
-- at a report after which the trial stops or pauses (a preemption notice, ``max_t``, a rung
-  milestone under promotion) it waits for the upload first, so the checkpoint its retry or
-  promotion resumes from is remote before the trial ends;
-- a fresh start restores nothing, unless remote storage holds a checkpoint this very Ray trial
-  wrote (Ray restarted it after a failure or a pause) or the driver continues the trial
-  (``restore_from``: a preempted trial's retry, ``mutune resume``).
-
-Each report carries ``upload_s`` (seconds uploading in this start), ``uploads``,
-``remote_step`` (the newest remote checkpoint, −1: none yet), ``remote_restore_s`` (seconds
-downloading at this start) and ``start_wall`` (this start's wall clock: the driver sums
-``upload_s`` over starts).
-"""
+"""A trial's remote checkpoint tier (``ray.storage``): what the trainable does with it."""
 from __future__ import annotations
 
 import hashlib
@@ -112,12 +91,9 @@ class RemoteTier:
 
     def restore(self, dest: Path, *, continued: bool, at_most: int | None = None
                 ) -> str | None:
-        """The folder to restore from: the cache's newest (this Ray trial's, on this node)
-        unless remote storage holds a newer one, which is downloaded into ``dest``; remote
-        checkpoints of another Ray trial only when ``continued`` (the driver continues the
-        trial). ``at_most``: neither of a later step (a resume continues at or before the
-        trial's last recorded step, :func:`~mutune.search.trial.checkpoint.latest_checkpoint`).
-        None: nothing to restore (a fresh start)."""
+        """The folder to restore from: the cache's newest (this Ray trial's, on this node) unless
+        remote storage holds a newer one, which is downloaded into ``dest``; remote checkpoints
+        of another Ray trial only when ``continued`` (the driver continues the trial)."""
         local = [p for p in self._local() if at_most is None or _step_of(p) <= at_most]
         entry = self.store.entry_at_most(self.key, at_most)
         if entry is not None and not continued and entry[1] != self.owner:
@@ -162,14 +138,6 @@ def remote_store(ray_cfg: Any, run: str) -> CheckpointStore | None:
 def restore_dir_for(ckpt: Any, point: dict[str, Any], remote: Any, tmp: str,
                     stack: Any) -> str | None:
     """Where a trial (re)starts from (None: a fresh start):
-
-    1. Ray's checkpoint (a retry, a promotion), where this node has it;
-    2. ``point["restore_from"]`` (a preempted trial's retry, ``mutune resume``), where this
-       node has it;
-    3. with ``ray.storage``: the node-local cache or the remote latest
-       (:meth:`~mutune.search.trial.remote_trial.RemoteTier.restore`), at or before step
-       ``point["restore_at_most"]`` where the driver gives one (``mutune resume``: the
-       trial's last recorded step).
 
     Raises:
         SearchError: a checkpoint Ray or the driver names is not on this node and no
