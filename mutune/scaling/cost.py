@@ -1,5 +1,4 @@
-"""Cost arithmetic: GPU-hours, ETTR and the naive full-size counterfactual (docs/architecture.md
-§6)."""
+"""Cost arithmetic: GPU-hours, ETTR and the naive full-size counterfactual (wall seconds)."""
 from __future__ import annotations
 
 import math
@@ -26,11 +25,9 @@ def gpu_hours(allocated_s: float, devices: float) -> float:
 
 
 def ettr(productive_s: float, allocated_s: float) -> float | None:
-    """Effective training time ratio = productive step seconds / allocated seconds.
+    """ETTR = productive step seconds / allocated seconds; None when nothing was allocated.
 
-    Returns None when nothing was allocated. The waste measure of large training clusters
-    (e.g. Meta's "ETTR" in Kokolis et al. 2024, "Revisiting Reliability in Large-Scale ML
-    Research Clusters").
+    Kokolis et al. 2024, "Revisiting Reliability in Large-Scale ML Research Clusters", §3.
 
     Raises:
         ValueError: a negative or non-finite argument.
@@ -52,7 +49,14 @@ class NaiveEstimate:
 def naive_sweep_estimate(trial_steps: Sequence[int], trial_evals: Sequence[int], *,
                          s_per_step: float, s_per_eval: float, overhead_s_per_trial: float,
                          devices: float) -> NaiveEstimate:
-    """Price a sweep of the same search run at target size (docs/architecture.md §6)."""
+    """Price the sweep at target size: devices/3600 · Σ_i (steps_i·s_step + evals_i·s_eval + o).
+
+    s_step, s_eval: the target's measured seconds per step and per evaluation; o: per-trial
+    overhead (start-up, data, teardown).
+
+    Raises:
+        ValueError: lengths differ, or a negative/non-finite input.
+    """
     if len(trial_steps) != len(trial_evals):
         raise ValueError(f"trial_steps ({len(trial_steps)}) and trial_evals "
                          f"({len(trial_evals)}) must have equal length")

@@ -1,4 +1,8 @@
-"""What a sweep holds, how many trials share a device, and why held device-seconds went idle."""
+"""Held devices, trials per device, and why held device-seconds went idle (by cause).
+
+ETTR per level: Kokolis et al. 2024, "Revisiting Reliability in Large-Scale ML Research
+Clusters", §3.
+"""
 from __future__ import annotations
 
 import math

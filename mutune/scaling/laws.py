@@ -1,4 +1,9 @@
-"""Loss scaling law: the best loss of each proxy size, extrapolated to the target's size."""
+"""Loss scaling law L(N) = E + A·N^(−α) (N parameters, L in nats), extrapolated to the target.
+
+Kaplan et al. 2020, "Scaling Laws for Neural Language Models", §3 (pure power law, the fallback
+when the fit is not identifiable); Hoffmann et al. 2022, §3.2 (irreducible term E, log-loss fit);
+residual bootstrap over sizes: Efron & Tibshirani 1993, §9.5.
+"""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,7 @@
-"""The ledger's arithmetic: GPU-hours, the naive counterfactual, savings, ETTR, MFU, waste."""
+"""The ledger's arithmetic: GPU-hours, the naive counterfactual, savings, ETTR, MFU, waste.
+
+MFU: Chowdhery et al. 2022, App. B; model FLOPs 6·N per sample or token, Kaplan et al. 2020 §2.1.
+"""
 from __future__ import annotations
 
 import math
@@ -28,9 +31,11 @@ def compute_cost(config: SweepConfig, outcomes: dict[Any, Any], target: Any, *,
                  resources: dict[str, float] | None = None,
                  sweep_start: float | None = None
                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The ledger (docs/architecture.md §6) from the recorded trials: GPU-hours of the proxy
-    sweeps and the target run, the naive counterfactuals with their formulas, savings, money,
-    ETTR, MFU, each trial's time by category and the sweep's waste by category."""
+    """The ledger from the recorded trials: GPU-hours, naive lines, savings, ETTR, MFU, waste.
+
+    Returns:
+        (cost figures keyed as report.json's ``cost``, ledger entries for the recorder).
+    """
     from mutune.scaling.cost import ettr, gpu_hours
 
     proxy_trials = [t for o in outcomes.values() for t in o.trials]

@@ -1,4 +1,9 @@
-"""The optimum of a proxy sweep: a local quadratic in log space, not a noisy argmin."""
+"""The optimum of a proxy sweep: a local quadratic in log space, not a noisy argmin.
+
+Yang et al. 2022, Tensor Programs V, §3 / Fig. 1 (loss valleys in log h); Box & Wilson 1951,
+JRSS B (stationary point of a fitted quadratic); Efron & Tibshirani 1993, ch. 13 (percentile
+bootstrap); Davison & Hinkley 1997, §3.8 (resampling clusters of seeds).
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -135,21 +140,21 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
                      mode: str = "min", groups: Sequence[Any] | None = None,
                      n_boot: int = 500, seed: int = 0,
                      region: Neighbourhood | None = None) -> Optimum:
-    """Optimum of the loss over the searched hyperparameters, by a local quadratic in log space.
+    """Optimum of the metric over the searched hyperparameters, by a local quadratic in log space.
 
-    Method (stated in ``Optimum.method``): average repeated configurations (seeds), take the
-    ``n_best`` best distinct configurations; standardize
-    each log hyperparameter by the neighbourhood's spread; fit by least squares a full quadratic
-    with cross terms when d ≥ 2 and the neighbourhood (grown to p + 1 trials if needed) has at
-    least p + 1 trials (p = 1 + 2d + d(d−1)/2), else — or when that fit is not
-    positive-definite — a separable (diagonal) quadratic (p = 1 + 2d; for d = 1 both are the
-    parabola, reported as ``"quadratic"``); centre = the stationary point −H⁻¹g (Box & Wilson
-    1951), clipped per coordinate to the neighbourhood's box (the axis-aligned hull of the
-    trials fitted) — a clipped coordinate is flagged ``on_edge`` (the data do not bracket its
-    minimum; the side it left by is ``edge_side``). When no fitted Hessian is positive-definite
-    (a ridge or a saddle: the quadratic has no minimum) the centre is the weighted mean of the
-    best trials' log values,
-    weight (y_worst − y_i)/(y_worst − y_best) within the neighbourhood.
+    Fits a full (or, failing that, diagonal) quadratic to the ``n_best`` best configurations; the
+    centre is the stationary point −H⁻¹g clipped to their box, else (no positive-definite fit) their
+    weighted mean. Sources in the module docstring.
+
+    Args:
+        log_h: natural-log hyperparameter values, shape (n_trials, n_hp).
+        values: the metric per trial, shape (n_trials,), e.g. validation loss in nats.
+        groups: optional (n_trials,) seed/replicate ids; the bootstrap then resamples groups.
+    Raises:
+        ValueError: shapes or names inconsistent, mode unknown, n_best < 1, n_boot < 0,
+            bounds not (n_hp, 2) with lo < hi.
+        FitError: fewer finite trials than 1 + 2·n_hp; a hyperparameter that takes one value
+            only; a flat metric.
     """
     X = np.asarray(log_h, dtype=float)
     v = np.asarray(values, dtype=float)

@@ -1,4 +1,9 @@
-"""Transfer rules: how an optimal hyperparameter moves with scale."""
+"""Transfer rules h*(s) = exp(a) · Π_k s_k^(b_k), fitted on the per-size optima in log space.
+
+Yang et al. 2022, Tensor Programs V, §3 / Fig. 1 (μP: b_width ≈ 0 for lr); Huber 1964 and
+Holland & Welsch 1977 (Huber IRLS, c = 1.345); Efron & Tibshirani 1993, §12.5 (bootstrap-t) and
+§9.5 (fixed-design resampling); DerSimonian & Laird 1986 (τ² by moments).
+"""
 from __future__ import annotations
 
 import math
@@ -225,7 +230,18 @@ def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
                       optima_intervals: Sequence[tuple[float, float]] | None = None,
                       n_boot: int = 1000, seed: int = 0, robust: bool = True
                       ) -> TransferRule:
-    """Fit log h*(s) = a + Σ_k b_k·log s_k robustly, with 95 % bootstrap-t intervals."""
+    """Fit log h*(s) = a + Σ_k b_k·log s_k robustly, with 95 % bootstrap-t intervals.
+
+    Args:
+        scales: proxy widths, shape (n_sizes,), positive.
+        optima: optimal value per size, shape (n_sizes,), in the hyperparameter's unit.
+        extra_scales: axis name → sizes along it (depth, batch, tokens, steps), shape (n_sizes,).
+        optima_intervals: per-size 95 % interval (lo, hi) of each optimum, shape (n_sizes, 2).
+    Raises:
+        FitError: shapes differ; a non-finite or non-positive scale or optimum; fewer than 2
+            distinct widths; a rank-deficient design; a bad optimum interval.
+        ValueError: n_boot < 50.
+    """
     if n_boot < 50:
         raise ValueError(f"n_boot = {n_boot}: must be ≥ 50 for a 95 % interval")
     s = np.asarray(scales, dtype=float)

@@ -1,4 +1,8 @@
-"""Checkpoint cadence and spot economics from the numbers (docs/architecture.md §4.6)."""
+"""Checkpoint cadence and spot economics: τ* = √(2·C·M), floored at a minimum spacing.
+
+C: checkpoint seconds, M: mean time between preemptions; overhead(T) = (T/τ)·C + (T/M)·(τ/2 + R).
+Young 1974, CACM 17(9), eq. 4; Daly 2006, FGCS 22(3), §2.
+"""
 from __future__ import annotations
 
 import math

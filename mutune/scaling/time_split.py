@@ -1,5 +1,8 @@
-"""Where each allocated device-second went: the time categories of a trial and the waste of a
-sweep (docs/architecture.md §6)."""
+"""Where each allocated device-second went: per-trial time categories and per-sweep waste.
+
+ETTR = productive / allocated (Kokolis et al. 2024, §3); MFU = achieved ÷ peak model FLOP/s
+(Chowdhery et al. 2022, "PaLM", Appendix B).
+"""
 from __future__ import annotations
 
 import math
@@ -96,15 +99,12 @@ def sweep_waste(trials: Sequence[tuple[str, Mapping[str, float], float]], *,
 
 def model_flops_per_step(n_params: float, tokens_per_step: float, *, n_layer: int = 0,
                          n_ctx: int = 0, d_model: int = 0) -> float:
-    """Training FLOPs of one step: 6·N per token plus the attention term.
+    """Training FLOPs of one step: tokens × (6·N + 6·n_layer·n_ctx·d_model).
 
-    C = tokens × (6·N + 6·n_layer·n_ctx·d_model): forward 2·N + 2·n_layer·n_ctx·d_attn per
-    token, backward twice the forward (Kaplan et al. 2020, "Scaling Laws for Neural Language
-    Models", §2.1, Table 1). For an MLP pass ``tokens_per_step`` = samples per step and no
-    attention (the dense-layer count 2·N per sample forward holds for any stack of linear
-    layers). N counts the non-embedding parameters in Kaplan's convention; mutune passes all
-    parameters, which overstates a small model's FLOPs slightly (its embeddings are a
-    lookup).
+    Kaplan et al. 2020, §2.1, Table 1. For an MLP pass samples as ``tokens_per_step`` and n_layer 0.
+
+    Raises:
+        ValueError: a negative or non-finite argument.
     """
     for name, v in (("n_params", n_params), ("tokens_per_step", tokens_per_step),
                     ("n_layer", n_layer), ("n_ctx", n_ctx), ("d_model", d_model)):
@@ -114,15 +114,10 @@ def model_flops_per_step(n_params: float, tokens_per_step: float, *, n_layer: in
 
 def mfu(flops_per_step: float, steps: int, productive_s: float, devices: float,
         peak_flops_per_device: float | None) -> float | None:
-    """Model FLOPs utilization = (flops_per_step × steps / productive_s) / (devices × peak).
-
-    Achieved FLOP/s is taken over the productive step seconds, so MFU measures the steps
-    alone; ETTR measures the time around them (their product is the whole-run utilization).
-    Chowdhery et al. 2022 (PaLM), Appendix B.
+    """MFU = (flops_per_step × steps / productive_s) / (devices × peak); PaLM (2022), App. B.
 
     Returns:
-        The ratio, or None when the peak is unknown, nothing ran, or no step time was
-        measured.
+        The ratio, or None when the peak is unknown, nothing ran, or no step time was measured.
     Raises:
         ValueError: a negative or non-finite argument.
     """

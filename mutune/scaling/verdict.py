@@ -1,4 +1,13 @@
-"""The health verdict on a fitted transfer rule: does the optimum transfer, and if not, why."""
+"""The health verdict on a fitted transfer rule; the first that applies wins.
+
+1. ``too_few_sizes`` (< 3 distinct sizes) or ``fallback`` (an optimum is a best trial, not a fit).
+2. ``edge``: an optimum sits at the edge of its searched range.
+3. ``noisy``: the slope interval is too wide, degenerate, or (μP) straddles a tolerance bound.
+4. ``sp_corrected``: standard parametrization; the exponent is the correction.
+5. ``drifting`` / 6. ``stable``: μP and the interval outside / inside ±tolerance.
+
+Yang et al. 2022, Tensor Programs V, §3, Table 1; Everett et al. 2024, ICML, §4.
+"""
 from __future__ import annotations
 
 import math
@@ -28,7 +37,17 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
                  on_edge: bool = False, edge_side: str | None = None,
                  max_residual: float = math.log(2),
                  fallback: str | None = None, axis: str = "width") -> Verdict:
-    """Name the health of a transfer rule along one axis (precedence in the module docstring)."""
+    """Name the health of a transfer rule along one axis (precedence in the module docstring).
+
+    Args:
+        tolerance: largest |b| still called scale-independent, in log-log slope units; > 0.
+        max_residual: largest residual scale of the log optima about the line (natural log).
+        axis: the rule's axis judged; along depth ``"mup"`` means a depth parametrization (Dey
+            et al. 2025, §3), along steps ``"sp"`` judges a correction (Bjorck et al. 2025).
+    Raises:
+        ValueError: unknown parametrization or edge_side, tolerance ≤ 0, an axis the rule
+            was not fitted on.
+    """
     if parametrization not in ("mup", "sp"):
         raise ValueError(f"parametrization = {parametrization!r}: must be 'mup' or 'sp'")
     if not (math.isfinite(tolerance) and tolerance > 0):
