@@ -1,7 +1,7 @@
-"""Converting a plain PyTorch model for μP: its output layer becomes a ``mup.MuReadout`` (a
-``mup.MuSharedReadout`` when it is tied to an embedding), its attention logits are scaled
-1/d_head-wise from the model's own scale at the base width, and a constant-std init of its
-hidden weights is rescaled with fan-in."""
+"""Converting a plain PyTorch model for μP: a ``MuReadout``, 1/d_head attention, fan-in init.
+
+Yang et al. 2022, Tensor Programs V, Table 3, §4 and Appendix B; mup 1.0.0 ``MuReadout``.
+"""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -66,21 +66,14 @@ def attention_head_dims(model: nn.Module, attr: str,
 def set_attention_scale(model: nn.Module, attr: str, *, attn_mult: float = 1.0,
                         head_dim_attr: str = "head_dim",
                         base_head_dims: dict[str, int] | None = None) -> int:
-    """Give every attention module of ``model`` the μP logit scale: on each submodule that has
-    both ``attr`` (the scale its forward multiplies q·k by, e.g. passed to
-    ``F.scaled_dot_product_attention(..., scale=self.scale)``) and ``head_dim_attr`` (d_head),
-    set ``attr = attn_mult / d_head`` — or, given the same module's d_head at the base width
-    (``base_head_dims``, :func:`attention_head_dims` of the base model),
-    ``attr = attn_mult · √d_base / d_head``: the model's own 1/√d_head at the base width
-    (attn_mult 1), then the μP 1/d_head decay as heads widen (at d_head 128 a bare 1/d_head
-    would give logits 11× smaller than the user's model, with nothing to tune it back).
+    """Set ``attr = attn_mult · √d_base / d_head`` (or ``attn_mult / d_head``) on attention modules.
+
+    TP V §4 and Table 3. Given ``base_head_dims``, the base width keeps the model's own 1/√d_head.
 
     Returns:
         How many modules were set.
     Raises:
         ProxyError: no submodule has both attributes, or a d_head that is not a positive int.
-    References:
-        Yang et al. 2022, Tensor Programs V, §4 and Table 3 (attention logit 1/d scaling).
     """
     count = 0
     for name, module in model.named_modules():

@@ -91,7 +91,12 @@ def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
 
 def load_digits_data(val_fraction: float = 0.2, seed: int = 0, *,
                      test_fraction: float = 0.0) -> ClassificationData:
-    """scikit-learn's digits (1797 images of 8×8 = 64 pixels, 10 classes), features / 16."""
+    """scikit-learn's digits (1797 8×8 images, 10 classes; Alpaydin & Kaynak 1998), features / 16.
+
+    Raises:
+        ProxyError: val_fraction outside (0, 1), test_fraction outside [0, 1), no example
+            left for training; a negative seed.
+    """
     if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
         raise ProxyError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
     if not isinstance(test_fraction, (int, float)) or not 0.0 <= test_fraction < 1.0:

@@ -1,6 +1,9 @@
-"""Depth-wise μP: residual branches scaled with depth, and the learning rate, Adam ε and weight
-decay of each layer group adjusted to match, so hyperparameters transfer across depth as
-well as width."""
+"""Depth-wise μP: m_L = L/L₀; branches ·m_L^-α, hidden groups' lr ·m_L^(α-1), ε ·m_L^-α.
+
+``completep``: α = 1 (Dey et al. 2025, arXiv 2505.01618, Table 1, §3); ``depth_mup``: α = 1/2
+(Yang et al. 2023, Tensor Programs VI, arXiv 2310.02244, §3). Weight decay and init do not
+change with depth; the factors are Adam's.
+"""
 from __future__ import annotations
 
 import math

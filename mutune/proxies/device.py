@@ -1,4 +1,7 @@
-"""Where a trial trains: CPU, or one CUDA device with the numerics that device supports."""
+"""Where a trial trains: CPU, or one CUDA device (bf16 autocast and FlashAttention from sm80).
+
+FlashAttention: Dao et al. 2022.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -66,15 +69,8 @@ def select_device(prefer_cuda: bool = True) -> TrainDevice:
 
 
 def measure_cpu_peak_flops(*, n: int = 512, repeats: int = 5) -> float:
-    """Float32 FLOP/s of one CPU thread on an ``n × n`` matmul, best of ``repeats``.
+    """Float32 FLOP/s of one CPU thread on an ``n × n`` matmul (2·n³ FLOPs), best of ``repeats``.
 
-    The "measured CPU figure" MFU divides by on a CPU machine (there is no datasheet peak
-    for an arbitrary CPU): 2·n³ FLOPs per matmul (the multiply-adds of a dense product). Runs
-    with one intra-op thread, as trials do (docs/architecture.md §5), and restores the thread count.
-    Takes about 0.1 s.
-
-    Returns:
-        FLOP/s per thread (per CPU granted).
     Raises:
         ValueError: n < 64 or repeats < 1.
     """

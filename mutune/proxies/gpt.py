@@ -1,4 +1,8 @@
-"""μP byte-level GPT-style pre-LN decoder (the GPT proxy family)."""
+"""μP byte-level GPT-style pre-LN decoder (the GPT proxy family); heads and FFN grow with width.
+
+Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2; Radford et al. 2019 (GPT-2);
+mup 1.0.0 ``examples/Transformer``.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -72,15 +76,14 @@ class _Block(nn.Module):
 class MuGPT(nn.Module):
     """Byte-level causal decoder: learned or rotary positions, untied or tied μP readout.
 
-    ``forward(idx)``: idx LongTensor (B, T), 0 <= idx < vocab, T <= seq_len → logits
-    (B, T, vocab), unnormalized log-probabilities (nats). Embeddings (token + position) are
-    summed and multiplied by ``input_mult``; ``depth`` pre-LN blocks; final LayerNorm;
-    ``mup.MuReadout(width, vocab, output_mult=output_mult)`` with a bias (zero at init; it
-    learns the byte frequencies within the first steps), or with ``tied=True`` a
-    ``mup.MuSharedReadout`` without bias sharing the token embedding (microsoft/mup#55: the
-    shared weight's init is kept width-independent by ``build_parametrized``). With
-    ``positions="rotary"`` there is no position embedding; q and k are rotated per head
-    (Su et al. 2021).
+    ``forward(idx)``: LongTensor (B, T), T <= seq_len → logits (B, T, vocab) in nats.
+    ``attn_mult`` None: 8 in μP style (8/d_head equals SP's 1/√d_head at d_head 64, TP V App. D.2),
+    1 in SP style; ``init_std`` None keeps PyTorch's init (already 1/fan_in on hidden matrices);
+    rotary positions: Su et al. 2021.
+
+    Raises:
+        ProxyError: width % d_head != 0, a count < 1, a multiplier not finite > 0, unknown
+            positions, rotary with an odd d_head; in ``forward``: idx not (B, T) or T > seq_len.
     """
 
     def __init__(self, width: int, *, vocab: int = 256, seq_len: int = 64, depth: int = 2,
@@ -202,18 +205,12 @@ class MuGPT(nn.Module):
 def build_gpt(width: int, *, base_width: int, parametrization: str,
               base_shapes: str | None = None, sp_style: bool | None = None,
               **model: Any) -> nn.Module:
-    """A :class:`MuGPT` of d_model ``width`` in μP (base ``base_width``) or SP;
-    ``base_shapes`` (saved .bsh text) replaces building the base and delta models; ``model``:
-    :class:`MuGPT`'s keyword arguments (``vocab``, ``seq_len``, ``depth``, ``d_head``,
-    ``ffn_ratio``, the multipliers, ``positions``, ``tied`` …).
+    """A :class:`MuGPT` of d_model ``width`` in μP (base ``base_width``) or SP.
 
-    ``base_width`` and ``2 * base_width`` must be multiples of ``d_head`` (so are the models).
-    ``sp_style`` None follows ``parametrization`` (SP conventions for an SP model); True/False
-    forces them (False for SP gives the exact SP twin of the μP model at its base width).
+    ``sp_style`` None follows ``parametrization``; False for SP gives the exact SP twin.
+
     Raises:
         ProxyError: as :class:`MuGPT` and :func:`build_parametrized`.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2.
     """
     def factory(w: int) -> nn.Module:
         return MuGPT(w, sp_style=(parametrization == "sp") if sp_style is None else sp_style,

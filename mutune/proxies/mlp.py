@@ -1,4 +1,8 @@
-"""μP multilayer perceptron for classification (the MLP proxy family)."""
+"""μP multilayer perceptron for classification (the MLP proxy family).
+
+Yang et al. 2022, Tensor Programs V, Table 3; mup 1.0.0 ``examples/MLP``; residual blocks:
+Yang et al. 2023, Tensor Programs VI, eq. 1.
+"""
 from __future__ import annotations
 
 import math
@@ -23,12 +27,11 @@ def _kaiming_(weight: torch.Tensor) -> None:
 
 
 class MuMLP(nn.Module):
-    """ReLU MLP ``d_in → width (× depth) → n_classes`` with a μP readout.
+    """ReLU MLP ``d_in → width (× depth) → n_classes`` with a μP readout, optionally residual.
 
-    With ``residual=True``: h₀ = √input_mult · W_in x, then ``depth`` residual blocks
-    h_l = h_(l-1) + branch_mult · W_l ReLU(h_(l-1)) (Yang et al. 2023, Tensor Programs VI,
-    eq. 1; ``branch_mult`` = (L/L₀)^-α under a depth parametrization,
-    :mod:`mutune.proxies.depth`), and the readout of ReLU(h_depth).
+    Raises:
+        ProxyError: a count < 1, a multiplier that is not a finite number > 0, a dropout
+            outside [0, 1), or a ``branch_mult`` other than 1 without ``residual``.
     """
 
     def __init__(self, d_in: int, width: int, n_classes: int, *, depth: int = 2,
@@ -95,17 +98,10 @@ class MuMLP(nn.Module):
 
 def build_mlp(width: int, *, d_in: int, n_classes: int, base_width: int, parametrization: str,
               base_shapes: str | None = None, **model: Any) -> nn.Module:
-    """A :class:`MuMLP` ``d_in → width → n_classes`` in μP (base ``base_width``) or SP;
-    ``base_shapes`` (saved .bsh text) replaces building the base and delta models; ``model``:
-    :class:`MuMLP`'s keyword arguments (``depth``, ``input_mult``, ``output_mult``,
-    ``init_std`` …).
+    """A :class:`MuMLP` ``d_in → width → n_classes`` in μP (base ``base_width``) or SP.
 
-    Returns:
-        The model, base shapes set (see :func:`build_parametrized`).
     Raises:
         ProxyError: as :class:`MuMLP` and :func:`build_parametrized`.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3.
     """
     def factory(w: int) -> nn.Module:
         return MuMLP(d_in, w, n_classes, **model)

@@ -1,4 +1,8 @@
-"""μP / SP parametrization of proxy models, and their optimizers."""
+"""μP / SP parametrization of proxy models, and their optimizers.
+
+Order: build → ``mup.set_base_shapes`` once → ``reset_parameters`` → optimizer. Yang et al. 2022,
+Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 (``set_base_shapes``, ``mup.optim``).
+"""
 from __future__ import annotations
 
 import math
@@ -92,6 +96,14 @@ def _load_base_shapes(text: str) -> dict:
 def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_width: int,
                        parametrization: str, base_shapes: str | None = None) -> nn.Module:
     """Build ``factory(width)`` in μP (relative to ``base_width``) or in standard parametrization.
+
+    Base and delta models are built under a forked torch RNG, so μP and its SP twin consume the
+    global RNG alike; at ``width == base_width`` they are the same function under the same seed.
+
+    Raises:
+        ProxyError: unknown parametrization; ``base_width < 1`` or ``width < base_width``; under
+            μP a model without a ``MuReadout``, or one whose width multipliers are all 1 at
+            ``width > base_width``; mup's own shape checks.
     """
     if parametrization not in PARAMETRIZATIONS:
         raise ProxyError(f"unknown parametrization {parametrization!r}; "
@@ -136,7 +148,17 @@ def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_wid
 def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                    kind: str = "adamw", depth: Any = None) -> torch.optim.Optimizer:
-    """μP optimizer for a model built by :func:`build_parametrized` (μP or SP)."""
+    """μP optimizer (``MuAdamW``, ``MuAdam`` or ``MuSGD``) for a :func:`build_parametrized` model.
+
+    mup splits parameters into per-width groups, so a schedule must scale each group's lr relative
+    to its initial value. Yang et al. 2022, Tensor Programs V, Table 3; Loshchilov & Hutter 2019
+    (decoupled weight decay); depth factors: Dey et al. 2025, Table 1.
+
+    Raises:
+        ProxyError: unknown kind; bad lr / weight_decay / betas / eps; ``"adam"`` with weight
+            decay; a parameter without ``infshape``; a depth scaling with SGD or on a model
+            without ``depth_groups``.
+    """
     if kind not in OPTIMIZERS:
         raise ProxyError(f"unknown optimizer kind {kind!r}; use one of {OPTIMIZERS}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
@@ -184,15 +206,7 @@ def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
 
 
 def fused_adam_ok(params: list[torch.Tensor]) -> bool:
-    """Whether torch's fused Adam/AdamW kernel can step ``params``: every one a floating-point
-    tensor on one CPU or CUDA device (torch ≥ 2.4 has the CPU kernel; the pinned 2.13 does).
-
-    The fused kernel does the whole update in one pass over each tensor instead of the
-    ``foreach`` path's several: the same algorithm (Kingma & Ba 2015, Alg. 1; Loshchilov &
-    Hutter 2019, Alg. 2), with float rounding that may differ in the last bits. On the
-    quickstart's 34 M-parameter target at one CPU thread the optimizer step took 0.19 s of a
-    0.38 s training step with ``foreach`` and 0.04 s of 0.22 s fused (median of 15 steps).
-    """
+    """Whether torch's fused Adam/AdamW kernel can step ``params`` (float, one CPU/CUDA device)."""
     devices = {p.device for p in params}
     if len(devices) != 1 or not all(p.is_floating_point() for p in params):
         return False

@@ -23,8 +23,18 @@ MODEL_HPARAMS = ("input_mult", "output_mult", "attn_mult", "init_std", "dropout"
 
 @dataclass(frozen=True)
 class ModelFamily:
-    """What a model plugin gives mutune; mutune does the rest (base and delta models, base
-    shapes, the μP optimizer, reports, the ledger)."""
+    """What a model plugin gives mutune; mutune does the rest (base shapes, optimizer, reports).
+
+    Attributes:
+        spec: pydantic model of the config's ``model`` section (``family: Literal[name]``).
+        build: ``build(width, *, depth, **options, **data_shape, **hparams) -> nn.Module``.
+        readout: attribute path of a plain ``nn.Linear`` output to swap for a ``MuReadout``.
+        attention_scale: attribute holding the attention-logit scale (next to ``head_dim``).
+        forward_loss: optional ``forward_loss(model, x, y) -> loss`` (nats).
+        batch: optional pure ``batch(data, batch_size, seed, step) -> (x, y)``.
+        flops_per_sample: optional ``(width, n_params, spec) -> float``; default 6·N (Kaplan
+            et al. 2020, §2.1).
+    """
     name: str
     spec: type
     build: Callable[..., Any]
