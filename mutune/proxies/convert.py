@@ -16,15 +16,10 @@ __all__ = ["swap_readout", "set_attention_scale", "rescale_constant_std_init",
 
 
 def swap_readout(model: nn.Module, path: str, *, output_mult: float = 1.0) -> nn.Module:
-    """Replace the ``nn.Linear`` at attribute path ``path`` (e.g. ``"head"`` or ``"classifier.2"``)
-    by a zero-initialised ``mup.MuReadout`` of the same shape (in_features → out_features, bias
-    kept if present) and ``output_mult``; in place.
+    """Replace the ``nn.Linear`` at attribute path ``path`` by a zero-initialised ``mup.MuReadout``.
 
-    Returns:
-        ``model``.
     Raises:
-        ProxyError: no module at ``path``, or it is not an ``nn.Linear`` (a ``MuReadout``
-            already is one: then nothing is swapped twice — it is refused).
+        ProxyError: no module at ``path``, or it is not an ``nn.Linear`` (nor already a readout).
     """
     *parents, leaf = path.split(".")
     owner = model
@@ -100,8 +95,7 @@ _Z = 5.0
 
 
 def _hidden_pairs(model: nn.Module, base: nn.Module, skip: tuple[str, ...]):
-    """(name, weight, base weight) for every hidden weight: ≥ 2-D, fan-in (``shape[1:]``)
-    grown from ``base``, not an embedding, not under a ``skip`` prefix, ≥ 64 elements."""
+    """(name, weight, base weight) for every hidden weight whose fan-in grew from ``base``."""
     base_params = dict(base.named_parameters())
     # an embedding's (vocab, width) weight has the vocabulary as its fan-in, whatever its
     # shape says (mup: vector-like), so it keeps its std — as does a readout tied to it
@@ -118,9 +112,7 @@ def _hidden_pairs(model: nn.Module, base: nn.Module, skip: tuple[str, ...]):
 
 def constant_std_weights(model: nn.Module, base: nn.Module, *,
                          skip: tuple[str, ...] = ()) -> list[str]:
-    """The hidden weights of ``model`` whose init kept the base width's standard deviation
-    (GPT-2-style ``normal(0, 0.02)`` at every width), which μP rescales with fan-in; weights
-    whose std already falls like 1/√fan_in (PyTorch's default init) are not named."""
+    """The hidden weights whose init kept the base width's std (GPT-2's ``normal(0, 0.02)``)."""
     import math
 
     import torch
@@ -149,10 +141,7 @@ def constant_std_weights(model: nn.Module, base: nn.Module, *,
 def rescale_constant_std_init(model: nn.Module, base: nn.Module, *,
                               skip: tuple[str, ...] = (),
                               names: Sequence[str] | None = None) -> list[str]:
-    """Rescale, in place, every hidden weight of ``model`` whose init kept the base width's standard
-    deviation to the μP init, whose variance falls with fan-in: weight ×= √(fan_in_base / fan_in)
-    (TP V Table 3; Table 8's "init var ∝ 1/fan_in" for hidden weights), so the model equals its
-    own init at the base width and is μP above it."""
+    """In place, weight ×= √(fan_in_base / fan_in) on constant-std hidden weights (TP V Table 3)."""
     import math
 
     import torch

@@ -32,8 +32,7 @@ class CoordCheck:
 
 
 def _modules(model: nn.Module, blocks: bool = False) -> list[tuple[str, nn.Module]]:
-    """Modules that own parameters directly (Linear, Embedding, LayerNorm, MuReadout, …),
-    and with ``blocks`` every element of a ``ModuleList`` (a residual block's output)."""
+    """Modules owning parameters, and with ``blocks`` every element of a ``ModuleList``."""
     lists = {name for name, m in model.named_modules() if isinstance(m, nn.ModuleList)}
     return [(name, m) for name, m in model.named_modules()
             if name and (any(True for _ in m.parameters(recurse=False))
@@ -41,9 +40,7 @@ def _modules(model: nn.Module, blocks: bool = False) -> list[tuple[str, nn.Modul
 
 
 def depth_role(name: str, depth: int) -> str | None:
-    """A module's role across depth: ``blocks.0.fc`` → ``blocks.first.fc``,
-    ``blocks.{depth-1}`` → ``blocks.last``; a middle block's modules → None (not compared);
-    names without a block index unchanged. ``depth`` ≥ 2: the model's number of blocks."""
+    """A module's role across depth: ``blocks.0.fc`` → ``blocks.first.fc``; middle blocks → None."""
     parts = name.split(".")
     for i, part in enumerate(parts):
         if part.isdigit():
@@ -66,8 +63,7 @@ def coord_check(setup: CoordSetup, *, widths: Sequence[int], parametrization: st
                 steps: int = 3, seeds: Sequence[int] = (0, 1, 2),
                 axis: str = "width") -> CoordCheck:
     """Record mean |output| of every module over the first ``steps`` steps at each width (or
-    depth, with ``axis="depth"``: ``build`` then takes the depth, modules are compared by
-    :func:`depth_role` and block outputs are recorded too)."""
+    depth)."""
     build, make_optimizer, batch, loss = (setup.build, setup.make_optimizer, setup.batch,
                                           setup.loss)
     widths = [int(w) for w in widths]
@@ -136,8 +132,7 @@ def coord_check(setup: CoordSetup, *, widths: Sequence[int], parametrization: st
 
 
 def _seed_interval(log_w: np.ndarray, lasts: np.ndarray) -> tuple[float, float]:
-    """95 % Student-t interval of the mean of the per-seed slopes; ``lasts`` has shape
-    (n_sizes, n_seeds) (nan, nan with one seed or a non-positive size)."""
+    """95 % Student-t interval of the mean per-seed slope; ``lasts`` (n_sizes, n_seeds)."""
     from scipy import stats
 
     k = lasts.shape[1]
@@ -158,8 +153,7 @@ def slope_table(checks: Sequence[CoordCheck]) -> dict[str, dict[str, dict[str, f
 
 
 def plot_coord_check(checks: Sequence[CoordCheck], path: str) -> None:
-    """PNG: one panel per parametrization, mean |output| after the last step against width
-    (log-log), one line per module."""
+    """PNG: per parametrization, mean |output| after the last step against width (log-log)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

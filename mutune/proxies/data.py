@@ -67,11 +67,8 @@ def _check_count(name: str, value: int) -> None:
 
 
 def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
-    """The digits' (1797, 64) pixel counts 0–16 and (1797,) labels, read from the CSV that
-    scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``: 64 pixels then the label per
-    row, as ``sklearn.datasets.load_digits`` reads it) without importing scikit-learn, which
-    would add about 0.1 GB (scipy with it) to every process that loads the data; through
-    ``load_digits`` where the file is not at that place."""
+    """The digits' (1797, 64) pixels and labels from scikit-learn's CSV, without importing sklearn.
+    """
     import gzip
     import importlib.util
 
@@ -140,11 +137,7 @@ def _files_under(root: pathlib.Path, *, suffix: str | None,
 
 
 def stdlib_corpus_files() -> list[pathlib.Path]:
-    """The running Python's standard-library ``*.py`` files, in corpus order.
-
-    Returns:
-        Absolute paths.
-    """
+    """Absolute paths of the running Python's standard-library ``*.py`` files, in corpus order."""
     root = pathlib.Path(sysconfig.get_paths()["stdlib"])
     if not root.is_dir():
         raise ProxyError(f"standard-library folder {str(root)!r} does not exist")

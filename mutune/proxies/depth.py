@@ -25,8 +25,8 @@ LAYER_GROUPS = ("embedding", "hidden_weight", "hidden_vector", "output")
 
 @dataclass(frozen=True)
 class DepthScaling:
-    """Depth parametrization ``parametrization`` of a model ``depth`` deep with base depth
-    ``base_depth`` (the depth at which it equals the unscaled model).
+    """A depth parametrization of a model ``depth`` deep, equal to the unscaled one at
+    ``base_depth``.
 
     Raises:
         ProxyError: an unknown parametrization, or a depth or base depth below 1.
@@ -60,11 +60,7 @@ class DepthScaling:
         return 1.0 if self.alpha is None else self.multiplier ** -self.alpha
 
     def factors(self, group: str) -> dict[str, float]:
-        """{"lr", "eps", "weight_decay"}: what the layer group's Adam learning rate, ε and
-        weight decay are multiplied by (the module's table).
-
-        Raises:
-            ProxyError: ``group`` not in :data:`LAYER_GROUPS`.
+        """{"lr", "eps", "weight_decay"} multipliers of ``group``; ProxyError for an unknown group.
         """
         if group not in LAYER_GROUPS:
             raise ProxyError(f"layer group {group!r}: use one of {LAYER_GROUPS}")
@@ -78,13 +74,10 @@ class DepthScaling:
 
 def depth_param_groups(model: nn.Module, scaling: DepthScaling, *, lr: float, eps: float,
                        weight_decay: float) -> list[dict[str, Any]]:
-    """The optimizer's parameter groups of ``model`` under ``scaling``: one per layer group that
-    holds parameters, each with its own ``lr``, ``eps`` and ``weight_decay`` (the module's
-    table), in :data:`LAYER_GROUPS` order.
+    """One optimizer parameter group per layer group, with its ``lr``, ``eps`` and ``weight_decay``.
 
     Raises:
-        ProxyError: the model has no ``depth_groups``, or a parameter has no group or an
-            unknown one.
+        ProxyError: no ``depth_groups``, or a parameter without a known group.
     """
     groups_of = getattr(model, "depth_groups", None)
     if not callable(groups_of):

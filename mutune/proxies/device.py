@@ -38,8 +38,7 @@ class TrainDevice:
 
     @contextlib.contextmanager
     def compute(self) -> Iterator[None]:
-        """Context for forward passes: bf16 autocast and the flash SDPA kernel where the
-        device takes them (:func:`numerics_for`)."""
+        """Forward-pass context: bf16 autocast and flash SDPA where the device takes them."""
         with contextlib.ExitStack() as stack:
             if self.autocast_dtype is not None:
                 stack.enter_context(torch.autocast(device_type=self.device.type,
@@ -58,8 +57,7 @@ def numerics_for(capability: tuple[int, int], *, bf16_supported: bool
 
 
 def select_device(prefer_cuda: bool = True) -> TrainDevice:
-    """CUDA, with the numerics the device supports (:func:`numerics_for`), when asked for and
-    available; else CPU float32."""
+    """CUDA with :func:`numerics_for`'s numerics when asked for and available; else CPU float32."""
     if prefer_cuda and torch.cuda.is_available():
         dtype, flash = numerics_for(
             torch.cuda.get_device_capability(),

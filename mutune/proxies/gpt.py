@@ -19,8 +19,8 @@ __all__ = ["MuGPT", "build_gpt"]
 
 
 def _normal_(weight: torch.Tensor, std: float) -> None:
-    """N(0, std²) for vector-like weights; N(0, std²·base_fan_in/fan_in) for matrix-like ones
-    once base shapes are set (``mup.init.normal_``); plain N(0, std²) before that (SP)."""
+    """N(0, std²) for vector-like weights; ``mup.init.normal_`` (∝ 1/fan_in) for matrix-like ones.
+    """
     if hasattr(weight, "infshape"):
         mup.init.normal_(weight, mean=0.0, std=std)
     else:
@@ -28,8 +28,8 @@ def _normal_(weight: torch.Tensor, std: float) -> None:
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding (Su et al. 2021, "RoFormer", §3.4.2) on the last dimension of
-    x (B, H, T, d_head), pairing dimension i with i + d_head/2 (the GPT-NeoX layout)."""
+    """Rotary embedding on x (B, H, T, d_head), GPT-NeoX layout (Su et al. 2021, RoFormer, §3.4.2).
+    """
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
@@ -131,10 +131,7 @@ class MuGPT(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """``init_std`` None: PyTorch's default init of every module (embeddings N(0, 1), linear
-        layers U(±1/√fan_in)); else embeddings N(0, init_std²), matrix weights
-        ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP), the readout N(0,
-        init_std²) and zero biases."""
+        """PyTorch's init when ``init_std`` is None; else N(0, init_std²) with μP fan-in scaling."""
         layers = [m for b in self.blocks for m in (b.qkv, b.proj, b.fc, b.fc_out)]
         if self.init_std is None:
             for m in (self.tok_emb, self.pos_emb, *layers):
@@ -187,10 +184,7 @@ class MuGPT(nn.Module):
         return self.readout(self.ln_f(x))
 
     def depth_groups(self) -> dict[str, str]:
-        """Parameter name → layer group (:mod:`mutune.proxies.depth`; CompleteP's reference
-        code's groups): token and position embeddings; the blocks' matrices (hidden
-        weights) and their LayerNorm gains and biases (hidden vectors); the final LayerNorm
-        and the readout (output; a tied readout is the token embedding)."""
+        """Parameter name → layer group (:mod:`mutune.proxies.depth`)."""
         out = {}
         for name, p in self.named_parameters():
             if name.startswith(("tok_emb.", "pos_emb.")):

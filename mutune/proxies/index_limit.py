@@ -10,8 +10,7 @@ INDEX_LIMIT = 2 ** 31
 
 
 def widest_activation(model: Any, width: int, samples: int) -> int | None:
-    """Elements of the widest activation ``samples`` rows make in mutune's GPT: tokens (``samples``
-    × ``seq_len``) × max(``ffn_ratio``·width, ``vocab``) — the FFN's hidden layer or the logits."""
+    """Elements of the widest GPT activation: samples × seq_len × max(ffn_ratio·width, vocab)."""
     if getattr(model, "family", None) != "gpt":
         return None
     per_token = max(int(model.ffn_ratio) * int(width), int(model.vocab))
@@ -20,9 +19,9 @@ def widest_activation(model: Any, width: int, samples: int) -> int | None:
 
 def index_limit_warning(model: Any, width: int, batch_size: int,
                         micro_batches: int) -> str | None:
-    """The warning for a CUDA run whose micro-batch activation reaches :data:`INDEX_LIMIT`,
-    naming the fields and the ``train.micro_batches`` (a divisor of ``batch_size``) that
-    stays under it; None when it stays under, or the family's shapes are unknown."""
+    """The warning for a CUDA micro-batch reaching :data:`INDEX_LIMIT` (with a safe
+    ``train.micro_batches``); None when it stays under or the shapes are unknown.
+    """
     widest = widest_activation(model, width, batch_size // max(int(micro_batches), 1))
     if widest is None or widest < INDEX_LIMIT:
         return None

@@ -16,9 +16,7 @@ SKIPPED_INITIALIZERS = frozenset({
 
 
 class SkipInitOnMeta(TorchFunctionMode):
-    """A torch function mode in which an initializer of :data:`SKIPPED_INITIALIZERS` whose
-    tensor (first argument, or ``tensor=``) is on the meta device returns that tensor as it is
-    (shape, dtype and ``requires_grad`` unchanged). Use it inside ``torch.device("meta")``:"""
+    """Torch function mode: :data:`SKIPPED_INITIALIZERS` on meta tensors return them untouched."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: dict | None = None) -> Any:

@@ -62,8 +62,7 @@ class MuMLP(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """He-normal(fan_in, a=1) × init_std on input/hidden weights (input ÷ √input_mult);
-        zero readout. Uses ``mup.init`` once base shapes are set (TP V Table 3)."""
+        """He-normal × init_std on input/hidden weights (input ÷ √input_mult); zero readout."""
         _kaiming_(self.input.weight)
         with torch.no_grad():
             self.input.weight.mul_(self.init_std / math.sqrt(self.input_mult))
@@ -88,9 +87,7 @@ class MuMLP(nn.Module):
         return self.readout(h)
 
     def depth_groups(self) -> dict[str, str]:
-        """Parameter name → layer group (:mod:`mutune.proxies.depth`): the input layer is
-        the embedding, the hidden layers (the residual branches) hidden weights, the
-        readout the output."""
+        """Parameter name → layer group (:mod:`mutune.proxies.depth`)."""
         return {name: ("embedding" if name.startswith("input.") else
                        "output" if name.startswith("readout.") else "hidden_weight")
                 for name, _ in self.named_parameters()}

@@ -53,8 +53,7 @@ def _build(factory: Callable[[int], nn.Module], width: int) -> nn.Module:
 
 
 def _undo_shared_readout_rescale(model: nn.Module) -> None:
-    """microsoft/mup#55: ``set_base_shapes`` multiplies a MuSharedReadout's weight by √width_mult,
-    which is also the embedding's weight, so the embedding init would grow with width. Undo it."""
+    """Undo ``set_base_shapes``' √width_mult on a MuSharedReadout's (embedding's) weight: mup#55."""
     seen: set[int] = set()
     for module in model.modules():
         if isinstance(module, mup.MuSharedReadout) and id(module.weight) not in seen:
@@ -64,9 +63,8 @@ def _undo_shared_readout_rescale(model: nn.Module) -> None:
 
 
 def base_shapes_text(factory: Callable[[int], nn.Module], base_width: int) -> str:
-    """mup's base-shapes file (``.bsh`` YAML) for a model family: the shapes of
-    ``factory(base_width)`` with the width dimensions found against ``factory(2·base_width)``
-    marked (``mup.make_base_shapes``).
+    """mup's ``.bsh`` base-shapes text for ``factory(base_width)`` against
+    ``factory(2·base_width)``.
 
     Raises:
         ProxyError: base_width < 1 or the factory does not return a module.
@@ -218,9 +216,5 @@ def fused_adam_ok(params: list[torch.Tensor]) -> bool:
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Number of scalar parameters of ``model`` (shared tensors counted once).
-
-    Returns:
-        Sum of ``p.numel()`` over ``model.parameters()``, an int >= 0.
-    """
+    """Number of scalar parameters of ``model`` (shared tensors counted once)."""
     return int(sum(p.numel() for p in model.parameters()))

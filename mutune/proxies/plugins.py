@@ -54,8 +54,8 @@ def installed_families() -> dict[str, importlib.metadata.EntryPoint]:
 
 def _load(found: dict[str, importlib.metadata.EntryPoint], name: str, field: str,
           kind: str, group: str) -> Any:
-    """The object entry point ``name`` names, with the refusals both plugin kinds share: an
-    unknown name (listing the installed ones) and a plugin that fails to import."""
+    """The entry point ``name``; refuses an unknown name (listing the installed) or a failed
+    import."""
     if name not in found:
         names = ", ".join(sorted(found)) or "none"
         raise ConfigError(f"{field} = {name!r}: no {kind} plugin of that name is installed "
@@ -92,8 +92,7 @@ def installed_loops() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def load_loop(name: str) -> Callable[..., Any]:
-    """Load the training-loop plugin registered as ``name`` in group ``mutune.loops``: a
-    callable ``loop(ctx) -> None`` (:class:`mutune.training.context.LoopContext`).
+    """Load the training-loop plugin ``name`` (group ``mutune.loops``): ``loop(ctx) -> None``.
 
     Raises:
         ConfigError: no such plugin (names the installed ones), the entry point fails to

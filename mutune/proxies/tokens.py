@@ -1,5 +1,4 @@
-"""nanoGPT-style token files: flat little-endian ``uint16`` (nanoGPT's own, vocabularies up to
-65,536) or ``uint32`` (larger vocabularies) arrays read through ``numpy.memmap``."""
+"""nanoGPT-style token files: flat little-endian ``uint16`` or ``uint32`` arrays, memory-mapped."""
 from __future__ import annotations
 
 import hashlib
@@ -78,8 +77,7 @@ class TokenData:
 
 def load_token_data(path: str | os.PathLike[str], vocab: int,
                     dtype: str = "uint16") -> TokenData:
-    """Open a nanoGPT-style token file or folder (``train.bin`` + ``val.bin``, optionally
-    ``test.bin``)."""
+    """Open a token file or folder (``train.bin`` + ``val.bin``, optionally ``test.bin``)."""
     if dtype not in TOKEN_DTYPES:
         raise ProxyError(f"token dtype {dtype!r}: use one of {sorted(TOKEN_DTYPES)}")
     if dtype == "uint16" and vocab > 1 << 16:
