@@ -1,5 +1,9 @@
-"""Learning-rate schedules of a trial: warmup, then constant, cosine, linear or
-warmup-stable-decay, as a factor on every parameter group's *own* starting learning rate."""
+"""Learning-rate schedules as a factor on each parameter group's own starting lr (``LambdaLR``).
+
+warmup (t < W): (t + 1) / W (Goyal et al. 2017, §2.2); cosine: m + (1 − m)·½(1 + cos(π·u))
+(Loshchilov & Hutter 2017); linear: m + (1 − m)·(1 − u); wsd: decay over the last D updates
+(Hu et al. 2024, MiniCPM, §4.1); u = (t − W + 1)/(total − W), m = ``min_lr_ratio``.
+"""
 from __future__ import annotations
 
 import math

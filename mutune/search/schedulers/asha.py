@@ -1,4 +1,7 @@
-"""Asynchronous successive halving (ASHA), stopping variant."""
+"""Asynchronous successive halving (ASHA), stopping variant.
+
+Li et al. 2020, "A System for Massively Parallel Hyperparameter Tuning", MLSys, §3.
+"""
 from __future__ import annotations
 
 import math
@@ -20,11 +23,8 @@ class ASHA(RungScheduler):
     variant = "stopping"
 
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
-        """Judge ``trial``'s report of ``value`` at training ``step``.
-
-        Raises:
-            SearchError: a malformed step or value, or the trial already ended.
-        """
+        """Judge ``trial``'s report of ``value`` at training ``step``; SearchError if malformed or
+        ended."""
         trial, step, value = self._checked(trial, step, value)
         full = step >= self.max_t
         out: list[Judgement] = []
@@ -46,9 +46,7 @@ class ASHA(RungScheduler):
             self._ended[trial] = Decision.COMPLETE
         return out
 
-    # -- the promotion hooks every core has (no-ops: the stopping variant never pauses) -----
     def candidate(self) -> Judgement | None:
-        """Always None: nothing ever pauses."""
         return None
 
     def promote(self, trial: str) -> Judgement:
@@ -56,11 +54,9 @@ class ASHA(RungScheduler):
         raise SearchError(f"trial {trial!r}: the stopping variant of ASHA never promotes")
 
     def paused(self) -> dict[str, int]:
-        """Always empty."""
         return {}
 
     def finish(self) -> list[Judgement]:
-        """Nothing is paused, so nothing to stop."""
         return []
 
     @classmethod

@@ -1,4 +1,7 @@
-"""The one contract every scheduler core keeps: ASHA, promotion ASHA and Hyperband."""
+"""The one contract every scheduler core keeps: ASHA, promotion ASHA and Hyperband.
+
+A core only decides (Syne Tune's split); its one caller is the driver loop, for every backend.
+"""
 from __future__ import annotations
 
 import abc
@@ -25,9 +28,10 @@ TERMINAL = (Decision.STOP, Decision.DIVERGED, Decision.COMPLETE)
 
 @dataclass(frozen=True)
 class Judgement:
-    """One decision: ``trial`` judged at rung ``milestone`` (steps) with ``value`` against
-    ``cutoff`` (the worst value still inside the rung's top fraction; None when the value was
-    non-finite or no finite cutoff exists)."""
+    """``trial`` judged at rung ``milestone`` (steps) against ``cutoff``, the worst value still in
+    the
+    top fraction (None when non-finite or none exists).
+    """
     trial: str
     milestone: int
     value: float
@@ -36,7 +40,7 @@ class Judgement:
 
 
 class Scheduler(abc.ABC):
-    """A scheduler core (see the module docstring for the contract of each hook)."""
+    """A scheduler core; a trial is running, paused at a rung (promotion only) or ended."""
 
     grace_period: int
     reduction_factor: int
@@ -47,7 +51,11 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
-        """Judge a running trial's report (see the module docstring)."""
+        """Judgements at every milestone ≤ step not judged yet, lowest first; the last one says
+        what next.
+
+        A report at step ≥ max_t ends the trial as COMPLETE; a report after a trial ended raises.
+        """
 
     @abc.abstractmethod
     def candidate(self) -> Judgement | None:
@@ -59,7 +67,7 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def finish(self) -> list[Judgement]:
-        """End of sweep: stop every paused trial."""
+        """End of sweep (nothing runs, no candidate, no new trial): stop every paused trial."""
 
     @abc.abstractmethod
     def paused(self) -> dict[str, int]:
@@ -79,7 +87,8 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:
-        """A versioned, JSON-able snapshot (``kind`` names the core)."""
+        """A versioned, JSON-able snapshot (``kind`` names the core); a rebuilt core decides the
+        same."""
 
     def stopped(self, trial: str) -> Decision | None:
         """STOP or DIVERGED when the scheduler ended ``trial`` early, else None."""

@@ -30,7 +30,6 @@ class RungScheduler(Scheduler):
         self._judged: dict[str, int] = {}       # trial → milestones recorded
         self._ended: dict[str, Decision] = {}   # trial → STOP / DIVERGED / COMPLETE
 
-    # -- shared steps of on_report ---------------------------------------------------------
     def _checked(self, trial: Any, step: Any, value: Any) -> tuple[str, int, float]:
         """Validate a report and refuse one for an ended trial."""
         trial = check_trial(trial)
@@ -46,8 +45,8 @@ class RungScheduler(Scheduler):
                             at_least_one=self.AT_LEAST_ONE)
 
     def _record(self, trial: str, milestone: int, value: float) -> Judgement:
-        """Record ``value`` at ``milestone``; a CONTINUE/STOP judgement by the top fraction
-        (DIVERGED when non-finite). Callers relabel it for their variant."""
+        """Record ``value`` at ``milestone``; CONTINUE/STOP by the top fraction, DIVERGED if
+        non-finite."""
         if not self._rungs[milestone].add(trial, value):
             return Judgement(trial, milestone, value, None, Decision.DIVERGED)
         inside, cutoff = self._rank(milestone, value)
@@ -58,7 +57,6 @@ class RungScheduler(Scheduler):
     def _relabel(j: Judgement, decision: Decision) -> Judgement:
         return Judgement(j.trial, j.milestone, j.value, j.cutoff, decision)
 
-    # -- queries ---------------------------------------------------------------------------
     def ended(self, trial: str) -> Decision | None:
         return self._ended.get(trial)
 
@@ -68,7 +66,6 @@ class RungScheduler(Scheduler):
     def rung_values(self) -> dict[int, dict[str, float]]:
         return {m: dict(r.by_trial) for m, r in self._rungs.items()}
 
-    # -- state -----------------------------------------------------------------------------
     def _extra_state(self) -> dict[str, Any]:
         return {}
 
@@ -76,9 +73,8 @@ class RungScheduler(Scheduler):
         return None
 
     def state_dict(self) -> dict[str, Any]:
-        """Versioned JSON: settings, rungs (``[[trial, value], …]`` per milestone, NaN/inf as
-        strings), progress and endings as ordered ``[key, value]`` lists, plus the variant's
-        own fields."""
+        """Versioned JSON: settings, rungs (NaN/inf as strings), progress and endings as ordered
+        lists."""
         return {"version": self.STATE_VERSION, "kind": self.KIND,
                 "grace_period": self.grace_period, "reduction_factor": self.reduction_factor,
                 "max_t": self.max_t, "mode": self.mode,
@@ -89,11 +85,8 @@ class RungScheduler(Scheduler):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "RungScheduler":
-        """Rebuild from :meth:`state_dict` output (version 1 or 2).
-
-        Raises:
-            SearchError: another kind, or an unknown version.
-        """
+        """Rebuild from :meth:`state_dict` output (version 1 or 2); SearchError for another
+        kind/version."""
         if state.get("version") not in (1, cls.STATE_VERSION) or state.get("kind") != cls.KIND:
             raise SearchError(f"cannot load scheduler state version {state.get('version')!r} "
                               f"kind {state.get('kind')!r} as {cls.KIND}")

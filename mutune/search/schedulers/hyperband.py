@@ -1,4 +1,7 @@
-"""Asynchronous Hyperband: one ASHA core per bracket, trials assigned to brackets by a seed."""
+"""Asynchronous Hyperband: one ASHA core per bracket, trials assigned to brackets by a seed.
+
+Li et al. 2018, "Hyperband", JMLR, §3, run asynchronously as in Li et al. 2020 (ASHA), §3.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -20,8 +23,8 @@ _CHUNK_CYCLES = 1  # cycles generated at once (each is already ≥ s_max + 1 ent
 
 
 def bracket_sizes(grace_period: int, reduction_factor: int, max_t: int) -> list[int]:
-    """Trials per cycle for bracket s = 0 … s_max: n = ⌈(s_max + 1)·η^{s'} / (s' + 1)⌉ with
-    s' = s_max − s (Li et al. 2018, Algorithm 1), in exact integers.
+    """Trials per cycle for bracket s: ⌈(s_max + 1)·η^{s'} / (s' + 1)⌉, s' = s_max − s (Li et al.
+    2018, Algorithm 1), in exact integers.
 
     Raises:
         SearchError: r < 1, η < 2, max_t < r, or a non-integer setting.
@@ -63,7 +66,6 @@ class Hyperband(Scheduler):
         self._sequence: list[int] = []
         self._assigned: dict[str, int] = {}
 
-    # -- bracket assignment ----------------------------------------------------------------
     def _extend(self) -> None:
         cycle = np.repeat(np.arange(self.s_max + 1), self.sizes)
         self._rng.shuffle(cycle)
@@ -84,32 +86,27 @@ class Hyperband(Scheduler):
         return self._assigned.get(trial)
 
     def milestones_of(self, trial: str) -> list[int]:
-        """The milestones ``trial`` is judged at (its bracket's), assigning it if new."""
         return list(self.brackets[self.assign(trial)].milestones)
 
     def next_milestone(self, trial: str, step: int) -> int:
-        """The next step ``trial`` is judged at after ``step``; assigns no bracket (a trial
-        not assigned yet is taken to be in bracket 0)."""
+        """The next step ``trial`` is judged at after ``step`` (an unassigned trial: bracket 0)."""
         s = self._assigned.get(trial, 0)
         return next((m for m in self.brackets[s].milestones if m > step), self.max_t)
 
-    # -- decisions -------------------------------------------------------------------------
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
-        """Judge a report in ``trial``'s bracket (see :meth:`ASHA.on_report`); the inputs are
-        checked before a bracket is assigned."""
+        """Judge a report in ``trial``'s bracket; inputs are checked before a bracket is assigned.
+        """
         trial = check_trial(trial)
         step, value = check_step(trial, step), check_value(trial, value)
         return self.brackets[self.assign(trial)].on_report(trial, step, value)
 
     def ended(self, trial: str) -> Decision | None:
-        """How ``trial`` ended in its bracket (STOP, DIVERGED, COMPLETE), or None."""
         s = self._assigned.get(trial)
         return None if s is None else self.brackets[s].ended(trial)
 
-    # -- promotion (no-ops in the stopping variant) -----------------------------------------
     def candidate(self) -> Judgement | None:
-        """The paused trial to promote on a free slot (highest milestone over brackets, the
-        lowest bracket on ties), or None. Pure."""
+        """The paused trial to promote on a free slot (highest milestone, lowest bracket), or None.
+        """
         best = None
         for b in self.brackets:
             c = b.candidate()
@@ -118,11 +115,8 @@ class Hyperband(Scheduler):
         return best
 
     def promote(self, trial: str) -> Judgement:
-        """Promote paused ``trial`` in its bracket (:meth:`PromotionASHA.promote`).
-
-        Raises:
-            SearchError: the stopping variant, or ``trial`` not paused / not promotable.
-        """
+        """Promote paused ``trial`` in its bracket; SearchError in the stopping variant or if not
+        promotable."""
         s = self._assigned.get(trial)
         if self.variant != "promotion" or s is None:
             raise SearchError(f"trial {trial!r} cannot be promoted (variant {self.variant}, "
@@ -130,7 +124,6 @@ class Hyperband(Scheduler):
         return self.brackets[s].promote(trial)
 
     def paused(self) -> dict[str, int]:
-        """Paused trials → milestone, over all brackets (a copy)."""
         out: dict[str, int] = {}
         for b in self.brackets:
             out.update(b.paused())
@@ -152,11 +145,9 @@ class Hyperband(Scheduler):
         """Per bracket s: milestone → {trial: value} (copies)."""
         return [b.rung_values() for b in self.brackets]
 
-    # -- state -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """A versioned, JSON-able snapshot: settings, each bracket's ASHA state, assignments.
-        The generator is not saved: it is re-seeded and advanced to the saved assignments
-        (``assigned`` is a list of [trial, bracket] in assignment order)."""
+        """JSON-able snapshot: settings, each bracket's state, assignments (the RNG is re-seeded on
+        load)."""
         return {"version": self.STATE_VERSION, "kind": "hyperband",
                 "grace_period": self.grace_period, "reduction_factor": self.reduction_factor,
                 "max_t": self.max_t, "mode": self.mode, "seed": self.seed,
@@ -165,11 +156,8 @@ class Hyperband(Scheduler):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Hyperband":
-        """Rebuild from :meth:`state_dict` output.
-
-        Raises:
-            SearchError: unknown version or kind, or assignments that disagree with the seed.
-        """
+        """Rebuild from :meth:`state_dict`; SearchError for an unknown version/kind or a seed
+        mismatch."""
         if state.get("version") not in (1, cls.STATE_VERSION) or state.get("kind") != "hyperband":
             raise SearchError(f"cannot load scheduler state version {state.get('version')!r} "
                               f"kind {state.get('kind')!r}")

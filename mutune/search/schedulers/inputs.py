@@ -22,8 +22,7 @@ def check_trial(trial: Any) -> str:
 
 
 def check_step(trial: str, step: Any, field: str = "step") -> int:
-    """The training step as an int: an integer ≥ 1 (Python or numpy), or a float holding
-    one exactly (6.0, not 6.7).
+    """The training step as an int ≥ 1 (a float only when it holds one exactly).
 
     Raises:
         SearchError: naming ``trial``, ``field`` and the value.
@@ -47,11 +46,10 @@ def check_step(trial: str, step: Any, field: str = "step") -> int:
 
 
 def check_value(trial: str, value: Any, field: str = "value") -> float:
-    """The metric value as a float: a Python or numpy real number (NaN and inf allowed: they
-    rank last and end the trial as diverged).
+    """The metric as a float (NaN and inf allowed: they rank last and end the trial as diverged).
 
     Raises:
-        SearchError: naming ``trial``, ``field`` and the value (None, str, bool, tensor, …).
+        SearchError: naming ``trial``, ``field`` and the value.
     """
     if type(value) is float:                 # the common case, checked without the ABCs
         return value

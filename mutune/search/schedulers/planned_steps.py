@@ -1,4 +1,6 @@
-"""The steps a sweep is planned to train, before it runs (``mutune run --dry-run``)."""
+"""The steps a sweep is planned to train (``mutune run --dry-run``): synchronous halving, n_{k+1} =
+max(⌊n_k/η⌋, 1), as ASHA's expectation (Li et al. 2020); Hyperband brackets as the live core.
+"""
 from __future__ import annotations
 
 from mutune.search.schedulers.hyperband import Hyperband
@@ -6,17 +8,11 @@ from mutune.search.schedulers.rungs import rung_milestones
 
 __all__ = ["planned_trial_steps", "DEFAULT_TRIAL_OVERHEAD_S", "DEFAULT_REPORT_OVERHEAD_S"]
 
-#: Assumed Ray per-trial start-up + teardown, seconds, until one is measured; with actors
-#: reused between trials it is small. Each report costs more (:data:`DEFAULT_REPORT_OVERHEAD_S`).
-#: Both are a least-squares fit of a quickstart run's (allocated − steps − evaluations)
-#: against the reports each trial made (benchmarks/results/README.md, "Assumed overheads").
-#: Used by the dry run and the budget.
+#: Assumed Ray per-trial start-up + teardown, seconds, until one is measured (fitted on a
+#: quickstart run: benchmarks/results/README.md, "Assumed overheads").
 DEFAULT_TRIAL_OVERHEAD_S = 0.05
 
-#: Assumed seconds per report beyond the evaluation: Ray Tune's function trainable waits in
-#: ``report`` until the controller has taken the result (its callbacks, the database write)
-#: and asks for the next one, so every report is a round trip to the driver (fitted as
-#: above).
+#: Assumed seconds per report beyond the evaluation (a round trip to the driver; fitted as above).
 DEFAULT_REPORT_OVERHEAD_S = 0.04
 
 

@@ -1,4 +1,5 @@
-"""Asynchronous successive halving, **promotion** variant."""
+"""Asynchronous successive halving, **promotion** variant (Li et al. 2020, MLSys, §3, Algorithm 2).
+"""
 from __future__ import annotations
 
 import math
@@ -12,9 +13,7 @@ __all__ = ["PromotionASHA"]
 
 
 class PromotionASHA(RungScheduler):
-    """ASHA core, promotion variant: feed it reports, ask it whom to promote on a free slot.
-    The settings (r, η, max_t, mode) are :class:`~.halving.RungScheduler`'s; a paused trial is
-    promotable from the top ⌊n/η⌋ of its rung's n values."""
+    """ASHA core, promotion variant: a paused trial is promotable from the top ⌊n/η⌋ of its rung."""
 
     KIND = "asha-promotion"
     AT_LEAST_ONE = False
@@ -28,11 +27,7 @@ class PromotionASHA(RungScheduler):
         self._promoted: list[tuple[str, int]] = []
 
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
-        """Record ``trial``'s report of ``value`` at training ``step``.
-
-        Raises:
-            SearchError: a malformed step or value; the trial ended, or is paused.
-        """
+        """Record a report at training ``step``; SearchError if malformed, ended or paused."""
         trial, step, value = self._checked(trial, step, value)
         if trial in self._paused:
             raise SearchError(f"trial {trial!r} reported at step {step} while paused at rung "
@@ -63,7 +58,6 @@ class PromotionASHA(RungScheduler):
         self._paused[trial] = out[-1].milestone
         return out
 
-    # -- promotion -------------------------------------------------------------------------
     def _promotable(self, trial: str, milestone: int) -> tuple[bool, float | None]:
         return self._rank(milestone, self._rungs[milestone].by_trial[trial])
 
@@ -87,11 +81,8 @@ class PromotionASHA(RungScheduler):
         return None
 
     def promote(self, trial: str) -> Judgement:
-        """Resume paused ``trial`` towards its next rung (the driver restores its checkpoint).
-
-        Raises:
-            SearchError: ``trial`` is not paused, or not promotable at its rung.
-        """
+        """Resume paused ``trial`` towards its next rung; SearchError unless it is paused and
+        promotable."""
         m = self._paused.get(trial)
         if m is None:
             raise SearchError(f"trial {trial!r} is not paused; only paused trials promote")
@@ -114,7 +105,6 @@ class PromotionASHA(RungScheduler):
             del self._paused[t]
         return out
 
-    # -- queries ---------------------------------------------------------------------------
     def paused(self) -> dict[str, int]:
         return dict(self._paused)
 
@@ -122,7 +112,6 @@ class PromotionASHA(RungScheduler):
         """(trial, milestone promoted from), in promotion order (a copy)."""
         return list(self._promoted)
 
-    # -- state -----------------------------------------------------------------------------
     def _extra_state(self) -> dict[str, Any]:
         return {"paused": [[t, m] for t, m in self._paused.items()],
                 "promoted": [[t, m] for t, m in self._promoted]}
