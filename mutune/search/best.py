@@ -1,5 +1,4 @@
-"""Which trial is best, compared at equal budget, with an explicit scope (docs/architecture.md §4).
-"""
+"""Which trial is best, compared at equal budget (one rung), with an explicit scope."""
 from __future__ import annotations
 
 import math
@@ -15,8 +14,7 @@ SCOPES = ("last", "best-so-far")
 
 @dataclass(frozen=True)
 class BestTrial:
-    """The best trial at rung ``milestone`` (steps), its ``value`` there, and how many trials
-    the rung held."""
+    """The best trial at rung ``milestone`` (steps), its ``value`` there, and the rung's size."""
     trial: str
     milestone: int
     value: float

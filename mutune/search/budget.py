@@ -23,12 +23,8 @@ class SweepBudget:
         self.prior_gpu_hours = 0.0
 
     def add_prior(self, gpu_hours: float) -> None:
-        """Count ``gpu_hours`` spent before this driver started (an interrupted sweep's
-        finished trials, which no book of this driver holds).
-
-        Raises:
-            ValueError: a negative or non-finite figure.
-        """
+        """Count ``gpu_hours`` spent before this driver started; ValueError if negative or
+        non-finite."""
         import math
 
         if not (math.isfinite(gpu_hours) and gpu_hours >= 0):
@@ -47,8 +43,8 @@ class SweepBudget:
         return [r for b in self.books for r in b.trials.values()]
 
     def spent_gpu_hours(self) -> float:
-        """Device-hours spent: before this driver, by finished trials, and by running (or
-        paused, or waiting to continue) trials over the segments they held their devices."""
+        """Device-hours spent: before this driver, by finished trials, and by running ones so far.
+        """
         now = time.monotonic()
         total = 0.0
         for b in self.books:
@@ -86,10 +82,8 @@ class SweepBudget:
 
     def estimate_gpu_hours(self, book: Any, steps: int, *, scale: float = 1.0,
                            devices: float | None = None, group: str | None = None) -> float:
-        """A new trial of ``book``'s run (of its ``group``, one width, when given) training
-        ``steps`` steps, device-hours: its width's measured seconds per step (else the
-        slowest width seen so far) × ``scale`` (e.g. the parameter ratio of a wider model),
-        plus the median per-trial overhead, × ``devices`` (default: the book's)."""
+        """Device-hours of a new trial of ``steps`` steps at the measured s/step × ``scale``, plus
+        overhead."""
         rate = self._s_per_step(book, group)
         if rate is None:
             rates = [x for x in (self._s_per_step(b) for b in self.books) if x is not None]
@@ -98,8 +92,7 @@ class SweepBudget:
         return (steps * rate * scale + self._overhead_s()) * d / 3600.0
 
     def admits(self, new_gpu_hours: float, what: str) -> bool:
-        """Whether a new trial costing ``new_gpu_hours`` fits; closes the gate (for good)
-        when it does not, recording why in :attr:`exhausted`."""
+        """Whether a new trial costing ``new_gpu_hours`` fits; if not, the gate closes for good."""
         if self.exhausted is not None:
             return False
         spent, committed = self.spent_gpu_hours(), self.committed_gpu_hours()
@@ -112,17 +105,14 @@ class SweepBudget:
 
 
 class BudgetAdmission:
-    """A :class:`SweepBudget` as the driver loop's admission
-    (:class:`~mutune.search.driver.Admission`): a new trial's first rung, at the measured
-    speed of the run it joins, must fit."""
+    """A :class:`SweepBudget` as the driver loop's admission: a new trial's first rung must fit."""
 
     def __init__(self, gate: SweepBudget, book: Any, first_rung: int) -> None:
         self.gate, self.book, self.first_rung = gate, book, first_rung
 
     def admit(self, group: str) -> bool:
-        """Whether a new trial fits; a refusal closes the gate for good. A group of another
-        kind than the run's (a confirmation design in the proxies' run) is admitted: it is
-        released only once every proxy trial was."""
+        """Whether a new trial fits (a refusal closes the gate); another kind's group is admitted.
+        """
         if self.book.kinds.get(group, self.book.kind) != self.book.kind:
             return True
         width = self.book.groups.get(group, (self.book.width,))[0]

@@ -15,8 +15,8 @@ __all__ = ["LoopContext", "LoopEnd"]
 
 
 class LoopEnd(BaseException):
-    """Ends the loop from inside ``report``/``steps`` (a BaseException, so a loop's
-    ``except Exception`` cannot swallow it); carries the run's status."""
+    """Ends the loop from ``report``/``steps``; a BaseException, so ``except Exception`` can't
+    catch it."""
 
     def __init__(self, status: str) -> None:
         super().__init__(status)
@@ -47,12 +47,11 @@ class LoopContext:
         self.step_s: list[float] = []
         self._t0 = time.perf_counter()
 
-    # -- the loop's schedule ------------------------------------------------------------
     def steps(self) -> Iterator[int]:
-        """The steps to train, ``start_step + 1`` … ``max_t``. After each step (when the
-        loop asks for the next one) a pending preemption notice ends the run — mutune
-        evaluates, checkpoints the step just completed, reports it and stops (status
-        ``preempted``) — unless the loop asked :meth:`stop_requested` during that step."""
+        """Steps ``start_step + 1`` … ``max_t``; a preemption notice ends the run after a step
+        (status
+        ``preempted``) unless the loop asked :meth:`stop_requested` during it.
+        """
         mark = (time.perf_counter(), 0.0)
         for step in range(self.start_step + 1, self.max_t + 1):
             if step > self.start_step + 1:
@@ -78,8 +77,8 @@ class LoopContext:
         return local if par is None else bool(par.any(local)[0])
 
     def stop_requested(self, *flags: bool) -> tuple[bool, ...]:
-        """Whether a preemption notice arrived, with each of ``flags`` OR-ed over the Ray Train
-        workers in the same collective: ``(stop, *flags)`` (call it on every worker)."""
+        """``(stop, *flags)``, each OR-ed over the Ray Train workers in one collective (call it on
+        all)."""
         self._asked = True
         stop = bool(self._notice())
         par = self._session.parallel
@@ -91,15 +90,12 @@ class LoopContext:
         """Whether ``step`` must be reported: a multiple of ``eval_every``, or ``max_t``."""
         return step % self.eval_every == 0 or step == self.max_t
 
-    # -- data, loss and evaluation --------------------------------------------------------
     def batch(self, step: int, seed: int | None = None) -> tuple[Any, Any]:
-        """Training batch number ``step`` of this trial's seed (or ``seed``, a replicate's),
-        on ``device``: a pure function of (seed, step), so a resumed run sees the batches it
-        would have seen; on Ray Train workers this worker's share of it.
+        """Training batch ``step`` of the trial's (or replicate's) seed on ``device``; pure in
+        (seed, step).
 
         Returns:
-            (x, y) tensors: (batch, d_in) and (batch,) for digits; (batch, seq_len) token ids
-            and next-token targets for text and tokens.
+            (x, y): (batch, d_in) and (batch,) for digits; (batch, seq_len) token ids and targets.
         """
         t = time.perf_counter()
         s = self._session
@@ -112,16 +108,14 @@ class LoopContext:
         return x, y
 
     def step_loss(self, net: Any, x: Any, y: Any) -> Any:
-        """The model family's training loss of ``net`` on (x, y), under the trial's numerics
-        (bf16 autocast on CUDA): a scalar tensor to call ``backward()`` on."""
+        """The family's training loss of ``net`` on (x, y) under the trial's numerics: a scalar
+        tensor."""
         s = self._session
         with s.dev.compute():
             return s.task.step_loss(net, x, y)
 
     def evaluate(self, split: str = "val") -> tuple[float, float]:
-        """The task's evaluation of ``model`` on ``split`` (``"val"`` or ``"test"``): (mean
-        cross-entropy in nats, its standard error), as
-        :meth:`mutune.proxies.task.ProxyTask.evaluate`."""
+        """(mean cross-entropy in nats, standard error) of ``model`` on ``"val"`` or ``"test"``."""
         t = time.perf_counter()
         s = self._session
         value: tuple[float, float] = (math.nan, math.nan)
@@ -135,9 +129,8 @@ class LoopContext:
 
     def evaluate_replicates(self, *, test: bool = False
                             ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-        """Every replicate's (val loss, se) and, with ``test``, (test loss, se), in nats
-        (:func:`mutune.training.evaluation.evaluate_models`; on Ray Train workers split
-        among them). Call it on every worker."""
+        """Every replicate's (val loss, se) and with ``test`` (test loss, se), nats; call on every
+        worker."""
         from mutune.training.evaluation import evaluate_models
 
         t = time.perf_counter()
@@ -151,9 +144,7 @@ class LoopContext:
         return bool(self._session.task.has_split(split))
 
     def set_lr_factor(self, factor: float) -> None:
-        """Set every parameter group's learning rate to ``factor`` × its own starting rate
-        (``initial_lr``), never one rate for all: μP's per-group ratios (Tensor Programs V,
-        Table 3) hold at every step.
+        """Set each parameter group's lr to ``factor`` × its own ``initial_lr`` (μP ratios kept).
 
         Raises:
             ValueError: ``factor`` is not a finite number >= 0.
@@ -164,11 +155,9 @@ class LoopContext:
             for group in opt.param_groups:
                 group["lr"] = group["initial_lr"] * factor
 
-    # -- Tune's names --------------------------------------------------------------------
     def report(self, metrics: dict[str, Any], *, state: Any = None) -> None:
-        """Report one evaluation (Ray Tune's ``report``): ``metrics`` holds ``step`` (the next
-        evaluation step: every multiple of ``eval_every`` and ``max_t``, in order) and the
-        sweep's metric (``search.metric``); further numeric keys are kept.
+        """Report one evaluation: ``metrics`` holds the next evaluation ``step`` and
+        ``search.metric``.
 
         Raises:
             SearchError: a missing or out-of-order ``step``, or a missing metric.
@@ -195,16 +184,13 @@ class LoopContext:
         self._emit(metrics, state, stop_now=bool(metrics.get("preempted")))
 
     def get_checkpoint(self) -> dict[str, Any] | None:
-        """The checkpoint this run resumed from (Ray Tune's ``get_checkpoint``): ``{"step":
-        int, "state": the state passed to report}``, or None on a fresh start. The model,
-        optimizer, schedule and the RNG state are already restored from it."""
+        """``{"step", "state"}`` this run resumed from (models, optimizers, RNG already restored),
+        or None."""
         restored = self._session.restored
         return None if restored is None else dict(restored)
 
-    # -- what the driver needs --------------------------------------------------------------
     def productive_s(self) -> float:
-        """The loop's own seconds so far: its time less batch making, evaluations, reports
-        and checkpoints (plus what a restored run had)."""
+        """The loop's own seconds so far (less batches, evaluations, reports and checkpoints)."""
         s = self._session
         return s.prior_productive_s + (time.perf_counter() - self._t0 - self.batch_s
                                        - self.eval_s - self.held_s)
@@ -226,8 +212,7 @@ class LoopContext:
             raise LoopEnd(end)
 
     def _stop(self, step: int) -> None:
-        """A preemption notice the loop did not ask about: evaluate, checkpoint, report and
-        end at ``step`` (a metric of the loop's own keeps its last reported value)."""
+        """An unasked preemption notice: evaluate, checkpoint, report and end at ``step``."""
         val, se = self.evaluate("val")
         metric = self._session.metric
         # ``at_eval`` 0: a report only the preemption made (the evaluation step, if it was

@@ -9,8 +9,8 @@ __all__ = ["train_steps"]
 
 
 def train_steps(ctx: Any) -> None:
-    """Train ``ctx``'s models from ``ctx.start_step + 1`` to ``ctx.max_t`` and report each
-    evaluation (module docstring)."""
+    """Train ``ctx``'s models from ``ctx.start_step + 1`` to ``ctx.max_t``, reporting each
+    evaluation."""
     restored = ctx.get_checkpoint()
     state = (restored or {}).get("state") or {}
     loss_sum, loss_n = float(state.get("loss_sum", 0.0)), int(state.get("loss_n", 0))
@@ -51,8 +51,7 @@ def _train_step(ctx: Any, i: int, x: Any, y: Any) -> float:
 
 
 def _evaluation(ctx: Any, step: int, *, diverged: bool) -> dict[str, Any]:
-    """The report's losses at ``step``: validation mean and standard error over the
-    replicates (NaN when the step diverged), and the test split's at ``max_t``."""
+    """The report's losses at ``step``: replicates' validation mean and se, test at ``max_t``."""
     from mutune.training.evaluation import replicate_mean, replicate_se
 
     final = step == ctx.max_t and not diverged
@@ -69,9 +68,7 @@ def _evaluation(ctx: Any, step: int, *, diverged: bool) -> dict[str, Any]:
 
 
 def _accumulate(ctx: Any, net: Any, x: Any, y: Any, micro: int) -> Any:
-    """Forward and backward over ``x, y`` in ``micro`` equal micro-batches, each loss weighted by
-    its share, so the accumulated gradient is the whole batch's mean-loss gradient (to float
-    rounding)."""
+    """Forward and backward over ``micro`` equal micro-batches, each loss weighted by its share."""
     import torch
 
     if micro == 1:

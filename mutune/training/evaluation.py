@@ -1,5 +1,4 @@
-"""A trial's evaluation at a report: each model's validation loss (and, at max_t, its test
-loss), on one process or split among data-parallel workers."""
+"""A trial's evaluation at a report: each model's validation (and at max_t test) loss."""
 from __future__ import annotations
 
 import math

@@ -16,8 +16,7 @@ SCHEDULES = ("constant", "cosine", "linear", "wsd")
 
 def lr_factor(t: int, total: int, *, kind: str = "constant", warmup_steps: int = 0,
               min_lr_ratio: float = 0.0, decay_fraction: float = 0.2) -> float:
-    """The schedule's factor for update ``t`` (0-based) of a ``total``-step run (formulas in
-    the module docstring).
+    """The factor for update ``t`` (0-based) of a ``total``-step run.
 
     Raises:
         ValueError: unknown kind; t outside [0, total); total < 1; warmup_steps < 0;
@@ -62,14 +61,7 @@ class _Factor:
 
 
 def make_lr_schedule(optimizer: Any, train: Any, total: int) -> Any:
-    """``LambdaLR`` over ``optimizer`` for the schedule ``train`` configures (``lr_schedule``,
-    ``warmup_steps`` — or round(``warmup_fraction`` × ``total``) when that is set —
-    ``min_lr_ratio``, ``decay_fraction``) and a ``total``-step run; ``scheduler.step()`` after
-    every optimizer step.
-
-    Returns:
-        ``torch.optim.lr_scheduler.LambdaLR`` or None.
-        trial's checkpoint, so a resumed trial continues the schedule where it stopped.
+    """``LambdaLR`` for ``train``'s schedule over a ``total``-step run, or None for a constant lr.
     """
     kind = getattr(train, "lr_schedule", "constant")
     warmup = int(getattr(train, "warmup_steps", 0))

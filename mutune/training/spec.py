@@ -52,11 +52,10 @@ class TrialSpec:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TrialSpec:
-        """Read a worker's config dict (the keys of the attributes, ``point`` a dict).
+        """Read a worker's config dict.
 
         Raises:
-            SearchError: a required key (``width`` or ``point.width``, ``max_t``, ``point``
-                with ``hparams`` and ``seed``) is missing, or ``max_t`` is not a whole number >= 1.
+            SearchError: ``width``, ``max_t`` or ``point`` missing, or a bad ``max_t``.
         """
         point = config.get("point") or {}
         missing = [k for k in ("max_t", "point") if config.get(k) is None]
