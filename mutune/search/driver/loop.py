@@ -1,5 +1,10 @@
-"""The one driver loop (:class:`SweepDriver`): start, report, decide, promote, finish — and tell
-the searcher."""
+"""The one driver loop (:class:`SweepDriver`): start, report, decide, promote, finish.
+
+On a free slot (Li et al. 2020, Algorithm 2: promotions first): 1. every group's promotion
+candidate, highest rung first; 2. an interrupted trial of a resumed sweep; 3. a new trial of
+the first admitted group with points left; 4. else ``finish()`` every core. Every report
+reaches the searcher before the core judges it.
+"""
 from __future__ import annotations
 
 import math
@@ -60,7 +65,6 @@ class SweepDriver:
             raise SearchError(f"trial {key!r} is known twice")
         self.trials[key] = TrialState(key, group, {**point, "key": key}, state)
 
-    # -- queries ---------------------------------------------------------------------------
     @property
     def running(self) -> int:
         """Trials started and not paused or ended (a backend may still be starting them)."""
@@ -92,9 +96,7 @@ class SweepDriver:
         return t
 
     def group_done(self, name: str) -> bool:
-        """True when group ``name`` can get no more trials and has none left: its searcher is
-        exhausted (or the budget closed) and every trial it proposed has ended — none running,
-        waiting to start, or paused at a rung (a paused trial may still be promoted).
+        """Whether group ``name`` can get no more trials and none is running, waiting or paused.
 
         Raises:
             SearchError: an unknown group.
@@ -107,10 +109,7 @@ class SweepDriver:
         return all(t.state == "ended" for t in self.trials.values() if t.group == name)
 
     def when_done(self, name: str, hook: Callable[[str], Sequence[Group]]) -> None:
-        """Call ``hook(name)`` at the first free slot after group ``name`` is done
-        (:meth:`group_done`); the groups it returns join the sweep (:meth:`add_group`) ahead of
-        the groups given at the start and behind those that joined earlier, so at concurrency 1
-        the order stays reproducible.
+        """Call ``hook(name)`` once group ``name`` is done; the groups it returns join the sweep.
 
         Raises:
             SearchError: an unknown group (outside a hook), or one a hook did not return.
@@ -131,8 +130,7 @@ class SweepDriver:
                 raise SearchError(f"group {name!r}'s follow-up watched a group it did not add")
 
     def add_group(self, group: Group, *, first: bool = True) -> None:
-        """Add a group while the sweep runs (e.g. a width's design once its sweep is done): its
-        trials share the slots from the next free one on."""
+        """Add a group while the sweep runs; its trials share the slots from the next free one."""
         if self._done:
             raise SearchError(f"group {group.name!r}: the sweep is done, no group can join")
         if group.name in self.groups:
@@ -151,7 +149,6 @@ class SweepDriver:
             return False
         return any(not self.groups[g].searcher.exhausted for g in self.order)
 
-    # -- a free slot -------------------------------------------------------------------------
     def _candidate(self) -> tuple[Group, Scheduler, Judgement] | None:
         best: tuple[Group, Scheduler, Judgement] | None = None
         for name in self.order:
@@ -243,16 +240,11 @@ class SweepDriver:
         self._done = True
         return out
 
-    # -- reports and endings -----------------------------------------------------------------
     def report(self, key: str, step: Any, value: Any, se: float | None = None) -> Outcome:
-        """A running trial reported ``value`` of the metric at training ``step`` (``se``: its
-        standard error, when the trial reports one — only a group's ``diverge_above`` limit
-        uses it, :func:`~mutune.search.driver.types.beyond_limit`): tell the searcher, let
-        the group's core judge it, and say what the trial does next.
+        """A running trial reported ``value`` (``se``: its standard error) at ``step``: judge it.
 
         Raises:
-            SearchError: a malformed step or value (naming the trial, the field and the
-                value), an unknown trial, or a trial that is not running.
+            SearchError: a malformed step or value, an unknown trial, or one not running.
         """
         t = self._trial(key)
         step = check_step(key, step)
@@ -306,9 +298,7 @@ class SweepDriver:
         self.groups[t.group].searcher.complete(t.key, told)
 
     def requeue(self, key: str, point: dict[str, Any]) -> None:
-        """A running trial was preempted (the backend has its checkpoint in ``point``'s
-        ``restore_from``): it waits first in line, before any new trial, and starts again
-        under its key. Its core and searcher are not told: a preemption is no decision.
+        """A preempted trial waits first in line and restarts under its key (no decision).
 
         Raises:
             SearchError: an unknown trial, or one that is not running.
@@ -322,9 +312,8 @@ class SweepDriver:
         self._queue.insert(0, key)
 
     def ended(self, key: str, status: str, reason: str | None = None) -> bool:
-        """The backend ended trial ``key`` without a decision of the driver (it raised, was
-        cancelled, became a zombie, or its recorded data ran out): ``status`` is one of
-        :data:`EXECUTOR_STATUSES`. Returns False when the driver had ended it already.
+        """The backend ended trial ``key`` with ``status``; False when the driver had ended it
+        already.
 
         Raises:
             SearchError: an unknown trial or status.

@@ -1,5 +1,4 @@
-"""The words the driver loop and its backends share: groups, actions, outcomes, trial states,
-and the budget's admission (see :mod:`mutune.search.driver`)."""
+"""The words the driver loop and its backends share: groups, actions, outcomes, trial states."""
 from __future__ import annotations
 
 import enum
@@ -55,9 +54,7 @@ class Group:
         return f"t{index}" if self.key_of is None else self.key_of(index)
 
     def decision_steps(self) -> list[int]:
-        """The steps at which the driver may act on a report of this group's trials: the core's rung
-        milestones (the smallest grace period's rungs, which hold every bracket's), the
-        divergence limits' steps and ``max_t``, increasing."""
+        """Steps at which the driver may act on this group's reports: rungs, limits, ``max_t``."""
         steps = {int(self.max_t), *(int(s) for s in self.diverge_above or {})}
         if self.core is not None:
             steps.update(int(m) for m in self.core.milestones)
@@ -86,8 +83,8 @@ class Action:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a report led to: the judgements made (in order), whether the trial trains on,
-    pauses, or ended (``status`` and ``reason`` then say how)."""
+    """What a report led to: the judgements made, and whether the trial trains on, pauses or ended.
+    """
     judgements: list[Judgement]
     action: str               # "continue", "pause" or "end"
     status: str | None = None
@@ -113,8 +110,7 @@ DIVERGE_SE = 3.0
 
 
 def beyond_limit(value: float, se: float | None, limit: float) -> bool:
-    """Whether a report is a divergence against ``limit``: non-finite, or
-    ``value − DIVERGE_SE · se > limit`` (``se`` missing or non-finite: ``value > limit``)."""
+    """Whether a report diverges: non-finite, or ``value − DIVERGE_SE · se > limit``."""
     if not math.isfinite(value):
         return True
     noise = DIVERGE_SE * se if se is not None and math.isfinite(se) and se > 0 else 0.0

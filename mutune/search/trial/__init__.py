@@ -1,2 +1,1 @@
-"""What runs inside a trial's worker: the training loop, its checkpoints, its logs and its
-device monitor. Nothing here decides or records; the driver process does both."""
+"""What runs inside a trial's worker: loop, checkpoints, logs, device monitor; no decisions."""

@@ -1,6 +1,4 @@
-"""When a trial writes its periodic checkpoint: every N steps, or ``auto`` — Young's interval
-√(2·C·M) from the checkpoint seconds C this trial measured and the mean time between
-preemptions M (``cost.spot.mtbp_s``; :func:`mutune.scaling.spot.young_interval_s`)."""
+"""When a trial checkpoints: every N steps, or ``auto``: Young's √(2·C·M) from its measured C."""
 from __future__ import annotations
 
 import time
@@ -33,8 +31,8 @@ class Cadence:
         self.n, self.seconds = 0, 0.0
 
     def interval_s(self) -> float | None:
-        """Young's interval from the checkpoints measured so far (None: not ``auto``, or
-        none written yet)."""
+        """Young's interval from the checkpoints measured so far (None: not ``auto``, or none yet).
+        """
         if not self.auto or self.n == 0:
             return None
         from mutune.scaling.spot import young_interval_s
@@ -58,8 +56,7 @@ class Cadence:
         return time.perf_counter() - self.last_t >= self.seconds / self.n / self.max_share
 
     def wrote(self, step: int, seconds: float) -> None:
-        """A checkpoint of ``step`` held the trial for ``seconds`` (its write, and where the
-        loop measures it, its hand-off to Ray)."""
+        """A checkpoint of ``step`` held the trial for ``seconds`` (write and hand-off to Ray)."""
         self.last_step, self.last_t = int(step), time.perf_counter()
         self.n += 1
         self.seconds += float(seconds)

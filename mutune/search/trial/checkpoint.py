@@ -20,8 +20,8 @@ STEP_FILE = "step.txt"
 
 def save_trial_state(directory: str | os.PathLike[str], state: dict[str, Any], *,
                      durable: bool = True) -> Path:
-    """Write ``state`` (tensors, numbers, lists, dicts) to ``directory/trial_state.pt`` atomically
-    (temp file + fsync + ``os.replace``); creates ``directory``.
+    """Write ``state`` to ``directory/trial_state.pt`` atomically (temp file, fsync,
+    ``os.replace``).
 
     Returns:
         The path of the state file.
@@ -69,8 +69,7 @@ def load_trial_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
 
 def latest_checkpoint(trial_dir: str | os.PathLike[str] | None,
                       at_most: int | None = None) -> str | None:
-    """The newest complete checkpoint folder of a Ray trial folder (Ray numbers them
-    ``checkpoint_000000``, … in order; complete = holds :data:`STATE_FILE`), or None."""
+    """The newest complete ``checkpoint_NNNNNN`` folder of a Ray trial folder, or None."""
     if not trial_dir or not Path(trial_dir).is_dir():
         return None
     found = sorted(p.parent for p in Path(trial_dir).glob(f"checkpoint_*/{STATE_FILE}"))

@@ -27,8 +27,7 @@ class GpuMonitor:
 
     @classmethod
     def for_visible_devices(cls, *, interval_s: float = 1.0) -> "GpuMonitor | None":
-        """A started monitor of this process's visible CUDA devices, or None when CUDA or
-        NVML is unavailable (CPU trials, no ``nvidia-ml-py``, no driver)."""
+        """A started monitor of the visible CUDA devices, or None without CUDA or NVML."""
         try:
             import pynvml
             import torch
@@ -81,9 +80,7 @@ class GpuMonitor:
             self._thread.join(timeout=2 * self._interval)
 
     def figures(self) -> dict[str, Any]:
-        """``gpu_util_mean`` and ``gpu_util_max`` (percent, averaged over the devices),
-        ``gpu_mem_max_bytes`` (the largest device's peak) and ``gpu_samples``; empty before
-        the first sample."""
+        """``gpu_util_mean``/``gpu_util_max`` (percent), ``gpu_mem_max_bytes``, ``gpu_samples``."""
         with self._lock:
             if self._n == 0:
                 return {}

@@ -57,9 +57,8 @@ class Captured:
         self._saved: tuple[int, int, str | None] | None = None    # what the file holds
 
     def save(self, trace: str | None = None) -> None:
-        """Write stdout, stderr (and ``trace``) to the log file, atomically — unless nothing
-        was written and no traceback came since the last save (the file already holds it: a
-        quiet trial writes its file once, not at each of its reports)."""
+        """Write stdout, stderr and ``trace`` atomically, unless nothing new came since the last
+        save."""
         if self.path is None:
             return
         state = (self.out.written, self.err.written, trace)
@@ -76,9 +75,7 @@ class Captured:
 @contextlib.contextmanager
 def capture(log_dir: str | Path | None, key: str, limit: int = LOG_TAIL_CHARS,
             upload: Callable[[Path], None] | None = None) -> Iterator[Captured]:
-    """Tee stdout/stderr of the block and write them (with the traceback of an exception, which is
-    re-raised; ``SystemExit(0)``, how Ray ends a stopped trial's thread, adds none) to
-    ``log_dir/key.json``; ``log_dir`` None writes nothing."""
+    """Tee the block's stdout/stderr (and an exception's traceback) to ``log_dir/key.json``."""
     cap = Captured(log_dir, key, limit)
     trace: str | None = None
     try:
@@ -105,9 +102,8 @@ def capture(log_dir: str | Path | None, key: str, limit: int = LOG_TAIL_CHARS,
 
 def collect(log_dir: str | Path | None, key: str,
             remote: Any = None) -> dict[str, Any] | None:
-    """The record :func:`capture` wrote for ``key`` (and delete the file), or None; where the
-    file is absent, the copy uploaded to ``remote`` (a
-    :class:`~mutune.search.trial.remote.CheckpointStore`), if any."""
+    """The record :func:`capture` wrote for ``key`` (deleting it), else ``remote``'s copy, or None.
+    """
     if log_dir is None:
         return None
     path = _path(log_dir, key)

@@ -1,4 +1,8 @@
-"""Preemption notices for a training loop (spot capacity: finish the step, checkpoint, end)."""
+"""Preemption notices for a training loop (spot capacity: finish the step, checkpoint, end).
+
+Sources: SIGTERM (installed in the actor's main thread under Ray), a notice file, a polled URL
+(AWS ``status`` or GCP ``body`` style), Ray draining the node. Polled ones are edge-triggered.
+"""
 from __future__ import annotations
 
 import signal
@@ -32,9 +36,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def install_sigterm() -> bool:
-    """Install the notice's SIGTERM handler in this process; only from the main thread (the
-    first call keeps the previous handler for a second SIGTERM). Returns whether it is
-    installed."""
+    """Install the SIGTERM notice handler (main thread only); whether it is installed."""
     if threading.current_thread() is not threading.main_thread():
         return False
     if not _INSTALLED:
@@ -43,8 +45,8 @@ def install_sigterm() -> bool:
 
 
 class PreemptibleTrainable:
-    """Mixin for Ray Tune's function trainable (``fn.__mixins__``): its ``setup`` runs in the
-    actor's main thread, where it installs the SIGTERM notice handler."""
+    """Ray Tune trainable mixin: ``setup`` installs the SIGTERM handler in the actor's main thread.
+    """
 
     def setup(self, config: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         install_sigterm()
@@ -58,10 +60,7 @@ URL_TIMEOUT_MIN_S = 1.0
 
 
 def _poll_url(url: str, style: str, token_url: str | None, timeout: float) -> bool | None:
-    """Whether the notice URL posts a notice now (see the module docstring for the styles):
-    True or False when it answered (an HTTP error status — 404 before a notice — is False),
-    None when it could not be asked (refused, unreachable, timed out): that says nothing
-    about the notice, so the watcher keeps what it knew."""
+    """Whether the URL posts a notice (HTTP error: False); None when it could not be asked."""
     headers = {"Metadata-Flavor": "Google"} if style == "body" else {}
     try:
         if token_url:
@@ -90,8 +89,7 @@ def _ray_node() -> str | None:
 
 
 def _draining(node: str) -> int | None:
-    """Ray's drain deadline for ``node`` (ms since the epoch; 0: none set), or None when it
-    is not draining or Ray cannot say."""
+    """Ray's drain deadline for ``node`` (ms since the epoch), or None when not draining."""
     from mutune._internals import draining_nodes
 
     nodes = draining_nodes()
@@ -99,8 +97,8 @@ def _draining(node: str) -> int | None:
 
 
 class NoticeWatcher:
-    """A daemon thread polling a notice file and/or URL every ``poll_s`` seconds; posts
-    :func:`notice` when one appears (edge-triggered)."""
+    """A daemon thread polling a notice file and/or URL every ``poll_s`` seconds (edge-triggered).
+    """
 
     def __init__(self, settings: dict[str, Any] | None) -> None:
         s = dict(settings or {})
@@ -114,8 +112,7 @@ class NoticeWatcher:
         self._seen = False
 
     def _posted(self) -> str | None | bool:
-        """The notice's source when one is posted; None when none is; False when the URL
-        could not be asked and no other source posts one (unknown)."""
+        """The notice's source, None when none, False when the URL's state is unknown."""
         if self.file is not None and self.file.exists():
             return f"notice file {self.file}"
         unknown = False
@@ -164,9 +161,8 @@ class NoticeWatcher:
 
 
 class Preemption:
-    """Whether a preemption notice is pending for the loop (:attr:`requested`), from its own
-    SIGTERM handler (installed in the main thread, restored on exit) or the process's notice
-    (:func:`notice`; the Ray mixin's SIGTERM handler, a :class:`NoticeWatcher`)."""
+    """Whether a preemption notice is pending for the loop, from its own SIGTERM or :func:`notice`.
+    """
 
     def __init__(self) -> None:
         self._own = False

@@ -21,10 +21,7 @@ _KEEP = 2   # the newest upload and the one before it
 
 
 def open_filesystem(storage: str) -> tuple[Any, str]:
-    """``(pyarrow filesystem, root path in it)`` for ``storage`` (a path or a URI).
-
-    Raises:
-        SearchError: pyarrow cannot open the URI (unknown scheme, bad parameters).
+    """``(pyarrow filesystem, root path)`` for ``storage``; SearchError when pyarrow can't open it.
     """
     import pyarrow.fs as pafs
 
@@ -47,8 +44,7 @@ def shown(storage: str) -> str:
 
 
 def safe_name(name: str) -> str:
-    """``name`` (a trial key, a run name) as one file or folder name: every character other
-    than a letter, a digit, ``-``, ``_`` or ``.`` becomes ``_`` (``"_"`` for an empty name)."""
+    """``name`` as one file name: characters other than letters, digits, ``-_.`` become ``_``."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "_"
 
 
@@ -83,9 +79,8 @@ class CheckpointStore:
 
     def put(self, key: str, step: int, state_file: str | os.PathLike[str],
             owner: str = "") -> int:
-        """Upload ``state_file`` as checkpoint ``step`` of trial ``key`` (written by the Ray
-        trial ``owner``), then point ``LATEST`` at it and drop uploads older than the previous
-        one. Returns the bytes uploaded."""
+        """Upload ``state_file`` as ``key``'s checkpoint ``step``, point ``LATEST`` at it; bytes
+        uploaded."""
         from mutune.search.trial.checkpoint import STATE_FILE
 
         base = self._dir(key)
@@ -121,8 +116,8 @@ class CheckpointStore:
             return None
 
     def entry_at_most(self, key: str, at_most: int | None = None) -> tuple[int, str] | None:
-        """``(step, owner)`` of ``key``'s newest complete upload at or before step ``at_most``
-        (None: the one ``LATEST`` names), or None."""
+        """``(step, owner)`` of ``key``'s newest upload at or before ``at_most`` (None:
+        ``LATEST``'s)."""
         from mutune.search.trial.checkpoint import STATE_FILE
 
         got = self.latest_entry(key)
@@ -143,11 +138,10 @@ class CheckpointStore:
 
     def fetch(self, key: str, dest: str | os.PathLike[str], owner: str | None = None,
               at_most: int | None = None) -> tuple[int, Path] | None:
-        """Download ``key``'s ``LATEST`` checkpoint (with ``at_most``: its newest at or
-        before that step, :meth:`entry_at_most`) into the folder ``dest``; returns
-        ``(step, folder)``, or None when nothing is uploaded (at or before ``at_most``) or
-        (``owner`` given) another Ray trial wrote it.
+        """Download ``key``'s latest checkpoint (at or before ``at_most``) into ``dest``.
 
+        Returns:
+            ``(step, folder)``, or None when nothing is uploaded or another ``owner`` wrote it.
         Raises:
             SearchError: ``LATEST`` names a checkpoint that cannot be read.
         """
@@ -157,12 +151,8 @@ class CheckpointStore:
         return got[0], self.download(key, got[0], dest)
 
     def download(self, key: str, step: int, dest: str | os.PathLike[str]) -> Path:
-        """Download ``key``'s uploaded checkpoint ``step`` (one :meth:`entry_at_most` or
-        :meth:`latest_entry` named) into the folder ``dest``; returns that folder.
-
-        Raises:
-            SearchError: the checkpoint cannot be read.
-        """
+        """Download ``key``'s uploaded checkpoint ``step`` into ``dest``; SearchError if
+        unreadable."""
         from mutune.search.trial.checkpoint import STATE_FILE
 
         folder = Path(dest)
@@ -177,8 +167,7 @@ class CheckpointStore:
         return folder
 
     def drop(self, key: str) -> None:
-        """Delete trial ``key``'s uploaded checkpoints (a stopped trial: nothing resumes it);
-        its log stays."""
+        """Delete trial ``key``'s uploaded checkpoints (its log stays)."""
         base = self._dir(key)
         with contextlib.suppress(Exception):
             self.fs.delete_file(f"{base}/{LATEST}")

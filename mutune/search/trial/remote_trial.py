@@ -42,8 +42,7 @@ class RemoteTier:
 
     @classmethod
     def for_trial(cls, config: dict[str, Any], key: str, owner: str) -> "RemoteTier | None":
-        """The tier ``config["remote"]`` (``{"storage", "run", "min_interval_s"}``) names
-        for trial ``key`` started as Ray trial ``owner``, or None without ``ray.storage``."""
+        """The tier ``config["remote"]`` names for trial ``key`` (Ray trial ``owner``), or None."""
         settings = config.get("remote")
         if not settings or not settings.get("storage"):
             return None
@@ -58,8 +57,8 @@ class RemoteTier:
         return folder if folder is not None and step >= self.max_t else None
 
     def checkpointed(self, metrics: dict[str, Any], folder: Path | None) -> None:
-        """Before a report: queue ``folder``'s checkpoint; wait for it where the trial stops
-        or pauses; add the upload figures to ``metrics``."""
+        """Queue ``folder``'s upload (waiting where the trial stops or pauses); add figures to
+        ``metrics``."""
         from mutune.search.trial.checkpoint import STATE_FILE
 
         step = int(metrics.get("step", 0))
@@ -84,16 +83,14 @@ class RemoteTier:
                       key=_step_of)
 
     def _trim(self) -> None:
-        """Keep the cache's newest checkpoints (an older one being uploaded reads on from
-        its open file)."""
+        """Keep the cache's newest checkpoints."""
         for old in self._local()[:-_KEEP_LOCAL]:
             shutil.rmtree(old, ignore_errors=True)
 
     def restore(self, dest: Path, *, continued: bool, at_most: int | None = None
                 ) -> str | None:
-        """The folder to restore from: the cache's newest (this Ray trial's, on this node) unless
-        remote storage holds a newer one, which is downloaded into ``dest``; remote checkpoints
-        of another Ray trial only when ``continued`` (the driver continues the trial)."""
+        """The folder to restore from: the cache's newest unless remote storage holds a newer one.
+        """
         local = [p for p in self._local() if at_most is None or _step_of(p) <= at_most]
         entry = self.store.entry_at_most(self.key, at_most)
         if entry is not None and not continued and entry[1] != self.owner:
@@ -112,8 +109,7 @@ class RemoteTier:
         self.store.put_log(self.key, local_file)
 
     def close(self, finished: bool) -> None:
-        """Wait for the last queued upload (bounded), then stop the upload thread; a trial
-        that reached ``max_t`` clears its cache (nothing resumes it)."""
+        """Wait (bounded) for the last upload and stop the thread; clear the cache at ``max_t``."""
         self.uploader.flush(FLUSH_TIMEOUT_S)
         self.uploader.close()
         if finished:
@@ -121,27 +117,24 @@ class RemoteTier:
 
 
 def remote_settings(ray_cfg: Any, run: str, spot: dict[str, Any] | None) -> dict[str, Any]:
-    """What a trial's config carries of the remote tier: ``{"storage", "run",
-    "min_interval_s"}`` (``storage`` None: no remote tier). Uploads are spaced by
-    ``cost.spot.checkpoint_min_interval_s``."""
+    """A trial config's remote tier: ``{"storage", "run", "min_interval_s"}`` (storage None: none).
+    """
     return {"storage": getattr(ray_cfg, "storage", None), "run": run,
             "min_interval_s": float((spot or {}).get("checkpoint_min_interval_s") or 0.0)}
 
 
 def remote_store(ray_cfg: Any, run: str) -> CheckpointStore | None:
-    """The driver's handle on run ``run``'s remote store (trial logs of other nodes,
-    stopped trials' checkpoints), or None without ``ray.storage``."""
+    """The driver's handle on run ``run``'s remote store, or None without ``ray.storage``."""
     storage = getattr(ray_cfg, "storage", None)
     return CheckpointStore(storage, run) if storage else None
 
 
 def restore_dir_for(ckpt: Any, point: dict[str, Any], remote: Any, tmp: str,
                     stack: Any) -> str | None:
-    """Where a trial (re)starts from (None: a fresh start):
+    """Where a trial (re)starts from (None: a fresh start).
 
     Raises:
-        SearchError: a checkpoint Ray or the driver names is not on this node and no
-            ``ray.storage`` is set to restore it from.
+        SearchError: a named checkpoint is not on this node and no ``ray.storage`` holds it.
     """
     from mutune.errors import SearchError
     from mutune.search.trial.checkpoint import STATE_FILE

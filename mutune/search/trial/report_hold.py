@@ -32,8 +32,8 @@ class ReportHold:
         return list(self._held)
 
     def hold(self, metrics: dict[str, Any], checkpointed: bool) -> bool:
-        """Keep ``metrics`` for the next report sent (True), or say it goes now (False: pass
-        it through :meth:`sending`)."""
+        """Whether to keep ``metrics`` for the next report sent (False: send via :meth:`sending`).
+        """
         step, prev = int(metrics["step"]), self._last_step
         self._last_step = step
         if (self.hold_s <= 0 or checkpointed or prev < 0
@@ -47,8 +47,7 @@ class ReportHold:
         return True
 
     def sending(self, metrics: dict[str, Any]) -> dict[str, Any]:
-        """``metrics`` as sent: the held reports under :data:`HELD_KEY` (none held: unchanged);
-        the hold empties and its clock restarts."""
+        """``metrics`` with the held reports under :data:`HELD_KEY`; the hold empties."""
         if self._held:
             metrics[HELD_KEY] = self._held
             self._held = []
@@ -56,9 +55,8 @@ class ReportHold:
         return metrics
 
     def flush(self) -> dict[str, Any] | None:
-        """The newest held report with the others under :data:`HELD_KEY`, to send before the
-        trial ends without a report of its own (it raised, or its loop returned between
-        decisions); None when nothing is held."""
+        """The newest held report with the others, to send before a trial ends unreported, or None.
+        """
         if not self._held:
             return None
         *older, last = self._held

@@ -13,10 +13,7 @@ from mutune.training.run import run_loop
 __all__ = ["train_trial"]
 
 def train_trial(config: dict[str, Any], *, task: Any) -> None:
-    """Ray Tune function trainable: :func:`~mutune.training.run.run_loop` with reports to
-    ``tune.report``, checkpoints as ``ray.tune.Checkpoint`` folders, and resume from
-    ``tune.get_checkpoint()`` (a retry or a promotion) or, for a trial of an interrupted sweep
-    continued by ``mutune resume``, from ``point["restore_from"]``.
+    """Ray Tune function trainable around :func:`~mutune.training.run.run_loop`.
 
     Raises:
         ProxyError: the model cannot be built (reported by Ray as a failed trial).
