@@ -1,6 +1,4 @@
-"""The one driver loop every backend uses (:mod:`.loop`), its shared words (:mod:`.types`) and
-:func:`catch_up` for a resumed sweep.
-"""
+"""The one driver loop every backend uses, its shared words, and :func:`catch_up` for a resume."""
 from mutune.search.driver.catch_up import catch_up
 from mutune.search.driver.loop import SweepDriver
 from mutune.search.driver.types import (EXECUTOR_STATUSES, STATUS_OF, Action, ActionKind,

@@ -312,7 +312,7 @@ class SweepDriver:
         self._queue.insert(0, key)
 
     def ended(self, key: str, status: str, reason: str | None = None) -> bool:
-        """The backend ended trial ``key`` with ``status``; False when the driver had ended it
+        """The backend ended trial ``key`` with ``status``; False if the driver had ended it
         already.
 
         Raises:

@@ -83,8 +83,7 @@ class Action:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a report led to: the judgements made, and whether the trial trains on, pauses or ended.
-    """
+    """What a report led to: its judgements, and whether the trial trains on, pauses or ended."""
     judgements: list[Judgement]
     action: str               # "continue", "pause" or "end"
     status: str | None = None
