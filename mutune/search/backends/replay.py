@@ -6,13 +6,13 @@ import bisect
 import heapq
 import math
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from mutune.errors import SearchError
 from mutune.search.best import BestTrial, best_at_rung
-from mutune.search.driver import ActionKind, Group, SweepDriver
+from mutune.search.driver import ActionKind, Group, Outcome, SweepDriver
 from mutune.search.schedulers.asha import ASHA
 from mutune.search.schedulers.contract import Decision, Scheduler
 from mutune.search.schedulers.hyperband import Hyperband
@@ -142,6 +142,59 @@ def _check(key: str, curve: Sequence[Any]) -> Sequence[Any]:
     return out
 
 
+def _plan(curve: Sequence[Sequence[float]], milestones: Sequence[int], max_t: int) -> list[int]:
+    """Indices of the reports the driver sees (each milestone's, then the last), reversed."""
+    n = len(curve)
+    last = bisect.bisect_left(curve, max_t, key=_STEP)
+    if last >= n:
+        last = n - 1
+    if not math.isfinite(sum(map(_VALUE, curve[:last + 1]))):
+        for j in range(last + 1):
+            if not math.isfinite(curve[j][1]):
+                last = j
+                break
+    plan: list[int] = []
+    for m in milestones:
+        j = bisect.bisect_left(curve, m, lo=plan[-1] if plan else 0, key=_STEP)
+        if j > last:
+            break
+        if not plan or plan[-1] != j:
+            plan.append(j)
+    if not plan or plan[-1] != last:
+        plan.append(last)
+    plan.reverse()  # pop() from the end
+    return plan
+
+
+def _deliver(heap: list[tuple[float, int, int]], keys: list[str],
+             data: list[Sequence[Sequence[float]]], plans: list[list[int]], starts: list[float],
+             report: Callable[..., Outcome], decisions: list[ReplayDecision],
+             finish: Callable[[int, int, str], None], start: Callable[[float], None],
+             failed: set[str]) -> None:
+    """Hand the driver each pending report in time order, ending and starting trials."""
+    heappop, heappush = heapq.heappop, heapq.heappush
+    while heap:
+        t, i, j = heappop(heap)
+        key = keys[i]
+        step, value, _ = data[i][j]
+        plan = plans[i]
+        plan.pop()
+        out = report(key, step, value)
+        for jd in out.judgements:
+            decisions.append(ReplayDecision(key, jd.milestone, jd.value, jd.cutoff,
+                                            jd.decision, t, None))
+        if out.action == "end":
+            status = out.status
+        elif plan:
+            nj = plan[-1]
+            heappush(heap, (starts[i] + data[i][nj][2], i, nj))
+            continue
+        else:
+            status = "failed" if key in failed else "censored"
+        finish(i, j, status)
+        start(t)
+
+
 def _driver(settings: ReplaySettings, keys: list[str], concurrency: int) -> SweepDriver:
     """One group holding the recorded trials, in arrival order, under the replayed core."""
     return SweepDriver([Group("replay", FixedSearcher([{} for _ in keys]), settings.build(),
@@ -164,25 +217,20 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
     max_t = settings.max_t
     failed = set(failed)
     index = {k: i for i, k in enumerate(keys)}
-    n_trials = len(keys)
-    plans: list[list[int]] = [None] * n_trials  # type: ignore[list-item]
-    starts = [0.0] * n_trials
-    data: list[Sequence[Sequence[float]]] = [None] * n_trials  # type: ignore[list-item]
+    plans: list[list[int]] = [None] * len(keys)  # type: ignore[list-item]
+    starts = [0.0] * len(keys)
+    data: list[Sequence[Sequence[float]]] = [None] * len(keys)  # type: ignore[list-item]
     statuses: dict[str, str] = {}
     held_s: dict[str, float] = {}
     decisions: list[ReplayDecision] = []
     censored: list[Censored] = []
     heap: list[tuple[float, int, int]] = []
-    report = driver.report
-    bisect_left = bisect.bisect_left
-    isfinite = math.isfinite
-    START = ActionKind.START
-    device_s = 0.0
-    wall_s = 0.0
+    report, START = driver.report, ActionKind.START
+    device_s = wall_s = 0.0
 
-    def finish(i: int, j: int, status: str) -> float:
-        """End trial i after its report j (j = -1: no report); returns its end time."""
-        nonlocal device_s
+    def finish(i: int, j: int, status: str) -> None:
+        """End trial i after its report j (j = -1: no report)."""
+        nonlocal device_s, wall_s
         key = keys[i]
         curve = data[i]
         held = float(curve[j][2]) if j >= 0 else 0.0
@@ -194,11 +242,11 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
         if status == "censored":
             last = int(curve[j][0]) if j >= 0 else 0
             censored.append(Censored(key, last, _needed(milestones_for(key), last, max_t)))
-        return starts[i] + held
+        if starts[i] + held > wall_s:
+            wall_s = starts[i] + held
 
     def start(t: float) -> None:
         """Start trials at time t until one has a pending report or the driver says wait."""
-        nonlocal wall_s
         while True:
             act = driver.next_action()
             if act.kind is not START:
@@ -209,55 +257,15 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
             starts[i] = t
             n = len(curve)
             if n == 0:
-                wall_s = max(wall_s, finish(i, -1, "failed" if key in failed else "censored"))
+                finish(i, -1, "failed" if key in failed else "censored")
                 continue
-            last = bisect_left(curve, max_t, key=_STEP)
-            if last >= n:
-                last = n - 1
-            if not isfinite(sum(map(_VALUE, curve[:last + 1]))):
-                for j in range(last + 1):
-                    if not isfinite(curve[j][1]):
-                        last = j
-                        break
-            plan = []
-            for m in milestones_for(key):
-                j = bisect_left(curve, m, lo=plan[-1] if plan else 0, key=_STEP)
-                if j > last:
-                    break
-                if not plan or plan[-1] != j:
-                    plan.append(j)
-            if not plan or plan[-1] != last:
-                plan.append(last)
-            plan.reverse()  # pop() from the end
-            plans[i] = plan
+            plans[i] = plan = _plan(curve, milestones_for(key), max_t)
             heapq.heappush(heap, (t + curve[plan[-1]][2], i, plan[-1]))
             return
 
     for _ in range(concurrency):
         start(0.0)
-    heappop, heappush = heapq.heappop, heapq.heappush
-    while heap:
-        t, i, j = heappop(heap)
-        key = keys[i]
-        step, value, _ = data[i][j]
-        plan = plans[i]
-        plan.pop()
-        out = report(key, step, value)
-        for jd in out.judgements:
-            decisions.append(ReplayDecision(key, jd.milestone, jd.value, jd.cutoff,
-                                            jd.decision, t, None))
-        if out.action == "end":
-            status = out.status
-        elif plan:
-            nj = plan[-1]
-            heappush(heap, (starts[i] + data[i][nj][2], i, nj))
-            continue
-        else:
-            status = "failed" if key in failed else "censored"
-        end = finish(i, j, status)
-        if end > wall_s:
-            wall_s = end
-        start(t)
+    _deliver(heap, keys, data, plans, starts, report, decisions, finish, start, failed)
     return ReplayResult(decisions, statuses, _best(core, settings.mode), wall_s, device_s,
                         censored, held_s, core)
 
