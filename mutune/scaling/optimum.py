@@ -136,6 +136,89 @@ def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int
     return mean, WEIGHTED_MEAN, k, np.zeros(d, int), mean
 
 
+def _finite_trials(log_h: np.ndarray, values: np.ndarray, names: tuple[str, ...], mode: str,
+                   groups: Sequence[Any] | None, n_boot: int, region: Neighbourhood
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int]:
+    """Checked (X, values, groups) of the finite trials, and how many were dropped."""
+    X = np.asarray(log_h, dtype=float)
+    v = np.asarray(values, dtype=float)
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2 or v.ndim != 1 or X.shape[0] != v.shape[0]:
+        raise ValueError(f"log_h shape {np.shape(log_h)} and values shape {v.shape} must be "
+                         "(n_trials, n_hp) and (n_trials,)")
+    n_all, d = X.shape
+    if len(names) != d:
+        raise ValueError(f"names {list(names)} must name the {d} columns of log_h")
+    if mode not in ("min", "max"):
+        raise ValueError(f"mode = {mode!r}: must be 'min' or 'max'")
+    if n_boot < 0:
+        raise ValueError(f"n_boot = {n_boot}: must be ≥ 0")
+    g = None
+    if groups is not None:
+        g = np.asarray(groups)
+        if g.shape != (n_all,):
+            raise ValueError(f"groups shape {g.shape} must be ({n_all},)")
+    finite = np.isfinite(v) & np.all(np.isfinite(X), axis=1)
+    n_dropped = int(n_all - finite.sum())
+    return X[finite], v[finite], (g[finite] if g is not None else None), n_dropped
+
+
+def _bootstrap(X: np.ndarray, y: np.ndarray, g: np.ndarray | None, n_best: int, n_boot: int,
+               seed: int, names: tuple[str, ...]) -> tuple[dict[str, tuple[float, float]], int]:
+    """Percentile interval of the refitted centre over resampled trials (or groups)."""
+    n, needed = X.shape[0], 1 + 2 * X.shape[1]
+    rng = np.random.default_rng(seed)
+    draws = []
+    if g is not None:
+        ids, inverse = np.unique(g, return_inverse=True)
+        members = [np.flatnonzero(inverse == i) for i in range(len(ids))]
+    for _ in range(n_boot):
+        idx: np.ndarray
+        if g is None:
+            idx = rng.integers(0, n, (n,))
+        else:
+            idx = np.concatenate([members[i] for i in rng.integers(0, len(members),
+                                                                   len(members))])
+        yb = y[idx]
+        if idx.size < needed or np.ptp(yb) == 0 or np.any(np.ptp(X[idx], axis=0) == 0):
+            continue
+        draws.append(_fit_once(X[idx], yb, min(n_best, idx.size))[0])
+    if len(draws) >= 20:
+        qs = np.quantile(np.array(draws), [0.025, 0.975], axis=0)
+        return {nm: (float(qs[0, j]), float(qs[1, j])) for j, nm in enumerate(names)}, len(draws)
+    return {nm: (math.nan, math.nan) for nm in names}, len(draws)
+
+
+def _edges(X: np.ndarray, y: np.ndarray, centre: np.ndarray, clipped: np.ndarray, method: str,
+           region: Neighbourhood, names: tuple[str, ...]
+           ) -> tuple[dict[str, bool], dict[str, str | None], np.ndarray]:
+    """Per hyperparameter: whether the centre is on an edge, which side, and the best trial."""
+    d = X.shape[1]
+    lo_s, hi_s = X.min(axis=0), X.max(axis=0)
+    if region.bounds is None:
+        b = np.column_stack([lo_s, hi_s])
+    else:
+        b = np.asarray(region.bounds, dtype=float)
+        if b.shape != (d, 2) or not np.all(b[:, 0] < b[:, 1]):
+            raise ValueError(f"bounds {b.tolist()} must be shape ({d}, 2) with lo < hi")
+    best = X[int(np.argmin(y))]
+    margin = EDGE_FRACTION * (b[:, 1] - b[:, 0])
+    on_edge: dict[str, bool] = {}
+    side: dict[str, str | None] = {}
+    # a weighted mean has no stationary point to bracket: its best trial's place decides
+    extreme = region.extreme_is_edge or method == WEIGHTED_MEAN
+    for j, nm in enumerate(names):
+        low = (centre[j] <= b[j, 0] + margin[j] or (extreme and best[j] == lo_s[j])
+               or clipped[j] < 0)
+        high = (centre[j] >= b[j, 1] - margin[j] or (extreme and best[j] == hi_s[j])
+                or clipped[j] > 0)
+        on_edge[nm] = bool(low or high)
+        side[nm] = ("low" if centre[j] - b[j, 0] <= b[j, 1] - centre[j] else "high") \
+            if low and high else ("low" if low else "high" if high else None)
+    return on_edge, side, best
+
+
 def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[str],
                      mode: str = "min", groups: Sequence[Any] | None = None,
                      n_boot: int = 500, seed: int = 0,
@@ -156,44 +239,20 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
         FitError: fewer finite trials than 1 + 2·n_hp; a hyperparameter that takes one value
             only; a flat metric.
     """
-    X = np.asarray(log_h, dtype=float)
-    v = np.asarray(values, dtype=float)
     names = tuple(names)
-    if X.ndim == 1:
-        X = X[:, None]
-    if X.ndim != 2 or v.ndim != 1 or X.shape[0] != v.shape[0]:
-        raise ValueError(f"log_h shape {np.shape(log_h)} and values shape {v.shape} must be "
-                         "(n_trials, n_hp) and (n_trials,)")
-    n_all, d = X.shape
-    if len(names) != d:
-        raise ValueError(f"names {list(names)} must name the {d} columns of log_h")
-    if mode not in ("min", "max"):
-        raise ValueError(f"mode = {mode!r}: must be 'min' or 'max'")
     region = region or Neighbourhood()
-    n_best = region.n_best
-    if n_boot < 0:
-        raise ValueError(f"n_boot = {n_boot}: must be ≥ 0")
-    g = None
-    if groups is not None:
-        g = np.asarray(groups)
-        if g.shape != (n_all,):
-            raise ValueError(f"groups shape {g.shape} must be ({n_all},)")
-    finite = np.isfinite(v) & np.all(np.isfinite(X), axis=1)
-    n_dropped = int(n_all - finite.sum())
-    X, v = X[finite], v[finite]
-    g = g[finite] if g is not None else None
-    n = X.shape[0]
+    X, v, g, n_dropped = _finite_trials(log_h, values, names, mode, groups, n_boot, region)
+    n, d = X.shape
     needed = 1 + 2 * d
     if n < needed:
-        raise FitError(f"{n} finite trials ({n_dropped} non-finite dropped of {n_all}): need "
-                       f"≥ {needed} to fit a quadratic in {d} hyperparameter(s) {list(names)}")
-    if n_best is None:
-        n_best = max(5, 2 * d + 3)
+        raise FitError(f"{n} finite trials ({n_dropped} non-finite dropped of {n + n_dropped}): "
+                       f"need ≥ {needed} to fit a quadratic in {d} hyperparameter(s) "
+                       f"{list(names)}")
+    n_best = region.n_best if region.n_best is not None else max(5, 2 * d + 3)
     if n_best < 1:
         raise ValueError(f"n_best = {n_best}: must be ≥ 1")
     n_best = min(n_best, n)
-    lo_s, hi_s = X.min(axis=0), X.max(axis=0)
-    single = [names[j] for j in range(d) if lo_s[j] == hi_s[j]]
+    single = [names[j] for j in range(d) if X[:, j].min() == X[:, j].max()]
     if single:
         raise FitError(f"hyperparameters {single} take a single value across the {n} finite "
                        "trials: no optimum can be located along them")
@@ -202,51 +261,10 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
                        f"depend on {list(names)} in the searched range")
     y = v if mode == "min" else -v
     centre, method, k, clipped, stationary = _fit_once(X, y, n_best)
-
-    # bootstrap: refit the whole procedure on resampled trials / groups
-    rng = np.random.default_rng(seed)
-    draws = []
-    if g is not None:
-        ids, inverse = np.unique(g, return_inverse=True)
-        members = [np.flatnonzero(inverse == i) for i in range(len(ids))]
-    for _ in range(n_boot):
-        if g is None:
-            idx = rng.integers(0, n, n)
-        else:
-            idx = np.concatenate([members[i] for i in rng.integers(0, len(members),
-                                                                   len(members))])
-        yb = y[idx]
-        if idx.size < needed or np.ptp(yb) == 0 or np.any(np.ptp(X[idx], axis=0) == 0):
-            continue
-        draws.append(_fit_once(X[idx], yb, min(n_best, idx.size))[0])
-    if len(draws) >= 20:
-        qs = np.quantile(np.array(draws), [0.025, 0.975], axis=0)
-        interval = {nm: (float(qs[0, j]), float(qs[1, j])) for j, nm in enumerate(names)}
-    else:
-        interval = {nm: (math.nan, math.nan) for nm in names}
-
-    bounds = region.bounds
-    if bounds is None:
-        b = np.column_stack([lo_s, hi_s])
-    else:
-        b = np.asarray(bounds, dtype=float)
-        if b.shape != (d, 2) or not np.all(b[:, 0] < b[:, 1]):
-            raise ValueError(f"bounds {b.tolist()} must be shape ({d}, 2) with lo < hi")
-    best = X[int(np.argmin(y))]
-    margin = EDGE_FRACTION * (b[:, 1] - b[:, 0])
-    on_edge, side = {}, {}
-    # a weighted mean has no stationary point to bracket: its best trial's place decides
-    extreme = region.extreme_is_edge or method == WEIGHTED_MEAN
-    for j, nm in enumerate(names):
-        low = (centre[j] <= b[j, 0] + margin[j] or (extreme and best[j] == lo_s[j])
-               or clipped[j] < 0)
-        high = (centre[j] >= b[j, 1] - margin[j] or (extreme and best[j] == hi_s[j])
-                or clipped[j] > 0)
-        on_edge[nm] = bool(low or high)
-        side[nm] = ("low" if centre[j] - b[j, 0] <= b[j, 1] - centre[j] else "high") \
-            if low and high else ("low" if low else "high" if high else None)
+    interval, n_draws = _bootstrap(X, y, g, n_best, n_boot, seed, names)
+    on_edge, side, best = _edges(X, y, centre, clipped, method, region, names)
     return Optimum(names, {nm: float(centre[j]) for j, nm in enumerate(names)}, interval,
                    method, n, n_dropped, k, on_edge, side,
-                   {nm: float(best[j]) for j, nm in enumerate(names)}, len(draws),
+                   {nm: float(best[j]) for j, nm in enumerate(names)}, n_draws,
                    {nm: bool(clipped[j]) for j, nm in enumerate(names)},
                    {nm: float(stationary[j]) for j, nm in enumerate(names)})
