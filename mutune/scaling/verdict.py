@@ -33,6 +33,51 @@ def _fmt(x: float) -> str:
     return f"{x:+.3f}"
 
 
+def _check_args(rule: TransferRule, parametrization: str, tolerance: float,
+                edge_side: str | None, axis: str) -> None:
+    if parametrization not in ("mup", "sp"):
+        raise ValueError(f"parametrization = {parametrization!r}: must be 'mup' or 'sp'")
+    if not (math.isfinite(tolerance) and tolerance > 0):
+        raise ValueError(f"tolerance = {tolerance}: must be a finite number > 0")
+    if edge_side not in (None, "low", "high"):
+        raise ValueError(f"edge_side = {edge_side!r}: must be None, 'low' or 'high'")
+    if axis not in rule.axes:
+        raise ValueError(f"axis = {axis!r}: the rule was fitted on {list(rule.axes)}")
+
+
+def _edge_verdict(hp: str, edge_side: str | None) -> Verdict:
+    where = {"low": "the lower bound", "high": "the upper bound"}.get(edge_side or "",
+                                                                      "a bound")
+    widen = {"low": "extend the range downwards (smaller values)",
+             "high": "extend the range upwards (larger values)"}.get(
+                 edge_side or "", "widen the searched range on the side it touches")
+    return Verdict("edge", f"{hp}: an optimum lies at {where} of the searched range, so "
+                   "it is censored and the fitted slope is biased", widen)
+
+
+def _sp_verdict(hp: str, scheme: str, axis: str, b: float, iv: str) -> Verdict:
+    return Verdict("sp_corrected",
+                   f"{hp}: under {scheme} the fitted {axis} exponent b = {_fmt(b)} (95 % "
+                   f"{iv}) is the correction that makes transfer work: "
+                   f"{hp}*({axis[0]}) ∝ {axis[0]}^{b:.3g}",
+                   {"width": "use the fitted rule for the target, or switch to μP to "
+                             "make b ≈ 0",
+                    "depth": "use the fitted rule for the target, or set "
+                             "model.depth_parametrization: completep to make it ≈ 0"}.get(
+                       axis, "use the fitted rule for the target"))
+
+
+def _drifting_verdict(hp: str, scheme: str, axis: str, b: float, iv: str,
+                      tolerance: float) -> Verdict:
+    return Verdict("drifting",
+                   f"{hp}: slope b = {_fmt(b)} with 95 % interval {iv} lies outside "
+                   f"±{tolerance:g}: the optimum moves with {axis} under {scheme}",
+                   ("check the μP set-up (coord check, MuReadout, base shapes, Mu* "
+                    "optimizer); the fitted rule still extrapolates") if axis == "width"
+                   else ("check the depth set-up (mutune coord-check --axis depth, "
+                         "model.base_depth); the fitted rule still extrapolates"))
+
+
 def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float = 0.1,
                  on_edge: bool = False, edge_side: str | None = None,
                  max_residual: float = math.log(2),
@@ -48,14 +93,7 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
         ValueError: unknown parametrization or edge_side, tolerance ≤ 0, an axis the rule
             was not fitted on.
     """
-    if parametrization not in ("mup", "sp"):
-        raise ValueError(f"parametrization = {parametrization!r}: must be 'mup' or 'sp'")
-    if not (math.isfinite(tolerance) and tolerance > 0):
-        raise ValueError(f"tolerance = {tolerance}: must be a finite number > 0")
-    if edge_side not in (None, "low", "high"):
-        raise ValueError(f"edge_side = {edge_side!r}: must be None, 'low' or 'high'")
-    if axis not in rule.axes:
-        raise ValueError(f"axis = {axis!r}: the rule was fitted on {list(rule.axes)}")
+    _check_args(rule, parametrization, tolerance, edge_side, axis)
     along = rule.scales if axis == "width" else rule.extra_scales[axis]
     n_sizes = len(set(along))
     hp = rule.hyperparameter
@@ -79,13 +117,7 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
                        "more samples per sweep (or confirmation replicates) so every size's "
                        "fit has more points than parameters")
     if on_edge:
-        where = {"low": "the lower bound", "high": "the upper bound"}.get(edge_side or "",
-                                                                          "a bound")
-        widen = {"low": "extend the range downwards (smaller values)",
-                 "high": "extend the range upwards (larger values)"}.get(
-                     edge_side or "", "widen the searched range on the side it touches")
-        return Verdict("edge", f"{hp}: an optimum lies at {where} of the searched range, so "
-                       "it is censored and the fitted slope is biased", widen)
+        return _edge_verdict(hp, edge_side)
     width = hi - lo if finite else math.inf
     if finite and width == 0:
         return Verdict("noisy", f"{hp}: slope interval {iv} has zero width: the optima are "
@@ -99,23 +131,9 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
                        f"more samples per sweep or more seeds per configuration, or more "
                        f"{axis}s")
     if parametrization == "sp":
-        return Verdict("sp_corrected",
-                       f"{hp}: under {scheme} the fitted {axis} exponent b = {_fmt(b)} (95 % "
-                       f"{iv}) is the correction that makes transfer work: "
-                       f"{hp}*({axis[0]}) ∝ {axis[0]}^{b:.3g}",
-                       {"width": "use the fitted rule for the target, or switch to μP to "
-                                 "make b ≈ 0",
-                        "depth": "use the fitted rule for the target, or set "
-                                 "model.depth_parametrization: completep to make it ≈ 0"}.get(
-                           axis, "use the fitted rule for the target"))
+        return _sp_verdict(hp, scheme, axis, b, iv)
     if lo > tolerance or hi < -tolerance:
-        return Verdict("drifting",
-                       f"{hp}: slope b = {_fmt(b)} with 95 % interval {iv} lies outside "
-                       f"±{tolerance:g}: the optimum moves with {axis} under {scheme}",
-                       ("check the μP set-up (coord check, MuReadout, base shapes, Mu* "
-                        "optimizer); the fitted rule still extrapolates") if axis == "width"
-                       else ("check the depth set-up (mutune coord-check --axis depth, "
-                             "model.base_depth); the fitted rule still extrapolates"))
+        return _drifting_verdict(hp, scheme, axis, b, iv, tolerance)
     if -tolerance <= lo and hi <= tolerance:
         return Verdict("stable", f"{hp}: slope b = {_fmt(b)} with 95 % interval {iv} inside "
                        f"±{tolerance:g}: {axis}-independent as {scheme} predicts", "")
