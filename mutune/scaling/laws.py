@@ -98,8 +98,7 @@ def _fit3(x: np.ndarray, y: np.ndarray, start: np.ndarray | None, tol: float = 1
     return best
 
 
-def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> LossLaw:
-    """Fit L(N) = E + A·N^(−α) to the best loss of each proxy size, with bootstrap intervals."""
+def _checked(N: Any, losses: Any, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
     if n_boot < 0:
         raise ValueError(f"n_boot = {n_boot}: must be ≥ 0")
     n_arr = np.asarray(N, dtype=float)
@@ -113,6 +112,28 @@ def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> L
     if len(np.unique(n_arr)) < 3:
         raise FitError("loss law: need at least 3 distinct sizes, got "
                        f"{sorted({float(v) for v in n_arr})}")
+    return n_arr, L
+
+
+def _normalized(t3: np.ndarray) -> tuple[float, float, float]:
+    """(E, log A', α) from the fit's (log E, log A', log α)."""
+    return (math.exp(t3[0]), float(t3[1]), math.exp(t3[2]))
+
+
+def _intervals(draws: np.ndarray, logN0: float) -> dict[str, tuple[float, float]]:
+    """95 % percentile intervals of E, A and α over the bootstrap draws (NaN without any)."""
+    if not draws.shape[0]:
+        return {k: (math.nan, math.nan) for k in ("E", "A", "alpha")}
+    with np.errstate(over="ignore"):
+        nat = np.column_stack([draws[:, 0], np.exp(draws[:, 1] + draws[:, 2] * logN0),
+                               draws[:, 2]])
+    qs = np.quantile(nat, [0.025, 0.975], axis=0)
+    return {k: (float(qs[0, j]), float(qs[1, j])) for j, k in enumerate(("E", "A", "alpha"))}
+
+
+def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> LossLaw:
+    """Fit L(N) = E + A·N^(−α) to the best loss of each proxy size, with bootstrap intervals."""
+    n_arr, L = _checked(N, losses, n_boot)
     n = n_arr.size
     logN0 = float(np.mean(np.log(n_arr)))
     x = np.log(n_arr) - logN0
@@ -139,10 +160,7 @@ def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> L
     res_scale = float(np.sqrt(np.sum(resid ** 2) / dof)) if dof > 0 else 0.0
     adj = (resid - resid.mean()) * math.sqrt(n / dof)
 
-    def normalized(t3: np.ndarray) -> tuple[float, float, float]:     # (E, log A', α)
-        return (math.exp(t3[0]), float(t3[1]), math.exp(t3[2]))
-
-    E, log_a0, alpha = normalized(theta) if identifiable else (0.0, float(coef[0]),
+    E, log_a0, alpha = _normalized(theta) if identifiable else (0.0, float(coef[0]),
                                                                    -float(coef[1]))
     A = math.exp(log_a0 + alpha * logN0)
     rng = np.random.default_rng(seed)
@@ -154,21 +172,13 @@ def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> L
         for yb in Ystar:
             rb = _fit3(x, yb, theta, tol=1e-10)
             if rb.success:
-                fitted_draws.append(normalized(rb.x))
+                fitted_draws.append(_normalized(rb.x))
         draws = np.array(fitted_draws).reshape(-1, 3)
     else:
         X = np.column_stack([np.ones(n), x])
         C = np.linalg.lstsq(X, Ystar.T, rcond=None)[0].T      # (B, 2)
         draws = np.column_stack([np.zeros(n_boot), C[:, 0], -C[:, 1]])
-    if draws.shape[0]:
-        with np.errstate(over="ignore"):
-            nat = np.column_stack([draws[:, 0], np.exp(draws[:, 1] + draws[:, 2] * logN0),
-                                   draws[:, 2]])
-        qs = np.quantile(nat, [0.025, 0.975], axis=0)
-        intervals = {k: (float(qs[0, j]), float(qs[1, j]))
-                     for j, k in enumerate(("E", "A", "alpha"))}
-    else:
-        intervals = {k: (math.nan, math.nan) for k in ("E", "A", "alpha")}
+    intervals = _intervals(draws, logN0)
     form = "E + A·N^-alpha" if identifiable else "A·N^-alpha"
     return LossLaw(E, A, alpha, identifiable, form, tuple(float(v) for v in n_arr),
                    tuple(float(v) for v in L), res_scale, intervals, int(draws.shape[0]),
