@@ -224,24 +224,8 @@ def _as_1d(name: str, values: Any, n: int | None, hyperparameter: str) -> np.nda
     return arr
 
 
-def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
-                      optima: Sequence[float] | np.ndarray, *,
-                      extra_scales: Mapping[str, Sequence[float]] | None = None,
-                      optima_intervals: Sequence[tuple[float, float]] | None = None,
-                      n_boot: int = 1000, seed: int = 0, robust: bool = True
-                      ) -> TransferRule:
-    """Fit log h*(s) = a + Σ_k b_k·log s_k robustly, with 95 % bootstrap-t intervals.
-
-    Args:
-        scales: proxy widths, shape (n_sizes,), positive.
-        optima: optimal value per size, shape (n_sizes,), in the hyperparameter's unit.
-        extra_scales: axis name → sizes along it (depth, batch, tokens, steps), shape (n_sizes,).
-        optima_intervals: per-size 95 % interval (lo, hi) of each optimum, shape (n_sizes, 2).
-    Raises:
-        FitError: shapes differ; a non-finite or non-positive scale or optimum; fewer than 2
-            distinct widths; a rank-deficient design; a bad optimum interval.
-        ValueError: n_boot < 50.
-    """
+def _checked_optima(hyperparameter: str, scales: Any, optima: Any, n_boot: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
     if n_boot < 50:
         raise ValueError(f"n_boot = {n_boot}: must be ≥ 50 for a 95 % interval")
     s = np.asarray(scales, dtype=float)
@@ -258,6 +242,13 @@ def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
     if len(np.unique(s)) < 2:
         raise FitError(f"{hyperparameter}: need at least 2 distinct scales, got "
                        f"{sorted(set(s.tolist()))} (one size cannot fix a slope)")
+    return s, h
+
+
+def _design(hyperparameter: str, s: np.ndarray,
+            extra_scales: Mapping[str, Sequence[float]] | None
+            ) -> tuple[np.ndarray, tuple[str, ...], dict[str, tuple[float, ...]]]:
+    """Design matrix [1, log width, log extra axes…] (sorted axes), checked to have full rank."""
     n = s.size
     extra_scales = dict(extra_scales or {})
     axes = tuple(a for a in sorted(extra_scales) if a != WIDTH)
@@ -276,16 +267,47 @@ def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
         raise FitError(f"{hyperparameter}: {p - 1} scale axes {['width', *axes]} cannot be "
                        f"identified from {n} sizes (the log-sizes are collinear or too few; "
                        f"need ≥ {p} sizes varying independently along every axis)")
-    sigma = None
-    if optima_intervals is not None:
-        iv = np.asarray(optima_intervals, dtype=float)
-        if iv.shape != (n, 2):
-            raise FitError(f"{hyperparameter}: optima_intervals shape {iv.shape} must be "
-                           f"({n}, 2)")
-        if not (np.all(np.isfinite(iv)) and np.all(iv > 0) and np.all(iv[:, 0] <= iv[:, 1])):
-            raise FitError(f"{hyperparameter}: optima_intervals {iv.tolist()} must be finite, "
-                           "> 0 and lo ≤ hi")
-        sigma = (np.log(iv[:, 1]) - np.log(iv[:, 0])) / (2 * _Z975)
+    return X, axes, extra_t
+
+
+def _sigma(hyperparameter: str, optima_intervals: Any, n: int) -> np.ndarray | None:
+    """Log-unit standard deviation of each optimum from its 95 % interval (None without)."""
+    if optima_intervals is None:
+        return None
+    iv = np.asarray(optima_intervals, dtype=float)
+    if iv.shape != (n, 2):
+        raise FitError(f"{hyperparameter}: optima_intervals shape {iv.shape} must be "
+                       f"({n}, 2)")
+    if not (np.all(np.isfinite(iv)) and np.all(iv > 0) and np.all(iv[:, 0] <= iv[:, 1])):
+        raise FitError(f"{hyperparameter}: optima_intervals {iv.tolist()} must be finite, "
+                       "> 0 and lo ≤ hi")
+    sigma: np.ndarray = (np.log(iv[:, 1]) - np.log(iv[:, 0])) / (2 * _Z975)
+    return sigma
+
+
+def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
+                      optima: Sequence[float] | np.ndarray, *,
+                      extra_scales: Mapping[str, Sequence[float]] | None = None,
+                      optima_intervals: Sequence[tuple[float, float]] | None = None,
+                      n_boot: int = 1000, seed: int = 0, robust: bool = True
+                      ) -> TransferRule:
+    """Fit log h*(s) = a + Σ_k b_k·log s_k robustly, with 95 % bootstrap-t intervals.
+
+    Args:
+        scales: proxy widths, shape (n_sizes,), positive.
+        optima: optimal value per size, shape (n_sizes,), in the hyperparameter's unit.
+        extra_scales: axis name → sizes along it (depth, batch, tokens, steps), shape (n_sizes,).
+        optima_intervals: per-size 95 % interval (lo, hi) of each optimum, shape (n_sizes, 2).
+    Raises:
+        FitError: shapes differ; a non-finite or non-positive scale or optimum; fewer than 2
+            distinct widths; a rank-deficient design; a bad optimum interval.
+        ValueError: n_boot < 50.
+    """
+    s, h = _checked_optima(hyperparameter, scales, optima, n_boot)
+    n = s.size
+    X, axes, extra_t = _design(hyperparameter, s, extra_scales)
+    p = X.shape[1]
+    sigma = _sigma(hyperparameter, optima_intervals, n)
     reg = _regress(X, np.log(h), sigma, n_boot=n_boot, seed=seed, robust=robust)
     names = (WIDTH, *axes)
     coefs = {a: float(reg.beta[i + 1]) for i, a in enumerate(names)}
