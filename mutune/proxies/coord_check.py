@@ -59,13 +59,58 @@ class CoordSetup:
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+def _record_run(setup: CoordSetup, width: int, parametrization: str, seed: int, steps: int,
+                by_depth: bool) -> dict[str, list[float]]:
+    """Train one model ``steps`` steps from ``seed``; module → mean |output| at each forward."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = setup.build(width, parametrization)
+    opt = setup.make_optimizer(model)
+    record: dict[str, list[float]] = {}
+    named = [(depth_role(name, width) if by_depth else name, m)
+             for name, m in _modules(model, blocks=by_depth)]
+    hooks = [m.register_forward_hook(
+        lambda _m, _i, out, name=name, record=record: record.setdefault(name, []).append(
+            float(out.detach().abs().mean())))
+        for name, m in named if name is not None]
+    try:
+        for step in range(steps + 1):
+            x, y = setup.batch(seed, step + 1)
+            out = model(x)
+            if step == steps:
+                break
+            value = setup.loss(out, y)
+            opt.zero_grad(set_to_none=True)
+            value.backward()
+            opt.step()
+    finally:
+        for h in hooks:
+            h.remove()
+    return record
+
+
+def _slopes(sizes: dict[str, np.ndarray], log_w: np.ndarray, steps: int,
+            parametrization: str) -> dict[str, float]:
+    """Module → slope of log mean |output| after the last step against log size."""
+    slopes: dict[str, float] = {}
+    for n, arr in sizes.items():
+        last = arr[-1]
+        if not np.all(np.isfinite(last)) or np.any(last <= 0):
+            if np.all(last == 0):
+                slopes[n] = 0.0
+                continue
+            raise ProxyError(f"coord check: module {n!r} has non-finite or zero activations "
+                             f"{last.tolist()} after {steps} steps ({parametrization}); "
+                             "lower the learning rate")
+        slopes[n] = float(np.polyfit(log_w, np.log(last), 1)[0])
+    return slopes
+
+
 def coord_check(setup: CoordSetup, *, widths: Sequence[int], parametrization: str,
                 steps: int = 3, seeds: Sequence[int] = (0, 1, 2),
                 axis: str = "width") -> CoordCheck:
     """Record mean |output| of every module over the first ``steps`` steps at each width (or
     depth)."""
-    build, make_optimizer, batch, loss = (setup.build, setup.make_optimizer, setup.batch,
-                                          setup.loss)
     widths = [int(w) for w in widths]
     if axis not in ("width", "depth"):
         raise ProxyError(f"coord check axis {axis!r}: must be 'width' or 'depth'")
@@ -83,30 +128,7 @@ def coord_check(setup: CoordSetup, *, widths: Sequence[int], parametrization: st
         acc: dict[str, np.ndarray] = {}
         lasts: dict[str, list[float]] = {}
         for seed in seeds:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(int(seed))
-                model = build(width, parametrization)
-            opt = make_optimizer(model)
-            record: dict[str, list[float]] = {}
-            named = [(depth_role(name, width) if by_depth else name, m)
-                     for name, m in _modules(model, blocks=by_depth)]
-            hooks = [m.register_forward_hook(
-                lambda _m, _i, out, name=name, record=record: record.setdefault(name, []).append(
-                    float(out.detach().abs().mean())))
-                for name, m in named if name is not None]
-            try:
-                for step in range(steps + 1):
-                    x, y = batch(int(seed), step + 1)
-                    out = model(x)
-                    if step == steps:
-                        break
-                    value = loss(out, y)
-                    opt.zero_grad(set_to_none=True)
-                    value.backward()
-                    opt.step()
-            finally:
-                for h in hooks:
-                    h.remove()
+            record = _record_run(setup, width, parametrization, int(seed), steps, by_depth)
             for name, vals in record.items():
                 acc[name] = acc.get(name, 0.0) + np.asarray(vals) / len(seeds)
                 lasts.setdefault(name, []).append(vals[-1])
@@ -115,17 +137,7 @@ def coord_check(setup: CoordSetup, *, widths: Sequence[int], parametrization: st
     names = [n for n in per_width[0] if all(n in pw for pw in per_width)]
     sizes = {n: np.stack([pw[n] for pw in per_width], axis=1) for n in names}
     log_w = np.log(widths)
-    slopes = {}
-    for n, arr in sizes.items():
-        last = arr[-1]
-        if not np.all(np.isfinite(last)) or np.any(last <= 0):
-            if np.all(last == 0):
-                slopes[n] = 0.0
-                continue
-            raise ProxyError(f"coord check: module {n!r} has non-finite or zero activations "
-                             f"{last.tolist()} after {steps} steps ({parametrization}); "
-                             "lower the learning rate")
-        slopes[n] = float(np.polyfit(log_w, np.log(last), 1)[0])
+    slopes = _slopes(sizes, log_w, steps, parametrization)
     intervals = {n: _seed_interval(log_w, np.array([ps[n] for ps in per_seed]))
                  for n in slopes}
     return CoordCheck(parametrization, tuple(widths), sizes, slopes, axis, intervals)
