@@ -29,19 +29,36 @@ class SimResult:
     driver: Any = None
 
 
-def simulate(core: Scheduler | None, curve: Callable[..., float], *, num_samples: int | None = None,
-             concurrency: int, max_t: int, report_every: int = 1,
-             searcher: Searcher | None = None) -> SimResult:
-    """Run a sweep of one group on ``core`` with ``concurrency`` simulated workers."""
+def _checked_searcher(searcher: Searcher | None, num_samples: int | None, concurrency: int,
+                      max_t: int, report_every: int) -> Searcher:
+    """``searcher``, or one proposing ``num_samples`` indexed points; the settings checked."""
     for name, v in (("concurrency", concurrency), ("max_t", max_t),
                     ("report_every", report_every)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise SearchError(f"{name} = {v!r}: must be an integer >= 1")
+    if searcher is not None:
+        return searcher
+    if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
+        raise SearchError(f"num_samples = {num_samples!r}: must be an integer >= 1")
+    return FixedSearcher([{} for _ in range(num_samples)])
+
+
+def _terminal_statuses(driver: SweepDriver, keys: list[str], core: Scheduler | None
+                       ) -> dict[str, str | None]:
+    """Trial key → its terminal status; SearchError when a trial is left running or paused."""
+    statuses = {k: t.status for k, t in driver.trials.items() if t.state == "ended"}
+    left = [k for k in keys if k not in statuses]
+    if left or (core is not None and core.paused()):
+        raise SearchError(f"trials left without a terminal state: {left[:10]}")
+    return statuses
+
+
+def simulate(core: Scheduler | None, curve: Callable[..., float], *, num_samples: int | None = None,
+             concurrency: int, max_t: int, report_every: int = 1,
+             searcher: Searcher | None = None) -> SimResult:
+    """Run a sweep of one group on ``core`` with ``concurrency`` simulated workers."""
     by_point = searcher is not None
-    if searcher is None:
-        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
-            raise SearchError(f"num_samples = {num_samples!r}: must be an integer >= 1")
-        searcher = FixedSearcher([{} for _ in range(num_samples)])
+    searcher = _checked_searcher(searcher, num_samples, concurrency, max_t, report_every)
     driver = SweepDriver([Group("sim", searcher, core, max_t)], concurrency=concurrency)
     pos: dict[str, int] = {}
     index: dict[str, int] = {}
@@ -92,10 +109,7 @@ def simulate(core: Scheduler | None, curve: Callable[..., float], *, num_samples
             schedule(key, now)
             continue
         fill(now)           # the trial paused or ended: its worker is free
-    statuses = {k: t.status for k, t in driver.trials.items() if t.state == "ended"}
-    left = [k for k in keys if k not in statuses]
-    if left or (core is not None and core.paused()):
-        raise SearchError(f"trials left without a terminal state: {left[:10]}")
+    statuses = _terminal_statuses(driver, keys, core)
     return SimResult({k: statuses[k] for k in keys}, decisions, reports, now, max_running,
                      dict(pos), events, driver)
 
