@@ -102,27 +102,13 @@ def refuse_sharded(model: Any) -> None:
         "holds the whole model) on devices the target fits.")
 
 
-def train_worker(config: dict[str, Any]) -> None:
-    """Ray Train's ``train_loop_per_worker``: :func:`~mutune.training.run.run_loop` with
-    :class:`DataParallel` on this worker, reports through ``ray.train.report`` (the leading
-    worker's checkpoint folder, when it wrote one), resuming from
-    ``ray.train.get_checkpoint()`` (a retry, or a resumed sweep) or else from
-    ``point["restore_from"]`` — with ``ray.storage``, from the node's cache or remote storage
-    (:func:`~mutune.search.trial.remote_trial.restore_dir_for`, this run's ``owner`` token
-    telling its own checkpoints); the run's end state goes in a last ``{"ended": status}``
-    report."""
-    import contextlib
-    import tempfile
-
-    import ray.train
+def _worker_parallel(config: dict[str, Any], ctx: Any, stop: Any) -> DataParallel:
+    """This worker's :class:`DataParallel`, on its GPU when the trial asked for GPUs."""
+    import ray
     import torch
 
     from mutune.proxies.device import select_device
-    from mutune.training import run_loop
 
-    ctx = ray.train.get_context()
-    task, stop = config.pop("task"), config.pop("stop_flag")
-    node = ray.get_runtime_context().get_node_id()
     dev = select_device(prefer_cuda=bool(config.get("gpus", 0)))
     device = None
     if dev.kind == "cuda":      # this worker's GPU (Ray Train sets CUDA_VISIBLE_DEVICES)
@@ -130,8 +116,25 @@ def train_worker(config: dict[str, Any]) -> None:
 
         device = ray.train.torch.get_device()
         torch.cuda.set_device(device)
-    parallel = DataParallel(ctx.get_world_rank(), ctx.get_world_size(), device=device,
-                            stop=lambda: bool(ray.get(stop.get.remote())))
+    return DataParallel(ctx.get_world_rank(), ctx.get_world_size(), device=device,
+                        stop=lambda: bool(ray.get(stop.get.remote())))
+
+
+def train_worker(config: dict[str, Any]) -> None:
+    """Ray Train's ``train_loop_per_worker``: :func:`~mutune.training.run.run_loop` on this worker,
+    reporting through ``ray.train.report``; the run's end goes in a last ``{"ended": status}``.
+    """
+    import contextlib
+    import tempfile
+
+    import ray.train
+
+    from mutune.training import run_loop
+
+    ctx = ray.train.get_context()
+    task, stop = config.pop("task"), config.pop("stop_flag")
+    node = ray.get_runtime_context().get_node_id()
+    parallel = _worker_parallel(config, ctx, stop)
 
     from mutune.search.trial.remote_trial import RemoteTier, restore_dir_for
 
