@@ -80,8 +80,8 @@ class Interval:
 
 def idle_breakdown(intervals: Sequence[Interval], *, start: float, held: float,
                    inside: Mapping[str, float]) -> dict[str, float]:
-    """Idle device-seconds of a sweep by cause (:data:`IDLE_CAUSES`; the module docstring
-    defines each)."""
+    """Idle device-seconds of a sweep by cause (:data:`IDLE_CAUSES`, defined in
+    docs/architecture.md §6)."""
     if not intervals:
         raise ValueError("no trial intervals: nothing ran, nothing to break down")
     if not held > 0:

@@ -24,7 +24,7 @@ class LoopEnd(BaseException):
 
 
 class LoopContext:
-    """What a training loop receives (module docstring: the contract)."""
+    """What a training loop receives (the contract: docs/architecture.md §5)."""
 
     def __init__(self, session: TrialSession, *, report: Callable[[dict[str, Any], Any], None],
                  notice: Callable[[], bool], name: str = "mutune",

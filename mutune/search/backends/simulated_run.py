@@ -61,7 +61,7 @@ class SyntheticLoss:
 
 
 class SimulatedBackend:
-    """Runs a sweep's stages on simulated workers (see the module docstring)."""
+    """Runs a sweep's stages on simulated workers."""
     keeps_models = False
 
     def __init__(self, loss: Any = None, *, step_s: float = 0.01,

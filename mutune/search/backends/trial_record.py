@@ -54,8 +54,14 @@ class TrialRecord:
 
 def close_record(rec: TrialRecord, status: str, reason: str | None, *, devices: float,
                  device_kind: str) -> dict[str, Any]:
-    """End ``rec`` with ``status``/``reason`` and compute its timing (see the module
-    docstring); returns ``rec.timing``, the dict ``Recorder.trial_finished`` takes."""
+    """End ``rec`` with ``status``/``reason``; returns ``rec.timing`` for
+    ``Recorder.trial_finished``.
+
+    Timing (wall seconds): ``allocated_s`` grant to pause/release, summed; ``productive_s`` inside
+    steps; ``eval_s`` inside evaluations; ``overhead_s`` the rest of allocated; ``restarts``,
+    ``preemptions``, ``resumes`` counts; ``repeated_steps`` and ``recovery_s`` the waste after a
+    failure or preemption; ``upload_s`` remote uploads; ``start_s`` grant to the worker's start.
+    """
     allocated = rec.held_s + (time.monotonic() - rec.segment_start
                               if rec.segment_start is not None else 0.0)
     rec.segment_start = None

@@ -10,8 +10,8 @@ __all__ = ["Searcher"]
 
 
 class Searcher(abc.ABC):
-    """The searcher contract (see the module docstring): ``num_samples`` proposals at most,
-    each key proposed once, and every call kept in order as the searcher's log."""
+    """The searcher contract: at most ``num_samples`` proposals, each key once, every call logged.
+    """
 
     def __init__(self, num_samples: int) -> None:
         if not isinstance(num_samples, int) or num_samples < 1:

@@ -26,7 +26,7 @@ class FixedSearcher(Searcher):
 
 
 class RandomSearcher(FixedSearcher):
-    """Independent seeded draws: exactly :func:`~mutune.search.searchers.space.sample_configs`."""
+    """Independent seeded draws (Bergstra & Bengio 2012, JMLR): :func:`~.space.sample_configs`."""
 
     def __init__(self, search: SearchConfig, sweep_seed: int, width_index: int = 0) -> None:
         super().__init__(sample_configs(search, sweep_seed, width_index))

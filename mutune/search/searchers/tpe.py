@@ -1,4 +1,7 @@
-"""Optuna's Tree-structured Parzen Estimator through its ask/tell interface."""
+"""Optuna's Tree-structured Parzen Estimator through its ask/tell interface.
+
+Bergstra, Bardenet, Bengio & Kégl 2011, "Algorithms for Hyper-Parameter Optimization", NeurIPS.
+"""
 from __future__ import annotations
 
 import math

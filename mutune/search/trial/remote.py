@@ -49,7 +49,7 @@ def safe_name(name: str) -> str:
 
 
 class CheckpointStore:
-    """One run's checkpoints and logs in remote storage (layout: the module docstring)."""
+    """One run's checkpoints and logs in remote storage (layout: docs/architecture.md §4.6)."""
 
     def __init__(self, storage: str, run: str) -> None:
         self.storage, self.run = storage, run
@@ -190,7 +190,7 @@ class CheckpointStore:
 
 
 class Uploader:
-    """Background upload of one trial's newest checkpoint (the module docstring)."""
+    """Background upload of one trial's newest checkpoint (docs/architecture.md §4.6)."""
 
     def __init__(self, store: CheckpointStore, key: str, *, min_interval_s: float = 0.0,
                  owner: str = "") -> None:

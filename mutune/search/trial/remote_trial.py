@@ -26,7 +26,7 @@ def _step_of(folder: Path) -> int:
 
 
 class RemoteTier:
-    """The remote tier of one trial start (see the module docstring)."""
+    """The remote tier of one trial start (docs/architecture.md §4.6)."""
 
     def __init__(self, store: CheckpointStore, key: str, owner: str, *,
                  min_interval_s: float, stop_at: set[int], max_t: int) -> None:
