@@ -225,7 +225,7 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
     decisions: list[ReplayDecision] = []
     censored: list[Censored] = []
     heap: list[tuple[float, int, int]] = []
-    report, START = driver.report, ActionKind.START
+    START = ActionKind.START
     device_s = wall_s = 0.0
 
     def finish(i: int, j: int, status: str) -> None:
@@ -255,8 +255,7 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
             i = index[key]
             curve = data[i] = _check(key, curves[key])
             starts[i] = t
-            n = len(curve)
-            if n == 0:
+            if len(curve) == 0:
                 finish(i, -1, "failed" if key in failed else "censored")
                 continue
             plans[i] = plan = _plan(curve, milestones_for(key), max_t)
@@ -265,7 +264,7 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
 
     for _ in range(concurrency):
         start(0.0)
-    _deliver(heap, keys, data, plans, starts, report, decisions, finish, start, failed)
+    _deliver(heap, keys, data, plans, starts, driver.report, decisions, finish, start, failed)
     return ReplayResult(decisions, statuses, _best(core, settings.mode), wall_s, device_s,
                         censored, held_s, core)
 
