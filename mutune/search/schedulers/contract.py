@@ -51,10 +51,9 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
-        """Judge a running trial's report: judgements at every milestone ≤ step not judged yet,
-        lowest
-        first; the last says what next. At step ≥ max_t the trial ends COMPLETE; after its end, raises.
-        """
+        """Judge a running trial's report: judgements at every milestone ≤ step not judged
+        yet, lowest first; the last says what next. At step ≥ max_t the trial ends COMPLETE;
+        a report after its end raises."""
 
     @abc.abstractmethod
     def candidate(self) -> Judgement | None:
