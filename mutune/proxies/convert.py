@@ -112,7 +112,12 @@ def _hidden_pairs(model: nn.Module, base: nn.Module, skip: tuple[str, ...]):
 
 def constant_std_weights(model: nn.Module, base: nn.Module, *,
                          skip: tuple[str, ...] = ()) -> list[str]:
-    """The hidden weights whose init kept the base width's std (GPT-2's ``normal(0, 0.02)``)."""
+    """The hidden weights whose init kept the base width's std (GPT-2's ``normal(0, 0.02)``).
+
+    Raises:
+        ProxyError: a hidden weight whose std ratio is more than five standard errors of the
+            sample stds from both rules: names it, with both ratios, and the fix (initialise
+            it with PyTorch's default or ``mup.init``, or a constant std)."""
     import math
 
     import torch
@@ -141,7 +146,10 @@ def constant_std_weights(model: nn.Module, base: nn.Module, *,
 def rescale_constant_std_init(model: nn.Module, base: nn.Module, *,
                               skip: tuple[str, ...] = (),
                               names: Sequence[str] | None = None) -> list[str]:
-    """In place, weight ×= √(fan_in_base / fan_in) on constant-std hidden weights (TP V Table 3)."""
+    """In place, weight ×= √(fan_in_base / fan_in) on constant-std hidden weights (TP V Table 3).
+
+    Raises:
+        ProxyError: with ``names`` None, as :func:`constant_std_weights`."""
     import math
 
     import torch

@@ -110,7 +110,12 @@ def coord_check(setup: CoordSetup, *, widths: Sequence[int], parametrization: st
                 steps: int = 3, seeds: Sequence[int] = (0, 1, 2),
                 axis: str = "width") -> CoordCheck:
     """Record mean |output| of every module over the first ``steps`` steps at each width (or
-    depth)."""
+    depth).
+
+    Raises:
+        ProxyError: fewer than 2 sizes, sizes not increasing, a depth below 2, steps < 1, no
+            seeds, an unknown axis, or a non-finite activation (the learning rate is too large
+            for the check)."""
     widths = [int(w) for w in widths]
     if axis not in ("width", "depth"):
         raise ProxyError(f"coord check axis {axis!r}: must be 'width' or 'depth'")

@@ -199,7 +199,10 @@ def load_text_data(path: str | os.PathLike | None = None) -> TextData:
 
 def classification_batch(data: ClassificationData, batch_size: int, seed: int,
                          step: int) -> tuple[np.ndarray, np.ndarray]:
-    """Training batch ``step`` of a seeded, stateless stream: ``batch_size`` distinct examples."""
+    """Training batch ``step`` of a seeded, stateless stream: ``batch_size`` distinct examples.
+
+    Raises:
+        ProxyError: batch_size < 1 or > n_train; seed or step not an int >= 0."""
     _check_count("batch_size", batch_size)
     _check_seed("seed", seed)
     _check_seed("step", step)
@@ -228,7 +231,10 @@ def _check_tokens(tokens: np.ndarray, seq_len: int) -> None:
 
 def lm_batch(tokens: np.ndarray, batch_size: int, seq_len: int, seed: int,
              step: int) -> tuple[np.ndarray, np.ndarray]:
-    """Training batch ``step`` of random windows: inputs and next-token targets."""
+    """Training batch ``step`` of random windows: inputs and next-token targets.
+
+    Raises:
+        ProxyError: len(tokens) < seq_len + 1; batch_size/seq_len < 1; seed/step < 0."""
     _check_tokens(tokens, seq_len)
     _check_count("batch_size", batch_size)
     _check_seed("seed", seed)
@@ -240,7 +246,11 @@ def lm_batch(tokens: np.ndarray, batch_size: int, seq_len: int, seed: int,
 
 def lm_eval_windows(tokens: np.ndarray, seq_len: int,
                     n_windows: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n_windows`` deterministic, evenly spaced windows for validation loss."""
+    """``n_windows`` deterministic, evenly spaced windows for validation loss.
+
+    Raises:
+        ProxyError: len(tokens) < seq_len + 1, or more windows than distinct starts
+            (len(tokens) - seq_len)."""
     _check_tokens(tokens, seq_len)
     _check_count("n_windows", n_windows)
     n_starts = len(tokens) - seq_len

@@ -256,7 +256,10 @@ class ProxyTask:
         return test is not None and len(test) > self.model.seq_len
 
     def evaluate(self, model: torch.nn.Module, split: str = "val") -> tuple[float, float]:
-        """Mean cross-entropy (nats) on ``split`` and its standard error."""
+        """Mean cross-entropy (nats) on ``split`` and its standard error.
+
+        Raises:
+            ProxyError: the data have no such split."""
         per = self._unit_losses(model, split, 0, 1)
         se = float(per.std() / math.sqrt(len(per))) if len(per) > 1 else math.nan
         return float(per.mean()), se

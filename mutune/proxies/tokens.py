@@ -77,7 +77,13 @@ class TokenData:
 
 def load_token_data(path: str | os.PathLike[str], vocab: int,
                     dtype: str = "uint16") -> TokenData:
-    """Open a token file or folder (``train.bin`` + ``val.bin``, optionally ``test.bin``)."""
+    """Open a token file or folder (``train.bin`` + ``val.bin``, optionally ``test.bin``).
+
+    Raises:
+        ProxyError: unknown dtype; a vocab a uint16 file cannot reach (> 65,536) with
+            ``uint16``; missing files, a byte count that is not a whole number of tokens,
+            fewer than 10 tokens of validation, or a token id ≥ vocab (names the file and the
+            largest id)."""
     if dtype not in TOKEN_DTYPES:
         raise ProxyError(f"token dtype {dtype!r}: use one of {sorted(TOKEN_DTYPES)}")
     if dtype == "uint16" and vocab > 1 << 16:

@@ -46,7 +46,12 @@ class HorizonFit:
 def fit_horizon(steps: Sequence[float], optima_log_lr: Sequence[float], *, target_steps: float,
                 intervals: Sequence[tuple[float, float]] | None = None, n_boot: int = 1000,
                 seed: int = 0) -> HorizonFit:
-    """Fit log lr*(T) = c + d·log T to per-rung optima and extrapolate to ``target_steps``."""
+    """Fit log lr*(T) = c + d·log T to per-rung optima and extrapolate to ``target_steps``.
+
+    Raises:
+        FitError: fewer than 2 distinct rungs, shapes differ, a non-finite optimum or
+            interval, non-positive steps.
+        ValueError: target_steps not a finite number > 0."""
     T = np.asarray(steps, dtype=float)
     y = np.asarray(optima_log_lr, dtype=float)
     if T.ndim != 1 or T.shape != y.shape:

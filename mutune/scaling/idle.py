@@ -81,7 +81,11 @@ class Interval:
 def idle_breakdown(intervals: Sequence[Interval], *, start: float, held: float,
                    inside: Mapping[str, float]) -> dict[str, float]:
     """Idle device-seconds of a sweep by cause (:data:`IDLE_CAUSES`, defined in
-    docs/architecture.md §6)."""
+    docs/architecture.md §6).
+
+    Raises:
+        ValueError: no interval, an interval ending before it starts or starting before
+            ``start``, an unknown group, or held not > 0."""
     if not intervals:
         raise ValueError("no trial intervals: nothing ran, nothing to break down")
     if not held > 0:

@@ -132,7 +132,12 @@ def _intervals(draws: np.ndarray, logN0: float) -> dict[str, tuple[float, float]
 
 
 def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> LossLaw:
-    """Fit L(N) = E + A·N^(−α) to the best loss of each proxy size, with bootstrap intervals."""
+    """Fit L(N) = E + A·N^(−α) to the best loss of each proxy size, with bootstrap intervals.
+
+    Raises:
+        FitError: shapes differ, non-finite or non-positive input (names which), fewer than 3
+            distinct sizes.
+        ValueError: n_boot < 0."""
     n_arr, L = _checked(N, losses, n_boot)
     n = n_arr.size
     logN0 = float(np.mean(np.log(n_arr)))

@@ -183,7 +183,11 @@ class TransferRule:
         self._x0(t.pop(WIDTH), t)
 
     def predict(self, scale: float, **extra: float) -> float:
-        """h*(scale) = exp(a + b·log scale + Σ_k b_k·log extra[k]), in the hyperparameter's unit."""
+        """h*(scale) = exp(a + b·log scale + Σ_k b_k·log extra[k]), in the hyperparameter's unit.
+
+        Raises:
+            FitError: a scale is not a finite positive number.
+            ValueError: an extra axis is missing or unknown."""
         if not self.axes[1:] and not extra:   # fast path, also for rules built by hand
             if not (math.isfinite(scale) and scale > 0):
                 raise FitError(f"scale = {scale}: must be a finite number > 0")
@@ -194,7 +198,10 @@ class TransferRule:
 
     def prediction_interval(self, scale: float, *, level: float = 0.95,
                             **extra: float) -> tuple[float, float]:
-        """Interval for the optimum at a target size, natural units (bootstrap-t, see module)."""
+        """Interval for the optimum at a target size, natural units (bootstrap-t, see module).
+
+        Raises:
+            ValueError: level other than 0.95, missing/unknown axes. FitError: bad scale."""
         if level != 0.95:
             raise ValueError(f"level = {level}: only the 0.95 interval is computed")
         if self._reg is None:

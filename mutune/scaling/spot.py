@@ -47,7 +47,10 @@ def spot_economics(trial_s: float, *, checkpoint_s: float, restore_s: float, mtb
                    restart_s: float, min_interval_s: float, spot_price: float | None,
                    on_demand_price: float | None) -> dict[str, float | bool | str | None]:
     """Whether spot pays for trials of ``trial_s`` seconds: p_spot·(T + overhead(T)) <
-    p_on_demand·T."""
+    p_on_demand·T.
+
+    Raises:
+        ValueError: as :func:`young_interval_s` and :func:`spot_overhead_s`."""
     c = max(_pos("checkpoint_s", checkpoint_s, zero_ok=True), 1e-6)
     tau = young_interval_s(c, mtbp_s, min_interval_s=min_interval_s)
     r = _pos("restart_s", restart_s, zero_ok=True) + _pos("restore_s", restore_s, zero_ok=True)

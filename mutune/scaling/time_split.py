@@ -40,7 +40,10 @@ class TrialTime:
 
 
 def trial_time(timing: Mapping[str, float]) -> TrialTime:
-    """Split a trial's allocated seconds into :data:`TIME_CATEGORIES`."""
+    """Split a trial's allocated seconds into :data:`TIME_CATEGORIES`.
+
+    Raises:
+        ValueError: a negative or non-finite figure (names it)."""
     alloc = _nonneg("allocated_s", timing.get("allocated_s", 0.0))
     parts = {k: _nonneg(f"{k}_s", timing.get(f"{k}_s", 0.0)) for k in TIME_CATEGORIES[:-1]}
     used = sum(parts.values())
@@ -66,7 +69,11 @@ class SweepWaste:
 
 def sweep_waste(trials: Sequence[tuple[str, Mapping[str, float], float]], *,
                 held_device_s: float | None = None) -> SweepWaste:
-    """Split a sweep's allocated device-seconds into useful work and the waste categories."""
+    """Split a sweep's allocated device-seconds into useful work and the waste categories.
+
+    Raises:
+        ValueError: an unknown status, negative devices, or held_device_s below the trials'
+            sum by more than 1 % (the wall clock cannot be shorter than what ran inside it)."""
     waste = dict.fromkeys(WASTE_CATEGORIES, 0.0)
     total = useful = 0.0
     for status, timing, devices in trials:

@@ -24,7 +24,11 @@ class BestTrial:
 def best_at_rung(rung_values: Mapping[int, Mapping[str, float]], *, mode: str = "min",
                  min_trials: int = 3, scope: str = "last",
                  curves: Mapping[str, Sequence[tuple[int, float]]] | None = None) -> BestTrial:
-    """Best trial at the highest rung with at least ``min_trials`` values."""
+    """Best trial at the highest rung with at least ``min_trials`` values.
+
+    Raises:
+        SearchError: bad mode or scope, ``best-so-far`` without a curve for a trial, or no
+            rung holds a finite value."""
     if mode not in ("min", "max"):
         raise SearchError(f"mode = {mode!r}: must be 'min' or 'max'")
     if scope not in SCOPES:

@@ -10,7 +10,11 @@ __all__ = ["train_steps"]
 
 def train_steps(ctx: Any) -> None:
     """Train ``ctx``'s models from ``ctx.start_step + 1`` to ``ctx.max_t``, reporting each
-    evaluation."""
+    evaluation.
+
+    Raises:
+        LoopEnd: through :meth:`~mutune.training.context.LoopContext.report`, when a report
+            ends the run (diverged, preempted, cancelled)."""
     restored = ctx.get_checkpoint()
     state = (restored or {}).get("state") or {}
     loss_sum, loss_n = float(state.get("loss_sum", 0.0)), int(state.get("loss_n", 0))

@@ -18,7 +18,14 @@ def run_loop(config: Mapping[str, Any] | TrialSpec, task: Any, *,
              checkpoint_root: str | Path | None = None,
              parallel: Any = None, scratch_checkpoints: bool = False,
              step_times: list[float] | None = None) -> str:
-    """Train one trial, reporting after every ``task.train.eval_every`` steps and at the end."""
+    """Train one trial, reporting after every ``task.train.eval_every`` steps and at the end.
+
+    Raises:
+        ProxyError: the model cannot be built.
+        SearchError: a config the spec cannot be read from; an unreadable checkpoint; a
+            plugin asked for lockstep replicates, reports out of order or without the
+            sweep's metric, or returns before ``max_t``.
+            Whatever a plugin raises propagates (the trial fails with its traceback)."""
     from mutune.search.trial.gpu_monitor import GpuMonitor
     from mutune.search.trial.preemption import NoticeWatcher, Preemption
     from mutune.training.context import LoopContext, LoopEnd

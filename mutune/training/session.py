@@ -21,7 +21,10 @@ LEDGER_KEYS = ("productive_s", "eval_s", "setup_s", "samples", "n_params", "repl
 
 
 class TrialSession:
-    """The models, optimizers, schedules and checkpoints of one trial."""
+    """The models, optimizers, schedules and checkpoints of one trial.
+
+    Raises:
+        ProxyError: the model cannot be built."""
 
     def __init__(self, spec: TrialSpec, task: Any, *, parallel: Any = None,
                  checkpoint_root: str | Path | None = None,

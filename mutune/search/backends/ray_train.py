@@ -89,7 +89,10 @@ def mup_lr_groups(optimizer: Any) -> list[tuple[float, list[tuple[int, ...]]]]:
 def refuse_sharded(model: Any) -> None:
     """Refuse ``target.parallelism: fsdp``: FSDP's flat parameters drop mup's ``infshape``
     (microsoft/mup#59), so a sharded μP model's per-parameter learning rates (and mup's
-    readout scaling) would silently become standard parametrization's."""
+    readout scaling) would silently become standard parametrization's.
+
+    Raises:
+        ConfigError: always, naming the parameters that would lose their width metadata."""
     from mutune.errors import ConfigError
 
     names = [n for n, p in model.named_parameters()

@@ -18,7 +18,10 @@ __all__ = ["run_target", "check_workers", "TargetFit"]
 
 
 def run_target(spec: GroupSpec, settings: RunSettings, num_workers: int) -> RunOutcome:
-    """Train the target on ``num_workers`` Ray Train workers and record it like a trial."""
+    """Train the target on ``num_workers`` Ray Train workers and record it like a trial.
+
+    Raises:
+        SearchError: num_workers < 1, or the cluster cannot hold that many workers."""
     done = list(spec.resume.finished) if spec.resume else []
     point = (spec.points[0] if spec.points else
              spec.resume.points[0] if spec.resume and spec.resume.points else None)

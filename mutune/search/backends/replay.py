@@ -204,7 +204,11 @@ def _driver(settings: ReplaySettings, keys: list[str], concurrency: int) -> Swee
 
 def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySettings, *,
            concurrency: int = 1, failed: Iterable[str] = ()) -> ReplayResult:
-    """Re-simulate ``settings``' scheduler on recorded curves with ``concurrency`` workers."""
+    """Re-simulate ``settings``' scheduler on recorded curves with ``concurrency`` workers.
+
+    Raises:
+        SearchError: concurrency < 1, bad settings, or a malformed curve (naming the trial,
+            the report and the field)."""
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise SearchError(f"concurrency = {concurrency!r}: must be an integer >= 1")
     keys = list(curves)
@@ -271,7 +275,11 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
 
 def replay_in_order(reports: Iterable[Sequence[Any]], settings: ReplaySettings, *,
                     failed: Iterable[str] = ()) -> ReplayResult:
-    """Feed recorded reports to ``settings``' scheduler in the given (recorded) order."""
+    """Feed recorded reports to ``settings``' scheduler in the given (recorded) order.
+
+    Raises:
+        SearchError: bad settings, a malformed report (naming the trial and the field), or a
+            report out of step order for its trial."""
     rows = []
     for n, rep in enumerate(reports):
         if not isinstance(rep, (tuple, list)) or len(rep) not in (4, 5):

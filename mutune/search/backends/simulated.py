@@ -56,7 +56,10 @@ def _terminal_statuses(driver: SweepDriver, keys: list[str], core: Scheduler | N
 def simulate(core: Scheduler | None, curve: Callable[..., float], *, num_samples: int | None = None,
              concurrency: int, max_t: int, report_every: int = 1,
              searcher: Searcher | None = None) -> SimResult:
-    """Run a sweep of one group on ``core`` with ``concurrency`` simulated workers."""
+    """Run a sweep of one group on ``core`` with ``concurrency`` simulated workers.
+
+    Raises:
+        SearchError: a bad argument, or the core broke the contract (e.g. left a trial paused)."""
     by_point = searcher is not None
     searcher = _checked_searcher(searcher, num_samples, concurrency, max_t, report_every)
     driver = SweepDriver([Group("sim", searcher, core, max_t)], concurrency=concurrency)

@@ -22,7 +22,10 @@ __all__ = ["SweepDriver"]
 
 
 class SweepDriver:
-    """Decide, for every backend, who runs next and what each report means."""
+    """Decide, for every backend, who runs next and what each report means.
+
+    Raises:
+        SearchError: no group, duplicate group names, or concurrency < 1."""
 
     def __init__(self, groups: Sequence[Group], *, concurrency: int, metric: str = "val_loss",
                  admission: Admission | None = None,

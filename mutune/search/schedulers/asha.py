@@ -16,7 +16,10 @@ __all__ = ["ASHA", "Decision", "Judgement", "rung_milestones", "bracket_count"]
 
 
 class ASHA(RungScheduler):
-    """ASHA core (stopping variant): feed it reports, get :class:`Judgement` objects."""
+    """ASHA core (stopping variant): feed it reports, get :class:`Judgement` objects.
+
+    Raises:
+        SearchError: a setting out of range (names it, its value and the rule)."""
 
     KIND = "asha"
     AT_LEAST_ONE = True

@@ -13,7 +13,10 @@ __all__ = ["RungScheduler"]
 
 
 class RungScheduler(Scheduler):
-    """Base of the successive-halving cores (one bracket of rungs)."""
+    """Base of the successive-halving cores (one bracket of rungs).
+
+    Raises:
+        SearchError: a setting out of range (names it, its value and the rule)."""
 
     KIND: ClassVar[str]
     #: whether the top of a rung holds at least one trial (k = max(⌊n/η⌋, 1)) or ⌊n/η⌋

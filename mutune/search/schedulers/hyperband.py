@@ -40,7 +40,10 @@ def bracket_sizes(grace_period: int, reduction_factor: int, max_t: int) -> list[
 
 
 class Hyperband(Scheduler):
-    """Asynchronous Hyperband core (stopping or promotion variant in each bracket)."""
+    """Asynchronous Hyperband core (stopping or promotion variant in each bracket).
+
+    Raises:
+        SearchError: a setting out of range (names it, its value and the rule)."""
 
     STATE_VERSION = 2   # 2 added "variant"; version 1 states load as stopping
 

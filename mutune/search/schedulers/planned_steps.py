@@ -32,7 +32,10 @@ def _halving(n: int, milestones: list[int], eta: int, max_t: int) -> list[int]:
 
 def planned_trial_steps(n: int, *, kind: str, grace_period: int, reduction_factor: int,
                         max_t: int, seed: int = 0) -> list[int]:
-    """Training steps of each of ``n`` trials under the scheduler, sorted ascending."""
+    """Training steps of each of ``n`` trials under the scheduler, sorted ascending.
+
+    Raises:
+        SearchError: invalid r, η, max_t (from :func:`rung_milestones`)."""
     ms = rung_milestones(grace_period, reduction_factor, max_t)
     if kind != "hyperband":
         return sorted(_halving(n, ms, reduction_factor, max_t))

@@ -8,7 +8,11 @@ __all__ = ["Cadence"]
 
 
 class Cadence:
-    """The periodic-checkpoint rule of one trial start."""
+    """The periodic-checkpoint rule of one trial start.
+
+    Raises:
+        ValueError: ``auto`` without ``spot["mtbp_s"]``, a negative step count, or
+            ``max_share`` outside (0, 1]."""
 
     def __init__(self, every: int | str | None, *, start_step: int,
                  spot: dict[str, Any] | None = None, max_share: float | None = None,

@@ -11,7 +11,10 @@ Reader = Callable[[], Sequence[tuple[float, float]]]
 
 
 class GpuMonitor:
-    """Running aggregates of (utilization %, memory bytes) samples of the trial's GPUs."""
+    """Running aggregates of (utilization %, memory bytes) samples of the trial's GPUs.
+
+    Raises:
+        ValueError: interval_s ≤ 0."""
 
     def __init__(self, read: Reader, *, interval_s: float = 1.0) -> None:
         if not interval_s > 0:

@@ -13,7 +13,10 @@ HELD_KEY = "held_reports"
 
 
 class ReportHold:
-    """Decides which of one trial's reports wait for the next one."""
+    """Decides which of one trial's reports wait for the next one.
+
+    Raises:
+        ValueError: ``hold_s`` negative or not finite."""
 
     def __init__(self, decide_at: Iterable[int], hold_s: float,
                  clock: Callable[[], float] = time.monotonic) -> None:

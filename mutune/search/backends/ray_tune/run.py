@@ -36,7 +36,11 @@ def run_groups(specs: list[GroupSpec], settings: RunSettings,
     """Run the trials of every group in ``specs`` — one width each — up to ``settings.max_t`` steps
     each, in **one** Ray Tune run: the groups share the run's slots (``ray.num_cpus`` /
     ``ray.cpus_per_trial`` …), so no width waits for another width's tail, while each keeps its
-    own scheduler core (its rungs), searcher and proxy sweep row."""
+    own scheduler core (its rungs), searcher and proxy sweep row.
+
+    Raises:
+        SearchError: a group with neither points nor a searcher with seeds, no group, or
+            duplicate group names."""
     from mutune.search.backends.ray_tune.cancel import CancelStopper
     from mutune.search.backends.joining import settle
 
