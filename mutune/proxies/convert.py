@@ -1,7 +1,6 @@
 """Converting a plain PyTorch model for μP: a ``MuReadout``, 1/d_head attention, fan-in init.
 
-Yang et al. 2022, Tensor Programs V, Table 3, §4 and Appendix B; mup 1.0.0 ``MuReadout``.
-"""
+Yang et al. 2022, Tensor Programs V, Table 3, §4 and Appendix B; mup 1.0.0 ``MuReadout``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,8 +18,7 @@ def swap_readout(model: nn.Module, path: str, *, output_mult: float = 1.0) -> nn
     """Replace the ``nn.Linear`` at attribute path ``path`` by a zero-initialised ``mup.MuReadout``.
 
     Raises:
-        ProxyError: no module at ``path``, or it is not an ``nn.Linear`` (nor already a readout).
-    """
+        ProxyError: no module at ``path``, or it is not an ``nn.Linear`` (nor already a readout)."""
     *parents, leaf = path.split(".")
     owner = model
     try:
@@ -68,8 +66,7 @@ def set_attention_scale(model: nn.Module, attr: str, *, attn_mult: float = 1.0,
     Returns:
         How many modules were set.
     Raises:
-        ProxyError: no submodule has both attributes, or a d_head that is not a positive int.
-    """
+        ProxyError: no submodule has both attributes, or a d_head that is not a positive int."""
     count = 0
     for name, module in model.named_modules():
         if hasattr(module, attr) and hasattr(module, head_dim_attr):

@@ -1,8 +1,7 @@
 """Coordinate check: mean |activation| per module against width (or depth), for μP and its SP twin.
 
 Yang et al. 2022, Tensor Programs V, Appendix D.1; across depth: Dey et al. 2025, arXiv
-2505.01618, §3, and Yang et al. 2023, Tensor Programs VI, §3.
-"""
+2505.01618, §3, and Yang et al. 2023, Tensor Programs VI, §3."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

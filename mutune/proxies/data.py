@@ -67,8 +67,7 @@ def _check_count(name: str, value: int) -> None:
 
 
 def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
-    """The digits' (1797, 64) pixels and labels from scikit-learn's CSV, without importing sklearn.
-    """
+    """The digits' (1797, 64) pixels and labels from scikit-learn's CSV, not importing sklearn."""
     import gzip
     import importlib.util
 
@@ -92,8 +91,7 @@ def load_digits_data(val_fraction: float = 0.2, seed: int = 0, *,
 
     Raises:
         ProxyError: val_fraction outside (0, 1), test_fraction outside [0, 1), no example
-            left for training; a negative seed.
-    """
+            left for training; a negative seed."""
     if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
         raise ProxyError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
     if not isinstance(test_fraction, (int, float)) or not 0.0 <= test_fraction < 1.0:
@@ -168,8 +166,7 @@ def load_text_data(path: str | os.PathLike | None = None) -> TextData:
     Returns:
         TextData; ``fingerprint`` = sha256 of all files' bytes in corpus order.
     Raises:
-        ProxyError: a missing path, an empty corpus, or a file too short to split (names it).
-    """
+        ProxyError: a missing path, an empty corpus, or a file too short to split (names it)."""
     if path is None:
         files = stdlib_corpus_files()
         source = f"stdlib:{sysconfig.get_paths()['stdlib']}"

@@ -2,8 +2,7 @@
 
 ``completep``: α = 1 (Dey et al. 2025, arXiv 2505.01618, Table 1, §3); ``depth_mup``: α = 1/2
 (Yang et al. 2023, Tensor Programs VI, arXiv 2310.02244, §3). Weight decay and init do not
-change with depth; the factors are Adam's.
-"""
+change with depth; the factors are Adam's."""
 from __future__ import annotations
 
 import math
@@ -29,8 +28,7 @@ class DepthScaling:
     ``base_depth``.
 
     Raises:
-        ProxyError: an unknown parametrization, or a depth or base depth below 1.
-    """
+        ProxyError: an unknown parametrization, or a depth or base depth below 1."""
     parametrization: str
     depth: int
     base_depth: int
@@ -60,8 +58,7 @@ class DepthScaling:
         return 1.0 if self.alpha is None else self.multiplier ** -self.alpha
 
     def factors(self, group: str) -> dict[str, float]:
-        """{"lr", "eps", "weight_decay"} multipliers of ``group``; ProxyError for an unknown group.
-        """
+        """{"lr", "eps", "weight_decay"} multipliers of ``group``; ProxyError if unknown."""
         if group not in LAYER_GROUPS:
             raise ProxyError(f"layer group {group!r}: use one of {LAYER_GROUPS}")
         a = self.alpha
@@ -77,8 +74,7 @@ def depth_param_groups(model: nn.Module, scaling: DepthScaling, *, lr: float, ep
     """One optimizer parameter group per layer group, with its ``lr``, ``eps`` and ``weight_decay``.
 
     Raises:
-        ProxyError: no ``depth_groups``, or a parameter without a known group.
-    """
+        ProxyError: no ``depth_groups``, or a parameter without a known group."""
     groups_of = getattr(model, "depth_groups", None)
     if not callable(groups_of):
         raise ProxyError(f"{type(model).__name__} has no depth_groups(): a depth "

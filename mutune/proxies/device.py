@@ -1,7 +1,6 @@
 """Where a trial trains: CPU, or one CUDA device (bf16 autocast and FlashAttention from sm80).
 
-FlashAttention: Dao et al. 2022.
-"""
+FlashAttention: Dao et al. 2022."""
 from __future__ import annotations
 
 import contextlib
@@ -70,8 +69,7 @@ def measure_cpu_peak_flops(*, n: int = 512, repeats: int = 5) -> float:
     """Float32 FLOP/s of one CPU thread on an ``n × n`` matmul (2·n³ FLOPs), best of ``repeats``.
 
     Raises:
-        ValueError: n < 64 or repeats < 1.
-    """
+        ValueError: n < 64 or repeats < 1."""
     import time
 
     if n < 64 or repeats < 1:

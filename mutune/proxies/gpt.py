@@ -1,8 +1,7 @@
 """μP byte-level GPT-style pre-LN decoder (the GPT proxy family); heads and FFN grow with width.
 
 Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2; Radford et al. 2019 (GPT-2);
-mup 1.0.0 ``examples/Transformer``.
-"""
+mup 1.0.0 ``examples/Transformer``."""
 from __future__ import annotations
 
 from typing import Any
@@ -19,8 +18,7 @@ __all__ = ["MuGPT", "build_gpt"]
 
 
 def _normal_(weight: torch.Tensor, std: float) -> None:
-    """N(0, std²) for vector-like weights; ``mup.init.normal_`` (∝ 1/fan_in) for matrix-like ones.
-    """
+    """N(0, std²) on vector-like weights; ``mup.init.normal_`` (∝ 1/fan_in) on matrix-like."""
     if hasattr(weight, "infshape"):
         mup.init.normal_(weight, mean=0.0, std=std)
     else:
@@ -28,8 +26,7 @@ def _normal_(weight: torch.Tensor, std: float) -> None:
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding on x (B, H, T, d_head), GPT-NeoX layout (Su et al. 2021, RoFormer, §3.4.2).
-    """
+    """Rotary embedding of x (B, H, T, d_head), NeoX layout (Su et al. 2021, RoFormer, §3.4.2)."""
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
@@ -83,8 +80,7 @@ class MuGPT(nn.Module):
 
     Raises:
         ProxyError: width % d_head != 0, a count < 1, a multiplier not finite > 0, unknown
-            positions, rotary with an odd d_head; in ``forward``: idx not (B, T) or T > seq_len.
-    """
+            positions, rotary with an odd d_head; in ``forward``: idx not (B, T) or T > seq_len."""
 
     def __init__(self, width: int, *, vocab: int = 256, seq_len: int = 64, depth: int = 2,
                  d_head: int = 16, ffn_ratio: int = 4, input_mult: float = 1.0,
@@ -204,8 +200,7 @@ def build_gpt(width: int, *, base_width: int, parametrization: str,
     ``sp_style`` None follows ``parametrization``; False for SP gives the exact SP twin.
 
     Raises:
-        ProxyError: as :class:`MuGPT` and :func:`build_parametrized`.
-    """
+        ProxyError: as :class:`MuGPT` and :func:`build_parametrized`."""
     def factory(w: int) -> nn.Module:
         return MuGPT(w, sp_style=(parametrization == "sp") if sp_style is None else sp_style,
                      **model)

@@ -20,8 +20,7 @@ def widest_activation(model: Any, width: int, samples: int) -> int | None:
 def index_limit_warning(model: Any, width: int, batch_size: int,
                         micro_batches: int) -> str | None:
     """The warning for a CUDA micro-batch reaching :data:`INDEX_LIMIT` (with a safe
-    ``train.micro_batches``); None when it stays under or the shapes are unknown.
-    """
+    ``train.micro_batches``); None when it stays under or the shapes are unknown."""
     widest = widest_activation(model, width, batch_size // max(int(micro_batches), 1))
     if widest is None or widest < INDEX_LIMIT:
         return None

@@ -1,8 +1,7 @@
 """μP multilayer perceptron for classification (the MLP proxy family).
 
 Yang et al. 2022, Tensor Programs V, Table 3; mup 1.0.0 ``examples/MLP``; residual blocks:
-Yang et al. 2023, Tensor Programs VI, eq. 1.
-"""
+Yang et al. 2023, Tensor Programs VI, eq. 1."""
 from __future__ import annotations
 
 import math
@@ -31,8 +30,7 @@ class MuMLP(nn.Module):
 
     Raises:
         ProxyError: a count < 1, a multiplier that is not a finite number > 0, a dropout
-            outside [0, 1), or a ``branch_mult`` other than 1 without ``residual``.
-    """
+            outside [0, 1), or a ``branch_mult`` other than 1 without ``residual``."""
 
     def __init__(self, d_in: int, width: int, n_classes: int, *, depth: int = 2,
                  input_mult: float = 1.0, output_mult: float = 1.0, init_std: float = 1.0,
@@ -98,8 +96,7 @@ def build_mlp(width: int, *, d_in: int, n_classes: int, base_width: int, paramet
     """A :class:`MuMLP` ``d_in → width → n_classes`` in μP (base ``base_width``) or SP.
 
     Raises:
-        ProxyError: as :class:`MuMLP` and :func:`build_parametrized`.
-    """
+        ProxyError: as :class:`MuMLP` and :func:`build_parametrized`."""
     def factory(w: int) -> nn.Module:
         return MuMLP(d_in, w, n_classes, **model)
 

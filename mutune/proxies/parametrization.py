@@ -1,8 +1,7 @@
 """μP / SP parametrization of proxy models, and their optimizers.
 
 Order: build → ``mup.set_base_shapes`` once → ``reset_parameters`` → optimizer. Yang et al. 2022,
-Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 (``set_base_shapes``, ``mup.optim``).
-"""
+Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 (``set_base_shapes``, ``mup.optim``)."""
 from __future__ import annotations
 
 import math
@@ -67,8 +66,7 @@ def base_shapes_text(factory: Callable[[int], nn.Module], base_width: int) -> st
     ``factory(2·base_width)``.
 
     Raises:
-        ProxyError: base_width < 1 or the factory does not return a module.
-    """
+        ProxyError: base_width < 1 or the factory does not return a module."""
     import yaml
 
     if isinstance(base_width, bool) or not isinstance(base_width, int) or base_width < 1:
@@ -101,8 +99,7 @@ def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_wid
     Raises:
         ProxyError: unknown parametrization; ``base_width < 1`` or ``width < base_width``; under
             μP a model without a ``MuReadout``, or one whose width multipliers are all 1 at
-            ``width > base_width``; mup's own shape checks.
-    """
+            ``width > base_width``; mup's own shape checks."""
     if parametrization not in PARAMETRIZATIONS:
         raise ProxyError(f"unknown parametrization {parametrization!r}; "
                          f"use one of {PARAMETRIZATIONS}")
@@ -155,8 +152,7 @@ def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
     Raises:
         ProxyError: unknown kind; bad lr / weight_decay / betas / eps; ``"adam"`` with weight
             decay; a parameter without ``infshape``; a depth scaling with SGD or on a model
-            without ``depth_groups``.
-    """
+            without ``depth_groups``."""
     if kind not in OPTIMIZERS:
         raise ProxyError(f"unknown optimizer kind {kind!r}; use one of {OPTIMIZERS}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):

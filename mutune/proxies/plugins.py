@@ -33,8 +33,7 @@ class ModelFamily:
         forward_loss: optional ``forward_loss(model, x, y) -> loss`` (nats).
         batch: optional pure ``batch(data, batch_size, seed, step) -> (x, y)``.
         flops_per_sample: optional ``(width, n_params, spec) -> float``; default 6·N (Kaplan
-            et al. 2020, §2.1).
-    """
+            et al. 2020, §2.1)."""
     name: str
     spec: type
     build: Callable[..., Any]
@@ -54,8 +53,7 @@ def installed_families() -> dict[str, importlib.metadata.EntryPoint]:
 
 def _load(found: dict[str, importlib.metadata.EntryPoint], name: str, field: str,
           kind: str, group: str) -> Any:
-    """The entry point ``name``; refuses an unknown name (listing the installed) or a failed
-    import."""
+    """Entry point ``name``; refuses an unknown name (listing the installed) or a failed import."""
     if name not in found:
         names = ", ".join(sorted(found)) or "none"
         raise ConfigError(f"{field} = {name!r}: no {kind} plugin of that name is installed "
@@ -72,8 +70,7 @@ def load_family(name: str) -> ModelFamily:
 
     Raises:
         ConfigError: no such plugin (names the installed ones), the entry point fails to
-            import, or it is not a :class:`ModelFamily` whose ``name`` matches.
-    """
+            import, or it is not a :class:`ModelFamily` whose ``name`` matches."""
     found = installed_families()
     family = _load(found, name, "model.family", "model", GROUP)
     if not isinstance(family, ModelFamily) or family.name != name:
@@ -96,8 +93,7 @@ def load_loop(name: str) -> Callable[..., Any]:
 
     Raises:
         ConfigError: no such plugin (names the installed ones), the entry point fails to
-            import, or what it names is not callable.
-    """
+            import, or what it names is not callable."""
     found = installed_loops()
     loop = _load(found, name, "train.loop", "training-loop", LOOP_GROUP)
     if not callable(loop):

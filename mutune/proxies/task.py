@@ -84,14 +84,12 @@ class ProxyTask:
         """The plain model's constant-std hidden weights, which every build rescales with fan-in.
 
         Raises:
-            ProxyError: as :func:`~mutune.proxies.convert.constant_std_weights`.
-        """
+            ProxyError: as :func:`~mutune.proxies.convert.constant_std_weights`."""
         return self._constant_init(self._build_kwargs(hparams or {})[0])
 
     def _build_kwargs(self, hparams: Mapping[str, float]
                       ) -> tuple[dict[str, float], float | None, float | None]:
-        """(build keyword arguments, output_mult, attn_mult); the multipliers None where
-        unconverted."""
+        """(build kwargs, output_mult, attn_mult); the multipliers None where unconverted."""
         fam = self.family
         kw = {k: float(v) for k, v in hparams.items() if k in fam.hparams}
         out_mult = kw.pop("output_mult", 1.0) if fam.readout is not None else None
@@ -121,8 +119,7 @@ class ProxyTask:
     def for_point(self, hparams: Mapping[str, Any]) -> "ProxyTask":
         """This task with the ``train`` recipe fields
         (:data:`~mutune.config.spaces.RECIPE_HPARAMS`) a
-        trial's point sets.
-        """
+        trial's point sets."""
         from mutune.config.spaces import RECIPE_HPARAMS, as_value
 
         update = {k: as_value(hparams[k]) for k in RECIPE_HPARAMS if k in hparams}
@@ -138,8 +135,7 @@ class ProxyTask:
         return {}
 
     def factory(self, hparams: Mapping[str, float]) -> Callable[[int], torch.nn.Module]:
-        """``width -> nn.Module`` without base shapes; a plain model is converted
-        (:mod:`.convert`)."""
+        """``width -> nn.Module`` without base shapes; a plain model is converted for μP."""
         from mutune.proxies.convert import (attention_head_dims, rescale_constant_std_init,
                                             set_attention_scale, swap_readout)
 
@@ -177,8 +173,7 @@ class ProxyTask:
         """The model at ``width`` with base shapes set (μP or SP per the config).
 
         Raises:
-            ProxyError: the factory does not return a module, or a μP guard fails.
-        """
+            ProxyError: the factory does not return a module, or a μP guard fails."""
         return build_parametrized(self.factory(hparams), width, self.model.base_width,
                                   self.model.parametrization, self.base_shapes)
 
@@ -186,8 +181,7 @@ class ProxyTask:
         """Parameter count of the model at ``width``, built on the meta device (no memory, no init).
 
         Raises:
-            ProxyError: the family's factory cannot build on the meta device.
-        """
+            ProxyError: the family's factory cannot build on the meta device."""
         from mutune.proxies.meta_init import SkipInitOnMeta
 
         try:     # initializers are no-ops on meta tensors: skipped (no torch._dynamo import)
@@ -218,8 +212,7 @@ class ProxyTask:
         return self.train.batch_size * int(getattr(self.model, "seq_len", 1) or 1)
 
     def batch(self, seed: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training batch ``step`` for ``seed`` (pure): the family's loader, else mutune's sampler.
-        """
+        """Training batch ``step`` for ``seed`` (pure): the family's loader or mutune's."""
         if self.family.batch is not None:
             x, y = self.family.batch(self.data, self.train.batch_size, seed, step)
         elif isinstance(self.data, ClassificationData):
@@ -236,8 +229,7 @@ class ProxyTask:
 
     def step_loss(self, model: torch.nn.Module, x: torch.Tensor,
                   y: torch.Tensor) -> torch.Tensor:
-        """The scalar loss (nats) of one batch: the family's ``forward_loss``, else cross-entropy.
-        """
+        """One batch's scalar loss (nats): the family's ``forward_loss``, else cross-entropy."""
         if self.family.forward_loss is not None:
             return self.family.forward_loss(model, x, y)
         return self.loss(model(x), y)
@@ -266,8 +258,7 @@ class ProxyTask:
 
     @property
     def eval_splits_into_parts(self) -> bool:
-        """Whether :meth:`eval_moments` can evaluate part of a split (not for a family's own loss).
-        """
+        """Whether :meth:`eval_moments` can evaluate part of a split (not a family's loss)."""
         return self.family.forward_loss is None
 
     def eval_moments(self, model: torch.nn.Module, split: str = "val", *, rank: int = 0,
@@ -276,8 +267,7 @@ class ProxyTask:
 
         Raises:
             ProxyError: no such split, a part that is not 0 ≤ rank < world, or a part of a
-                family's own loss.
-        """
+                family's own loss."""
         if not 0 <= rank < world:
             raise ProxyError(f"evaluation part {rank} of {world}: needs 0 ≤ rank < world")
         if world > 1 and not self.eval_splits_into_parts:

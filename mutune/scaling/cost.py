@@ -19,8 +19,7 @@ def gpu_hours(allocated_s: float, devices: float) -> float:
     """GPU-hours = allocated seconds × devices granted / 3600 (docs/architecture.md §6).
 
     Raises:
-        ValueError: a negative or non-finite argument.
-    """
+        ValueError: a negative or non-finite argument."""
     return _nonneg("allocated_s", allocated_s) * _nonneg("devices", devices) / 3600.0
 
 
@@ -30,8 +29,7 @@ def ettr(productive_s: float, allocated_s: float) -> float | None:
     Kokolis et al. 2024, "Revisiting Reliability in Large-Scale ML Research Clusters", §3.
 
     Raises:
-        ValueError: a negative or non-finite argument.
-    """
+        ValueError: a negative or non-finite argument."""
     p, a = _nonneg("productive_s", productive_s), _nonneg("allocated_s", allocated_s)
     return None if a == 0 else p / a
 
@@ -55,8 +53,7 @@ def naive_sweep_estimate(trial_steps: Sequence[int], trial_evals: Sequence[int],
     overhead (start-up, data, teardown).
 
     Raises:
-        ValueError: lengths differ, or a negative/non-finite input.
-    """
+        ValueError: lengths differ, or a negative/non-finite input."""
     if len(trial_steps) != len(trial_evals):
         raise ValueError(f"trial_steps ({len(trial_steps)}) and trial_evals "
                          f"({len(trial_evals)}) must have equal length")

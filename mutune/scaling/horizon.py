@@ -1,8 +1,7 @@
 """Short-horizon bias: log lr*(T) = c + d·log T across rungs, extrapolated to the target's steps.
 
 Wu et al. 2018, "Understanding Short-Horizon Bias in Stochastic Meta-Optimization", ICLR, §3–4;
-Bjorck et al. 2025, "Scaling Optimal LR Across Token Horizons", ICLR, §3 (LR*(D) ∝ D^-β).
-"""
+Bjorck et al. 2025, "Scaling Optimal LR Across Token Horizons", ICLR, §3 (LR*(D) ∝ D^-β)."""
 from __future__ import annotations
 
 import math

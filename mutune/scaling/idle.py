@@ -1,8 +1,7 @@
 """Held devices, trials per device, and why held device-seconds went idle (by cause).
 
 ETTR per level: Kokolis et al. 2024, "Revisiting Reliability in Large-Scale ML Research
-Clusters", §3.
-"""
+Clusters", §3."""
 from __future__ import annotations
 
 import math
@@ -22,8 +21,7 @@ def trials_per_device(fraction: float) -> int:
     fractional-resource rule; 0.125 → 8, 0.3 → 3); 1 for a whole GPU or more.
 
     Raises:
-        ValueError: fraction not > 0 and finite.
-    """
+        ValueError: fraction not > 0 and finite."""
     if not (math.isfinite(fraction) and fraction > 0):
         raise ValueError(f"fraction = {fraction}: must be a finite number > 0")
     return 1 if fraction >= 1 else int(math.floor(1.0 / fraction + _EPS))
@@ -46,8 +44,7 @@ def held_devices(resources: Mapping[str, float] | None, *, cpus_per_trial: float
     """The devices a sweep holds on its cluster.
 
     Raises:
-        ValueError: cpus_per_trial not > 0 or gpus_per_trial < 0.
-    """
+        ValueError: cpus_per_trial not > 0 or gpus_per_trial < 0."""
     if not cpus_per_trial > 0 or gpus_per_trial < 0:
         raise ValueError(f"cpus_per_trial = {cpus_per_trial}, gpus_per_trial = "
                          f"{gpus_per_trial}: need cpus > 0 and gpus >= 0")

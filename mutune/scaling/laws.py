@@ -2,8 +2,7 @@
 
 Kaplan et al. 2020, "Scaling Laws for Neural Language Models", §3 (pure power law, the fallback
 when the fit is not identifiable); Hoffmann et al. 2022, §3.2 (irreducible term E, log-loss fit);
-residual bootstrap over sizes: Efron & Tibshirani 1993, §9.5.
-"""
+residual bootstrap over sizes: Efron & Tibshirani 1993, §9.5."""
 from __future__ import annotations
 
 import math
@@ -38,8 +37,7 @@ class LossLaw:
         """L(N) in nats; N parameters (> 0), scalar or array of any shape.
 
         Raises:
-            FitError: a size is not finite and > 0.
-        """
+            FitError: a size is not finite and > 0."""
         n = _check_sizes(N)
         out = self.E + self.A * n ** (-self.alpha)
         return float(out) if np.ndim(N) == 0 else out

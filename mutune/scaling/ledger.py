@@ -1,7 +1,6 @@
 """The ledger's arithmetic: GPU-hours, the naive counterfactual, savings, ETTR, MFU, waste.
 
-MFU: Chowdhery et al. 2022, App. B; model FLOPs 6·N per sample or token, Kaplan et al. 2020 §2.1.
-"""
+MFU: Chowdhery et al. 2022, App. B; model FLOPs 6·N per sample or token, Kaplan et al. 2020 §2.1."""
 from __future__ import annotations
 
 import math
@@ -34,8 +33,7 @@ def compute_cost(config: SweepConfig, outcomes: dict[Any, Any], target: Any, *,
     """The ledger from the recorded trials: GPU-hours, naive lines, savings, ETTR, MFU, waste.
 
     Returns:
-        (cost figures keyed as report.json's ``cost``, ledger entries for the recorder).
-    """
+        (cost figures keyed as report.json's ``cost``, ledger entries for the recorder)."""
     from mutune.scaling.cost import ettr, gpu_hours
 
     proxy_trials = [t for o in outcomes.values() for t in o.trials]

@@ -2,8 +2,7 @@
 
 Yang et al. 2022, Tensor Programs V, §3 / Fig. 1 (loss valleys in log h); Box & Wilson 1951,
 JRSS B (stationary point of a fitted quadratic); Efron & Tibshirani 1993, ch. 13 (percentile
-bootstrap); Davison & Hinkley 1997, §3.8 (resampling clusters of seeds).
-"""
+bootstrap); Davison & Hinkley 1997, §3.8 (resampling clusters of seeds)."""
 from __future__ import annotations
 
 import dataclasses
@@ -237,8 +236,7 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
         ValueError: shapes or names inconsistent, mode unknown, n_best < 1, n_boot < 0,
             bounds not (n_hp, 2) with lo < hi.
         FitError: fewer finite trials than 1 + 2·n_hp; a hyperparameter that takes one value
-            only; a flat metric.
-    """
+            only; a flat metric."""
     names = tuple(names)
     region = region or Neighbourhood()
     X, v, g, n_dropped = _finite_trials(log_h, values, names, mode, groups, n_boot, region)

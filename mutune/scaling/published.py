@@ -26,8 +26,7 @@ def scale_lr_for_batch(lr: float, batch_from: int, batch_to: int, optimizer: str
     (Goyal et al. 2017, §2.1).
 
     Raises:
-        ValueError: a non-positive or non-finite input, or an optimizer without a rule.
-    """
+        ValueError: a non-positive or non-finite input, or an optimizer without a rule."""
     _positive(lr=lr, batch_from=batch_from, batch_to=batch_to)
     opt = optimizer.lower()
     ratio = batch_to / batch_from
@@ -46,8 +45,7 @@ def scale_lr_for_tokens(lr: float, tokens_from: float, tokens_to: float, *, beta
     :func:`mutune.scaling.horizon.fit_horizon`).
 
     Raises:
-        ValueError: a non-positive input, or β negative / not finite.
-    """
+        ValueError: a non-positive input, or β negative / not finite."""
     _positive(lr=lr, tokens_from=tokens_from, tokens_to=tokens_to)
     if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not (
             math.isfinite(beta) and beta >= 0):
@@ -67,8 +65,7 @@ def adamw_timescale(lr: float, weight_decay: float, dataset_size: float,
     """τ of AdamW's weight EMA (Wang & Aitchison 2024, §3); lr is η after μP's per-group scaling.
 
     Raises:
-        ValueError: a non-positive or non-finite input.
-    """
+        ValueError: a non-positive or non-finite input."""
     _positive(lr=lr, weight_decay=weight_decay, dataset_size=dataset_size,
               batch_size=batch_size)
     tau_iters = 1.0 / (lr * weight_decay)
@@ -81,8 +78,7 @@ def adamw_weight_decay_for(*, lr: float, dataset_size: float | None = None,
     """λ = B/(η·τ_epoch·D), or 1/(η·τ_iter): keeps τ fixed (Wang & Aitchison 2024, §3–4).
 
     Raises:
-        ValueError: both or neither τ given, a needed input missing, or a non-positive input.
-    """
+        ValueError: both or neither τ given, a needed input missing, or a non-positive input."""
     if (tau_epochs is None) == (tau_iters is None):
         raise ValueError(f"tau_epochs = {tau_epochs!r}, tau_iters = {tau_iters!r}: give "
                          "exactly one")

@@ -2,8 +2,7 @@
 
 Yang et al. 2022, Tensor Programs V, §3 / Fig. 1 (μP: b_width ≈ 0 for lr); Huber 1964 and
 Holland & Welsch 1977 (Huber IRLS, c = 1.345); Efron & Tibshirani 1993, §12.5 (bootstrap-t) and
-§9.5 (fixed-design resampling); DerSimonian & Laird 1986 (τ² by moments).
-"""
+§9.5 (fixed-design resampling); DerSimonian & Laird 1986 (τ² by moments)."""
 from __future__ import annotations
 
 import math
@@ -308,8 +307,7 @@ def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
     Raises:
         FitError: shapes differ; a non-finite or non-positive scale or optimum; fewer than 2
             distinct widths; a rank-deficient design; a bad optimum interval.
-        ValueError: n_boot < 50.
-    """
+        ValueError: n_boot < 50."""
     s, h = _checked_optima(hyperparameter, scales, optima, n_boot)
     n = s.size
     X, axes, extra_t = _design(hyperparameter, s, extra_scales)

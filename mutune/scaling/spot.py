@@ -1,8 +1,7 @@
 """Checkpoint cadence and spot economics: τ* = √(2·C·M), floored at a minimum spacing.
 
 C: checkpoint seconds, M: mean time between preemptions; overhead(T) = (T/τ)·C + (T/M)·(τ/2 + R).
-Young 1974, CACM 17(9), eq. 4; Daly 2006, FGCS 22(3), §2.
-"""
+Young 1974, CACM 17(9), eq. 4; Daly 2006, FGCS 22(3), §2."""
 from __future__ import annotations
 
 import math
@@ -22,8 +21,7 @@ def young_interval_s(checkpoint_s: float, mtbp_s: float, *, min_interval_s: floa
     """Young's optimum checkpoint interval √(2·C·M), at least ``min_interval_s``; seconds.
 
     Raises:
-        ValueError: C or M not > 0, or a negative minimum.
-    """
+        ValueError: C or M not > 0, or a negative minimum."""
     c, m = _pos("checkpoint_s", checkpoint_s), _pos("mtbp_s", mtbp_s)
     return max(math.sqrt(2.0 * c * m), _pos("min_interval_s", min_interval_s, zero_ok=True))
 
@@ -34,8 +32,7 @@ def spot_overhead_s(trial_s: float, *, checkpoint_s: float, mtbp_s: float,
     ``interval_s`` plus, per expected preemption, half an interval lost and the restart.
 
     Raises:
-        ValueError: a negative figure, or M or the interval not > 0.
-    """
+        ValueError: a negative figure, or M or the interval not > 0."""
     t = _pos("trial_s", trial_s, zero_ok=True)
     c = _pos("checkpoint_s", checkpoint_s, zero_ok=True)
     m, tau = _pos("mtbp_s", mtbp_s), _pos("interval_s", interval_s)

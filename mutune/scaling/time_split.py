@@ -1,8 +1,7 @@
 """Where each allocated device-second went: per-trial time categories and per-sweep waste.
 
 ETTR = productive / allocated (Kokolis et al. 2024, §3); MFU = achieved ÷ peak model FLOP/s
-(Chowdhery et al. 2022, "PaLM", Appendix B).
-"""
+(Chowdhery et al. 2022, "PaLM", Appendix B)."""
 from __future__ import annotations
 
 import math
@@ -111,8 +110,7 @@ def model_flops_per_step(n_params: float, tokens_per_step: float, *, n_layer: in
     Kaplan et al. 2020, §2.1, Table 1. For an MLP pass samples as ``tokens_per_step`` and n_layer 0.
 
     Raises:
-        ValueError: a negative or non-finite argument.
-    """
+        ValueError: a negative or non-finite argument."""
     for name, v in (("n_params", n_params), ("tokens_per_step", tokens_per_step),
                     ("n_layer", n_layer), ("n_ctx", n_ctx), ("d_model", d_model)):
         _nonneg(name, v)
@@ -126,8 +124,7 @@ def mfu(flops_per_step: float, steps: int, productive_s: float, devices: float,
     Returns:
         The ratio, or None when the peak is unknown, nothing ran, or no step time was measured.
     Raises:
-        ValueError: a negative or non-finite argument.
-    """
+        ValueError: a negative or non-finite argument."""
     for name, v in (("flops_per_step", flops_per_step), ("steps", steps),
                     ("productive_s", productive_s), ("devices", devices)):
         _nonneg(name, v)
@@ -140,8 +137,7 @@ def money(gpu_hours: float, price_per_device_hour: float | None) -> float | None
     """Money = GPU-hours × price per device-hour (docs/architecture.md §6); None without a price.
 
     Raises:
-        ValueError: a negative or non-finite argument.
-    """
+        ValueError: a negative or non-finite argument."""
     _nonneg("gpu_hours", gpu_hours)
     if price_per_device_hour is None:
         return None

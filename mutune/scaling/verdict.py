@@ -6,8 +6,7 @@
 4. ``sp_corrected``: standard parametrization; the exponent is the correction.
 5. ``drifting`` / 6. ``stable``: μP and the interval outside / inside ±tolerance.
 
-Yang et al. 2022, Tensor Programs V, §3, Table 1; Everett et al. 2024, ICML, §4.
-"""
+Yang et al. 2022, Tensor Programs V, §3, Table 1; Everett et al. 2024, ICML, §4."""
 from __future__ import annotations
 
 import math
@@ -91,8 +90,7 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
             et al. 2025, §3), along steps ``"sp"`` judges a correction (Bjorck et al. 2025).
     Raises:
         ValueError: unknown parametrization or edge_side, tolerance ≤ 0, an axis the rule
-            was not fitted on.
-    """
+            was not fitted on."""
     _check_args(rule, parametrization, tolerance, edge_side, axis)
     along = rule.scales if axis == "width" else rule.extra_scales[axis]
     n_sizes = len(set(along))

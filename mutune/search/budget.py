@@ -23,8 +23,7 @@ class SweepBudget:
         self.prior_gpu_hours = 0.0
 
     def add_prior(self, gpu_hours: float) -> None:
-        """Count ``gpu_hours`` spent before this driver started; ValueError if negative or
-        non-finite."""
+        """Count ``gpu_hours`` spent before this driver; ValueError if negative or non-finite."""
         import math
 
         if not (math.isfinite(gpu_hours) and gpu_hours >= 0):
@@ -43,8 +42,7 @@ class SweepBudget:
         return [r for b in self.books for r in b.trials.values()]
 
     def spent_gpu_hours(self) -> float:
-        """Device-hours spent: before this driver, by finished trials, and by running ones so far.
-        """
+        """Device-hours spent before this driver, by finished trials, and by running ones."""
         now = time.monotonic()
         total = 0.0
         for b in self.books:
@@ -82,8 +80,8 @@ class SweepBudget:
 
     def estimate_gpu_hours(self, book: Any, steps: int, *, scale: float = 1.0,
                            devices: float | None = None, group: str | None = None) -> float:
-        """Device-hours of a new trial of ``steps`` steps at the measured s/step × ``scale``, plus
-        overhead."""
+        """Device-hours of a new ``steps``-step trial: measured s/step × ``scale``, plus overhead.
+        """
         rate = self._s_per_step(book, group)
         if rate is None:
             rates = [x for x in (self._s_per_step(b) for b in self.books) if x is not None]
@@ -111,8 +109,7 @@ class BudgetAdmission:
         self.gate, self.book, self.first_rung = gate, book, first_rung
 
     def admit(self, group: str) -> bool:
-        """Whether a new trial fits (a refusal closes the gate); another kind's group is admitted.
-        """
+        """Whether a new trial fits (a refusal closes the gate); other kinds' groups pass."""
         if self.book.kinds.get(group, self.book.kind) != self.book.kind:
             return True
         width = self.book.groups.get(group, (self.book.width,))[0]

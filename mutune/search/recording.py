@@ -20,13 +20,11 @@ class TrialRecorder(Protocol):
 
     def trial_started(self, sweep_id: int, proxy_sweep_id: int | None, kind: str, key: str,
                       width: int, config: Mapping[str, Any], seed: int) -> int:
-        """A trial is granted its resources (``kind`` ``proxy`` or ``target``); returns the trial
-        id."""
+        """A trial got its resources (``kind``: ``proxy`` or ``target``); returns its id."""
 
     def trial_reported(self, trial_id: int, step: int, metrics: Mapping[str, float],
                        seq: int) -> None:
-        """An evaluation report at ``step``; ``seq`` orders the sweep's events. Idempotent on
-        (trial, step)."""
+        """A report at ``step``; ``seq`` orders the sweep's events. Idempotent on (trial, step)."""
 
     def scheduler_decided(self, trial_id: int, milestone: int, value: float | None,
                           cutoff: float | None, decision: str, seq: int) -> None:
@@ -40,18 +38,15 @@ class TrialRecorder(Protocol):
         """The folder where the trial's checkpoints are kept (for a resume)."""
 
     def trial_resumed(self, trial_id: int, reason: str) -> None:
-        """A trial of a resumed sweep continues from its checkpoint; ``reason`` says why it
-        stopped."""
+        """A resumed sweep's trial continues from its checkpoint; ``reason``: why it stopped."""
 
     def trial_finished(self, trial_id: int, status: str, reason: str | None,
                        timing: Mapping[str, float]) -> None:
-        """The trial released its resources with a terminal ``status``; ``timing`` in wall seconds.
-        """
+        """The trial released its resources, terminal ``status``; ``timing`` in wall seconds."""
 
     def trial_logged(self, trial_id: int, stdout: str, stderr: str,
                      traceback: str | None) -> None:
-        """The trial's stdout/stderr tails and traceback, once after it finished (a repeat
-        replaces)."""
+        """The trial's output tails and traceback, once after it finished (a repeat replaces)."""
 
 
 @runtime_checkable
@@ -59,8 +54,7 @@ class SweepControl(Protocol):
     """What a running sweep asks of whoever controls it (never a record of what happened)."""
 
     def stop_requested(self, sweep_id: int) -> str | None:
-        """Why the sweep should stop now, or None; polled between trial events, so it must be
-        cheap."""
+        """Why the sweep should stop now, or None; polled between trial events: keep it cheap."""
 
     def heartbeat(self, trial_id: int) -> None:
         """The running trial is alive; a resume treats one older than its lease as interrupted."""

@@ -15,8 +15,7 @@ __all__ = ["LoopContext", "LoopEnd"]
 
 
 class LoopEnd(BaseException):
-    """Ends the loop from ``report``/``steps``; a BaseException, so ``except Exception`` can't
-    catch it."""
+    """Ends the loop from ``report``/``steps`` (a BaseException: ``except Exception`` misses it)."""
 
     def __init__(self, status: str) -> None:
         super().__init__(status)
@@ -50,8 +49,7 @@ class LoopContext:
     def steps(self) -> Iterator[int]:
         """Steps ``start_step + 1`` … ``max_t``; a preemption notice ends the run after a step
         (status
-        ``preempted``) unless the loop asked :meth:`stop_requested` during it.
-        """
+        ``preempted``) unless the loop asked :meth:`stop_requested` during it."""
         mark = (time.perf_counter(), 0.0)
         for step in range(self.start_step + 1, self.max_t + 1):
             if step > self.start_step + 1:
@@ -77,8 +75,7 @@ class LoopContext:
         return local if par is None else bool(par.any(local)[0])
 
     def stop_requested(self, *flags: bool) -> tuple[bool, ...]:
-        """``(stop, *flags)``, each OR-ed over the Ray Train workers in one collective (call it on
-        all)."""
+        """``(stop, *flags)`` OR-ed over the Ray Train workers in one collective (call on all)."""
         self._asked = True
         stop = bool(self._notice())
         par = self._session.parallel
@@ -108,8 +105,7 @@ class LoopContext:
         return x, y
 
     def step_loss(self, net: Any, x: Any, y: Any) -> Any:
-        """The family's training loss of ``net`` on (x, y) under the trial's numerics: a scalar
-        tensor."""
+        """The family's loss of ``net`` on (x, y) under the trial's numerics (a scalar tensor)."""
         s = self._session
         with s.dev.compute():
             return s.task.step_loss(net, x, y)
@@ -129,8 +125,7 @@ class LoopContext:
 
     def evaluate_replicates(self, *, test: bool = False
                             ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-        """Every replicate's (val loss, se) and with ``test`` (test loss, se), nats; call on every
-        worker."""
+        """Each replicate's (val loss, se), with ``test`` its (test loss, se), nats; call on all."""
         from mutune.training.evaluation import evaluate_models
 
         t = time.perf_counter()
@@ -147,8 +142,7 @@ class LoopContext:
         """Set each parameter group's lr to ``factor`` × its own ``initial_lr`` (μP ratios kept).
 
         Raises:
-            ValueError: ``factor`` is not a finite number >= 0.
-        """
+            ValueError: ``factor`` is not a finite number >= 0."""
         if not (math.isfinite(factor) and factor >= 0):
             raise ValueError(f"lr factor {factor!r}: must be a finite number >= 0")
         for opt in self.optimizers:
@@ -160,8 +154,7 @@ class LoopContext:
         ``search.metric``.
 
         Raises:
-            SearchError: a missing or out-of-order ``step``, or a missing metric.
-        """
+            SearchError: a missing or out-of-order ``step``, or a missing metric."""
         metrics = dict(metrics)
         step = metrics.get("step")
         due = min(self.last_report + self.eval_every - self.last_report % self.eval_every,
@@ -184,8 +177,7 @@ class LoopContext:
         self._emit(metrics, state, stop_now=bool(metrics.get("preempted")))
 
     def get_checkpoint(self) -> dict[str, Any] | None:
-        """``{"step", "state"}`` this run resumed from (models, optimizers, RNG already restored),
-        or None."""
+        """``{"step", "state"}`` this run resumed from (model etc. already restored), or None."""
         restored = self._session.restored
         return None if restored is None else dict(restored)
 

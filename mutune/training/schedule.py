@@ -2,8 +2,7 @@
 
 warmup (t < W): (t + 1) / W (Goyal et al. 2017, §2.2); cosine: m + (1 − m)·½(1 + cos(π·u))
 (Loshchilov & Hutter 2017); linear: m + (1 − m)·(1 − u); wsd: decay over the last D updates
-(Hu et al. 2024, MiniCPM, §4.1); u = (t − W + 1)/(total − W), m = ``min_lr_ratio``.
-"""
+(Hu et al. 2024, MiniCPM, §4.1); u = (t − W + 1)/(total − W), m = ``min_lr_ratio``."""
 from __future__ import annotations
 
 import math
@@ -20,8 +19,7 @@ def lr_factor(t: int, total: int, *, kind: str = "constant", warmup_steps: int =
 
     Raises:
         ValueError: unknown kind; t outside [0, total); total < 1; warmup_steps < 0;
-            min_lr_ratio outside [0, 1]; decay_fraction outside (0, 1].
-    """
+            min_lr_ratio outside [0, 1]; decay_fraction outside (0, 1]."""
     if kind not in SCHEDULES:
         raise ValueError(f"schedule {kind!r}: use one of {SCHEDULES}")
     if total < 1 or not 0 <= t < total:
@@ -61,8 +59,7 @@ class _Factor:
 
 
 def make_lr_schedule(optimizer: Any, train: Any, total: int) -> Any:
-    """``LambdaLR`` for ``train``'s schedule over a ``total``-step run, or None for a constant lr.
-    """
+    """``LambdaLR`` of ``train``'s schedule for a ``total``-step run; None for a constant lr."""
     kind = getattr(train, "lr_schedule", "constant")
     warmup = int(getattr(train, "warmup_steps", 0))
     fraction = getattr(train, "warmup_fraction", None)

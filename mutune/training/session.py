@@ -82,8 +82,7 @@ class TrialSession:
         """Load a checkpoint folder written by :meth:`save` (None: fresh start); set up the cadence.
 
         Raises:
-            SearchError: an unreadable checkpoint.
-        """
+            SearchError: an unreadable checkpoint."""
         import torch
 
         from mutune.search.trial.cadence import Cadence
@@ -123,8 +122,7 @@ class TrialSession:
                                final_step=self.max_t if self.keep_final else None)
 
     def save(self, step: int, loop_state: Any, productive_s: float, eval_s: float) -> Path:
-        """Write the trial's state at ``step`` (models, optimizers, schedules, RNG, clocks); its
-        folder."""
+        """Write the trial's state at ``step`` (models, optimizers, RNG, clocks); its folder."""
         import torch
 
         from mutune.search.trial.checkpoint import save_trial_state
@@ -148,8 +146,7 @@ class TrialSession:
         return folder
 
     def checkpoint_due(self, step: int, *, diverged: bool, stop_now: bool) -> bool:
-        """Whether the report at ``step`` carries a checkpoint (final, preemption, cadence or
-        rung)."""
+        """Whether the report at ``step`` carries a checkpoint (final, notice, cadence, rung)."""
         if diverged:
             return False
         if step == self.max_t:
@@ -158,8 +155,8 @@ class TrialSession:
                 or any(self.cadence.last_step < m <= step for m in self.marks))
 
     def diverged(self, metrics: dict[str, Any], *, stop_now: bool) -> bool:
-        """Whether ``metrics`` are non-finite, or beyond the divergence limit by over three
-        standard errors."""
+        """Whether ``metrics`` are non-finite or beyond the divergence limit by > 3 standard
+        errors."""
         from mutune.search.driver.types import beyond_limit
 
         metric = self.metric if self.metric in metrics else "val_loss"
@@ -173,8 +170,7 @@ class TrialSession:
 
     def emit(self, metrics: dict[str, Any], loop_state: Any, report: Any, *,
              productive_s: float, eval_s: float, stop_now: bool = False) -> str | None:
-        """Add the ledger's figures, write the checkpoint due and ``report``; the ending status or
-        None."""
+        """Add ledger figures, write the checkpoint due, ``report``; the ending status or None."""
         step = int(metrics["step"])
         diverged = self.diverged(metrics, stop_now=stop_now)
         folder = None

@@ -55,8 +55,7 @@ class TrialSpec:
         """Read a worker's config dict.
 
         Raises:
-            SearchError: ``width``, ``max_t`` or ``point`` missing, or a bad ``max_t``.
-        """
+            SearchError: ``width``, ``max_t`` or ``point`` missing, or a bad ``max_t``."""
         point = config.get("point") or {}
         missing = [k for k in ("max_t", "point") if config.get(k) is None]
         if config.get("width") is None and point.get("width") is None:

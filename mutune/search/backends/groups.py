@@ -42,8 +42,7 @@ class ResumeState:
 
 @dataclass
 class GroupSpec:
-    """One group of a run: the trials of one width (a proxy sweep's, or one
-    confirmation design's)."""
+    """One group of a run: one width's trials (a proxy sweep's, or a confirmation design's)."""
     width: int
     proxy_sweep_id: int | None
     group: str
@@ -100,8 +99,7 @@ def driver_group(spec: GroupSpec, core: Any, max_t: int) -> tuple[Any, Any]:
     """The driver :class:`~mutune.search.driver.Group` of ``spec`` and its searcher.
 
     Raises:
-        SearchError: neither points nor a searcher with seeds.
-    """
+        SearchError: neither points nor a searcher with seeds."""
     from mutune.search.driver import Group
     from mutune.search.searchers.simple import FixedSearcher
 

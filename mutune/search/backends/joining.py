@@ -23,8 +23,7 @@ def settle(specs: list[GroupSpec], follow_up: FollowUp | None
     settling what it returns in turn.
 
     Returns:
-        (the groups to run, in order; group → RunOutcome of each done group).
-    """
+        (the groups to run, in order; group → RunOutcome of each done group)."""
     queue, live, done = list(specs), [], {}
     while queue:
         spec = queue.pop(0)

@@ -125,8 +125,7 @@ def _worker_parallel(config: dict[str, Any], ctx: Any, stop: Any) -> DataParalle
 
 def train_worker(config: dict[str, Any]) -> None:
     """Ray Train's ``train_loop_per_worker``: :func:`~mutune.training.run.run_loop` on this worker,
-    reporting through ``ray.train.report``; the run's end goes in a last ``{"ended": status}``.
-    """
+    reporting through ``ray.train.report``; the run's end goes in a last ``{"ended": status}``."""
     import contextlib
     import tempfile
 

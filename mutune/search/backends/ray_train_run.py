@@ -143,8 +143,7 @@ class TargetFit:
         return status
 
     def _fit_once(self) -> dict[str, Any]:
-        """One ``fit()`` in a thread while the driver drains its reports; its result or
-        error."""
+        """One ``fit()`` in a thread while the driver drains its reports; result or error."""
         outcome: dict[str, Any] = {}
         self.ended = None
         trainer = self._trainer()

@@ -44,8 +44,7 @@ class ReplaySettings:
         """A fresh scheduler core.
 
         Raises:
-            SearchError: unknown kind or a setting out of range.
-        """
+            SearchError: unknown kind or a setting out of range."""
         if self.kind == "asha":
             return ASHA(grace_period=self.grace_period, reduction_factor=self.reduction_factor,
                         max_t=self.max_t, mode=self.mode)

@@ -123,8 +123,7 @@ def feed_events(core: Scheduler, events: list[tuple]) -> list[Judgement]:
     uninterrupted one did for the same order.
 
     Raises:
-        SearchError: an unknown event, or one the core rejects.
-    """
+        SearchError: an unknown event, or one the core rejects."""
     out: list[Judgement] = []
     for ev in events:
         if ev[0] == "report":

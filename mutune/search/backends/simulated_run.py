@@ -32,8 +32,7 @@ class SyntheticLoss:
     + curvature · Σ_k (log2 h_k − log2 h*_k)² + transient / √s, plus Gaussian noise of
     standard deviation ``noise`` drawn from (seed, width, step) — the width-scaling form of
     Kaplan et al. 2020 (§3, L(N) ∝ N^−α) with the width-independent optimum μP gives
-    (Yang et al. 2022, Tensor Programs V, §3).
-    """
+    (Yang et al. 2022, Tensor Programs V, §3)."""
     optimum: dict[str, float] = field(default_factory=lambda: {"lr": 0.01,
                                                                "output_mult": 1.0})
     floor: float = 0.5
@@ -83,8 +82,7 @@ class SimulatedBackend:
         """Run the groups on the simulated workers; group → outcome (joined groups' too).
 
         Raises:
-            SearchError: no group, or a group the driver refuses.
-        """
+            SearchError: no group, or a group the driver refuses."""
         from mutune.search.backends.joining import settle
 
         if not specs:

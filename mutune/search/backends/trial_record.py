@@ -60,8 +60,7 @@ def close_record(rec: TrialRecord, status: str, reason: str | None, *, devices: 
     Timing (wall seconds): ``allocated_s`` grant to pause/release, summed; ``productive_s`` inside
     steps; ``eval_s`` inside evaluations; ``overhead_s`` the rest of allocated; ``restarts``,
     ``preemptions``, ``resumes`` counts; ``repeated_steps`` and ``recovery_s`` the waste after a
-    failure or preemption; ``upload_s`` remote uploads; ``start_s`` grant to the worker's start.
-    """
+    failure or preemption; ``upload_s`` remote uploads; ``start_s`` grant to the worker's start."""
     allocated = rec.held_s + (time.monotonic() - rec.segment_start
                               if rec.segment_start is not None else 0.0)
     rec.segment_start = None

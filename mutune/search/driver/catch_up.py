@@ -15,8 +15,7 @@ def catch_up(core: Scheduler, searcher: Searcher,
     """Feed a restored core and searcher the reports recorded after their save, in order.
 
     Returns:
-        The judgements made, in order (the caller records them).
-    """
+        The judgements made, in order (the caller records them)."""
     out: list[Judgement] = []
     for key, step, value in reports:
         searcher.observe(key, step, value)

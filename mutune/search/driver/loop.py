@@ -3,8 +3,7 @@
 On a free slot (Li et al. 2020, Algorithm 2: promotions first): 1. every group's promotion
 candidate, highest rung first; 2. an interrupted trial of a resumed sweep; 3. a new trial of
 the first admitted group with points left; 4. else ``finish()`` every core. Every report
-reaches the searcher before the core judges it.
-"""
+reaches the searcher before the core judges it."""
 from __future__ import annotations
 
 import math
@@ -102,8 +101,7 @@ class SweepDriver:
         """Whether group ``name`` can get no more trials and none is running, waiting or paused.
 
         Raises:
-            SearchError: an unknown group.
-        """
+            SearchError: an unknown group."""
         g = self.groups.get(name)
         if g is None:
             raise SearchError(f"unknown group {name!r}; groups: {self.order}")
@@ -115,8 +113,7 @@ class SweepDriver:
         """Call ``hook(name)`` once group ``name`` is done; the groups it returns join the sweep.
 
         Raises:
-            SearchError: an unknown group (outside a hook), or one a hook did not return.
-        """
+            SearchError: an unknown group (outside a hook), or one a hook did not return."""
         if name not in self.groups and self._joining is None:
             raise SearchError(f"unknown group {name!r}; groups: {self.order}")
         self._hooks[name] = hook
@@ -247,8 +244,7 @@ class SweepDriver:
         """A running trial reported ``value`` (``se``: its standard error) at ``step``: judge it.
 
         Raises:
-            SearchError: a malformed step or value, an unknown trial, or one not running.
-        """
+            SearchError: a malformed step or value, an unknown trial, or one not running."""
         t = self._trial(key)
         step = check_step(key, step)
         value = check_value(key, value, field=self.metric)
@@ -304,8 +300,7 @@ class SweepDriver:
         """A preempted trial waits first in line and restarts under its key (no decision).
 
         Raises:
-            SearchError: an unknown trial, or one that is not running.
-        """
+            SearchError: an unknown trial, or one that is not running."""
         t = self._trial(key)
         if t.state != "running":
             raise SearchError(f"trial {key!r} is {t.state}: only a running trial can be "
@@ -319,8 +314,7 @@ class SweepDriver:
         already.
 
         Raises:
-            SearchError: an unknown trial or status.
-        """
+            SearchError: an unknown trial or status."""
         if status not in EXECUTOR_STATUSES:
             raise SearchError(f"status = {status!r}: a backend may end a trial only as one of "
                               f"{EXECUTOR_STATUSES}")

@@ -1,7 +1,6 @@
 """Asynchronous successive halving (ASHA), stopping variant.
 
-Li et al. 2020, "A System for Massively Parallel Hyperparameter Tuning", MLSys, §3.
-"""
+Li et al. 2020, "A System for Massively Parallel Hyperparameter Tuning", MLSys, §3."""
 from __future__ import annotations
 
 import math
@@ -26,8 +25,7 @@ class ASHA(RungScheduler):
     variant = "stopping"
 
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
-        """Judge ``trial``'s report of ``value`` at training ``step``; SearchError if malformed or
-        ended."""
+        """Judge a report of ``value`` at ``step``; SearchError if malformed or the trial ended."""
         trial, step, value = self._checked(trial, step, value)
         full = step >= self.max_t
         out: list[Judgement] = []

@@ -1,7 +1,6 @@
 """The one contract every scheduler core keeps: ASHA, promotion ASHA and Hyperband.
 
-A core only decides (Syne Tune's split); its one caller is the driver loop, for every backend.
-"""
+A core only decides (Syne Tune's split); its one caller is the driver loop, for every backend."""
 from __future__ import annotations
 
 import abc
@@ -30,8 +29,7 @@ TERMINAL = (Decision.STOP, Decision.DIVERGED, Decision.COMPLETE)
 class Judgement:
     """``trial`` judged at rung ``milestone`` (steps) against ``cutoff``, the worst value still in
     the
-    top fraction (None when non-finite or none exists).
-    """
+    top fraction (None when non-finite or none exists)."""
     trial: str
     milestone: int
     value: float
@@ -85,8 +83,8 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:
-        """A versioned, JSON-able snapshot (``kind`` names the core); a rebuilt core decides the
-        same."""
+        """A versioned JSON-able snapshot (``kind`` names the core); a rebuilt core decides alike.
+        """
 
     def stopped(self, trial: str) -> Decision | None:
         """STOP or DIVERGED when the scheduler ended ``trial`` early, else None."""

@@ -21,8 +21,7 @@ def make_scheduler(kind: str, *, grace_period: int, reduction_factor: int, max_t
     """A fresh core (``asha``/``hyperband``, ``stopping``/``promotion``); r, η, max_t in steps.
 
     Raises:
-        SearchError: unknown kind or variant, or a setting out of range (names it).
-    """
+        SearchError: unknown kind or variant, or a setting out of range (names it)."""
     if variant not in VARIANTS:
         raise SearchError(f"variant = {variant!r}: must be one of {VARIANTS}")
     r, eta = grace_period, reduction_factor

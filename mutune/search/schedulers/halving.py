@@ -48,7 +48,7 @@ class RungScheduler(Scheduler):
                             at_least_one=self.AT_LEAST_ONE)
 
     def _record(self, trial: str, milestone: int, value: float) -> Judgement:
-        """Record ``value`` at ``milestone``; CONTINUE/STOP by the top fraction, DIVERGED if
+        """Record ``value`` at ``milestone``: CONTINUE/STOP by top fraction, DIVERGED if
         non-finite."""
         if not self._rungs[milestone].add(trial, value):
             return Judgement(trial, milestone, value, None, Decision.DIVERGED)
@@ -76,8 +76,7 @@ class RungScheduler(Scheduler):
         return None
 
     def state_dict(self) -> dict[str, Any]:
-        """Versioned JSON: settings, rungs (NaN/inf as strings), progress and endings as ordered
-        lists."""
+        """Versioned JSON: settings, rungs (NaN/inf as strings), progress and endings."""
         return {"version": self.STATE_VERSION, "kind": self.KIND,
                 "grace_period": self.grace_period, "reduction_factor": self.reduction_factor,
                 "max_t": self.max_t, "mode": self.mode,
@@ -88,8 +87,8 @@ class RungScheduler(Scheduler):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "RungScheduler":
-        """Rebuild from :meth:`state_dict` output (version 1 or 2); SearchError for another
-        kind/version."""
+        """Rebuild from :meth:`state_dict` (version 1 or 2); SearchError for another kind/version.
+        """
         if state.get("version") not in (1, cls.STATE_VERSION) or state.get("kind") != cls.KIND:
             raise SearchError(f"cannot load scheduler state version {state.get('version')!r} "
                               f"kind {state.get('kind')!r} as {cls.KIND}")

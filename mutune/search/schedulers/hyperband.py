@@ -1,7 +1,6 @@
 """Asynchronous Hyperband: one ASHA core per bracket, trials assigned to brackets by a seed.
 
-Li et al. 2018, "Hyperband", JMLR, §3, run asynchronously as in Li et al. 2020 (ASHA), §3.
-"""
+Li et al. 2018, "Hyperband", JMLR, §3, run asynchronously as in Li et al. 2020 (ASHA), §3."""
 from __future__ import annotations
 
 from typing import Any
@@ -27,8 +26,7 @@ def bracket_sizes(grace_period: int, reduction_factor: int, max_t: int) -> list[
     2018, Algorithm 1), in exact integers.
 
     Raises:
-        SearchError: r < 1, η < 2, max_t < r, or a non-integer setting.
-    """
+        SearchError: r < 1, η < 2, max_t < r, or a non-integer setting."""
     n_brackets = bracket_count(grace_period, reduction_factor, max_t)
     s_max = n_brackets - 1
     out = []
@@ -97,8 +95,7 @@ class Hyperband(Scheduler):
         return next((m for m in self.brackets[s].milestones if m > step), self.max_t)
 
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
-        """Judge a report in ``trial``'s bracket; inputs are checked before a bracket is assigned.
-        """
+        """Judge a report in ``trial``'s bracket (inputs checked before a bracket is assigned)."""
         trial = check_trial(trial)
         step, value = check_step(trial, step), check_value(trial, value)
         return self.brackets[self.assign(trial)].on_report(trial, step, value)
@@ -108,8 +105,7 @@ class Hyperband(Scheduler):
         return None if s is None else self.brackets[s].ended(trial)
 
     def candidate(self) -> Judgement | None:
-        """The paused trial to promote on a free slot (highest milestone, lowest bracket), or None.
-        """
+        """The paused trial to promote (highest milestone, lowest bracket), or None."""
         best = None
         for b in self.brackets:
             c = b.candidate()
@@ -118,7 +114,7 @@ class Hyperband(Scheduler):
         return best
 
     def promote(self, trial: str) -> Judgement:
-        """Promote paused ``trial`` in its bracket; SearchError in the stopping variant or if not
+        """Promote paused ``trial`` in its bracket; SearchError if stopping variant or not
         promotable."""
         s = self._assigned.get(trial)
         if self.variant != "promotion" or s is None:
@@ -149,8 +145,7 @@ class Hyperband(Scheduler):
         return [b.rung_values() for b in self.brackets]
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON-able snapshot: settings, each bracket's state, assignments (the RNG is re-seeded on
-        load)."""
+        """JSON-able: settings, each bracket's state, assignments (the RNG re-seeded on load)."""
         return {"version": self.STATE_VERSION, "kind": "hyperband",
                 "grace_period": self.grace_period, "reduction_factor": self.reduction_factor,
                 "max_t": self.max_t, "mode": self.mode, "seed": self.seed,
@@ -159,8 +154,7 @@ class Hyperband(Scheduler):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Hyperband":
-        """Rebuild from :meth:`state_dict`; SearchError for an unknown version/kind or a seed
-        mismatch."""
+        """Rebuild from :meth:`state_dict`; SearchError: unknown version/kind or a seed mismatch."""
         if state.get("version") not in (1, cls.STATE_VERSION) or state.get("kind") != "hyperband":
             raise SearchError(f"cannot load scheduler state version {state.get('version')!r} "
                               f"kind {state.get('kind')!r}")

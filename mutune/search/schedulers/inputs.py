@@ -25,8 +25,7 @@ def check_step(trial: str, step: Any, field: str = "step") -> int:
     """The training step as an int ≥ 1 (a float only when it holds one exactly).
 
     Raises:
-        SearchError: naming ``trial``, ``field`` and the value.
-    """
+        SearchError: naming ``trial``, ``field`` and the value."""
     if type(step) is int and step >= 1:      # the common case, checked without the ABCs
         return step
     if isinstance(step, bool) or not isinstance(step, numbers.Real):
@@ -49,8 +48,7 @@ def check_value(trial: str, value: Any, field: str = "value") -> float:
     """The metric as a float (NaN and inf allowed: they rank last and end the trial as diverged).
 
     Raises:
-        SearchError: naming ``trial``, ``field`` and the value.
-    """
+        SearchError: naming ``trial``, ``field`` and the value."""
     if type(value) is float:                 # the common case, checked without the ABCs
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -1,6 +1,5 @@
 """The steps a sweep is planned to train (``mutune run --dry-run``): synchronous halving, n_{k+1} =
-max(⌊n_k/η⌋, 1), as ASHA's expectation (Li et al. 2020); Hyperband brackets as the live core.
-"""
+max(⌊n_k/η⌋, 1), as ASHA's expectation (Li et al. 2020); Hyperband brackets as the live core."""
 from __future__ import annotations
 
 from mutune.search.schedulers.hyperband import Hyperband

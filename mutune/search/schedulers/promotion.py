@@ -81,8 +81,8 @@ class PromotionASHA(RungScheduler):
         return None
 
     def promote(self, trial: str) -> Judgement:
-        """Resume paused ``trial`` towards its next rung; SearchError unless it is paused and
-        promotable."""
+        """Resume paused ``trial`` towards its next rung; SearchError unless paused and promotable.
+        """
         m = self._paused.get(trial)
         if m is None:
             raise SearchError(f"trial {trial!r} is not paused; only paused trials promote")

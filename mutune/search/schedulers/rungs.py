@@ -72,8 +72,7 @@ def rank_at_rung(rung: Rung, value: float, reduction_factor: int, mode: str, *,
                  at_least_one: bool) -> tuple[bool, float | None]:
     """Whether recorded ``value`` is among the rung's best k, ties favouring it, and the cutoff.
 
-    k = max(⌊n/η⌋, 1) with ``at_least_one`` (stopping ASHA), else ⌊n/η⌋ (Li et al. 2020, Alg. 2).
-    """
+    k = max(⌊n/η⌋, 1) with ``at_least_one`` (stopping ASHA), else ⌊n/η⌋ (Li et al. 2020, Alg. 2)."""
     sorted_vals = rung.finite
     k = rung.n // reduction_factor
     if at_least_one:
@@ -102,8 +101,7 @@ def encode_rungs(rungs: dict[int, Rung]) -> dict[str, list[list[Any]]]:
 
 def decode_rungs(data: dict[str, Any], milestones: list[int]) -> dict[int, Rung]:
     """Inverse of :func:`encode_rungs` (also the older ``{trial: value}`` form); SearchError on an
-    unknown milestone.
-    """
+    unknown milestone."""
     rungs = {m: Rung() for m in milestones}
     for m, pairs in data.items():
         if int(m) not in rungs:

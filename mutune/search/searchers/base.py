@@ -10,8 +10,7 @@ __all__ = ["Searcher"]
 
 
 class Searcher(abc.ABC):
-    """The searcher contract: at most ``num_samples`` proposals, each key once, every call logged.
-    """
+    """The searcher contract: ≤ ``num_samples`` proposals, each key once, every call logged."""
 
     def __init__(self, num_samples: int) -> None:
         if not isinstance(num_samples, int) or num_samples < 1:
@@ -70,8 +69,7 @@ class Searcher(abc.ABC):
 
         Raises:
             SearchError: another searcher's state, or a saved point that differs from what
-                this searcher proposes (the settings or the seed changed).
-        """
+                this searcher proposes (the settings or the seed changed)."""
         if state.get("version") != 1 or state.get("kind") != type(self).__name__:
             raise SearchError(f"cannot load searcher state version {state.get('version')!r} "
                               f"kind {state.get('kind')!r} into {type(self).__name__}")

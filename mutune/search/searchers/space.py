@@ -21,8 +21,7 @@ def sample_configs(search: SearchConfig, sweep_seed: int, width_index: int) -> l
     """Draw ``search.num_samples`` hyperparameter dicts for one proxy width.
 
     Returns:
-        list of length num_samples of {name: value}; fixed hyperparameters included.
-    """
+        list of length num_samples of {name: value}; fixed hyperparameters included."""
     del width_index  # random search: identical points at every width
     rng = np.random.default_rng(np.random.SeedSequence([sweep_seed, 0]))
     out = []

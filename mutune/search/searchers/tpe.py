@@ -1,7 +1,6 @@
 """Optuna's Tree-structured Parzen Estimator through its ask/tell interface.
 
-Bergstra, Bardenet, Bengio & Kégl 2011, "Algorithms for Hyper-Parameter Optimization", NeurIPS.
-"""
+Bergstra, Bardenet, Bengio & Kégl 2011, "Algorithms for Hyper-Parameter Optimization", NeurIPS."""
 from __future__ import annotations
 
 import math

@@ -35,8 +35,7 @@ class Cadence:
         self.n, self.seconds = 0, 0.0
 
     def interval_s(self) -> float | None:
-        """Young's interval from the checkpoints measured so far (None: not ``auto``, or none yet).
-        """
+        """Young's interval from the checkpoints measured so far (None: not ``auto``, or none)."""
         if not self.auto or self.n == 0:
             return None
         from mutune.scaling.spot import young_interval_s

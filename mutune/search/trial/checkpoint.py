@@ -24,8 +24,7 @@ def save_trial_state(directory: str | os.PathLike[str], state: dict[str, Any], *
     ``os.replace``).
 
     Returns:
-        The path of the state file.
-    """
+        The path of the state file."""
     import torch
 
     folder = Path(directory)
@@ -54,8 +53,7 @@ def load_trial_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """Read the state saved by :func:`save_trial_state` (tensors only, no pickled code).
 
     Raises:
-        SearchError: the folder has no ``trial_state.pt`` or it cannot be read.
-    """
+        SearchError: the folder has no ``trial_state.pt`` or it cannot be read."""
     import torch
 
     path = Path(directory) / STATE_FILE

@@ -57,8 +57,7 @@ class Captured:
         self._saved: tuple[int, int, str | None] | None = None    # what the file holds
 
     def save(self, trace: str | None = None) -> None:
-        """Write stdout, stderr and ``trace`` atomically, unless nothing new came since the last
-        save."""
+        """Write stdout, stderr and ``trace`` atomically, unless nothing new came since."""
         if self.path is None:
             return
         state = (self.out.written, self.err.written, trace)
@@ -102,8 +101,7 @@ def capture(log_dir: str | Path | None, key: str, limit: int = LOG_TAIL_CHARS,
 
 def collect(log_dir: str | Path | None, key: str,
             remote: Any = None) -> dict[str, Any] | None:
-    """The record :func:`capture` wrote for ``key`` (deleting it), else ``remote``'s copy, or None.
-    """
+    """The record :func:`capture` wrote for ``key`` (deleted), else ``remote``'s copy, or None."""
     if log_dir is None:
         return None
     path = _path(log_dir, key)

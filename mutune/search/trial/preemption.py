@@ -1,8 +1,7 @@
 """Preemption notices for a training loop (spot capacity: finish the step, checkpoint, end).
 
 Sources: SIGTERM (installed in the actor's main thread under Ray), a notice file, a polled URL
-(AWS ``status`` or GCP ``body`` style), Ray draining the node. Polled ones are edge-triggered.
-"""
+(AWS ``status`` or GCP ``body`` style), Ray draining the node. Polled ones are edge-triggered."""
 from __future__ import annotations
 
 import signal
@@ -45,8 +44,7 @@ def install_sigterm() -> bool:
 
 
 class PreemptibleTrainable:
-    """Ray Tune trainable mixin: ``setup`` installs the SIGTERM handler in the actor's main thread.
-    """
+    """Ray Tune trainable mixin: ``setup`` installs the SIGTERM handler in the main thread."""
 
     def setup(self, config: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         install_sigterm()
@@ -97,8 +95,7 @@ def _draining(node: str) -> int | None:
 
 
 class NoticeWatcher:
-    """A daemon thread polling a notice file and/or URL every ``poll_s`` seconds (edge-triggered).
-    """
+    """A daemon thread polling a notice file and/or URL every ``poll_s`` s (edge-triggered)."""
 
     def __init__(self, settings: dict[str, Any] | None) -> None:
         s = dict(settings or {})
@@ -161,8 +158,7 @@ class NoticeWatcher:
 
 
 class Preemption:
-    """Whether a preemption notice is pending for the loop, from its own SIGTERM or :func:`notice`.
-    """
+    """Whether a notice is pending for the loop, from its own SIGTERM or :func:`notice`."""
 
     def __init__(self) -> None:
         self._own = False

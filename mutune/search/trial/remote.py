@@ -21,8 +21,7 @@ _KEEP = 2   # the newest upload and the one before it
 
 
 def open_filesystem(storage: str) -> tuple[Any, str]:
-    """``(pyarrow filesystem, root path)`` for ``storage``; SearchError when pyarrow can't open it.
-    """
+    """``(pyarrow filesystem, root path)`` of ``storage``; SearchError if pyarrow can't open it."""
     import pyarrow.fs as pafs
 
     if "://" not in storage:
@@ -79,8 +78,7 @@ class CheckpointStore:
 
     def put(self, key: str, step: int, state_file: str | os.PathLike[str],
             owner: str = "") -> int:
-        """Upload ``state_file`` as ``key``'s checkpoint ``step``, point ``LATEST`` at it; bytes
-        uploaded."""
+        """Upload ``state_file`` as ``key``'s ``step``, point ``LATEST`` at it; bytes uploaded."""
         from mutune.search.trial.checkpoint import STATE_FILE
 
         base = self._dir(key)
@@ -116,8 +114,7 @@ class CheckpointStore:
             return None
 
     def entry_at_most(self, key: str, at_most: int | None = None) -> tuple[int, str] | None:
-        """``(step, owner)`` of ``key``'s newest upload at or before ``at_most`` (None:
-        ``LATEST``'s)."""
+        """``(step, owner)`` of ``key``'s newest upload ≤ ``at_most`` (None: ``LATEST``'s)."""
         from mutune.search.trial.checkpoint import STATE_FILE
 
         got = self.latest_entry(key)
@@ -143,16 +140,14 @@ class CheckpointStore:
         Returns:
             ``(step, folder)``, or None when nothing is uploaded or another ``owner`` wrote it.
         Raises:
-            SearchError: ``LATEST`` names a checkpoint that cannot be read.
-        """
+            SearchError: ``LATEST`` names a checkpoint that cannot be read."""
         got = self.entry_at_most(key, at_most)
         if got is None or (owner is not None and got[1] != owner):
             return None
         return got[0], self.download(key, got[0], dest)
 
     def download(self, key: str, step: int, dest: str | os.PathLike[str]) -> Path:
-        """Download ``key``'s uploaded checkpoint ``step`` into ``dest``; SearchError if
-        unreadable."""
+        """Download ``key``'s checkpoint ``step`` into ``dest``; SearchError if unreadable."""
         from mutune.search.trial.checkpoint import STATE_FILE
 
         folder = Path(dest)

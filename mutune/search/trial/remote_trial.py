@@ -57,8 +57,8 @@ class RemoteTier:
         return folder if folder is not None and step >= self.max_t else None
 
     def checkpointed(self, metrics: dict[str, Any], folder: Path | None) -> None:
-        """Queue ``folder``'s upload (waiting where the trial stops or pauses); add figures to
-        ``metrics``."""
+        """Queue ``folder``'s upload (waited for where the trial stops); figures into ``metrics``.
+        """
         from mutune.search.trial.checkpoint import STATE_FILE
 
         step = int(metrics.get("step", 0))
@@ -89,8 +89,7 @@ class RemoteTier:
 
     def restore(self, dest: Path, *, continued: bool, at_most: int | None = None
                 ) -> str | None:
-        """The folder to restore from: the cache's newest unless remote storage holds a newer one.
-        """
+        """The folder to restore from: the cache's newest, or a newer remote one downloaded."""
         local = [p for p in self._local() if at_most is None or _step_of(p) <= at_most]
         entry = self.store.entry_at_most(self.key, at_most)
         if entry is not None and not continued and entry[1] != self.owner:
@@ -117,7 +116,7 @@ class RemoteTier:
 
 
 def remote_settings(ray_cfg: Any, run: str, spot: dict[str, Any] | None) -> dict[str, Any]:
-    """A trial config's remote tier: ``{"storage", "run", "min_interval_s"}`` (storage None: none).
+    """A trial config's remote tier ``{"storage", "run", "min_interval_s"}`` (storage None: none).
     """
     return {"storage": getattr(ray_cfg, "storage", None), "run": run,
             "min_interval_s": float((spot or {}).get("checkpoint_min_interval_s") or 0.0)}
@@ -134,8 +133,7 @@ def restore_dir_for(ckpt: Any, point: dict[str, Any], remote: Any, tmp: str,
     """Where a trial (re)starts from (None: a fresh start).
 
     Raises:
-        SearchError: a named checkpoint is not on this node and no ``ray.storage`` holds it.
-    """
+        SearchError: a named checkpoint is not on this node and no ``ray.storage`` holds it."""
     from mutune.errors import SearchError
     from mutune.search.trial.checkpoint import STATE_FILE
 

@@ -35,8 +35,7 @@ class ReportHold:
         return list(self._held)
 
     def hold(self, metrics: dict[str, Any], checkpointed: bool) -> bool:
-        """Whether to keep ``metrics`` for the next report sent (False: send via :meth:`sending`).
-        """
+        """Whether to keep ``metrics`` for the next report (False: send via :meth:`sending`)."""
         step, prev = int(metrics["step"]), self._last_step
         self._last_step = step
         if (self.hold_s <= 0 or checkpointed or prev < 0
@@ -58,8 +57,7 @@ class ReportHold:
         return metrics
 
     def flush(self) -> dict[str, Any] | None:
-        """The newest held report with the others, to send before a trial ends unreported, or None.
-        """
+        """The newest held report with the others, for a trial ending unreported, or None."""
         if not self._held:
             return None
         *older, last = self._held

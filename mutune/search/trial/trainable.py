@@ -16,8 +16,7 @@ def train_trial(config: dict[str, Any], *, task: Any) -> None:
     """Ray Tune function trainable around :func:`~mutune.training.run.run_loop`.
 
     Raises:
-        ProxyError: the model cannot be built (reported by Ray as a failed trial).
-    """
+        ProxyError: the model cannot be built (reported by Ray as a failed trial)."""
     from ray import tune
 
     import ray

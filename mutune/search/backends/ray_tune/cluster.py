@@ -20,8 +20,7 @@ def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
     ``mlflow_experiment`` or ``name``).
 
     Raises:
-        SearchError: a logger is asked for but its package (extra) is not installed.
-    """
+        SearchError: a logger is asked for but its package (extra) is not installed."""
     import importlib.util
 
     from mutune.errors import SearchError
