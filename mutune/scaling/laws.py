@@ -18,7 +18,7 @@ __all__ = ["LossLaw", "fit_loss_law"]
 
 @dataclass(frozen=True)
 class LossLaw:
-    """L(N) = E + A·N^(−α), L in nats, N in parameters."""
+    """L(N) = E + A·N^(−α), L in nats, N in parameters; ``identifiable`` False: E = 0 fallback."""
     E: float
     A: float
     alpha: float

@@ -33,7 +33,13 @@ EDGE_FRACTION = 0.05
 
 @dataclass(frozen=True)
 class Optimum:
-    """Estimated optimum of one proxy sweep, in natural-log units of each hyperparameter."""
+    """Estimated optimum of one proxy sweep, in natural-log units of each hyperparameter.
+
+    Attributes:
+        interval: name → 95 % percentile-bootstrap interval; (nan, nan) under 20 replicates.
+        on_edge: the stationary point was clipped, sits within 5 % of a bound, or the best trial
+            is the extreme sampled value; ``edge_side`` says which bound.
+        stationary: the unclipped −H⁻¹g, the direction to search next (Box & Wilson 1951)."""
     names: tuple[str, ...]
     center: dict[str, float]
     interval: dict[str, tuple[float, float]]

@@ -143,7 +143,11 @@ def _regress(X: np.ndarray, y: np.ndarray, sigma: np.ndarray | None, *, n_boot: 
 
 @dataclass(frozen=True)
 class TransferRule:
-    """log h*(s) = intercept + Σ_k coefficients[k]·log s_k, in natural logs."""
+    """log h*(s) = intercept + Σ_k coefficients[k]·log s_k, in natural logs.
+
+    Attributes:
+        slope: b_width, octaves of h per octave of width; intervals: axis → 95 % bootstrap-t.
+        residual_scale, excess_scatter: RMS residual and τ of the log optima (log units)."""
     hyperparameter: str
     intercept: float
     slope: float
