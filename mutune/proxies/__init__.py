@@ -1,12 +1,6 @@
-"""Proxy models and data for μP hyperparameter transfer (torch + mup only).
+"""Proxy models and data for μP hyperparameter transfer (torch + mup only; no ray, no sqlalchemy).
 
-μP / SP construction and optimizers (:mod:`.parametrization`), the MLP and GPT proxy families
-(:mod:`.mlp`, :mod:`.gpt`), and real datasets with seeded stateless batching (:mod:`.data`).
-Importing this package pulls in neither ray nor sqlalchemy nor any other mutune stage.
-
-References:
-    Yang et al. 2022, "Tensor Programs V" (arXiv 2203.03466); mup 1.0.0.
-"""
+Yang et al. 2022, "Tensor Programs V" (arXiv 2203.03466); mup 1.0.0."""
 from mutune.proxies.data import (ClassificationData, TextData, classification_batch,
                                  lm_batch, lm_eval_windows, load_digits_data, load_text_data,
                                  stdlib_corpus_files)

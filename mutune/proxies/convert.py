@@ -1,17 +1,6 @@
-"""Converting a plain PyTorch model for μP: its output layer becomes a ``mup.MuReadout`` (a
-``mup.MuSharedReadout`` when it is tied to an embedding), its attention logits are scaled
-1/d_head-wise from the model's own scale at the base width, and a constant-std init of its
-hidden weights is rescaled with fan-in.
+"""Converting a plain PyTorch model for μP: a ``MuReadout``, 1/d_head attention, fan-in init.
 
-A user's model built from ``nn.Linear`` layers is μP-ready once its readout divides its input
-by the width multiplier and starts at zero, its attention scales logits by 1/d_head instead of
-1/√d_head (TP V Table 3, §4), and its hidden weights start with a variance ∝ 1/fan_in (TP V
-Table 3: PyTorch's default init already is; GPT-2-style ``normal(0, 0.02)`` at every width is
-not); their learning rates need nothing under ``MuAdamW`` (mup scales them by shape).
-
-References:
-    Yang et al. 2022, Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 ``MuReadout``.
-"""
+Yang et al. 2022, Tensor Programs V, Table 3, §4 and Appendix B; mup 1.0.0 ``MuReadout``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -26,19 +15,10 @@ __all__ = ["swap_readout", "set_attention_scale", "rescale_constant_std_init",
 
 
 def swap_readout(model: nn.Module, path: str, *, output_mult: float = 1.0) -> nn.Module:
-    """Replace the ``nn.Linear`` at attribute path ``path`` (e.g. ``"head"`` or
-    ``"classifier.2"``) by a zero-initialised ``mup.MuReadout`` of the same shape
-    (in_features → out_features, bias kept if present) and ``output_mult``; in place. A
-    readout whose weight *is* an ``nn.Embedding``'s (a tied ``lm_head``) becomes a
-    ``mup.MuSharedReadout`` of that embedding — still tied, never silently untied — with a
-    zero bias if it had one.
+    """Replace the ``nn.Linear`` at attribute path ``path`` by a zero-initialised ``mup.MuReadout``.
 
-    Returns:
-        ``model``.
     Raises:
-        ProxyError: no module at ``path``, or it is not an ``nn.Linear`` (a ``MuReadout``
-            already is one: then nothing is swapped twice — it is refused).
-    """
+        ProxyError: no module at ``path``, or it is not an ``nn.Linear`` (nor already a readout)."""
     *parents, leaf = path.split(".")
     owner = model
     try:
@@ -79,22 +59,14 @@ def attention_head_dims(model: nn.Module, attr: str,
 def set_attention_scale(model: nn.Module, attr: str, *, attn_mult: float = 1.0,
                         head_dim_attr: str = "head_dim",
                         base_head_dims: dict[str, int] | None = None) -> int:
-    """Give every attention module of ``model`` the μP logit scale: on each submodule that has
-    both ``attr`` (the scale its forward multiplies q·k by, e.g. passed to
-    ``F.scaled_dot_product_attention(..., scale=self.scale)``) and ``head_dim_attr`` (d_head),
-    set ``attr = attn_mult / d_head`` — or, given the same module's d_head at the base width
-    (``base_head_dims``, :func:`attention_head_dims` of the base model),
-    ``attr = attn_mult · √d_base / d_head``: the model's own 1/√d_head at the base width
-    (attn_mult 1), then the μP 1/d_head decay as heads widen (at d_head 128 a bare 1/d_head
-    would give logits 11× smaller than the user's model, with nothing to tune it back).
+    """Set ``attr = attn_mult · √d_base / d_head`` (or ``attn_mult / d_head``) on attention modules.
+
+    TP V §4 and Table 3. Given ``base_head_dims``, the base width keeps the model's own 1/√d_head.
 
     Returns:
         How many modules were set.
     Raises:
-        ProxyError: no submodule has both attributes, or a d_head that is not a positive int.
-    References:
-        Yang et al. 2022, Tensor Programs V, §4 and Table 3 (attention logit 1/d scaling).
-    """
+        ProxyError: no submodule has both attributes, or a d_head that is not a positive int."""
     count = 0
     for name, module in model.named_modules():
         if hasattr(module, attr) and hasattr(module, head_dim_attr):
@@ -120,8 +92,7 @@ _Z = 5.0
 
 
 def _hidden_pairs(model: nn.Module, base: nn.Module, skip: tuple[str, ...]):
-    """(name, weight, base weight) for every hidden weight: ≥ 2-D, fan-in (``shape[1:]``)
-    grown from ``base``, not an embedding, not under a ``skip`` prefix, ≥ 64 elements."""
+    """(name, weight, base weight) for every hidden weight whose fan-in grew from ``base``."""
     base_params = dict(base.named_parameters())
     # an embedding's (vocab, width) weight has the vocabulary as its fan-in, whatever its
     # shape says (mup: vector-like), so it keeps its std — as does a readout tied to it
@@ -138,27 +109,12 @@ def _hidden_pairs(model: nn.Module, base: nn.Module, skip: tuple[str, ...]):
 
 def constant_std_weights(model: nn.Module, base: nn.Module, *,
                          skip: tuple[str, ...] = ()) -> list[str]:
-    """The hidden weights of ``model`` whose init kept the base width's standard deviation
-    (GPT-2-style ``normal(0, 0.02)`` at every width), which μP rescales with fan-in; weights
-    whose std already falls like 1/√fan_in (PyTorch's default init) are not named.
+    """The hidden weights whose init kept the base width's std (GPT-2's ``normal(0, 0.02)``).
 
-    Each hidden weight's std ratio s(model) / s(base) is compared in log space with the two
-    rules, 1 (constant) and √(fan_in_base / fan_in) (μP, TP V Table 3), and takes the nearer
-    one. The sample stds are random, so call this once, on models built from a fixed seed
-    (:meth:`mutune.proxies.task.ProxyTask.constant_init_weights` does), and apply its answer to
-    every build: a decision made on each build's own draw would differ between trials.
-
-    Args:
-        model: the plain model at a width above the base width (2× in mutune).
-        base: the same family's model at the base width (same parameter names).
-        skip: parameter-name prefixes to leave alone (the readout being swapped).
-    Returns:
-        The names of the constant-std hidden weights, in ``named_parameters`` order.
     Raises:
         ProxyError: a hidden weight whose std ratio is more than five standard errors of the
             sample stds from both rules: names it, with both ratios, and the fix (initialise
-            it with PyTorch's default or ``mup.init``, or a constant std).
-    """
+            it with PyTorch's default or ``mup.init``, or a constant std)."""
     import math
 
     import torch
@@ -187,26 +143,10 @@ def constant_std_weights(model: nn.Module, base: nn.Module, *,
 def rescale_constant_std_init(model: nn.Module, base: nn.Module, *,
                               skip: tuple[str, ...] = (),
                               names: Sequence[str] | None = None) -> list[str]:
-    """Rescale, in place, every hidden weight of ``model`` whose init kept the base width's
-    standard deviation to the μP init, whose variance falls with fan-in: weight ×=
-    √(fan_in_base / fan_in) (TP V Table 3; Table 8's "init var ∝ 1/fan_in" for hidden
-    weights), so the model equals its own init at the base width and is μP above it.
+    """In place, weight ×= √(fan_in_base / fan_in) on constant-std hidden weights (TP V Table 3).
 
-    Hidden weights are the ≥ 2-D weights whose fan-in (``shape[1:]``) grew from ``base`` to
-    ``model`` (embeddings, whose fan-in is the vocabulary, keep their std under μP; readouts
-    are mup's).
-
-    Args:
-        model: the plain model at its width, before ``mup.set_base_shapes``.
-        base: the same family's model at the base width (same parameter names).
-        skip: parameter-name prefixes to leave alone (the readout being swapped).
-        names: the constant-std weights, decided once (:func:`constant_std_weights` on
-            seeded builds); None decides from ``model`` and ``base`` themselves.
-    Returns:
-        The names of the rescaled parameters.
     Raises:
-        ProxyError: with ``names`` None, as :func:`constant_std_weights`.
-    """
+        ProxyError: with ``names`` None, as :func:`constant_std_weights`."""
     import math
 
     import torch

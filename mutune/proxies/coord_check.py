@@ -1,20 +1,7 @@
-"""Coordinate check: activation size per module against width, for μP and its SP twin.
+"""Coordinate check: mean |activation| per module against width (or depth), for μP and its SP twin.
 
-Yang et al. 2022, Tensor Programs V, Appendix D.1 ("coordinate check") and mup's
-``get_coord_data``: train each width for a few steps from the same seeds and record, for every
-module with parameters, the mean absolute value of its output coordinates. Under μP every
-module's size stays Θ(1) as width grows (slope of log size against log width ≈ 0); under
-standard parametrization the readout (and with Adam the hidden layers) blow up with width
-(slope ≈ 1 for the readout).
-
-The same check runs across depth (``axis="depth"``, at a fixed width): modules are then matched
-by role — the first and the last block of a ``ModuleList`` (``blocks.first``, ``blocks.last``),
-the embeddings, the final norm, the readout — and each block's own output (the residual stream)
-is recorded too. With CompleteP's 1/L branches every role stays Θ(1) as depth grows; without a
-depth parametrization the residual stream, and what reads it, grow with depth (Dey et al. 2025,
-"Don't be lazy: CompleteP enables compute-efficient deep transformers", arXiv 2505.01618, §3;
-Yang et al. 2023, Tensor Programs VI, arXiv 2310.02244, §3).
-"""
+Yang et al. 2022, Tensor Programs V, Appendix D.1; across depth: Dey et al. 2025, arXiv
+2505.01618, §3, and Yang et al. 2023, Tensor Programs VI, §3."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -34,21 +21,7 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 @dataclass(frozen=True)
 class CoordCheck:
-    """Activation sizes and slopes of one parametrization.
-
-    Attributes:
-        parametrization: ``mup`` or ``sp`` (across depth: ``completep``, ``depth_mup``,
-            ``none``).
-        widths: the sizes checked along ``axis``, increasing (widths, or depths).
-        sizes: module → array (n_steps + 1, n_sizes) of mean |output| averaged over seeds;
-            row t is the forward pass after t optimizer steps.
-        slopes: module → slope of log size against log width (log depth) at the last row
-            (after the last step), from a least-squares line.
-        axis: ``width`` or ``depth``.
-        slope_intervals: module → 95 % interval of the slope over seeds (Student t on the
-            per-seed slopes; (nan, nan) with one seed). Seed noise moves a slope by ±0.2 at
-            width 32: a slope above the tolerance counts only when its interval does too.
-    """
+    """Activation sizes and slopes of one parametrization."""
     parametrization: str
     widths: tuple[int, ...]
     sizes: dict[str, np.ndarray] = field(repr=False)
@@ -58,8 +31,7 @@ class CoordCheck:
 
 
 def _modules(model: nn.Module, blocks: bool = False) -> list[tuple[str, nn.Module]]:
-    """Modules that own parameters directly (Linear, Embedding, LayerNorm, MuReadout, …),
-    and with ``blocks`` every element of a ``ModuleList`` (a residual block's output)."""
+    """Modules owning parameters, and with ``blocks`` every element of a ``ModuleList``."""
     lists = {name for name, m in model.named_modules() if isinstance(m, nn.ModuleList)}
     return [(name, m) for name, m in model.named_modules()
             if name and (any(True for _ in m.parameters(recurse=False))
@@ -67,9 +39,7 @@ def _modules(model: nn.Module, blocks: bool = False) -> list[tuple[str, nn.Modul
 
 
 def depth_role(name: str, depth: int) -> str | None:
-    """A module's role across depth: ``blocks.0.fc`` → ``blocks.first.fc``,
-    ``blocks.{depth-1}`` → ``blocks.last``; a middle block's modules → None (not compared);
-    names without a block index unchanged. ``depth`` ≥ 2: the model's number of blocks."""
+    """A module's role across depth: ``blocks.0.fc`` → ``blocks.first.fc``; middle blocks → None."""
     parts = name.split(".")
     for i, part in enumerate(parts):
         if part.isdigit():
@@ -81,46 +51,70 @@ def depth_role(name: str, depth: int) -> str | None:
 
 @dataclass(frozen=True)
 class CoordSetup:
-    """What a coord check trains.
-
-    Attributes:
-        build: ``(width, parametrization) -> model`` with base shapes set (the depth instead
-            of the width along ``axis="depth"``).
-        make_optimizer: the μP optimizer for a model (same learning rate at every width).
-        batch: ``(seed, step) -> (inputs, targets)``, the training batches.
-        loss: ``(outputs, targets) -> scalar`` loss.
-    """
+    """What a coord check trains."""
     build: Callable[[int, str], nn.Module]
     make_optimizer: Callable[[nn.Module], torch.optim.Optimizer]
     batch: Callable[[int, int], Batch]
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+def _record_run(setup: CoordSetup, width: int, parametrization: str, seed: int, steps: int,
+                by_depth: bool) -> dict[str, list[float]]:
+    """Train one model ``steps`` steps from ``seed``; module → mean |output| at each forward."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = setup.build(width, parametrization)
+    opt = setup.make_optimizer(model)
+    record: dict[str, list[float]] = {}
+    named = [(depth_role(name, width) if by_depth else name, m)
+             for name, m in _modules(model, blocks=by_depth)]
+    hooks = [m.register_forward_hook(
+        lambda _m, _i, out, name=name, record=record: record.setdefault(name, []).append(
+            float(out.detach().abs().mean())))
+        for name, m in named if name is not None]
+    try:
+        for step in range(steps + 1):
+            x, y = setup.batch(seed, step + 1)
+            out = model(x)
+            if step == steps:
+                break
+            value = setup.loss(out, y)
+            opt.zero_grad(set_to_none=True)
+            value.backward()
+            opt.step()
+    finally:
+        for h in hooks:
+            h.remove()
+    return record
+
+
+def _slopes(sizes: dict[str, np.ndarray], log_w: np.ndarray, steps: int,
+            parametrization: str) -> dict[str, float]:
+    """Module → slope of log mean |output| after the last step against log size."""
+    slopes: dict[str, float] = {}
+    for n, arr in sizes.items():
+        last = arr[-1]
+        if not np.all(np.isfinite(last)) or np.any(last <= 0):
+            if np.all(last == 0):
+                slopes[n] = 0.0
+                continue
+            raise ProxyError(f"coord check: module {n!r} has non-finite or zero activations "
+                             f"{last.tolist()} after {steps} steps ({parametrization}); "
+                             "lower the learning rate")
+        slopes[n] = float(np.polyfit(log_w, np.log(last), 1)[0])
+    return slopes
+
+
 def coord_check(setup: CoordSetup, *, widths: Sequence[int], parametrization: str,
                 steps: int = 3, seeds: Sequence[int] = (0, 1, 2),
                 axis: str = "width") -> CoordCheck:
     """Record mean |output| of every module over the first ``steps`` steps at each width (or
-    depth, with ``axis="depth"``: ``build`` then takes the depth, modules are compared by
-    :func:`depth_role` and block outputs are recorded too).
+    depth).
 
-    Args:
-        setup: the models, optimizer, batches and loss (:class:`CoordSetup`).
-        widths: increasing widths (depths, ≥ 2 each, with ``axis="depth"``), at least 2.
-        parametrization: ``mup`` or ``sp`` (passed to ``build``).
-        steps: optimizer steps; sizes are recorded before the first and after every step, and
-            slopes use the forward pass after the last one (zero-initialized modules such as
-            the readout are non-zero by then).
-        seeds: model-init and batch seeds averaged over.
-        axis: ``width`` or ``depth``.
-    Returns:
-        CoordCheck with sizes (n_steps + 1, n_sizes) per module and the final slopes.
     Raises:
         ProxyError: fewer than 2 sizes, sizes not increasing, a depth below 2, steps < 1, no
             seeds, an unknown axis, or a non-finite activation (the learning rate is too large
-            for the check).
-    """
-    build, make_optimizer, batch, loss = (setup.build, setup.make_optimizer, setup.batch,
-                                          setup.loss)
+            for the check)."""
     widths = [int(w) for w in widths]
     if axis not in ("width", "depth"):
         raise ProxyError(f"coord check axis {axis!r}: must be 'width' or 'depth'")
@@ -138,30 +132,7 @@ def coord_check(setup: CoordSetup, *, widths: Sequence[int], parametrization: st
         acc: dict[str, np.ndarray] = {}
         lasts: dict[str, list[float]] = {}
         for seed in seeds:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(int(seed))
-                model = build(width, parametrization)
-            opt = make_optimizer(model)
-            record: dict[str, list[float]] = {}
-            named = [(depth_role(name, width) if by_depth else name, m)
-                     for name, m in _modules(model, blocks=by_depth)]
-            hooks = [m.register_forward_hook(
-                lambda _m, _i, out, name=name, record=record: record.setdefault(name, []).append(
-                    float(out.detach().abs().mean())))
-                for name, m in named if name is not None]
-            try:
-                for step in range(steps + 1):
-                    x, y = batch(int(seed), step + 1)
-                    out = model(x)
-                    if step == steps:
-                        break
-                    value = loss(out, y)
-                    opt.zero_grad(set_to_none=True)
-                    value.backward()
-                    opt.step()
-            finally:
-                for h in hooks:
-                    h.remove()
+            record = _record_run(setup, width, parametrization, int(seed), steps, by_depth)
             for name, vals in record.items():
                 acc[name] = acc.get(name, 0.0) + np.asarray(vals) / len(seeds)
                 lasts.setdefault(name, []).append(vals[-1])
@@ -170,25 +141,14 @@ def coord_check(setup: CoordSetup, *, widths: Sequence[int], parametrization: st
     names = [n for n in per_width[0] if all(n in pw for pw in per_width)]
     sizes = {n: np.stack([pw[n] for pw in per_width], axis=1) for n in names}
     log_w = np.log(widths)
-    slopes = {}
-    for n, arr in sizes.items():
-        last = arr[-1]
-        if not np.all(np.isfinite(last)) or np.any(last <= 0):
-            if np.all(last == 0):
-                slopes[n] = 0.0
-                continue
-            raise ProxyError(f"coord check: module {n!r} has non-finite or zero activations "
-                             f"{last.tolist()} after {steps} steps ({parametrization}); "
-                             "lower the learning rate")
-        slopes[n] = float(np.polyfit(log_w, np.log(last), 1)[0])
+    slopes = _slopes(sizes, log_w, steps, parametrization)
     intervals = {n: _seed_interval(log_w, np.array([ps[n] for ps in per_seed]))
                  for n in slopes}
     return CoordCheck(parametrization, tuple(widths), sizes, slopes, axis, intervals)
 
 
 def _seed_interval(log_w: np.ndarray, lasts: np.ndarray) -> tuple[float, float]:
-    """95 % Student-t interval of the mean of the per-seed slopes; ``lasts`` has shape
-    (n_sizes, n_seeds) (nan, nan with one seed or a non-positive size)."""
+    """95 % Student-t interval of the mean per-seed slope; ``lasts`` (n_sizes, n_seeds)."""
     from scipy import stats
 
     k = lasts.shape[1]
@@ -209,8 +169,7 @@ def slope_table(checks: Sequence[CoordCheck]) -> dict[str, dict[str, dict[str, f
 
 
 def plot_coord_check(checks: Sequence[CoordCheck], path: str) -> None:
-    """PNG: one panel per parametrization, mean |output| after the last step against width
-    (log-log), one line per module."""
+    """PNG: per parametrization, mean |output| after the last step against width (log-log)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -1,12 +1,4 @@
-"""Real datasets for the proxies (nothing downloaded) and seeded, stateless batching.
-
-* Classification: scikit-learn's bundled digits (8×8 images, 10 classes).
-* Language modelling: bytes (vocab 256) of the running Python's standard-library ``*.py`` files,
-  or of any file or folder.
-
-Batches are pure functions of ``(seed, step)`` (``numpy.random.default_rng([seed, step])``), so a
-trial resumed from a checkpoint at step t draws the batches an uninterrupted one would have.
-"""
+"""Real datasets for the proxies (nothing downloaded) and seeded, stateless batching."""
 from __future__ import annotations
 
 import hashlib
@@ -32,20 +24,7 @@ _VAL_EVERY = 10  # file i is validation iff i % 10 == 9, test iff i % 10 == 8; a
 
 @dataclass(frozen=True)
 class ClassificationData:
-    """A train / validation / test split of a classification dataset.
-
-    The scheduler and the fits see only validation; test is only reported (the target's and
-    the benchmarks' final figures), so a configuration chosen on validation is judged on data
-    it was not picked on.
-
-    Attributes:
-        train_x: (n_train, d) float32 features. train_y: (n_train,) int64 labels in [0, n_classes).
-        val_x: (n_val, d) float32. val_y: (n_val,) int64.
-        n_classes: number of classes.
-        fingerprint: sha256 hex over shape, dtype and bytes of every split's arrays.
-        size_bytes: total bytes of the arrays.
-        test_x: (n_test, d) float32, test_y: (n_test,) int64; None when there is no test split.
-    """
+    """A train / validation / test split of a classification dataset."""
 
     train_x: np.ndarray
     train_y: np.ndarray
@@ -65,15 +44,7 @@ class ClassificationData:
 
 @dataclass(frozen=True)
 class TextData:
-    """A byte-level corpus split into train, validation and test token streams.
-
-    Attributes:
-        train, val: 1-D uint8 arrays of byte tokens. vocab: 256.
-        test: 1-D uint8 test tokens (only reported, never seen by the scheduler or the fits),
-            or None.
-        fingerprint: sha256 hex of the whole corpus (every file's bytes, in corpus order).
-        size_bytes: corpus bytes (train + val). n_files: files read. source: where it came from.
-    """
+    """A byte-level corpus split into train, validation and test token streams."""
 
     train: np.ndarray
     val: np.ndarray
@@ -96,11 +67,7 @@ def _check_count(name: str, value: int) -> None:
 
 
 def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
-    """The digits' (1797, 64) pixel counts 0–16 and (1797,) labels, read from the CSV that
-    scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``: 64 pixels then the label per
-    row, as ``sklearn.datasets.load_digits`` reads it) without importing scikit-learn, which
-    would add about 0.1 GB (scipy with it) to every process that loads the data; through
-    ``load_digits`` where the file is not at that place."""
+    """The digits' (1797, 64) pixels and labels from scikit-learn's CSV, not importing sklearn."""
     import gzip
     import importlib.util
 
@@ -120,26 +87,11 @@ def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
 
 def load_digits_data(val_fraction: float = 0.2, seed: int = 0, *,
                      test_fraction: float = 0.0) -> ClassificationData:
-    """scikit-learn's digits (1797 images of 8×8 = 64 pixels, 10 classes), features / 16.
+    """scikit-learn's digits (1797 8×8 images, 10 classes; Alpaydin & Kaynak 1998), features / 16.
 
-    One seeded permutation: the first n_val examples are validation, the next n_test test,
-    the rest train.
-
-    Args:
-        val_fraction: share of examples in validation, in (0, 1); n_val = round(n · val_fraction),
-            at least 1.
-        seed: seed of the permutation (``numpy.random.default_rng(seed)``), >= 0; a sweep
-            passes its data section's ``split_seed`` (fixed, so sweeps with different seeds
-            are judged on the same split).
-        test_fraction: share of examples in the test split, in [0, 1); 0: no test split.
-    Returns:
-        ClassificationData with float32 features in [0, 1] and int64 labels.
     Raises:
         ProxyError: val_fraction outside (0, 1), test_fraction outside [0, 1), no example
-            left for training; a negative seed.
-    References:
-        Alpaydin & Kaynak 1998, UCI optical digits (the 8×8 copy bundled with scikit-learn).
-    """
+            left for training; a negative seed."""
     if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
         raise ProxyError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
     if not isinstance(test_fraction, (int, float)) or not 0.0 <= test_fraction < 1.0:
@@ -183,16 +135,7 @@ def _files_under(root: pathlib.Path, *, suffix: str | None,
 
 
 def stdlib_corpus_files() -> list[pathlib.Path]:
-    """The running Python's standard-library ``*.py`` files, in corpus order.
-
-    Walks ``sysconfig.get_paths()["stdlib"]``, skipping directories named exactly
-    ``site-packages``, ``test`` or ``tests`` (``idlelib/idle_test`` is kept); sorted by path
-    relative to that root (posix strings).
-    The corpus differs between Python versions, hence the fingerprint in :class:`TextData`.
-
-    Returns:
-        Absolute paths. Raises: ProxyError if the stdlib folder is missing.
-    """
+    """Absolute paths of the running Python's standard-library ``*.py`` files, in corpus order."""
     root = pathlib.Path(sysconfig.get_paths()["stdlib"])
     if not root.is_dir():
         raise ProxyError(f"standard-library folder {str(root)!r} does not exist")
@@ -220,20 +163,10 @@ def _split_bytes(data: bytes, where: str) -> tuple[np.ndarray, np.ndarray, np.nd
 def load_text_data(path: str | os.PathLike | None = None) -> TextData:
     """A byte-level corpus (vocab 256) with a deterministic train/validation/test split.
 
-    * ``None``: the stdlib corpus (:func:`stdlib_corpus_files`); file i is validation iff
-      i % 10 == 9, test iff i % 10 == 8, the others are train; each split is its files
-      concatenated in order.
-    * a file: its bytes; the last 10 % (``len // 10`` bytes) is validation, the 10 % before
-      it test.
-    * a folder: every regular file under it, sorted by relative path, split as the stdlib
-      corpus; with fewer than 10 files (no file would be validation) the concatenation is
-      split by bytes as for a single file.
-
     Returns:
         TextData; ``fingerprint`` = sha256 of all files' bytes in corpus order.
     Raises:
-        ProxyError: a missing path, an empty corpus, or a file too short to split (names it).
-    """
+        ProxyError: a missing path, an empty corpus, or a file too short to split (names it)."""
     if path is None:
         files = stdlib_corpus_files()
         source = f"stdlib:{sysconfig.get_paths()['stdlib']}"
@@ -265,12 +198,8 @@ def classification_batch(data: ClassificationData, batch_size: int, seed: int,
                          step: int) -> tuple[np.ndarray, np.ndarray]:
     """Training batch ``step`` of a seeded, stateless stream: ``batch_size`` distinct examples.
 
-    Indices: ``default_rng([seed, step]).choice(n_train, batch_size, replace=False)``.
-    Returns:
-        x (batch_size, d) float32, y (batch_size,) int64.
     Raises:
-        ProxyError: batch_size < 1 or > n_train; seed or step not an int >= 0.
-    """
+        ProxyError: batch_size < 1 or > n_train; seed or step not an int >= 0."""
     _check_count("batch_size", batch_size)
     _check_seed("seed", seed)
     _check_seed("step", step)
@@ -301,13 +230,8 @@ def lm_batch(tokens: np.ndarray, batch_size: int, seq_len: int, seed: int,
              step: int) -> tuple[np.ndarray, np.ndarray]:
     """Training batch ``step`` of random windows: inputs and next-token targets.
 
-    Starts: ``default_rng([seed, step]).integers(0, len(tokens) - seq_len, batch_size)``.
-    Returns:
-        x, y int64 of shape (batch_size, seq_len), with ``y[:, i] = tokens[start + i + 1]`` (x
-        shifted by one).
     Raises:
-        ProxyError: len(tokens) < seq_len + 1; batch_size/seq_len < 1; seed/step < 0.
-    """
+        ProxyError: len(tokens) < seq_len + 1; batch_size/seq_len < 1; seed/step < 0."""
     _check_tokens(tokens, seq_len)
     _check_count("batch_size", batch_size)
     _check_seed("seed", seed)
@@ -321,13 +245,9 @@ def lm_eval_windows(tokens: np.ndarray, seq_len: int,
                     n_windows: int) -> tuple[np.ndarray, np.ndarray]:
     """``n_windows`` deterministic, evenly spaced windows for validation loss.
 
-    Starts: ``round(linspace(0, len(tokens) - seq_len - 1, n_windows))``, all distinct.
-    Returns:
-        x, y int64 of shape (n_windows, seq_len), y = x shifted by one token.
     Raises:
         ProxyError: len(tokens) < seq_len + 1, or more windows than distinct starts
-            (len(tokens) - seq_len).
-    """
+            (len(tokens) - seq_len)."""
     _check_tokens(tokens, seq_len)
     _check_count("n_windows", n_windows)
     n_starts = len(tokens) - seq_len

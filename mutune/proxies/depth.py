@@ -1,39 +1,8 @@
-"""Depth-wise μP: residual branches scaled with depth, and the learning rate, Adam ε and weight
-decay of each layer group adjusted to match, so hyperparameters transfer across depth as
-well as width.
+"""Depth-wise μP: m_L = L/L₀; branches ·m_L^-α, hidden groups' lr ·m_L^(α-1), ε ·m_L^-α.
 
-For a model of ``depth`` L (blocks of the GPT, hidden layers of the residual MLP) and base
-depth L₀, m_L = L / L₀ and α the parametrization's exponent (``completep``: α = 1, Dey et al.
-2025; ``depth_mup``: α = 1/2, Yang et al. 2023):
-
-    group           what it holds                              forward     lr          ε
-    embedding       input layer / token and position           ·1          ·1          ·m_L^-α
-                    embeddings
-    hidden_weight   matrices inside residual blocks            ·1          ·m_L^(α-1)  ·m_L^-α
-    hidden_vector   LayerNorm gains and biases inside blocks   ·1          ·m_L^(α-1)  ·m_L^-α
-    output          final LayerNorm, readout                   ·1          ·1          ·m_L^-α
-    residual branch each block's output before it is added     ·m_L^-α
-
-Weight decay is not scaled with depth (the reference code scales it with width only; mup's
-``MuAdamW`` already multiplies it by the width multiplier on hidden matrices, as it divides
-their learning rate). Initialisation does not change with depth. ``none`` leaves every factor
-at 1. The factors are Adam's (the table is for Adam/AdamW); SGD is refused by the config.
-
-Width scaling stays mup's: a hidden matrix's learning rate is divided by its width
-multiplier inside ``mup.optim.MuAdamW``, after the depth factors here are applied to its group.
-The reference code also divides ε by the width multiplier; mutune's μP leaves ε alone across
-width, as mup does.
-
-References:
-    Dey et al. 2025, "Don't be lazy: CompleteP enables compute-efficient deep transformers",
-    arXiv 2505.01618, Table 1 and §3, and its reference code (nanoGPT-mup:
-    ``Block.forward`` scales each branch by ``depth_multiplier ** -depth_alpha_exp``;
-    ``configure_optimizers`` multiplies the hidden groups' lr by
-    ``depth_multiplier ** (depth_alpha_exp - 1)`` and ε by
-    ``depth_multiplier ** -depth_alpha_exp``); Yang et al. 2023, "Tensor Programs VI:
-    Feature Learning in Infinite-Depth Neural Networks", arXiv 2310.02244, §3 (1/√L
-    branches, Depth-μP).
-"""
+``completep``: α = 1 (Dey et al. 2025, arXiv 2505.01618, Table 1, §3); ``depth_mup``: α = 1/2
+(Yang et al. 2023, Tensor Programs VI, arXiv 2310.02244, §3). Weight decay and init do not
+change with depth; the factors are Adam's."""
 from __future__ import annotations
 
 import math
@@ -55,12 +24,11 @@ LAYER_GROUPS = ("embedding", "hidden_weight", "hidden_vector", "output")
 
 @dataclass(frozen=True)
 class DepthScaling:
-    """Depth parametrization ``parametrization`` of a model ``depth`` deep with base depth
-    ``base_depth`` (the depth at which it equals the unscaled model).
+    """A depth parametrization of a model ``depth`` deep, equal to the unscaled one at
+    ``base_depth``.
 
     Raises:
-        ProxyError: an unknown parametrization, or a depth or base depth below 1.
-    """
+        ProxyError: an unknown parametrization, or a depth or base depth below 1."""
     parametrization: str
     depth: int
     base_depth: int
@@ -90,12 +58,7 @@ class DepthScaling:
         return 1.0 if self.alpha is None else self.multiplier ** -self.alpha
 
     def factors(self, group: str) -> dict[str, float]:
-        """{"lr", "eps", "weight_decay"}: what the layer group's Adam learning rate, ε and
-        weight decay are multiplied by (the module's table).
-
-        Raises:
-            ProxyError: ``group`` not in :data:`LAYER_GROUPS`.
-        """
+        """{"lr", "eps", "weight_decay"} multipliers of ``group``; ProxyError if unknown."""
         if group not in LAYER_GROUPS:
             raise ProxyError(f"layer group {group!r}: use one of {LAYER_GROUPS}")
         a = self.alpha
@@ -108,17 +71,10 @@ class DepthScaling:
 
 def depth_param_groups(model: nn.Module, scaling: DepthScaling, *, lr: float, eps: float,
                        weight_decay: float) -> list[dict[str, Any]]:
-    """The optimizer's parameter groups of ``model`` under ``scaling``: one per layer group
-    that holds parameters, each with its own ``lr``, ``eps`` and ``weight_decay`` (the
-    module's table), in :data:`LAYER_GROUPS` order. mup's optimizers then split each by
-    width multiplier.
-
-    ``model.depth_groups()`` maps every parameter name (``named_parameters``) to its group.
+    """One optimizer parameter group per layer group, with its ``lr``, ``eps`` and ``weight_decay``.
 
     Raises:
-        ProxyError: the model has no ``depth_groups``, or a parameter has no group or an
-            unknown one.
-    """
+        ProxyError: no ``depth_groups``, or a parameter without a known group."""
     groups_of = getattr(model, "depth_groups", None)
     if not callable(groups_of):
         raise ProxyError(f"{type(model).__name__} has no depth_groups(): a depth "

@@ -1,13 +1,6 @@
-"""Where a trial trains: CPU, or one CUDA device with the numerics that device supports.
+"""Where a trial trains: CPU, or one CUDA device (bf16 autocast and FlashAttention from sm80).
 
-On CUDA, matrix multiplies run under ``torch.autocast(dtype=torch.bfloat16)`` where the device
-computes bf16 natively (compute capability 8.0 and newer: A100, A10G, L4, H100, …; parameters
-and optimizer state stay float32); older devices (V100, T4) train in float32, since bf16 is
-emulated there and fp16 would need loss scaling. Attention is restricted to the FlashAttention
-kernel of ``scaled_dot_product_attention`` (Dao et al. 2022, "FlashAttention"; it accepts the
-μP ``attn_mult/d_head`` scale through its ``scale`` argument) only on sm80 and newer, where
-PyTorch ships it; elsewhere SDPA chooses its kernel itself. On CPU both are off.
-"""
+FlashAttention: Dao et al. 2022."""
 from __future__ import annotations
 
 import contextlib
@@ -32,14 +25,7 @@ SM80 = (8, 0)
 
 @dataclass(frozen=True)
 class TrainDevice:
-    """A torch device and the numeric settings used on it.
-
-    Attributes:
-        device: ``torch.device("cpu")`` or ``torch.device("cuda")``.
-        autocast_dtype: ``torch.bfloat16`` on a CUDA device with native bf16, else None
-            (full float32).
-        flash_sdpa: whether attention is restricted to the flash kernel (sm80 and newer).
-    """
+    """A torch device and the numeric settings used on it."""
     device: torch.device
     autocast_dtype: torch.dtype | None
     flash_sdpa: bool
@@ -51,8 +37,7 @@ class TrainDevice:
 
     @contextlib.contextmanager
     def compute(self) -> Iterator[None]:
-        """Context for forward passes: bf16 autocast and the flash SDPA kernel where the
-        device takes them (:func:`numerics_for`)."""
+        """Forward-pass context: bf16 autocast and flash SDPA where the device takes them."""
         with contextlib.ExitStack() as stack:
             if self.autocast_dtype is not None:
                 stack.enter_context(torch.autocast(device_type=self.device.type,
@@ -65,27 +50,13 @@ class TrainDevice:
 
 def numerics_for(capability: tuple[int, int], *, bf16_supported: bool
                  ) -> tuple[torch.dtype | None, bool]:
-    """The autocast dtype and whether to force the flash SDPA kernel on a CUDA device.
-
-    Args:
-        capability: the device's compute capability (major, minor), e.g. (9, 0) for H100,
-            (7, 0) for V100, (7, 5) for T4 (``torch.cuda.get_device_capability``).
-        bf16_supported: the device computes bf16 natively
-            (``torch.cuda.is_bf16_supported(including_emulation=False)``).
-    Returns:
-        (``torch.bfloat16`` or None for float32, flash) — flash only on sm80 and newer.
-    """
+    """The autocast dtype and whether to force the flash SDPA kernel on a CUDA device."""
     cap = tuple(int(c) for c in capability)
     return (torch.bfloat16 if bf16_supported else None), cap >= SM80
 
 
 def select_device(prefer_cuda: bool = True) -> TrainDevice:
-    """CUDA, with the numerics the device supports (:func:`numerics_for`), when asked for and
-    available; else CPU float32.
-
-    Inside a Ray trial granted a GPU, ``CUDA_VISIBLE_DEVICES`` already names that GPU, so
-    ``cuda`` means the trial's own device.
-    """
+    """CUDA with :func:`numerics_for`'s numerics when asked for and available; else CPU float32."""
     if prefer_cuda and torch.cuda.is_available():
         dtype, flash = numerics_for(
             torch.cuda.get_device_capability(),
@@ -95,18 +66,10 @@ def select_device(prefer_cuda: bool = True) -> TrainDevice:
 
 
 def measure_cpu_peak_flops(*, n: int = 512, repeats: int = 5) -> float:
-    """Float32 FLOP/s of one CPU thread on an ``n × n`` matmul, best of ``repeats``.
+    """Float32 FLOP/s of one CPU thread on an ``n × n`` matmul (2·n³ FLOPs), best of ``repeats``.
 
-    The "measured CPU figure" MFU divides by on a CPU machine (there is no datasheet peak
-    for an arbitrary CPU): 2·n³ FLOPs per matmul (the multiply-adds of a dense product). Runs
-    with one intra-op thread, as trials do (docs/architecture.md §5), and restores the thread count.
-    Takes about 0.1 s.
-
-    Returns:
-        FLOP/s per thread (per CPU granted).
     Raises:
-        ValueError: n < 64 or repeats < 1.
-    """
+        ValueError: n < 64 or repeats < 1."""
     import time
 
     if n < 64 or repeats < 1:

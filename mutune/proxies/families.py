@@ -1,6 +1,4 @@
-"""The built-in model plugins ``mlp`` and ``gpt`` (entry-point group ``mutune.models``,
-registered in mutune's ``pyproject.toml`` like any user plugin; see
-:mod:`mutune.proxies.plugins`)."""
+"""The built-in model plugins ``mlp`` and ``gpt`` (entry-point group ``mutune.models``)."""
 from __future__ import annotations
 
 from torch import nn

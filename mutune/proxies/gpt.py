@@ -1,17 +1,7 @@
-"""μP byte-level GPT-style pre-LN decoder (the GPT proxy family).
+"""μP byte-level GPT-style pre-LN decoder (the GPT proxy family); heads and FFN grow with width.
 
-Width is ``d_model``; heads grow with width (``n_heads = width // d_head``, ``d_head`` fixed) and
-the FFN is ``ffn_ratio * width``, so every width dimension grows between base and delta shapes.
-
-References:
-    Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2 (zero query, attention
-    logits scaled by attn_mult/d_head, attn_mult 8 by default so that the logits match SP's
-    1/√d_head at d_head 64; the readout's μP init, zero init as an option); Radford et al.
-    2019 (GPT-2, pre-LN blocks); mup 1.0.0 ``examples/Transformer`` and ``MuReadout``.
-    Measured with the defaults (PyTorch's init, attn_mult 8, mup's readout init, a readout
-    bias) on the stdlib corpus in 150 steps: benchmarks/results/README.md and
-    docs/transfer.md §7.
-"""
+Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2; Radford et al. 2019 (GPT-2);
+mup 1.0.0 ``examples/Transformer``."""
 from __future__ import annotations
 
 from typing import Any
@@ -28,8 +18,7 @@ __all__ = ["MuGPT", "build_gpt"]
 
 
 def _normal_(weight: torch.Tensor, std: float) -> None:
-    """N(0, std²) for vector-like weights; N(0, std²·base_fan_in/fan_in) for matrix-like ones
-    once base shapes are set (``mup.init.normal_``); plain N(0, std²) before that (SP)."""
+    """N(0, std²) on vector-like weights; ``mup.init.normal_`` (∝ 1/fan_in) on matrix-like."""
     if hasattr(weight, "infshape"):
         mup.init.normal_(weight, mean=0.0, std=std)
     else:
@@ -37,8 +26,7 @@ def _normal_(weight: torch.Tensor, std: float) -> None:
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding (Su et al. 2021, "RoFormer", §3.4.2) on the last dimension of
-    x (B, H, T, d_head), pairing dimension i with i + d_head/2 (the GPT-NeoX layout)."""
+    """Rotary embedding of x (B, H, T, d_head), NeoX layout (Su et al. 2021, RoFormer, §3.4.2)."""
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
@@ -85,51 +73,14 @@ class _Block(nn.Module):
 class MuGPT(nn.Module):
     """Byte-level causal decoder: learned or rotary positions, untied or tied μP readout.
 
-    ``forward(idx)``: idx LongTensor (B, T), 0 <= idx < vocab, T <= seq_len → logits
-    (B, T, vocab), unnormalized log-probabilities (nats). Embeddings (token + position) are
-    summed and multiplied by ``input_mult``; ``depth`` pre-LN blocks; final LayerNorm;
-    ``mup.MuReadout(width, vocab, output_mult=output_mult)`` with a bias (zero at init; it
-    learns the byte frequencies within the first steps), or with ``tied=True`` a
-    ``mup.MuSharedReadout`` without bias sharing the token embedding (microsoft/mup#55: the
-    shared weight's init is kept width-independent by ``build_parametrized``). With
-    ``positions="rotary"`` there is no position embedding; q and k are rotated per head
-    (Su et al. 2021).
+    ``forward(idx)``: LongTensor (B, T), T <= seq_len → logits (B, T, vocab) in nats.
+    ``attn_mult`` None: 8 in μP style (8/d_head equals SP's 1/√d_head at d_head 64, TP V App. D.2),
+    1 in SP style; ``init_std`` None keeps PyTorch's init (already 1/fan_in on hidden matrices);
+    rotary positions: Su et al. 2021.
 
-    Args:
-        width: d_model, a multiple of ``d_head``. vocab: tokens (256 for bytes).
-        seq_len: context length (positions). depth: blocks, >= 1.
-        d_head: head dimension, fixed across widths. ffn_ratio: FFN width / d_model.
-        input_mult, output_mult, attn_mult: μP multipliers (transferable, TP V Table 1).
-            ``attn_mult`` None: 8 in μP style (logits scaled 8/d_head, which equals SP's
-            1/√d_head at d_head 64, TP V Appendix D.2), 1 in SP style.
-        init_std: None (the default): PyTorch's default init — embeddings N(0, 1), linear
-            weights and biases U(±1/√fan_in), which is already μP's 1/fan_in variance for
-            hidden matrices; a number: embeddings N(0, init_std²), matrix weights
-            ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP) and the
-            untied readout N(0, init_std²) (its 1/width_mult multiplier makes the effective
-            std ∝ 1/fan_in).
-        positions: ``"learned"`` or ``"rotary"``. tied: share embedding and readout weights.
-        sp_style: standard-parametrization conventions: logits scaled attn_mult/√d_head and
-            no zero init of the query (the SP twin of a μP model); False: μP style
-            (attn_mult/d_head, zero query).
-        branch_mult: each block's two residual branches are multiplied by it before they
-            are added ((L/L₀)^-α under a depth parametrization, :mod:`mutune.proxies.depth`).
-        readout_zero_init: an untied readout's weight starts at zero (TP V Appendix D.2's
-            option) instead of mup's μP init — PyTorch's U(±1/√fan_in) multiplied by
-            √width_mult, which the readout's 1/width_mult output multiplier turns into an
-            effective standard deviation ∝ 1/fan_in (TP V Table 3), the init
-            ``mup.set_base_shapes`` leaves on a ``MuReadout``. False by default: on the
-            stdlib corpus in 150 steps an exactly zero readout, which blocks the first step's
-            gradient to every layer below it, costs 0.14–0.16 nats/byte at lr 2^-6
-            (widths 32 and 128) and widens the seed-to-seed spread 2–10× (docs/transfer.md
-            §7). Ignored when tied.
     Raises:
         ProxyError: width % d_head != 0, a count < 1, a multiplier not finite > 0, unknown
-            positions, rotary with an odd d_head; in
-            ``forward``: idx not (B, T) or T > seq_len.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2; Radford et al. 2019.
-    """
+            positions, rotary with an odd d_head; in ``forward``: idx not (B, T) or T > seq_len."""
 
     def __init__(self, width: int, *, vocab: int = 256, seq_len: int = 64, depth: int = 2,
                  d_head: int = 16, ffn_ratio: int = 4, input_mult: float = 1.0,
@@ -176,15 +127,7 @@ class MuGPT(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """``init_std`` None: PyTorch's default init of every module (embeddings N(0, 1),
-        linear layers U(±1/√fan_in)); else embeddings N(0, init_std²), matrix weights
-        ``mup.init.normal_(std=init_std)`` (variance ∝ 1/fan_in under μP), the readout
-        N(0, init_std²) and zero biases.
-        μP style also zeroes the query rows of qkv (TP V Appendix D.2). An untied readout's
-        weight gets mup's μP init (PyTorch's, times √width_mult once base shapes are set;
-        the same in SP, where width_mult is 1; N(0, init_std²) with ``init_std``), or zero
-        with ``readout_zero_init``; its bias
-        starts at zero in both styles; LayerNorms 1/0."""
+        """PyTorch's init when ``init_std`` is None; else N(0, init_std²) with μP fan-in scaling."""
         layers = [m for b in self.blocks for m in (b.qkv, b.proj, b.fc, b.fc_out)]
         if self.init_std is None:
             for m in (self.tok_emb, self.pos_emb, *layers):
@@ -237,10 +180,7 @@ class MuGPT(nn.Module):
         return self.readout(self.ln_f(x))
 
     def depth_groups(self) -> dict[str, str]:
-        """Parameter name → layer group (:mod:`mutune.proxies.depth`; CompleteP's reference
-        code's groups): token and position embeddings; the blocks' matrices (hidden
-        weights) and their LayerNorm gains and biases (hidden vectors); the final LayerNorm
-        and the readout (output; a tied readout is the token embedding)."""
+        """Parameter name → layer group (:mod:`mutune.proxies.depth`)."""
         out = {}
         for name, p in self.named_parameters():
             if name.startswith(("tok_emb.", "pos_emb.")):
@@ -255,19 +195,12 @@ class MuGPT(nn.Module):
 def build_gpt(width: int, *, base_width: int, parametrization: str,
               base_shapes: str | None = None, sp_style: bool | None = None,
               **model: Any) -> nn.Module:
-    """A :class:`MuGPT` of d_model ``width`` in μP (base ``base_width``) or SP;
-    ``base_shapes`` (saved .bsh text) replaces building the base and delta models; ``model``:
-    :class:`MuGPT`'s keyword arguments (``vocab``, ``seq_len``, ``depth``, ``d_head``,
-    ``ffn_ratio``, the multipliers, ``positions``, ``tied`` …).
+    """A :class:`MuGPT` of d_model ``width`` in μP (base ``base_width``) or SP.
 
-    ``base_width`` and ``2 * base_width`` must be multiples of ``d_head`` (so are the models).
-    ``sp_style`` None follows ``parametrization`` (SP conventions for an SP model); True/False
-    forces them (False for SP gives the exact SP twin of the μP model at its base width).
+    ``sp_style`` None follows ``parametrization``; False for SP gives the exact SP twin.
+
     Raises:
-        ProxyError: as :class:`MuGPT` and :func:`build_parametrized`.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2.
-    """
+        ProxyError: as :class:`MuGPT` and :func:`build_parametrized`."""
     def factory(w: int) -> nn.Module:
         return MuGPT(w, sp_style=(parametrization == "sp") if sp_style is None else sp_style,
                      **model)

@@ -1,14 +1,4 @@
-"""Whether one micro-batch of a CUDA run makes an activation too large to index with 32 bits.
-
-Seen on an NVIDIA H200 (``benchmarks/gpu_check.py``, PyTorch 2.11 with CUDA 13): mutune's
-GPT at width 11,264 on 65,536 tokens a step — an FFN hidden activation of 65,536 × 4·11,264
-= 2.95·10⁹ elements, past 2³¹ — trained NaN from its first steps and then stopped with a
-CUDA illegal memory access, while widths 1,024 and 4,096 trained alike in bf16 and float32.
-Kernels that index with 32-bit integers are the likely cause (the op was not pinned down).
-The run would be stopped as ``diverged`` at its first step (a non-finite loss always stops
-it) without saying why; :func:`index_limit_warning` says so before it starts, with the
-``train.micro_batches`` that keeps every micro-batch under the limit.
-"""
+"""Whether one micro-batch of a CUDA run makes an activation too large to index with 32 bits."""
 from __future__ import annotations
 
 from typing import Any
@@ -20,15 +10,7 @@ INDEX_LIMIT = 2 ** 31
 
 
 def widest_activation(model: Any, width: int, samples: int) -> int | None:
-    """Elements of the widest activation ``samples`` rows make in mutune's GPT: tokens
-    (``samples`` × ``seq_len``) × max(``ffn_ratio``·width, ``vocab``) — the FFN's hidden layer
-    or the logits. None for other families (the MLP's rows are batch × width, far below the
-    limit; a plugin's shapes are its own).
-
-    Args:
-        model: the config's ``model`` section. width: the model's width. samples: rows in
-            one micro-batch.
-    """
+    """Elements of the widest GPT activation: samples × seq_len × max(ffn_ratio·width, vocab)."""
     if getattr(model, "family", None) != "gpt":
         return None
     per_token = max(int(model.ffn_ratio) * int(width), int(model.vocab))
@@ -37,14 +19,8 @@ def widest_activation(model: Any, width: int, samples: int) -> int | None:
 
 def index_limit_warning(model: Any, width: int, batch_size: int,
                         micro_batches: int) -> str | None:
-    """The warning for a CUDA run whose micro-batch activation reaches :data:`INDEX_LIMIT`,
-    naming the fields and the ``train.micro_batches`` (a divisor of ``batch_size``) that
-    stays under it; None when it stays under, or the family's shapes are unknown.
-
-    Args:
-        model: the config's ``model`` section. width: the run's width. batch_size: samples
-            per step on one worker. micro_batches: ``train.micro_batches``.
-    """
+    """The warning for a CUDA micro-batch reaching :data:`INDEX_LIMIT` (with a safe
+    ``train.micro_batches``); None when it stays under or the shapes are unknown."""
     widest = widest_activation(model, width, batch_size // max(int(micro_batches), 1))
     if widest is None or widest < INDEX_LIMIT:
         return None

@@ -1,12 +1,4 @@
-"""Building a model on PyTorch's meta device without running its initializers.
-
-A meta tensor has a shape and no values, so a random initializer applied to one does nothing —
-yet on the meta device PyTorch runs it through its Python reference implementations
-(``torch._refs``), whose first call imports ``torch._dynamo``: about 1 s of a driver's time
-to count a GPT's parameters (0.9–1.8 s measured on 2 CPUs), for nothing.
-:class:`SkipInitOnMeta` answers those calls with the tensor unchanged while it is active.
-Only calls whose tensor is a meta tensor are skipped; anything else runs as usual.
-"""
+"""Building a model on PyTorch's meta device without running its initializers."""
 from __future__ import annotations
 
 from typing import Any
@@ -24,13 +16,7 @@ SKIPPED_INITIALIZERS = frozenset({
 
 
 class SkipInitOnMeta(TorchFunctionMode):
-    """A torch function mode in which an initializer of :data:`SKIPPED_INITIALIZERS` whose
-    tensor (first argument, or ``tensor=``) is on the meta device returns that tensor as it is
-    (shape, dtype and ``requires_grad`` unchanged). Use it inside ``torch.device("meta")``:
-
-        with torch.device("meta"), SkipInitOnMeta():
-            model = factory(width)
-    """
+    """Torch function mode: :data:`SKIPPED_INITIALIZERS` on meta tensors return them untouched."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: dict | None = None) -> Any:

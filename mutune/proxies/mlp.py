@@ -1,9 +1,7 @@
 """μP multilayer perceptron for classification (the MLP proxy family).
 
-References:
-    Yang et al. 2022, Tensor Programs V, Table 3; mup 1.0.0 ``examples/MLP`` (init, input
-    multiplier and zero readout follow it).
-"""
+Yang et al. 2022, Tensor Programs V, Table 3; mup 1.0.0 ``examples/MLP``; residual blocks:
+Yang et al. 2023, Tensor Programs VI, eq. 1."""
 from __future__ import annotations
 
 import math
@@ -28,33 +26,11 @@ def _kaiming_(weight: torch.Tensor) -> None:
 
 
 class MuMLP(nn.Module):
-    """ReLU MLP ``d_in → width (× depth) → n_classes`` with a μP readout.
+    """ReLU MLP ``d_in → width (× depth) → n_classes`` with a μP readout, optionally residual.
 
-    Layers: ``Linear(d_in, width)``, ``depth - 1`` × ``Linear(width, width)`` (no biases), ReLU
-    after each, then ``mup.MuReadout(width, n_classes, output_mult=output_mult)`` (no bias), which
-    divides its input by the width multiplier. The input layer's weight is divided by
-    √input_mult at init and its output multiplied by √input_mult in ``forward``.
-
-    With ``residual=True``: h₀ = √input_mult · W_in x, then ``depth`` residual blocks
-    h_l = h_(l-1) + branch_mult · W_l ReLU(h_(l-1)) (Yang et al. 2023, Tensor Programs VI,
-    eq. 1; ``branch_mult`` = (L/L₀)^-α under a depth parametrization,
-    :mod:`mutune.proxies.depth`), and the readout of ReLU(h_depth).
-
-    Args:
-        d_in: input features. width: hidden features (the μP width). n_classes: logits.
-        depth: hidden layers of size ``width``, >= 1.
-        input_mult, output_mult: μP input / output multipliers (transferable, TP V Table 1).
-        init_std: multiplier on the He-normal init of input and hidden weights.
-        dropout: probability of zeroing each hidden activation in training (0: none);
-            regularisation, not transferred across width (TP V Table 1).
-        residual: residual blocks (above) instead of a plain stack.
-        branch_mult: each residual branch's output multiplier (needs ``residual``).
     Raises:
         ProxyError: a count < 1, a multiplier that is not a finite number > 0, a dropout
-            outside [0, 1), or a ``branch_mult`` other than 1 without ``residual``.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3; mup 1.0.0 ``examples/MLP/main.py``.
-    """
+            outside [0, 1), or a ``branch_mult`` other than 1 without ``residual``."""
 
     def __init__(self, d_in: int, width: int, n_classes: int, *, depth: int = 2,
                  input_mult: float = 1.0, output_mult: float = 1.0, init_std: float = 1.0,
@@ -84,8 +60,7 @@ class MuMLP(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """He-normal(fan_in, a=1) × init_std on input/hidden weights (input ÷ √input_mult);
-        zero readout. Uses ``mup.init`` once base shapes are set (TP V Table 3)."""
+        """He-normal × init_std on input/hidden weights (input ÷ √input_mult); zero readout."""
         _kaiming_(self.input.weight)
         with torch.no_grad():
             self.input.weight.mul_(self.init_std / math.sqrt(self.input_mult))
@@ -110,9 +85,7 @@ class MuMLP(nn.Module):
         return self.readout(h)
 
     def depth_groups(self) -> dict[str, str]:
-        """Parameter name → layer group (:mod:`mutune.proxies.depth`): the input layer is
-        the embedding, the hidden layers (the residual branches) hidden weights, the
-        readout the output."""
+        """Parameter name → layer group (:mod:`mutune.proxies.depth`)."""
         return {name: ("embedding" if name.startswith("input.") else
                        "output" if name.startswith("readout.") else "hidden_weight")
                 for name, _ in self.named_parameters()}
@@ -120,18 +93,10 @@ class MuMLP(nn.Module):
 
 def build_mlp(width: int, *, d_in: int, n_classes: int, base_width: int, parametrization: str,
               base_shapes: str | None = None, **model: Any) -> nn.Module:
-    """A :class:`MuMLP` ``d_in → width → n_classes`` in μP (base ``base_width``) or SP;
-    ``base_shapes`` (saved .bsh text) replaces building the base and delta models; ``model``:
-    :class:`MuMLP`'s keyword arguments (``depth``, ``input_mult``, ``output_mult``,
-    ``init_std`` …).
+    """A :class:`MuMLP` ``d_in → width → n_classes`` in μP (base ``base_width``) or SP.
 
-    Returns:
-        The model, base shapes set (see :func:`build_parametrized`).
     Raises:
-        ProxyError: as :class:`MuMLP` and :func:`build_parametrized`.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3.
-    """
+        ProxyError: as :class:`MuMLP` and :func:`build_parametrized`."""
     def factory(w: int) -> nn.Module:
         return MuMLP(d_in, w, n_classes, **model)
 

@@ -1,14 +1,7 @@
 """μP / SP parametrization of proxy models, and their optimizers.
 
-One idea: a model family is a ``factory(width) -> nn.Module``; :func:`build_parametrized` turns it
-into a μP model (base shapes from ``factory(base_width)`` and ``factory(2 * base_width)``) or its
-SP twin, in the order μP requires: build → ``mup.set_base_shapes`` once → custom init (the
-model's ``reset_parameters``, written with ``mup.init.*``) → optimizer (:func:`make_optimizer`).
-
-References:
-    Yang et al. 2022, "Tensor Programs V" (arXiv 2203.03466), Table 3 and Appendix B, as
-    implemented by ``mup`` 1.0.0 (``mup.set_base_shapes``, ``mup.optim``).
-"""
+Order: build → ``mup.set_base_shapes`` once → ``reset_parameters`` → optimizer. Yang et al. 2022,
+Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 (``set_base_shapes``, ``mup.optim``)."""
 from __future__ import annotations
 
 import math
@@ -59,8 +52,7 @@ def _build(factory: Callable[[int], nn.Module], width: int) -> nn.Module:
 
 
 def _undo_shared_readout_rescale(model: nn.Module) -> None:
-    """microsoft/mup#55: ``set_base_shapes`` multiplies a MuSharedReadout's weight by √width_mult,
-    which is also the embedding's weight, so the embedding init would grow with width. Undo it."""
+    """Undo ``set_base_shapes``' √width_mult on a MuSharedReadout's (embedding's) weight: mup#55."""
     seen: set[int] = set()
     for module in model.modules():
         if isinstance(module, mup.MuSharedReadout) and id(module.weight) not in seen:
@@ -70,14 +62,11 @@ def _undo_shared_readout_rescale(model: nn.Module) -> None:
 
 
 def base_shapes_text(factory: Callable[[int], nn.Module], base_width: int) -> str:
-    """mup's base-shapes file (``.bsh`` YAML) for a model family: the shapes of
-    ``factory(base_width)`` with the width dimensions found against ``factory(2·base_width)``
-    marked (``mup.make_base_shapes``). Saved with a sweep and passed back to
-    :func:`build_parametrized` so every trial, the target run and a rerun use the same base.
+    """mup's ``.bsh`` base-shapes text for ``factory(base_width)`` against
+    ``factory(2·base_width)``.
 
     Raises:
-        ProxyError: base_width < 1 or the factory does not return a module.
-    """
+        ProxyError: base_width < 1 or the factory does not return a module."""
     import yaml
 
     if isinstance(base_width, bool) or not isinstance(base_width, int) or base_width < 1:
@@ -104,32 +93,13 @@ def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_wid
                        parametrization: str, base_shapes: str | None = None) -> nn.Module:
     """Build ``factory(width)`` in μP (relative to ``base_width``) or in standard parametrization.
 
-    For ``"mup"``: ``model = factory(width)``, ``base = factory(base_width)``,
-    ``delta = factory(2 * base_width)`` (the last two built under a forked torch RNG, so the
-    model's init consumes the global RNG exactly as its SP twin does), then
-    ``mup.set_base_shapes(model, base, delta=delta)`` once; every dimension that differs between
-    base and delta is a width dimension. For ``"sp"``: ``mup.set_base_shapes(model, None)``, which
-    is exactly standard parametrization (every width multiplier is 1). In both cases
-    ``model.reset_parameters()`` runs afterwards if the model defines it, so custom inits written
-    with ``mup.init.*`` see the base shapes. At ``width == base_width`` the μP model and its SP
-    twin are the same function under the same seed.
+    Base and delta models are built under a forked torch RNG, so μP and its SP twin consume the
+    global RNG alike; at ``width == base_width`` they are the same function under the same seed.
 
-    Args:
-        factory: ``width -> nn.Module``; must contain a ``mup.MuReadout`` output layer.
-        width: hidden width of the model to build (units: features), ``>= base_width``.
-        base_width: width at which μP equals SP (width multiplier 1), ``>= 1``.
-        parametrization: ``"mup"`` or ``"sp"``.
-        base_shapes: saved base shapes (:func:`base_shapes_text`); when given under μP they
-            are used instead of building the base and delta models again.
-    Returns:
-        The model, each parameter carrying ``p.infshape``.
     Raises:
         ProxyError: unknown parametrization; ``base_width < 1`` or ``width < base_width``; under
-            μP a model without a ``MuReadout``; under μP with ``width > base_width`` a model whose
-            width multipliers are all 1 (the factory ignores width); mup's own shape checks.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 ``set_base_shapes``.
-    """
+            μP a model without a ``MuReadout``, or one whose width multipliers are all 1 at
+            ``width > base_width``; mup's own shape checks."""
     if parametrization not in PARAMETRIZATIONS:
         raise ProxyError(f"unknown parametrization {parametrization!r}; "
                          f"use one of {PARAMETRIZATIONS}")
@@ -173,36 +143,16 @@ def build_parametrized(factory: Callable[[int], nn.Module], width: int, base_wid
 def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                    kind: str = "adamw", depth: Any = None) -> torch.optim.Optimizer:
-    """μP optimizer for a model built by :func:`build_parametrized` (μP or SP).
+    """μP optimizer (``MuAdamW``, ``MuAdam`` or ``MuSGD``) for a :func:`build_parametrized` model.
 
-    ``"adamw"`` → ``mup.optim.MuAdamW`` (decoupled weight decay), ``"adam"`` → ``mup.optim.MuAdam``,
-    ``"sgd"`` → ``mup.optim.MuSGD`` (``betas`` unused). mup splits the parameters into per-width
-    groups (matrix-like lr / width_mult under Adam), so an LR schedule must scale each group's lr
-    relative to its initial value. For SP models every width multiplier is 1, so these are the
-    plain torch optimizers. The torch classes under mup are
-    :func:`mutune._internals.optimizer_class`'s (torch's, without the first-call
-    ``torch._dynamo`` import where torch is verified; the same updates bit for bit).
+    mup splits parameters into per-width groups, so a schedule must scale each group's lr relative
+    to its initial value. Yang et al. 2022, Tensor Programs V, Table 3; Loshchilov & Hutter 2019
+    (decoupled weight decay); depth factors: Dey et al. 2025, Table 1.
 
-    Args:
-        model: a model whose parameters carry ``infshape`` (``mup.set_base_shapes`` was called).
-        lr: base learning rate (per step) at the base width, finite and > 0.
-        weight_decay: decoupled (AdamW) or L2 (SGD) coefficient, finite and >= 0.
-        betas: Adam moment decays, each in [0, 1).
-        eps: Adam's ε (added to the root of the second moment), finite and > 0; unused by SGD.
-        kind: ``"adamw"``, ``"adam"`` or ``"sgd"``.
-        depth: a :class:`~mutune.proxies.depth.DepthScaling` (None or ``none``: no depth
-            scaling): each layer group's lr, ε and weight decay multiplied by its factors
-            (:func:`~mutune.proxies.depth.depth_param_groups`; CompleteP, Dey et al. 2025,
-            Table 1) before mup's width scaling.
     Raises:
         ProxyError: unknown kind; bad lr / weight_decay / betas / eps; ``"adam"`` with weight
-            decay;
-            a parameter without ``infshape``; a depth scaling with SGD (its factors are
-            Adam's) or on a model without ``depth_groups``.
-    References:
-        Yang et al. 2022, Tensor Programs V, Table 3 (μP Adam / SGD learning-rate scaling);
-        Loshchilov & Hutter 2019 (decoupled weight decay).
-    """
+            decay; a parameter without ``infshape``; a depth scaling with SGD or on a model
+            without ``depth_groups``."""
     if kind not in OPTIMIZERS:
         raise ProxyError(f"unknown optimizer kind {kind!r}; use one of {OPTIMIZERS}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
@@ -250,15 +200,7 @@ def make_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.0,
 
 
 def fused_adam_ok(params: list[torch.Tensor]) -> bool:
-    """Whether torch's fused Adam/AdamW kernel can step ``params``: every one a floating-point
-    tensor on one CPU or CUDA device (torch ≥ 2.4 has the CPU kernel; the pinned 2.13 does).
-
-    The fused kernel does the whole update in one pass over each tensor instead of the
-    ``foreach`` path's several: the same algorithm (Kingma & Ba 2015, Alg. 1; Loshchilov &
-    Hutter 2019, Alg. 2), with float rounding that may differ in the last bits. On the
-    quickstart's 34 M-parameter target at one CPU thread the optimizer step took 0.19 s of a
-    0.38 s training step with ``foreach`` and 0.04 s of 0.22 s fused (median of 15 steps).
-    """
+    """Whether torch's fused Adam/AdamW kernel can step ``params`` (float, one CPU/CUDA device)."""
     devices = {p.device for p in params}
     if len(devices) != 1 or not all(p.is_floating_point() for p in params):
         return False
@@ -270,9 +212,5 @@ def fused_adam_ok(params: list[torch.Tensor]) -> bool:
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Number of scalar parameters of ``model`` (shared tensors counted once).
-
-    Returns:
-        Sum of ``p.numel()`` over ``model.parameters()``, an int >= 0.
-    """
+    """Number of scalar parameters of ``model`` (shared tensors counted once)."""
     return int(sum(p.numel() for p in model.parameters()))

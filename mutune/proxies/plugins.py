@@ -1,24 +1,4 @@
-"""Model families as plugins: Python entry points in the group ``mutune.models``.
-
-A config names its model by plugin name (``model.family``), never by an import path: mutune
-loads only what is installed where it runs, through :mod:`importlib.metadata` (the built-in
-``mlp`` and ``gpt`` are registered the same way, in mutune's own ``pyproject.toml``). A plugin is
-a :class:`ModelFamily`::
-
-    # pyproject.toml of the user's package
-    [project.entry-points."mutune.models"]
-    tiny_cnn = "tiny_cnn:FAMILY"
-
-Training loops are plugins too, in the group ``mutune.loops``, named by ``train.loop``: a
-function ``loop(ctx)`` doing its own forward, backward and optimizer step
-(:mod:`mutune.training.context` gives the contract)::
-
-    [project.entry-points."mutune.loops"]
-    warmup_cosine = "gpt_loop:train"
-
-Importing this module imports neither torch nor the plugins; :func:`load_family` and
-:func:`load_loop` import the one plugin asked for.
-"""
+"""Model families as plugins: Python entry points in the group ``mutune.models``."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -43,42 +23,17 @@ MODEL_HPARAMS = ("input_mult", "output_mult", "attn_mult", "init_std", "dropout"
 
 @dataclass(frozen=True)
 class ModelFamily:
-    """What a model plugin gives mutune; mutune does the rest (base and delta models, base
-    shapes, the μP optimizer, reports, the ledger).
+    """What a model plugin gives mutune; mutune does the rest (base shapes, optimizer, reports).
 
     Attributes:
-        name: the plugin name configs use (``model.family``); must equal the entry point's.
-        spec: the pydantic model of the config's ``model`` section, a subclass of
-            :class:`mutune.config.ModelSpec` whose ``family`` is ``Literal[name]``; every
-            further field is passed to ``build`` (extra keys are refused).
-        build: ``build(width, *, depth, **options, **data_shape, **hparams) -> nn.Module``:
-            the model at hidden width ``width`` (features). ``options`` are ``spec``'s own
-            fields; ``data_shape`` is ``d_in`` and ``n_classes`` for classification data;
-            ``hparams`` are the entries of :data:`MODEL_HPARAMS` named in ``hparams``. It must
-            build mup layers (a ``mup.MuReadout`` output) or set ``readout``.
-        data_kinds: the ``data.kind`` values the family trains on (``digits``, ``text``,
-            ``tokens``).
-        hparams: which of :data:`MODEL_HPARAMS` ``build`` accepts (and a search may name).
-        readout: name of a plain ``nn.Linear`` output layer (attribute path, e.g. ``"head"``)
-            that mutune replaces with a zero-initialised ``mup.MuReadout`` of the same shape
-            (:func:`mutune.proxies.convert.swap_readout`); None when ``build`` already uses one.
-        attention_scale: name of the attribute holding the attention-logit scale in the
-            model's attention modules (each also has ``head_dim``); mutune sets it to
-            attn_mult / head_dim (:func:`mutune.proxies.convert.set_attention_scale`), taking
-            ``attn_mult``; None when ``build`` already scales by attn_mult/d_head.
-        forward_loss: optional training step body ``forward_loss(model, x, y) -> scalar
-            loss`` (nats) replacing ``cross_entropy(model(x), y)`` in training and evaluation.
-        batch: optional data loader ``batch(data, batch_size, seed, step) -> (x, y)`` (numpy
-            or torch) replacing mutune's seeded sampler; a pure function of its arguments.
-        flops_per_sample: optional ``flops_per_sample(width, n_params, spec) -> float``:
-            training FLOPs per sample (or token) for the ledger's MFU. Default: 6·N, exact for
-            stacks of dense layers (Kaplan et al. 2020 §2.1); a family that shares weights
-            across positions (convolutions, attention) should give its own.
-
-    A family on ``text``/``tokens`` data needs a ``seq_len`` field in its spec (tokens per
-    batch row). Attention in a plain model must read its logit scale from the attribute
-    named by ``attention_scale`` (mutune cannot rewrite a hard-coded 1/√d_head).
-    """
+        spec: pydantic model of the config's ``model`` section (``family: Literal[name]``).
+        build: ``build(width, *, depth, **options, **data_shape, **hparams) -> nn.Module``.
+        readout: attribute path of a plain ``nn.Linear`` output to swap for a ``MuReadout``.
+        attention_scale: attribute holding the attention-logit scale (next to ``head_dim``).
+        forward_loss: optional ``forward_loss(model, x, y) -> loss`` (nats).
+        batch: optional pure ``batch(data, batch_size, seed, step) -> (x, y)``.
+        flops_per_sample: optional ``(width, n_params, spec) -> float``; default 6·N (Kaplan
+            et al. 2020, §2.1)."""
     name: str
     spec: type
     build: Callable[..., Any]
@@ -98,8 +53,7 @@ def installed_families() -> dict[str, importlib.metadata.EntryPoint]:
 
 def _load(found: dict[str, importlib.metadata.EntryPoint], name: str, field: str,
           kind: str, group: str) -> Any:
-    """The object entry point ``name`` names, with the refusals both plugin kinds share: an
-    unknown name (listing the installed ones) and a plugin that fails to import."""
+    """Entry point ``name``; refuses an unknown name (listing the installed) or a failed import."""
     if name not in found:
         names = ", ".join(sorted(found)) or "none"
         raise ConfigError(f"{field} = {name!r}: no {kind} plugin of that name is installed "
@@ -116,8 +70,7 @@ def load_family(name: str) -> ModelFamily:
 
     Raises:
         ConfigError: no such plugin (names the installed ones), the entry point fails to
-            import, or it is not a :class:`ModelFamily` whose ``name`` matches.
-    """
+            import, or it is not a :class:`ModelFamily` whose ``name`` matches."""
     found = installed_families()
     family = _load(found, name, "model.family", "model", GROUP)
     if not isinstance(family, ModelFamily) or family.name != name:
@@ -136,13 +89,11 @@ def installed_loops() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def load_loop(name: str) -> Callable[..., Any]:
-    """Load the training-loop plugin registered as ``name`` in group ``mutune.loops``: a
-    callable ``loop(ctx) -> None`` (:class:`mutune.training.context.LoopContext`).
+    """Load the training-loop plugin ``name`` (group ``mutune.loops``): ``loop(ctx) -> None``.
 
     Raises:
         ConfigError: no such plugin (names the installed ones), the entry point fails to
-            import, or what it names is not callable.
-    """
+            import, or what it names is not callable."""
     found = installed_loops()
     loop = _load(found, name, "train.loop", "training-loop", LOOP_GROUP)
     if not callable(loop):

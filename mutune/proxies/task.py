@@ -1,10 +1,4 @@
-"""A proxy task: how to build, feed and evaluate one model family from a sweep config.
-
-This is the one place that maps the config's model and data sections onto the model plugin
-(:mod:`mutune.proxies.plugins`; the built-in ``mlp`` and ``gpt`` are plugins too) and
-:mod:`mutune.proxies.data`, so the training loop (:mod:`mutune.training`) stays
-family-agnostic.
-"""
+"""A proxy task: how to build, feed and evaluate one model family from a sweep config."""
 from __future__ import annotations
 
 import dataclasses
@@ -57,18 +51,7 @@ def _one(loss: Any, device: torch.device) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class ProxyTask:
-    """Build / batch / loss / evaluate for one model family.
-
-    Attributes:
-        model: the config's model section (the plugin's :class:`~mutune.config.ModelSpec`).
-        train: the config's training section.
-        data: the loaded dataset.
-        base_shapes: the μP base shapes (mup .bsh text), once computed.
-        family: the model plugin; loaded from ``model.family`` when not given (in the driver,
-            so Ray workers receive it with the task and never look plugins up).
-        loop: the training-loop plugin named by ``train.loop`` (loaded likewise), or None for
-            mutune's own loop (:mod:`mutune.training.context`).
-    """
+    """Build / batch / loss / evaluate for one model family."""
     model: ModelSpec
     train: TrainConfig
     data: TaskData
@@ -87,9 +70,7 @@ class ProxyTask:
             object.__setattr__(self, "loop", load_loop(self.train.loop))
 
     def with_base_shapes(self) -> "ProxyTask":
-        """This task with its μP base shapes computed once (mup .bsh text), so every model
-        built from it — proxies, target, a rerun — shares one base. SP tasks are returned
-        unchanged."""
+        """This task with its μP base shapes computed once (SP tasks unchanged)."""
         if self.model.parametrization != "mup" or self.base_shapes is not None:
             return self
         from mutune.proxies.parametrization import base_shapes_text
@@ -100,26 +81,15 @@ class ProxyTask:
 
     def constant_init_weights(self, hparams: Mapping[str, float] | None = None
                               ) -> tuple[str, ...]:
-        """The plain model's hidden weights whose init keeps one std at every width (GPT-2's
-        ``normal(0, 0.02)``), which every build rescales with fan-in
-        (:func:`~mutune.proxies.convert.rescale_constant_std_init`); () for a family that is
-        not converted.
-
-        Decided once per model hyperparameters, on the family's models at the base width and
-        2× built on the CPU from torch seed 0 (the caller's RNGs untouched), and kept with the
-        task: a decision on each build's own draw would be random — rarely, a trial's unlucky draw
-        would be refused — and could differ between the trials of one sweep.
+        """The plain model's constant-std hidden weights, which every build rescales with fan-in.
 
         Raises:
-            ProxyError: as :func:`~mutune.proxies.convert.constant_std_weights` (a weight
-                whose init is neither constant nor ∝ 1/√fan_in).
-        """
+            ProxyError: as :func:`~mutune.proxies.convert.constant_std_weights`."""
         return self._constant_init(self._build_kwargs(hparams or {})[0])
 
     def _build_kwargs(self, hparams: Mapping[str, float]
                       ) -> tuple[dict[str, float], float | None, float | None]:
-        """(the family's build keyword arguments, output_mult, attn_mult): the two
-        multipliers are mutune's own (None where the family is not converted for them)."""
+        """(build kwargs, output_mult, attn_mult); the multipliers None where unconverted."""
         fam = self.family
         kw = {k: float(v) for k, v in hparams.items() if k in fam.hparams}
         out_mult = kw.pop("output_mult", 1.0) if fam.readout is not None else None
@@ -147,12 +117,9 @@ class ProxyTask:
         return self._init_rules[key]
 
     def for_point(self, hparams: Mapping[str, Any]) -> "ProxyTask":
-        """This task with the training recipe a trial's point sets: every
-        :data:`~mutune.config.spaces.RECIPE_HPARAMS` entry of ``hparams`` replaces the
-        ``train`` field of the same name (β1, β2, ε, weight decay, clipping norm, warmup
-        fraction, learning-rate schedule), so the optimizer, the schedule and the clipping of
-        that trial — proxy or target — use it. Unchanged (the same object) when the point sets
-        none."""
+        """This task with the ``train`` recipe fields
+        (:data:`~mutune.config.spaces.RECIPE_HPARAMS`) a
+        trial's point sets."""
         from mutune.config.spaces import RECIPE_HPARAMS, as_value
 
         update = {k: as_value(hparams[k]) for k in RECIPE_HPARAMS if k in hparams}
@@ -168,14 +135,7 @@ class ProxyTask:
         return {}
 
     def factory(self, hparams: Mapping[str, float]) -> Callable[[int], torch.nn.Module]:
-        """``width -> nn.Module`` without base shapes: the family's ``build`` with the
-        section's options, the data's shape and the model hyperparameters the family takes.
-        A plain model (the family names its ``readout`` or ``attention_scale``) is converted
-        (:mod:`mutune.proxies.convert`): a constant-std init of its hidden weights rescaled
-        with fan-in relative to the base width, its readout swapped for ``mup.MuReadout``
-        (``mup.MuSharedReadout`` when tied; taking ``output_mult``), and its attention scale
-        set to attn_mult·√d_base/d_head (taking ``attn_mult``: 1 keeps the model's own
-        1/√d_head at the base width)."""
+        """``width -> nn.Module`` without base shapes; a plain model is converted for μP."""
         from mutune.proxies.convert import (attention_head_dims, rescale_constant_std_init,
                                             set_attention_scale, swap_readout)
 
@@ -210,26 +170,18 @@ class ProxyTask:
         return factory
 
     def build(self, width: int, hparams: Mapping[str, float]) -> torch.nn.Module:
-        """The model at ``width`` with base shapes set (μP or SP per the config), from the
-        task's saved base shapes when it has them.
+        """The model at ``width`` with base shapes set (μP or SP per the config).
 
         Raises:
-            ProxyError: the factory does not return a module, or a μP guard fails
-                (:func:`~mutune.proxies.parametrization.build_parametrized`).
-        """
+            ProxyError: the factory does not return a module, or a μP guard fails."""
         return build_parametrized(self.factory(hparams), width, self.model.base_width,
                                   self.model.parametrization, self.base_shapes)
 
     def n_params(self, width: int, hparams: Mapping[str, float]) -> int:
-        """Parameter count of the model at ``width``, built on PyTorch's meta device: shapes
-        only, no weights materialised — a billion-parameter target costs the caller no memory
-        (base shapes do not change the count, so none are set), and no initializer runs
-        (:mod:`mutune.proxies.meta_init`).
+        """Parameter count of the model at ``width``, built on the meta device (no memory, no init).
 
         Raises:
-            ProxyError: the family's factory cannot build on the meta device (it creates or
-                copies tensors on a concrete device); the message names the family.
-        """
+            ProxyError: the family's factory cannot build on the meta device."""
         from mutune.proxies.meta_init import SkipInitOnMeta
 
         try:     # initializers are no-ops on meta tensors: skipped (no torch._dynamo import)
@@ -247,9 +199,7 @@ class ProxyTask:
         return count_parameters(model)
 
     def optimizer(self, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
-        """The μP optimizer (MuAdamW by default) at learning rate ``lr`` (per step), with the
-        model section's depth parametrization's per-group factors when it has one
-        (:mod:`mutune.proxies.depth`)."""
+        """The μP optimizer at ``lr`` (per step), with the depth parametrization's group factors."""
         t = self.train
         scaling = getattr(self.model, "depth_scaling", None)
         return make_optimizer(model, lr=lr, weight_decay=t.weight_decay,
@@ -262,8 +212,7 @@ class ProxyTask:
         return self.train.batch_size * int(getattr(self.model, "seq_len", 1) or 1)
 
     def batch(self, seed: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training batch number ``step`` for ``seed`` (a pure function of both): the
-        family's own loader when it has one, else mutune's seeded sampler."""
+        """Training batch ``step`` for ``seed`` (pure): the family's loader or mutune's."""
         if self.family.batch is not None:
             x, y = self.family.batch(self.data, self.train.batch_size, seed, step)
         elif isinstance(self.data, ClassificationData):
@@ -280,8 +229,7 @@ class ProxyTask:
 
     def step_loss(self, model: torch.nn.Module, x: torch.Tensor,
                   y: torch.Tensor) -> torch.Tensor:
-        """The scalar loss (nats) of one batch: the family's ``forward_loss`` when it has
-        one, else the cross-entropy of ``model(x)`` against ``y``."""
+        """One batch's scalar loss (nats): the family's ``forward_loss``, else cross-entropy."""
         if self.family.forward_loss is not None:
             return self.family.forward_loss(model, x, y)
         return self.loss(model(x), y)
@@ -302,42 +250,24 @@ class ProxyTask:
     def evaluate(self, model: torch.nn.Module, split: str = "val") -> tuple[float, float]:
         """Mean cross-entropy (nats) on ``split`` and its standard error.
 
-        Digits: every example of the split; the standard error is the per-example losses'
-        standard deviation / √n. Text and tokens: ``train.eval_windows`` fixed, evenly
-        spaced windows of ``seq_len`` tokens (:func:`~mutune.proxies.data.lm_eval_windows`,
-        capped at the windows the split holds); the standard error is over the per-window
-        mean losses (windows are the independent units; tokens within one are correlated).
-
-        Args:
-            split: ``"val"`` (what the scheduler and the fits see) or ``"test"`` (only
-                reported).
-        Returns:
-            (mean loss, standard error), both in nats.
         Raises:
-            ProxyError: the data have no such split.
-        """
+            ProxyError: the data have no such split."""
         per = self._unit_losses(model, split, 0, 1)
         se = float(per.std() / math.sqrt(len(per))) if len(per) > 1 else math.nan
         return float(per.mean()), se
 
     @property
     def eval_splits_into_parts(self) -> bool:
-        """Whether :meth:`eval_moments` can evaluate a part of a split (its units are single
-        examples or windows; a family's own loss gives one value per batch, which a part
-        would regroup)."""
+        """Whether :meth:`eval_moments` can evaluate part of a split (not a family's loss)."""
         return self.family.forward_loss is None
 
     def eval_moments(self, model: torch.nn.Module, split: str = "val", *, rank: int = 0,
                      world: int = 1) -> tuple[float, float, float]:
-        """(n, Σ loss, Σ loss²) over part ``rank`` of ``world`` of the units :meth:`evaluate`
-        averages (units rank, rank + world, …; float64 sums, nats): what each data-parallel
-        worker evaluates, summed over the workers and turned into the mean and its standard
-        error by :func:`loss_summary` — :meth:`evaluate`'s figures, to float rounding.
+        """(n, Σ loss, Σ loss²) in nats over units rank, rank + world, … of ``split``.
 
         Raises:
             ProxyError: no such split, a part that is not 0 ≤ rank < world, or a part of a
-                family's own loss (:attr:`eval_splits_into_parts`).
-        """
+                family's own loss."""
         if not 0 <= rank < world:
             raise ProxyError(f"evaluation part {rank} of {world}: needs 0 ≤ rank < world")
         if world > 1 and not self.eval_splits_into_parts:
@@ -348,8 +278,7 @@ class ProxyTask:
 
     def _unit_losses(self, model: torch.nn.Module, split: str, rank: int,
                      world: int) -> torch.Tensor:
-        """The per-unit losses (float64, nats) of units rank, rank + world, … of ``split``,
-        on the model's device (the inputs are moved there)."""
+        """Per-unit float64 losses (nats) of units rank, rank + world, … of ``split``."""
         if split not in ("val", "test") or not self.has_split(split):
             raise ProxyError(f"split {split!r}: the data hold no such split (val always; "
                              "test for digits, text, and token folders with test.bin)")

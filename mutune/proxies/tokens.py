@@ -1,11 +1,4 @@
-"""nanoGPT-style token files: flat little-endian ``uint16`` (nanoGPT's own, vocabularies up to
-65,536) or ``uint32`` (larger vocabularies) arrays read through ``numpy.memmap``.
-
-A folder holding ``train.bin`` and ``val.bin`` (the layout nanoGPT's ``prepare.py`` writes) is
-used as is; a single ``.bin`` file is split with its last 10 % of tokens as validation. The
-arrays are opened lazily in whichever process uses them, so shipping a :class:`TokenData` to a
-Ray worker copies two paths, not the tokens.
-"""
+"""nanoGPT-style token files: flat little-endian ``uint16`` or ``uint32`` arrays, memory-mapped."""
 from __future__ import annotations
 
 import hashlib
@@ -37,17 +30,7 @@ def _sha256(paths: list[pathlib.Path], dtype: str = "uint16") -> str:
 
 
 class TokenData:
-    """Train and validation token streams backed by ``uint16`` or ``uint32`` memmaps.
-
-    Attributes:
-        train, val: 1-D ``numpy.memmap`` of the files' dtype (opened on first use).
-        dtype: ``"uint16"`` or ``"uint32"``.
-        vocab: vocabulary size (every token id is < vocab).
-        fingerprint: sha256 hex of the file bytes (train then val file; for ``uint32``
-            files the dtype's name first, so the same bytes read another way differ).
-        size_bytes: bytes of the files. n_files: 1 or 2. source: the path given.
-        test: the folder's ``test.bin`` (only reported, never seen by the scheduler), or None.
-    """
+    """Train and validation token streams backed by ``uint16`` or ``uint32`` memmaps."""
 
     def __init__(self, train_path: pathlib.Path, val_path: pathlib.Path | None, vocab: int,
                  fingerprint: str, size_bytes: int, source: str,
@@ -94,21 +77,13 @@ class TokenData:
 
 def load_token_data(path: str | os.PathLike[str], vocab: int,
                     dtype: str = "uint16") -> TokenData:
-    """Open a nanoGPT-style token file or folder (``train.bin`` + ``val.bin``, optionally
-    ``test.bin``).
+    """Open a token file or folder (``train.bin`` + ``val.bin``, optionally ``test.bin``).
 
-    Args:
-        path: a ``.bin`` file of tokens, or a folder with ``train.bin`` and ``val.bin``
-            (and, to report a test loss, ``test.bin``).
-        vocab: the model's vocabulary size; every token must be < vocab.
-        dtype: the files' element type, ``"uint16"`` (nanoGPT's; ids < 65,536) or
-            ``"uint32"`` (larger vocabularies), little-endian.
     Raises:
         ProxyError: unknown dtype; a vocab a uint16 file cannot reach (> 65,536) with
             ``uint16``; missing files, a byte count that is not a whole number of tokens,
             fewer than 10 tokens of validation, or a token id ≥ vocab (names the file and the
-            largest id).
-    """
+            largest id)."""
     if dtype not in TOKEN_DTYPES:
         raise ProxyError(f"token dtype {dtype!r}: use one of {sorted(TOKEN_DTYPES)}")
     if dtype == "uint16" and vocab > 1 << 16:

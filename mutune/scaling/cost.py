@@ -1,9 +1,4 @@
-"""Cost arithmetic: GPU-hours, ETTR and the naive full-size counterfactual (docs/architecture.md
-§6).
-
-All times are wall seconds; GPU-hours are device-hours (on a CPU machine the devices are CPUs and
-the report says ``cpu``).
-"""
+"""Cost arithmetic: GPU-hours, ETTR and the naive full-size counterfactual (wall seconds)."""
 from __future__ import annotations
 
 import math
@@ -24,21 +19,17 @@ def gpu_hours(allocated_s: float, devices: float) -> float:
     """GPU-hours = allocated seconds × devices granted / 3600 (docs/architecture.md §6).
 
     Raises:
-        ValueError: a negative or non-finite argument.
-    """
+        ValueError: a negative or non-finite argument."""
     return _nonneg("allocated_s", allocated_s) * _nonneg("devices", devices) / 3600.0
 
 
 def ettr(productive_s: float, allocated_s: float) -> float | None:
-    """Effective training time ratio = productive step seconds / allocated seconds.
+    """ETTR = productive step seconds / allocated seconds; None when nothing was allocated.
 
-    Returns None when nothing was allocated. The waste measure of large training clusters
-    (e.g. Meta's "ETTR" in Kokolis et al. 2024, "Revisiting Reliability in Large-Scale ML
-    Research Clusters").
+    Kokolis et al. 2024, "Revisiting Reliability in Large-Scale ML Research Clusters", §3.
 
     Raises:
-        ValueError: a negative or non-finite argument.
-    """
+        ValueError: a negative or non-finite argument."""
     p, a = _nonneg("productive_s", productive_s), _nonneg("allocated_s", allocated_s)
     return None if a == 0 else p / a
 
@@ -56,22 +47,13 @@ class NaiveEstimate:
 def naive_sweep_estimate(trial_steps: Sequence[int], trial_evals: Sequence[int], *,
                          s_per_step: float, s_per_eval: float, overhead_s_per_trial: float,
                          devices: float) -> NaiveEstimate:
-    """Price a sweep of the same search run at target size (docs/architecture.md §6).
+    """Price the sweep at target size: devices/3600 · Σ_i (steps_i·s_step + evals_i·s_eval + o).
 
-    naive = devices/3600 · Σ_i (steps_i·s_step + evals_i·s_eval + o), where steps_i and evals_i
-    are what the scheduler gave trial i of the largest proxy width's sweep, s_step and s_eval are
-    the target run's measured seconds per training step and per evaluation, and o is the measured
-    per-trial overhead (start-up, data, teardown) — so a sweep of many short trials is not
-    flattered by pricing steps alone.
+    s_step, s_eval: the target's measured seconds per step and per evaluation; o: per-trial
+    overhead (start-up, data, teardown).
 
-    Args:
-        trial_steps: training steps per trial, shape (n_trials,).
-        trial_evals: evaluations per trial, shape (n_trials,).
-        s_per_step, s_per_eval, overhead_s_per_trial: seconds.
-        devices: devices per trial.
     Raises:
-        ValueError: lengths differ, or a negative/non-finite input.
-    """
+        ValueError: lengths differ, or a negative/non-finite input."""
     if len(trial_steps) != len(trial_evals):
         raise ValueError(f"trial_steps ({len(trial_steps)}) and trial_evals "
                          f"({len(trial_evals)}) must have equal length")

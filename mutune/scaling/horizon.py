@@ -1,17 +1,7 @@
-"""Short-horizon bias: the optimum learning rate moves with the number of training steps.
+"""Short-horizon bias: log lr*(T) = c + d·log T across rungs, extrapolated to the target's steps.
 
-Early rungs of a successive-halving sweep judge trials after few steps, and short horizons
-favour large learning rates (Wu, Ren, Liao & Grosse 2018, "Understanding Short-Horizon Bias in
-Stochastic Meta-Optimization", ICLR, §3–4; reported for μP sweeps in microsoft/mup#64). So the
-per-rung optima are fitted as a power law in the horizon,
-
-    log lr*(T) = c + d·log T          (Bjorck et al. 2025, "Scaling Optimal LR Across Token
-                                       Horizons", ICLR, §3: LR*(D) ∝ D^-β, here with D ∝ T),
-
-and extrapolated to the target's steps. Both the highest-rung optimum and the extrapolated one
-are reported; which one the pipeline uses is the caller's choice. The regression and its
-bootstrap-t interval are those of :mod:`mutune.scaling.rules` (steps as the only scale axis).
-"""
+Wu et al. 2018, "Understanding Short-Horizon Bias in Stochastic Meta-Optimization", ICLR, §3–4;
+Bjorck et al. 2025, "Scaling Optimal LR Across Token Horizons", ICLR, §3 (LR*(D) ∝ D^-β)."""
 from __future__ import annotations
 
 import math
@@ -28,22 +18,7 @@ __all__ = ["HorizonFit", "fit_horizon"]
 
 @dataclass(frozen=True)
 class HorizonFit:
-    """log lr*(T) = intercept + exponent·log T across rungs, extrapolated to ``target_steps``.
-
-    Attributes:
-        intercept: c (log units of the learning rate).
-        exponent: d, dimensionless (Bjorck et al.'s −β); < 0 when short horizons favour large
-            learning rates.
-        exponent_interval: 95 % bootstrap-t interval on d ((nan, nan) with 2 rungs and no
-            per-rung intervals).
-        steps: rung milestones used, shape (n_rungs,); optima_log_lr: per-rung log lr*.
-        highest_rung_steps, highest_rung_log_lr: the optimum at the longest horizon measured.
-        target_steps: the horizon extrapolated to.
-        extrapolated_log_lr: c + d·log target_steps.
-        extrapolated_interval: 95 % prediction interval of it (log units).
-        rule: the underlying :class:`~mutune.scaling.rules.TransferRule` (axis "width" holds
-            the steps).
-    """
+    """log lr*(T) = intercept + exponent·log T across rungs, extrapolated to ``target_steps``."""
     intercept: float
     exponent: float
     exponent_interval: tuple[float, float]
@@ -72,23 +47,10 @@ def fit_horizon(steps: Sequence[float], optima_log_lr: Sequence[float], *, targe
                 seed: int = 0) -> HorizonFit:
     """Fit log lr*(T) = c + d·log T to per-rung optima and extrapolate to ``target_steps``.
 
-    Args:
-        steps: rung milestones T (training steps), shape (n_rungs,), positive, ≥ 2 distinct.
-        optima_log_lr: natural-log optimal learning rate at each rung, shape (n_rungs,)
-            (e.g. :attr:`Optimum.center` of the per-rung fits).
-        target_steps: the target run's steps (> 0).
-        intervals: optional per-rung 95 % intervals (lo, hi) of log lr*, shape (n_rungs, 2).
-        n_boot: bootstrap replicates; seed: their ``default_rng`` seed.
-    Returns:
-        :class:`HorizonFit` with both the highest-rung and the extrapolated optimum.
     Raises:
         FitError: fewer than 2 distinct rungs, shapes differ, a non-finite optimum or
             interval, non-positive steps.
-        ValueError: target_steps not a finite number > 0.
-    References:
-        Wu et al. 2018, ICLR, §3–4 (short-horizon bias); Bjorck et al. 2025, ICLR, §3
-        (power law of the optimal LR in the horizon).
-    """
+        ValueError: target_steps not a finite number > 0."""
     T = np.asarray(steps, dtype=float)
     y = np.asarray(optima_log_lr, dtype=float)
     if T.ndim != 1 or T.shape != y.shape:

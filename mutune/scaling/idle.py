@@ -1,41 +1,7 @@
-"""What a sweep holds, how many trials share a device, and why held device-seconds went idle.
+"""Held devices, trials per device, and why held device-seconds went idle (by cause).
 
-Three pieces of the ledger (docs/architecture.md §6), pure arithmetic on what the driver
-measured:
-
-* :func:`held_devices` — the devices a sweep holds, from the cluster's real resources
-  (``ray.cluster_resources()``: CPUs and GPUs) and the per-trial request, not from the config's
-  ``num_cpus`` alone (wrong with GPUs or with ``ray.address``);
-* :func:`trials_per_device` — Ray's packing bound for fractional GPUs: at most ⌊1/f⌋ trials
-  asking for a fraction f of a GPU share one card;
-* :func:`idle_breakdown` — the sweep's held device-seconds that did not train, by cause. Over
-  the span from the sweep's submission to its last trial's end, held = span × devices held;
-  at every instant the devices no trial holds are idle, and the cause is read off what ran
-  then:
-
-      sweep_startup         no trial has started yet (data, base shapes, Ray, pre-flight)
-      between_widths        no trial runs, between two proxy widths' first-round sweeps
-      fits                  no trial runs, after the last width's first round (optimum fits,
-                            confirmation designs' set-up, the gate, the target's admission)
-      tails                 some proxy trials run, but fewer than the slots held
-      target_fewer_devices  the target run holds fewer devices than the sweep
-      worker_start          inside trials, before the trial function starts on its worker
-                            (a new Ray actor's process start, its imports, the task fetched
-                            from the object store; a reused actor's reset): the trial
-                            timing's ``start_s``
-      trial_overhead        the rest of a trial's time that is neither steps, evaluation,
-                            checkpoints nor set-up (Ray stopping the trial, waiting on
-                            reports; ``other`` of :func:`mutune.scaling.time_split.trial_time`
-                            less ``start_s``)
-      recovery              inside trials: restarts and repeated steps
-
-  The causes add up to held − productive − evaluation − checkpoint − set-up device-seconds
-  (exactly, when each trial's allocated seconds equal its driver-side start → end).
-
-ETTR named per level (Kokolis et al. 2024, "Revisiting Reliability in Large-Scale ML Research
-Clusters", §3): trial ETTR = Σ productive / Σ allocated over trials; sweep ETTR =
-Σ productive device-seconds / held device-seconds.
-"""
+ETTR per level: Kokolis et al. 2024, "Revisiting Reliability in Large-Scale ML Research
+Clusters", §3."""
 from __future__ import annotations
 
 import math
@@ -55,8 +21,7 @@ def trials_per_device(fraction: float) -> int:
     fractional-resource rule; 0.125 → 8, 0.3 → 3); 1 for a whole GPU or more.
 
     Raises:
-        ValueError: fraction not > 0 and finite.
-    """
+        ValueError: fraction not > 0 and finite."""
     if not (math.isfinite(fraction) and fraction > 0):
         raise ValueError(f"fraction = {fraction}: must be a finite number > 0")
     return 1 if fraction >= 1 else int(math.floor(1.0 / fraction + _EPS))
@@ -78,21 +43,8 @@ def held_devices(resources: Mapping[str, float] | None, *, cpus_per_trial: float
                  num_cpus: int) -> Held:
     """The devices a sweep holds on its cluster.
 
-    slots = min(⌊CPU / cpus_per_trial⌋, ⌊GPU / gpus_per_trial⌋ when trials take GPUs — which
-    for a fraction f is GPUs × ⌊1/f⌋, :func:`trials_per_device`), capped by
-    ``max_concurrent``, at least 1; devices = slots × gpus_per_trial (GPU trials) or
-    slots × cpus_per_trial (CPU trials).
-
-    Args:
-        resources: the cluster's total resources (``ray.cluster_resources()``: ``CPU``,
-            ``GPU``); None — no cluster seen — uses ``num_cpus`` CPUs and no GPUs.
-        cpus_per_trial, gpus_per_trial, max_concurrent, num_cpus: the ``ray`` section's.
-    A cluster without the GPUs asked for still gives 1 slot (Ray would queue the trial:
-    :func:`mutune.search.backends.ray_tune.cluster.shortfall` refuses that earlier).
-
     Raises:
-        ValueError: cpus_per_trial not > 0 or gpus_per_trial < 0.
-    """
+        ValueError: cpus_per_trial not > 0 or gpus_per_trial < 0."""
     if not cpus_per_trial > 0 or gpus_per_trial < 0:
         raise ValueError(f"cpus_per_trial = {cpus_per_trial}, gpus_per_trial = "
                          f"{gpus_per_trial}: need cpus > 0 and gpus >= 0")
@@ -125,21 +77,12 @@ class Interval:
 
 def idle_breakdown(intervals: Sequence[Interval], *, start: float, held: float,
                    inside: Mapping[str, float]) -> dict[str, float]:
-    """Idle device-seconds of a sweep by cause (:data:`IDLE_CAUSES`; the module docstring
-    defines each).
+    """Idle device-seconds of a sweep by cause (:data:`IDLE_CAUSES`, defined in
+    docs/architecture.md §6).
 
-    Args:
-        intervals: every trial of the sweep, the target included (:class:`Interval`).
-        start: when the sweep was submitted, on the intervals' clock (≤ every start).
-        held: devices the sweep held over [start, last end].
-        inside: idle seconds inside trials, in device-seconds: ``worker_start``,
-            ``trial_overhead`` and ``recovery``.
-    Returns:
-        {cause: device-seconds}, every cause present (0 when none).
     Raises:
         ValueError: no interval, an interval ending before it starts or starting before
-            ``start``, an unknown group, or held not > 0.
-    """
+            ``start``, an unknown group, or held not > 0."""
     if not intervals:
         raise ValueError("no trial intervals: nothing ran, nothing to break down")
     if not held > 0:

@@ -1,23 +1,8 @@
-"""Loss scaling law: the best loss of each proxy size, extrapolated to the target's size.
+"""Loss scaling law L(N) = E + A·N^(−α) (N parameters, L in nats), extrapolated to the target.
 
-    L(N) = E + A·N^(−α)
-
-with N the parameter count and L in nats: Kaplan et al. 2020, "Scaling Laws for Neural Language
-Models", §3 (L(N) = (N_c/N)^α_N, the pure power law) and Hoffmann et al. 2022, "Training
-Compute-Optimal Large Language Models", §3.2 (the irreducible term E; fitted on log-loss with
-several initialisations). Fitted by ``scipy.optimize.least_squares`` on log L with parameters
-log E, log A', log α (so E > 0, α > 0; A' = A·N₀^(−α) with N₀ the geometric mean of the sizes,
-for conditioning), from the best of a small grid of starting points.
-
-Identifiability: with 3 sizes the 3-parameter law interpolates exactly and nothing constrains
-it; with more sizes it can still be degenerate (E → 0, α → 0: the Jacobian loses rank). Then
-``identifiable`` is False and the law used for prediction is the pure power law
-L = A·N^(−α) (E = 0; Kaplan et al. 2020 §3), fitted by least squares on log L vs log N.
-
-Intervals: residual bootstrap over sizes (Efron & Tibshirani 1993, §9.5): log-residuals,
-rescaled by √(n/(n−p)) and centred, are resampled onto the fitted curve and the law refitted;
-``predict_interval`` adds a resampled residual so it covers the target's *measured* loss.
-"""
+Kaplan et al. 2020, "Scaling Laws for Neural Language Models", §3 (pure power law, the fallback
+when the fit is not identifiable); Hoffmann et al. 2022, §3.2 (irreducible term E, log-loss fit);
+residual bootstrap over sizes: Efron & Tibshirani 1993, §9.5."""
 from __future__ import annotations
 
 import math
@@ -33,21 +18,7 @@ __all__ = ["LossLaw", "fit_loss_law"]
 
 @dataclass(frozen=True)
 class LossLaw:
-    """L(N) = E + A·N^(−α), L in nats, N in parameters.
-
-    Attributes:
-        E: irreducible loss (nats; 0 for the power-law fallback).
-        A: coefficient (nats · parameters^α).
-        alpha: exponent α > 0 (unless the losses do not fall with size: then the fallback's
-            α may be ≤ 0, and the law predicts no gain).
-        identifiable: whether the 3-parameter law was identifiable; False → the fields above
-            are the pure power law's.
-        form: ``"E + A·N^-alpha"`` or ``"A·N^-alpha"``.
-        sizes, losses: the data, shape (n,).
-        residual_scale: RMS log-residual with dof correction (0 when none).
-        intervals: parameter name (``"E"``, ``"A"``, ``"alpha"``) → 95 % percentile interval.
-        n_boot: bootstrap refits that succeeded.
-    """
+    """L(N) = E + A·N^(−α), L in nats, N in parameters; ``identifiable`` False: E = 0 fallback."""
     E: float
     A: float
     alpha: float
@@ -66,23 +37,14 @@ class LossLaw:
         """L(N) in nats; N parameters (> 0), scalar or array of any shape.
 
         Raises:
-            FitError: a size is not finite and > 0.
-        """
+            FitError: a size is not finite and > 0."""
         n = _check_sizes(N)
         out = self.E + self.A * n ** (-self.alpha)
         return float(out) if np.ndim(N) == 0 else out
 
     def predict_interval(self, N: float, *, level: float = 0.95,
                          include_noise: bool = True) -> tuple[float, float]:
-        """Percentile bootstrap interval of L(N) (nats).
-
-        Args:
-            N: parameters (> 0). level: coverage in (0, 1).
-            include_noise: add a resampled log-residual, so the interval is for one measured
-                loss (the target run's), not only the curve.
-        Returns:
-            (lo, hi); (nan, nan) when no bootstrap refit succeeded.
-        """
+        """Percentile bootstrap interval of L(N) (nats)."""
         if not 0 < level < 1:
             raise ValueError(f"level = {level}: must be in (0, 1)")
         n = float(_check_sizes(N))
@@ -134,23 +96,7 @@ def _fit3(x: np.ndarray, y: np.ndarray, start: np.ndarray | None, tol: float = 1
     return best
 
 
-def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> LossLaw:
-    """Fit L(N) = E + A·N^(−α) to the best loss of each proxy size, with bootstrap intervals.
-
-    Args:
-        N: parameter counts, shape (n_sizes,), finite, > 0, ≥ 3 distinct.
-        losses: best validation loss per size in nats, shape (n_sizes,), finite, > 0.
-        n_boot: bootstrap replicates (≥ 0; 0 leaves the intervals NaN).
-        seed: seed of the ``numpy.random.default_rng`` behind the bootstrap.
-    Returns:
-        :class:`LossLaw`; ``identifiable`` False → the pure power-law fallback (module docstring).
-    Raises:
-        FitError: shapes differ, non-finite or non-positive input (names which), fewer than 3
-            distinct sizes.
-        ValueError: n_boot < 0.
-    References:
-        Kaplan et al. 2020, §3; Hoffmann et al. 2022, §3.2 (form and log-space fit).
-    """
+def _checked(N: Any, losses: Any, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
     if n_boot < 0:
         raise ValueError(f"n_boot = {n_boot}: must be ≥ 0")
     n_arr = np.asarray(N, dtype=float)
@@ -164,6 +110,33 @@ def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> L
     if len(np.unique(n_arr)) < 3:
         raise FitError("loss law: need at least 3 distinct sizes, got "
                        f"{sorted({float(v) for v in n_arr})}")
+    return n_arr, L
+
+
+def _normalized(t3: np.ndarray) -> tuple[float, float, float]:
+    """(E, log A', α) from the fit's (log E, log A', log α)."""
+    return (math.exp(t3[0]), float(t3[1]), math.exp(t3[2]))
+
+
+def _intervals(draws: np.ndarray, logN0: float) -> dict[str, tuple[float, float]]:
+    """95 % percentile intervals of E, A and α over the bootstrap draws (NaN without any)."""
+    if not draws.shape[0]:
+        return {k: (math.nan, math.nan) for k in ("E", "A", "alpha")}
+    with np.errstate(over="ignore"):
+        nat = np.column_stack([draws[:, 0], np.exp(draws[:, 1] + draws[:, 2] * logN0),
+                               draws[:, 2]])
+    qs = np.quantile(nat, [0.025, 0.975], axis=0)
+    return {k: (float(qs[0, j]), float(qs[1, j])) for j, k in enumerate(("E", "A", "alpha"))}
+
+
+def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> LossLaw:
+    """Fit L(N) = E + A·N^(−α) to the best loss of each proxy size, with bootstrap intervals.
+
+    Raises:
+        FitError: shapes differ, non-finite or non-positive input (names which), fewer than 3
+            distinct sizes.
+        ValueError: n_boot < 0."""
+    n_arr, L = _checked(N, losses, n_boot)
     n = n_arr.size
     logN0 = float(np.mean(np.log(n_arr)))
     x = np.log(n_arr) - logN0
@@ -190,10 +163,7 @@ def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> L
     res_scale = float(np.sqrt(np.sum(resid ** 2) / dof)) if dof > 0 else 0.0
     adj = (resid - resid.mean()) * math.sqrt(n / dof)
 
-    def normalized(t3: np.ndarray) -> tuple[float, float, float]:     # (E, log A', α)
-        return (math.exp(t3[0]), float(t3[1]), math.exp(t3[2]))
-
-    E, log_a0, alpha = normalized(theta) if identifiable else (0.0, float(coef[0]),
+    E, log_a0, alpha = _normalized(theta) if identifiable else (0.0, float(coef[0]),
                                                                    -float(coef[1]))
     A = math.exp(log_a0 + alpha * logN0)
     rng = np.random.default_rng(seed)
@@ -205,21 +175,13 @@ def fit_loss_law(N: Any, losses: Any, *, n_boot: int = 1000, seed: int = 0) -> L
         for yb in Ystar:
             rb = _fit3(x, yb, theta, tol=1e-10)
             if rb.success:
-                fitted_draws.append(normalized(rb.x))
+                fitted_draws.append(_normalized(rb.x))
         draws = np.array(fitted_draws).reshape(-1, 3)
     else:
         X = np.column_stack([np.ones(n), x])
         C = np.linalg.lstsq(X, Ystar.T, rcond=None)[0].T      # (B, 2)
         draws = np.column_stack([np.zeros(n_boot), C[:, 0], -C[:, 1]])
-    if draws.shape[0]:
-        with np.errstate(over="ignore"):
-            nat = np.column_stack([draws[:, 0], np.exp(draws[:, 1] + draws[:, 2] * logN0),
-                                   draws[:, 2]])
-        qs = np.quantile(nat, [0.025, 0.975], axis=0)
-        intervals = {k: (float(qs[0, j]), float(qs[1, j]))
-                     for j, k in enumerate(("E", "A", "alpha"))}
-    else:
-        intervals = {k: (math.nan, math.nan) for k in ("E", "A", "alpha")}
+    intervals = _intervals(draws, logN0)
     form = "E + A·N^-alpha" if identifiable else "A·N^-alpha"
     return LossLaw(E, A, alpha, identifiable, form, tuple(float(v) for v in n_arr),
                    tuple(float(v) for v in L), res_scale, intervals, int(draws.shape[0]),

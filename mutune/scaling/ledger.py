@@ -1,29 +1,6 @@
 """The ledger's arithmetic: GPU-hours, the naive counterfactual, savings, ETTR, MFU, waste.
 
-:func:`compute_cost` turns the recorded trials of a sweep into the figures of report.json's
-``cost`` section and the ledger entries (docs/architecture.md §6). It takes measured numbers as
-inputs — each width's model FLOPs per sample and the device's peak FLOP/s — so this module
-needs no torch and no model: the pipeline's ledger stage measures them.
-
-    GPU-hours            = allocated seconds × devices / 3600
-    naive                = ONE sweep of the same search at target size: the largest proxy
-                           width's first-round sweep (steps and evaluations as its scheduler
-                           decided them; confirmation designs and gate rounds excluded), ONE
-                           seed per trial (what a naive full-size sweep runs), priced at the
-                           target's measured seconds per step and evaluation, plus the measured
-                           per-trial overhead (scaling.cost); a second line prices it with the
-                           proxies' search.replicates seeds per trial
-    saved                = naive − (proxy sweeps + target run)
-    trial ETTR (ettr)    = Σ productive step seconds / Σ allocated seconds of the trials
-    sweep ETTR           = Σ productive device-seconds / held device-seconds
-    MFU                  = Σ model FLOPs / Σ (productive s × devices) / peak FLOP/s
-                           (Chowdhery et al. 2022, App. B; model FLOPs 6·N per sample or
-                           token, Kaplan et al. 2020 §2.1)
-    held                 = span (the sweep's submission → last trial end) × devices held
-                           (scaling.idle.held_devices, from the cluster's resources); what no
-                           trial used in it is idle waste (scaling.time_split.sweep_waste),
-                           broken down by cause (scaling.idle.idle_breakdown)
-"""
+MFU: Chowdhery et al. 2022, App. B; model FLOPs 6·N per sample or token, Kaplan et al. 2020 §2.1."""
 from __future__ import annotations
 
 import math
@@ -41,16 +18,7 @@ __all__ = ["compute_cost", "FlopsModel"]
 
 @dataclass(frozen=True)
 class FlopsModel:
-    """What the ledger's MFU is computed from.
-
-    Attributes:
-        per_sample: (size, parameter count) → model training FLOPs per sample (MLP) or
-            token (GPT); size is a proxy's key (its width, or (width, depth)).
-        peak_flops: peak FLOP/s per device (None: MFU is not computed).
-        peak_source: where ``peak_flops`` came from (the cost table, the device's name …).
-        target_size: the target's size key when the proxies are keyed by (width, depth) on a
-            depth ladder; None: ``target.width``.
-    """
+    """What the ledger's MFU is computed from."""
     per_sample: Callable[[Any, float], float]
     peak_flops: float | None
     peak_source: str
@@ -62,33 +30,10 @@ def compute_cost(config: SweepConfig, outcomes: dict[Any, Any], target: Any, *,
                  resources: dict[str, float] | None = None,
                  sweep_start: float | None = None
                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The ledger (docs/architecture.md §6) from the recorded trials: GPU-hours of the proxy
-    sweeps and the target run, the naive counterfactuals with their formulas, savings, money,
-    ETTR, MFU, each trial's time by category and the sweep's waste by category.
+    """The ledger from the recorded trials: GPU-hours, naive lines, savings, ETTR, MFU, waste.
 
-    The sweep held ``slots × devices per trial`` devices (:func:`mutune.scaling.idle.
-    held_devices`, from the cluster's resources) from its submission (``sweep_start``, else
-    its first trial's start) to its last trial's end; what no trial used in that span is
-    ``idle`` waste (:func:`mutune.scaling.time_split.sweep_waste`), broken down by cause with
-    the trials' own overhead and recovery (:func:`mutune.scaling.idle.idle_breakdown`).
-
-    Args:
-        config: the sweep config (its ``cost``, ``ray``, ``search`` and ``target`` sections).
-        outcomes: proxy width (or any sortable size key, e.g. (width, depth)) → that
-            proxy's first-round sweep (``.trials``: records with
-            ``timing``, ``reports``, ``started``/``ended`` on the driver's monotonic clock,
-            seconds).
-        extra_trials: (width, record) of further proxy-side trials — confirmation designs and
-            gate rounds — billed to the proxies but not to the naive line.
-        target: the target run's record.
-        flops: the FLOPs per sample and the peak behind MFU (:class:`FlopsModel`).
-        resources: the cluster's total resources (``ray.cluster_resources()``); None: the
-            config's ``ray.num_cpus`` CPUs.
-        sweep_start: when the sweep was submitted, on the trials' clock (driver monotonic
-            seconds); None: its first trial's start.
     Returns:
-        (cost figures keyed as report.json's ``cost``, ledger entries for the recorder).
-    """
+        (cost figures keyed as report.json's ``cost``, ledger entries for the recorder)."""
     from mutune.scaling.cost import ettr, gpu_hours
 
     proxy_trials = [t for o in outcomes.values() for t in o.trials]
@@ -324,11 +269,10 @@ def _totals(trials: list[Any]) -> dict[str, Any]:
 
 
 def _spot(config: SweepConfig, trials: list[Any], kind: str) -> dict[str, Any] | None:
-    """Spot economics of this sweep's trials (:func:`mutune.scaling.spot.spot_economics`)
-    when ``cost.spot.mtbp_s`` is set: T the proxy trials' median allocated seconds, C their
-    measured seconds per checkpoint, the restore their median measured checkpoint load (C
-    when no trial restored one). None without ``mtbp_s``; ``{"error"}`` when no checkpoint
-    was written to measure C."""
+    """Spot economics of this sweep's trials (:func:`mutune.scaling.spot.spot_economics`) when
+    ``cost.spot.mtbp_s`` is set: T the proxy trials' median allocated seconds, C their measured
+    seconds per checkpoint, the restore their median measured checkpoint load (C when no trial
+    restored one)."""
     from mutune.scaling.spot import spot_economics
 
     sp = config.cost.spot

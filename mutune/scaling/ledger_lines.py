@@ -1,8 +1,4 @@
-"""The ledger's sweep-level lines for the recorder, from the figures
-:func:`mutune.scaling.ledger.compute_cost` derived: each a ``{"scope", "name", "value",
-"unit"}`` row, with its ``formula`` and ``inputs`` where the figure is derived
-(docs/architecture.md §6).
-"""
+"""The ledger's sweep-level rows ``{"scope", "name", "value", "unit"}`` for the recorder."""
 from __future__ import annotations
 
 from dataclasses import dataclass

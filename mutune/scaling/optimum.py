@@ -1,19 +1,8 @@
 """The optimum of a proxy sweep: a local quadratic in log space, not a noisy argmin.
 
-The loss near its minimum is approximately quadratic in the log of each hyperparameter (the
-"valley" plots of Yang et al. 2022, Tensor Programs V, Figure 1 / §3, fitted there by eye; the
-parabolic fit of docs/architecture.md §5). So the optimum is taken as the minimiser of a
-least-squares
-quadratic fitted to the best trials (a local response-surface fit: Box & Wilson 1951, "On the
-Experimental Attainment of Optimum Conditions", JRSS B; Myers, Montgomery & Anderson-Cook,
-"Response Surface Methodology", ch. 6 "the stationary point"), with a percentile bootstrap over
-trials — or over whole seeds/replicates when ``groups`` is given (Efron & Tibshirani 1993, ch. 13
-percentile interval; Davison & Hinkley 1997, §3.8 for resampling clusters).
-
-Which trials: callers pass the values judged at one rung (the highest rung holding ≥ 3 trials,
-docs/architecture.md §4, as :func:`mutune.search.best.best_at_rung` chooses it) or several rungs'
-values concatenated; this module does not know about rungs.
-"""
+Yang et al. 2022, Tensor Programs V, §3 / Fig. 1 (loss valleys in log h); Box & Wilson 1951,
+JRSS B (stationary point of a fitted quadratic); Efron & Tibshirani 1993, ch. 13 (percentile
+bootstrap); Davison & Hinkley 1997, §3.8 (resampling clusters of seeds)."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,15 +20,7 @@ __all__ = ["Optimum", "Neighbourhood", "estimate_optimum"]
 
 @dataclass(frozen=True)
 class Neighbourhood:
-    """Which trials the optimum's quadratic is fitted to, and where it counts as on the edge.
-
-    Attributes:
-        n_best: neighbourhood size; None: max(5, 2·n_hp + 3), capped at the finite trials.
-        bounds: (n_hp, 2) searched range in log units, lo < hi (None: the sampled min/max).
-        extreme_is_edge: also flag a coordinate whose best trial sits at the extreme sampled
-            value (right for random samples; a designed grid around a centre brackets its
-            minimum when the fit is not clipped, so its callers pass False).
-    """
+    """Which trials the optimum's quadratic is fitted to, and where it counts as on the edge."""
     n_best: int | None = None
     bounds: Any = None
     extreme_is_edge: bool = True
@@ -55,25 +36,10 @@ class Optimum:
     """Estimated optimum of one proxy sweep, in natural-log units of each hyperparameter.
 
     Attributes:
-        names: hyperparameter names, in column order.
-        center: name → log h* (natural log).
-        interval: name → 95 % percentile-bootstrap interval (lo, hi) of log h*; (nan, nan) if
-            fewer than 20 bootstrap replicates could be fitted.
-        method: ``"quadratic"``, ``"diagonal-quadratic"`` or ``"weighted-mean"``.
-        n_used: finite trials the estimate saw; n_dropped: non-finite trials dropped.
-        n_neighbourhood: best trials the quadratic was fitted to.
-        on_edge: name → True when the quadratic's stationary point lay outside the box of
-            the fitted trials (it was clipped to that box: the data do not bracket the
-            minimum), the optimum is within 5 % of the log-range of a searched bound, or the
-            best trial sits at the extreme sampled value.
-        edge_side: name → ``"low"``, ``"high"`` or None (which bound it is near).
-        clipped: name → True when the stationary point was clipped to the fitted box.
-        stationary: name → the unclipped stationary point −H⁻¹g (log units; equal to
-            ``center`` when nothing was clipped): where the fitted quadratic puts the minimum
-            beyond the data — the direction to search next (Box & Wilson 1951).
-        best_trial: name → log value of the best finite trial (the raw argmin/argmax).
-        n_boot_used: bootstrap replicates that gave an estimate.
-    """
+        interval: name → 95 % percentile-bootstrap interval; (nan, nan) under 20 replicates.
+        on_edge: the stationary point was clipped, sits within 5 % of a bound, or the best trial
+            is the extreme sampled value; ``edge_side`` says which bound.
+        stationary: the unclipped −H⁻¹g, the direction to search next (Box & Wilson 1951)."""
     names: tuple[str, ...]
     center: dict[str, float]
     interval: dict[str, tuple[float, float]]
@@ -126,15 +92,7 @@ def _unique_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int
               ) -> tuple[np.ndarray, str, int, np.ndarray, np.ndarray]:
-    """One estimate from trials X (n, d) log values, y (n,) losses to minimise.
-
-    Trials at identical points (seeds/replicates of one config) are first averaged, so the
-    neighbourhood counts distinct configurations.
-
-    Returns (centre (d,), method, neighbourhood size, clipped (d,) in {-1, 0, +1}: the
-    stationary point lay below / inside / above the neighbourhood's box and was clipped to
-    it, the unclipped stationary point (d,)). Raises FitError when nothing fits.
-    """
+    """One estimate from trials X (n, d) log values, y (n,) losses to minimise."""
     X, inverse = _unique_rows(X)
     y = np.bincount(inverse, weights=y) / np.bincount(inverse)   # mean over repeats (seeds)
     n, d = X.shape
@@ -183,51 +141,12 @@ def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int
     return mean, WEIGHTED_MEAN, k, np.zeros(d, int), mean
 
 
-def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[str],
-                     mode: str = "min", groups: Sequence[Any] | None = None,
-                     n_boot: int = 500, seed: int = 0,
-                     region: Neighbourhood | None = None) -> Optimum:
-    """Optimum of the loss over the searched hyperparameters, by a local quadratic in log space.
-
-    Method (stated in ``Optimum.method``): average repeated configurations (seeds), take the
-    ``n_best`` best distinct configurations; standardize
-    each log hyperparameter by the neighbourhood's spread; fit by least squares a full quadratic
-    with cross terms when d ≥ 2 and the neighbourhood (grown to p + 1 trials if needed) has at
-    least p + 1 trials (p = 1 + 2d + d(d−1)/2), else — or when that fit is not
-    positive-definite — a separable (diagonal) quadratic (p = 1 + 2d; for d = 1 both are the
-    parabola, reported as ``"quadratic"``); centre = the stationary point −H⁻¹g (Box & Wilson
-    1951), clipped per coordinate to the neighbourhood's box (the axis-aligned hull of the
-    trials fitted) — a clipped coordinate is flagged ``on_edge`` (the data do not bracket its
-    minimum; the side it left by is ``edge_side``). When no fitted Hessian is positive-definite
-    (a ridge or a saddle: the quadratic has no minimum) the centre is the weighted mean of the
-    best trials' log values,
-    weight (y_worst − y_i)/(y_worst − y_best) within the neighbourhood.
-
-    Args:
-        log_h: natural-log hyperparameter values, shape (n_trials, n_hp).
-        values: the metric per trial, shape (n_trials,), e.g. validation loss in nats.
-        names: n_hp hyperparameter names, in column order.
-        mode: ``"min"`` (loss) or ``"max"`` (accuracy).
-        groups: optional (n_trials,) seed/replicate ids; the bootstrap then resamples whole
-            groups (cluster bootstrap) rather than single trials.
-        n_boot: bootstrap replicates (0 disables the interval).
-        seed: seed of the ``numpy.random.default_rng`` behind the bootstrap.
-        region: the neighbourhood's size and what counts as its edge (:class:`Neighbourhood`;
-            None: the defaults).
-    Returns:
-        :class:`Optimum` (log units; ``value(name)`` for natural units).
-    Raises:
-        ValueError: shapes or names inconsistent, mode unknown, n_best < 1, n_boot < 0,
-            bounds not (n_hp, 2) with lo < hi.
-        FitError: fewer finite trials than 1 + 2·n_hp (counts given); a hyperparameter that
-            takes one value only; a flat metric (all finite values equal).
-    References:
-        Yang et al. 2022, Tensor Programs V, §3 / Fig. 1; Box & Wilson 1951 (stationary point of
-        a fitted quadratic); Efron & Tibshirani 1993, ch. 13 (percentile bootstrap).
-    """
+def _finite_trials(log_h: np.ndarray, values: np.ndarray, names: tuple[str, ...], mode: str,
+                   groups: Sequence[Any] | None, n_boot: int, region: Neighbourhood
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int]:
+    """Checked (X, values, groups) of the finite trials, and how many were dropped."""
     X = np.asarray(log_h, dtype=float)
     v = np.asarray(values, dtype=float)
-    names = tuple(names)
     if X.ndim == 1:
         X = X[:, None]
     if X.ndim != 2 or v.ndim != 1 or X.shape[0] != v.shape[0]:
@@ -238,8 +157,6 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
         raise ValueError(f"names {list(names)} must name the {d} columns of log_h")
     if mode not in ("min", "max"):
         raise ValueError(f"mode = {mode!r}: must be 'min' or 'max'")
-    region = region or Neighbourhood()
-    n_best = region.n_best
     if n_boot < 0:
         raise ValueError(f"n_boot = {n_boot}: must be ≥ 0")
     g = None
@@ -249,38 +166,22 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
             raise ValueError(f"groups shape {g.shape} must be ({n_all},)")
     finite = np.isfinite(v) & np.all(np.isfinite(X), axis=1)
     n_dropped = int(n_all - finite.sum())
-    X, v = X[finite], v[finite]
-    g = g[finite] if g is not None else None
-    n = X.shape[0]
-    needed = 1 + 2 * d
-    if n < needed:
-        raise FitError(f"{n} finite trials ({n_dropped} non-finite dropped of {n_all}): need "
-                       f"≥ {needed} to fit a quadratic in {d} hyperparameter(s) {list(names)}")
-    if n_best is None:
-        n_best = max(5, 2 * d + 3)
-    if n_best < 1:
-        raise ValueError(f"n_best = {n_best}: must be ≥ 1")
-    n_best = min(n_best, n)
-    lo_s, hi_s = X.min(axis=0), X.max(axis=0)
-    single = [names[j] for j in range(d) if lo_s[j] == hi_s[j]]
-    if single:
-        raise FitError(f"hyperparameters {single} take a single value across the {n} finite "
-                       "trials: no optimum can be located along them")
-    if np.ptp(v) == 0:
-        raise FitError(f"flat: all {n} finite values equal {v[0]!r}; the metric does not "
-                       f"depend on {list(names)} in the searched range")
-    y = v if mode == "min" else -v
-    centre, method, k, clipped, stationary = _fit_once(X, y, n_best)
+    return X[finite], v[finite], (g[finite] if g is not None else None), n_dropped
 
-    # bootstrap: refit the whole procedure on resampled trials / groups
+
+def _bootstrap(X: np.ndarray, y: np.ndarray, g: np.ndarray | None, n_best: int, n_boot: int,
+               seed: int, names: tuple[str, ...]) -> tuple[dict[str, tuple[float, float]], int]:
+    """Percentile interval of the refitted centre over resampled trials (or groups)."""
+    n, needed = X.shape[0], 1 + 2 * X.shape[1]
     rng = np.random.default_rng(seed)
     draws = []
     if g is not None:
         ids, inverse = np.unique(g, return_inverse=True)
         members = [np.flatnonzero(inverse == i) for i in range(len(ids))]
     for _ in range(n_boot):
+        idx: np.ndarray
         if g is None:
-            idx = rng.integers(0, n, n)
+            idx = rng.integers(0, n, (n,))
         else:
             idx = np.concatenate([members[i] for i in rng.integers(0, len(members),
                                                                    len(members))])
@@ -290,20 +191,26 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
         draws.append(_fit_once(X[idx], yb, min(n_best, idx.size))[0])
     if len(draws) >= 20:
         qs = np.quantile(np.array(draws), [0.025, 0.975], axis=0)
-        interval = {nm: (float(qs[0, j]), float(qs[1, j])) for j, nm in enumerate(names)}
-    else:
-        interval = {nm: (math.nan, math.nan) for nm in names}
+        return {nm: (float(qs[0, j]), float(qs[1, j])) for j, nm in enumerate(names)}, len(draws)
+    return {nm: (math.nan, math.nan) for nm in names}, len(draws)
 
-    bounds = region.bounds
-    if bounds is None:
+
+def _edges(X: np.ndarray, y: np.ndarray, centre: np.ndarray, clipped: np.ndarray, method: str,
+           region: Neighbourhood, names: tuple[str, ...]
+           ) -> tuple[dict[str, bool], dict[str, str | None], np.ndarray]:
+    """Per hyperparameter: whether the centre is on an edge, which side, and the best trial."""
+    d = X.shape[1]
+    lo_s, hi_s = X.min(axis=0), X.max(axis=0)
+    if region.bounds is None:
         b = np.column_stack([lo_s, hi_s])
     else:
-        b = np.asarray(bounds, dtype=float)
+        b = np.asarray(region.bounds, dtype=float)
         if b.shape != (d, 2) or not np.all(b[:, 0] < b[:, 1]):
             raise ValueError(f"bounds {b.tolist()} must be shape ({d}, 2) with lo < hi")
     best = X[int(np.argmin(y))]
     margin = EDGE_FRACTION * (b[:, 1] - b[:, 0])
-    on_edge, side = {}, {}
+    on_edge: dict[str, bool] = {}
+    side: dict[str, str | None] = {}
     # a weighted mean has no stationary point to bracket: its best trial's place decides
     extreme = region.extreme_is_edge or method == WEIGHTED_MEAN
     for j, nm in enumerate(names):
@@ -314,8 +221,54 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
         on_edge[nm] = bool(low or high)
         side[nm] = ("low" if centre[j] - b[j, 0] <= b[j, 1] - centre[j] else "high") \
             if low and high else ("low" if low else "high" if high else None)
+    return on_edge, side, best
+
+
+def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[str],
+                     mode: str = "min", groups: Sequence[Any] | None = None,
+                     n_boot: int = 500, seed: int = 0,
+                     region: Neighbourhood | None = None) -> Optimum:
+    """Optimum of the metric over the searched hyperparameters, by a local quadratic in log space.
+
+    Fits a full (or, failing that, diagonal) quadratic to the ``n_best`` best configurations; the
+    centre is the stationary point −H⁻¹g clipped to their box, else (no positive-definite fit) their
+    weighted mean. Sources in the module docstring.
+
+    Args:
+        log_h: natural-log hyperparameter values, shape (n_trials, n_hp).
+        values: the metric per trial, shape (n_trials,), e.g. validation loss in nats.
+        groups: optional (n_trials,) seed/replicate ids; the bootstrap then resamples groups.
+    Raises:
+        ValueError: shapes or names inconsistent, mode unknown, n_best < 1, n_boot < 0,
+            bounds not (n_hp, 2) with lo < hi.
+        FitError: fewer finite trials than 1 + 2·n_hp; a hyperparameter that takes one value
+            only; a flat metric."""
+    names = tuple(names)
+    region = region or Neighbourhood()
+    X, v, g, n_dropped = _finite_trials(log_h, values, names, mode, groups, n_boot, region)
+    n, d = X.shape
+    needed = 1 + 2 * d
+    if n < needed:
+        raise FitError(f"{n} finite trials ({n_dropped} non-finite dropped of {n + n_dropped}): "
+                       f"need ≥ {needed} to fit a quadratic in {d} hyperparameter(s) "
+                       f"{list(names)}")
+    n_best = region.n_best if region.n_best is not None else max(5, 2 * d + 3)
+    if n_best < 1:
+        raise ValueError(f"n_best = {n_best}: must be ≥ 1")
+    n_best = min(n_best, n)
+    single = [names[j] for j in range(d) if X[:, j].min() == X[:, j].max()]
+    if single:
+        raise FitError(f"hyperparameters {single} take a single value across the {n} finite "
+                       "trials: no optimum can be located along them")
+    if np.ptp(v) == 0:
+        raise FitError(f"flat: all {n} finite values equal {v[0]!r}; the metric does not "
+                       f"depend on {list(names)} in the searched range")
+    y = v if mode == "min" else -v
+    centre, method, k, clipped, stationary = _fit_once(X, y, n_best)
+    interval, n_draws = _bootstrap(X, y, g, n_best, n_boot, seed, names)
+    on_edge, side, best = _edges(X, y, centre, clipped, method, region, names)
     return Optimum(names, {nm: float(centre[j]) for j, nm in enumerate(names)}, interval,
                    method, n, n_dropped, k, on_edge, side,
-                   {nm: float(best[j]) for j, nm in enumerate(names)}, len(draws),
+                   {nm: float(best[j]) for j, nm in enumerate(names)}, n_draws,
                    {nm: bool(clipped[j]) for j, nm in enumerate(names)},
                    {nm: float(stationary[j]) for j, nm in enumerate(names)})

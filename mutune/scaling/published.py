@@ -1,10 +1,4 @@
-"""Published rules for what μP does not transfer: batch size, token horizon, weight decay.
-
-A config picks which of these apply when the target differs from the proxies (docs/architecture.md
-§5:
-depth, batch and steps transfer only empirically; weight decay does not transfer at all). Each
-function is one closed-form rule with its source; none is fitted here.
-"""
+"""Published closed-form rules for what μP does not transfer: batch, token horizon, weight decay."""
 from __future__ import annotations
 
 import math
@@ -28,22 +22,11 @@ def _positive(**kwargs: float) -> None:
 def scale_lr_for_batch(lr: float, batch_from: int, batch_to: int, optimizer: str) -> float:
     """The learning rate for batch size ``batch_to`` given a good one at ``batch_from``.
 
-    - Adam/AdamW (and mup's MuAdam/MuAdamW): square-root rule η' = η·√(B'/B) (Malladi, Lyu,
-      Panigrahi & Arora 2022, "On the SDEs and Scaling Rules for Adaptive Gradient
-      Algorithms", NeurIPS, §4 / Definition 4.2 "square root scaling rule", which also scales
-      1 − β and ε; only the learning rate is scaled here).
-    - SGD (and MuSGD): linear rule η' = η·B'/B (Goyal et al. 2017, "Accurate, Large Minibatch
-      SGD: Training ImageNet in 1 Hour", §2.1), valid below the critical batch size and with
-      warm-up.
+    Adam/AdamW: η' = η·√(B'/B) (Malladi et al. 2022, NeurIPS, Definition 4.2); SGD: η' = η·B'/B
+    (Goyal et al. 2017, §2.1).
 
-    Args:
-        lr: learning rate at ``batch_from`` (per step). batch_from, batch_to: batch sizes
-            (samples or tokens, the same unit). optimizer: name, case-insensitive.
-    Returns:
-        The scaled learning rate.
     Raises:
-        ValueError: a non-positive or non-finite input, or an optimizer without a rule.
-    """
+        ValueError: a non-positive or non-finite input, or an optimizer without a rule."""
     _positive(lr=lr, batch_from=batch_from, batch_to=batch_to)
     opt = optimizer.lower()
     ratio = batch_to / batch_from
@@ -56,26 +39,13 @@ def scale_lr_for_batch(lr: float, batch_from: int, batch_to: int, optimizer: str
 
 
 def scale_lr_for_tokens(lr: float, tokens_from: float, tokens_to: float, *, beta: float) -> float:
-    """The learning rate for a token horizon ``tokens_to`` given a good one at ``tokens_from``.
+    """η' = η·(D'/D)^(−β) for training tokens D (Bjorck et al. 2025, ICLR, §3).
 
-    LR*(D) ∝ D^(−β), so η' = η·(D'/D)^(−β) (Bjorck, Benhaim, Chaudhary, Wei & Song 2025,
-    "Scaling Optimal LR Across Token Horizons", ICLR, §3: the optimal LR of a fixed model
-    follows a power law in the training tokens D, fitted per model size on LLaMA-style models).
+    ``beta`` has no default: it is fitted per setting (e.g. −d of
+    :func:`mutune.scaling.horizon.fit_horizon`).
 
-    ``beta`` has no default: the paper fits β separately for each model size (and a
-    rule of thumb across sizes), and we are not certain of the exact published value to quote,
-    nor that it carries over to other model families, optimizers or schedules; pass the
-    exponent measured for your setting (e.g. −d from :func:`mutune.scaling.horizon.fit_horizon`
-    on the proxies' rungs, or the paper's value for your model size after checking it).
-
-    Args:
-        lr: learning rate at ``tokens_from``. tokens_from, tokens_to: training tokens (or
-            steps × batch; any unit proportional to tokens). beta: β ≥ 0 (0: no change).
-    Returns:
-        The scaled learning rate.
     Raises:
-        ValueError: a non-positive input, or β negative / not finite.
-    """
+        ValueError: a non-positive input, or β negative / not finite."""
     _positive(lr=lr, tokens_from=tokens_from, tokens_to=tokens_to)
     if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not (
             math.isfinite(beta) and beta >= 0):
@@ -85,30 +55,17 @@ def scale_lr_for_tokens(lr: float, tokens_from: float, tokens_to: float, *, beta
 
 @dataclass(frozen=True)
 class AdamWTimescale:
-    """The EMA timescale of AdamW's weights (Wang & Aitchison 2024).
-
-    Attributes:
-        tau_iters: 1/(η·λ), in optimizer steps.
-        tau_epochs: B/(η·λ·D) = tau_iters · B/D, in passes over the dataset (for a
-            single-epoch run: the fraction of training).
-    """
+    """τ_iter = 1/(η·λ) steps and τ_epoch = B/(η·λ·D) epochs (Wang & Aitchison 2024, §3)."""
     tau_iters: float
     tau_epochs: float
 
 
 def adamw_timescale(lr: float, weight_decay: float, dataset_size: float,
                     batch_size: float) -> AdamWTimescale:
-    """τ of AdamW: the weights are an EMA of the updates with τ_iter = 1/(η·λ) steps, i.e.
-    τ_epoch = B/(η·λ·D) epochs (Wang & Aitchison 2024, "How to set AdamW's weight decay as you
-    scale model and dataset size", §3, Eq. for τ_iter and τ_epoch).
+    """τ of AdamW's weight EMA (Wang & Aitchison 2024, §3); lr is η after μP's per-group scaling.
 
-    Args:
-        lr: η per step (the lr actually applied, after μP's per-group scaling if any).
-        weight_decay: λ, decoupled (AdamW's ``weight_decay``, multiplied by η in the update).
-        dataset_size: D, samples (or tokens) per epoch; batch_size: B, in the same unit.
     Raises:
-        ValueError: a non-positive or non-finite input.
-    """
+        ValueError: a non-positive or non-finite input."""
     _positive(lr=lr, weight_decay=weight_decay, dataset_size=dataset_size,
               batch_size=batch_size)
     tau_iters = 1.0 / (lr * weight_decay)
@@ -118,22 +75,10 @@ def adamw_timescale(lr: float, weight_decay: float, dataset_size: float,
 def adamw_weight_decay_for(*, lr: float, dataset_size: float | None = None,
                            batch_size: float | None = None, tau_epochs: float | None = None,
                            tau_iters: float | None = None) -> float:
-    """The AdamW weight decay λ that keeps the timescale τ fixed at a new lr / data / batch.
+    """λ = B/(η·τ_epoch·D), or 1/(η·τ_iter): keeps τ fixed (Wang & Aitchison 2024, §3–4).
 
-    λ = B/(η·τ_epoch·D) from τ_epoch = B/(η·λ·D), or λ = 1/(η·τ_iter) from τ_iter = 1/(η·λ)
-    (Wang & Aitchison 2024, §3–4: keep τ_epoch constant as model and dataset grow; they
-    find the optimal τ_epoch roughly constant across scales). Give exactly one of
-    ``tau_epochs`` (needs dataset_size and batch_size) and ``tau_iters``.
-
-    Args:
-        lr: η at the target. dataset_size: D; batch_size: B (same unit).
-        tau_epochs: τ in epochs (e.g. ``adamw_timescale(...).tau_epochs`` of the proxies).
-        tau_iters: τ in steps.
-    Returns:
-        λ (decoupled weight decay).
     Raises:
-        ValueError: both or neither τ given, a needed input missing, or a non-positive input.
-    """
+        ValueError: both or neither τ given, a needed input missing, or a non-positive input."""
     if (tau_epochs is None) == (tau_iters is None):
         raise ValueError(f"tau_epochs = {tau_epochs!r}, tau_iters = {tau_iters!r}: give "
                          "exactly one")

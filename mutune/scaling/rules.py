@@ -1,31 +1,8 @@
-"""Transfer rules: how an optimal hyperparameter moves with scale.
+"""Transfer rules h*(s) = exp(a) · Π_k s_k^(b_k), fitted on the per-size optima in log space.
 
-A transfer rule is the power law h*(s) = exp(a) · Π_k s_k^(b_k), fitted as
-log h*(s) = a + Σ_k b_k·log s_k on the per-size optima (Yang et al. 2022, "Tensor Programs V",
-§3 and Figure 1: under μP the learning-rate optimum is width-independent, so b_width ≈ 0; under
-standard parametrization b_width < 0). Width is always an axis; depth, batch size and training
-steps/tokens are extra axes when the sweeps varied them (TP V §6 / Table 1: these transfer only
-empirically).
-
-Fit: Huber M-estimation by iteratively reweighted least squares (Huber 1964, "Robust Estimation
-of a Location Parameter"; Holland & Welsch 1977 for IRLS), tuning constant c = 1.345 (95 %
-efficiency under Gaussian noise), scale = normalised MAD of the residuals.
-
-Intervals: a *studentized (bootstrap-t) parametric bootstrap* over the noise of the optima, with
-the sizes kept as a fixed design (Efron & Tibshirani 1993, "An Introduction to the Bootstrap",
-§12.5 bootstrap-t; §9.5 residual/model-based resampling for fixed designs). The sizes are chosen
-by the user, not sampled, and resampling 5 (size, optimum) pairs leaves most replicates with 2–3
-distinct sizes, which undercovers badly; the studentized pivot makes the interval nearly exact
-under Gaussian noise in log space (lognormal optima) and second-order accurate otherwise. The
-noise model per size i is  log h*_i = a + Σ b_k·log s_ki + u_i + ε_i  with ε_i ~ N(0, σ_i²) the
-optimum's own uncertainty (σ_i = (hi − lo) / (2·1.96) in log units from its 95 % interval, i.e.
-each optimum is jittered inside its interval) and u_i ~ N(0, τ²) the scatter the intervals do not
-explain (τ² by moments, as DerSimonian & Laird 1986 do in meta-regression). Each replicate is
-refitted with the same Huber-weighted WLS and studentized by its own standard error; when
-intervals are given, that standard error never falls below what the intervals alone imply
-(residual variance ratio floored at 1), so a few lucky residuals cannot shrink the interval
-below the optima's own uncertainty.
-"""
+Yang et al. 2022, Tensor Programs V, §3 / Fig. 1 (μP: b_width ≈ 0 for lr); Huber 1964 and
+Holland & Welsch 1977 (Huber IRLS, c = 1.345); Efron & Tibshirani 1993, §12.5 (bootstrap-t) and
+§9.5 (fixed-design resampling); DerSimonian & Laird 1986 (τ² by moments)."""
 from __future__ import annotations
 
 import math
@@ -91,11 +68,7 @@ class _Regression:
 
 def _huber_wls(X: np.ndarray, Y: np.ndarray, prec: np.ndarray, robust: bool,
                iters: int = 30) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Batched Huber IRLS. X (n, p), Y (B, n), prec (B, n) precision weights.
-
-    Returns beta (B, p), unscaled (XᵀWX)⁻¹ (B, p, p), and s² = Σ W r² / (n − p) (B,) (or 0
-    when n == p), where W = precision × Huber weights.
-    """
+    """Batched Huber IRLS. X (n, p), Y (B, n), prec (B, n) precision weights."""
     n, p = X.shape
     outer = (X[:, :, None] * X[:, None, :]).reshape(n, p * p)     # rows x_i x_iᵀ
 
@@ -173,24 +146,8 @@ class TransferRule:
     """log h*(s) = intercept + Σ_k coefficients[k]·log s_k, in natural logs.
 
     Attributes:
-        hyperparameter: name of the hyperparameter (e.g. ``"lr"``).
-        intercept: a, in log units of the hyperparameter.
-        slope: b_width, the exponent of the width (dimensionless; octaves of h per octave of
-            width).
-        scales: the proxy widths used, shape (n,).
-        optima: the per-size optima used, shape (n,), in the hyperparameter's unit.
-        axes: axis names in fit order, ``("width", …)``.
-        extra_scales: axis → the sizes along that axis, shape (n,) each.
-        coefficients: axis → b_k.
-        intervals: axis → 95 % bootstrap-t interval on b_k (NaNs when n = number of
-            coefficients and no optimum intervals were given: nothing to estimate noise from).
-        intercept_interval: 95 % interval on a.
-        slope_interval: ``intervals["width"]``.
-        residual_scale: sqrt(Σ r² / (n − p)) of the log optima about the fit (log units; 0
-            when n = p).
-        excess_scatter: τ, the scatter not explained by the optima's own intervals (log units).
-        n_boot: bootstrap replicates behind the intervals.
-    """
+        slope: b_width, octaves of h per octave of width; intervals: axis → 95 % bootstrap-t.
+        residual_scale, excess_scatter: RMS residual and τ of the log optima (log units)."""
     hyperparameter: str
     intercept: float
     slope: float
@@ -231,13 +188,9 @@ class TransferRule:
     def predict(self, scale: float, **extra: float) -> float:
         """h*(scale) = exp(a + b·log scale + Σ_k b_k·log extra[k]), in the hyperparameter's unit.
 
-        Args:
-            scale: the target width (> 0).
-            **extra: the target's size along every extra axis of the rule (e.g. ``depth=12``).
         Raises:
             FitError: a scale is not a finite positive number.
-            ValueError: an extra axis is missing or unknown.
-        """
+            ValueError: an extra axis is missing or unknown."""
         if not self.axes[1:] and not extra:   # fast path, also for rules built by hand
             if not (math.isfinite(scale) and scale > 0):
                 raise FitError(f"scale = {scale}: must be a finite number > 0")
@@ -250,18 +203,8 @@ class TransferRule:
                             **extra: float) -> tuple[float, float]:
         """Interval for the optimum at a target size, natural units (bootstrap-t, see module).
 
-        Includes the fit's uncertainty and the scatter τ of a single size about the line, so
-        it is a prediction interval for the target's own optimum, not only for the line.
-
-        Args:
-            scale: target width; **extra: target size on each extra axis.
-            level: only 0.95 is stored (the bootstrap draws are shared); other values raise.
-        Returns:
-            (lo, hi) in the hyperparameter's unit; (nan, nan) when the fit has no noise model
-            (n = number of coefficients and no optimum intervals).
         Raises:
-            ValueError: level other than 0.95, missing/unknown axes. FitError: bad scale.
-        """
+            ValueError: level other than 0.95, missing/unknown axes. FitError: bad scale."""
         if level != 0.95:
             raise ValueError(f"level = {level}: only the 0.95 interval is computed")
         if self._reg is None:
@@ -291,41 +234,8 @@ def _as_1d(name: str, values: Any, n: int | None, hyperparameter: str) -> np.nda
     return arr
 
 
-def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
-                      optima: Sequence[float] | np.ndarray, *,
-                      extra_scales: Mapping[str, Sequence[float]] | None = None,
-                      optima_intervals: Sequence[tuple[float, float]] | None = None,
-                      n_boot: int = 1000, seed: int = 0, robust: bool = True
-                      ) -> TransferRule:
-    """Fit log h*(s) = a + Σ_k b_k·log s_k robustly, with 95 % bootstrap-t intervals.
-
-    Args:
-        hyperparameter: the name the rule is for.
-        scales: proxy widths, shape (n_sizes,), positive.
-        optima: optimal value per size, shape (n_sizes,), positive, in the hyperparameter's
-            unit (e.g. learning rate per step).
-        extra_scales: axis name → sizes along it (depth, batch, tokens, steps), shape
-            (n_sizes,) each, positive; only axes the sweeps varied. Width and every axis
-            here are fitted, the extra axes in sorted order.
-        optima_intervals: per-size 95 % interval (lo, hi) of each optimum in the
-            hyperparameter's unit (e.g. ``exp`` of :class:`~mutune.scaling.optimum.Optimum`
-            intervals), shape (n_sizes, 2); each optimum is jittered inside it (module
-            docstring) and weighted by it.
-        n_boot: bootstrap replicates (≥ 50).
-        seed: seed of the ``numpy.random.default_rng`` behind the bootstrap.
-        robust: Huber IRLS (default) or ordinary / weighted least squares.
-    Returns:
-        :class:`TransferRule` with coefficients, intervals, residual scale, and
-        ``predict`` / ``prediction_interval``.
-    Raises:
-        FitError: shapes differ; all optima non-finite; a non-finite or non-positive scale or
-            optimum (names which); fewer than 2 distinct widths; more axes than the sizes can
-            identify (design matrix rank-deficient); a bad optimum interval.
-        ValueError: n_boot < 50.
-    References:
-        Yang et al. 2022, Tensor Programs V (arXiv 2203.03466), §3 (μP makes b ≈ 0 for lr);
-        Huber 1964 (M-estimation); Efron & Tibshirani 1993 §12.5 (bootstrap-t).
-    """
+def _checked_optima(hyperparameter: str, scales: Any, optima: Any, n_boot: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
     if n_boot < 50:
         raise ValueError(f"n_boot = {n_boot}: must be ≥ 50 for a 95 % interval")
     s = np.asarray(scales, dtype=float)
@@ -342,6 +252,13 @@ def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
     if len(np.unique(s)) < 2:
         raise FitError(f"{hyperparameter}: need at least 2 distinct scales, got "
                        f"{sorted(set(s.tolist()))} (one size cannot fix a slope)")
+    return s, h
+
+
+def _design(hyperparameter: str, s: np.ndarray,
+            extra_scales: Mapping[str, Sequence[float]] | None
+            ) -> tuple[np.ndarray, tuple[str, ...], dict[str, tuple[float, ...]]]:
+    """Design matrix [1, log width, log extra axes…] (sorted axes), checked to have full rank."""
     n = s.size
     extra_scales = dict(extra_scales or {})
     axes = tuple(a for a in sorted(extra_scales) if a != WIDTH)
@@ -360,16 +277,46 @@ def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
         raise FitError(f"{hyperparameter}: {p - 1} scale axes {['width', *axes]} cannot be "
                        f"identified from {n} sizes (the log-sizes are collinear or too few; "
                        f"need ≥ {p} sizes varying independently along every axis)")
-    sigma = None
-    if optima_intervals is not None:
-        iv = np.asarray(optima_intervals, dtype=float)
-        if iv.shape != (n, 2):
-            raise FitError(f"{hyperparameter}: optima_intervals shape {iv.shape} must be "
-                           f"({n}, 2)")
-        if not (np.all(np.isfinite(iv)) and np.all(iv > 0) and np.all(iv[:, 0] <= iv[:, 1])):
-            raise FitError(f"{hyperparameter}: optima_intervals {iv.tolist()} must be finite, "
-                           "> 0 and lo ≤ hi")
-        sigma = (np.log(iv[:, 1]) - np.log(iv[:, 0])) / (2 * _Z975)
+    return X, axes, extra_t
+
+
+def _sigma(hyperparameter: str, optima_intervals: Any, n: int) -> np.ndarray | None:
+    """Log-unit standard deviation of each optimum from its 95 % interval (None without)."""
+    if optima_intervals is None:
+        return None
+    iv = np.asarray(optima_intervals, dtype=float)
+    if iv.shape != (n, 2):
+        raise FitError(f"{hyperparameter}: optima_intervals shape {iv.shape} must be "
+                       f"({n}, 2)")
+    if not (np.all(np.isfinite(iv)) and np.all(iv > 0) and np.all(iv[:, 0] <= iv[:, 1])):
+        raise FitError(f"{hyperparameter}: optima_intervals {iv.tolist()} must be finite, "
+                       "> 0 and lo ≤ hi")
+    sigma: np.ndarray = (np.log(iv[:, 1]) - np.log(iv[:, 0])) / (2 * _Z975)
+    return sigma
+
+
+def fit_transfer_rule(hyperparameter: str, scales: Sequence[float] | np.ndarray,
+                      optima: Sequence[float] | np.ndarray, *,
+                      extra_scales: Mapping[str, Sequence[float]] | None = None,
+                      optima_intervals: Sequence[tuple[float, float]] | None = None,
+                      n_boot: int = 1000, seed: int = 0, robust: bool = True
+                      ) -> TransferRule:
+    """Fit log h*(s) = a + Σ_k b_k·log s_k robustly, with 95 % bootstrap-t intervals.
+
+    Args:
+        scales: proxy widths, shape (n_sizes,), positive.
+        optima: optimal value per size, shape (n_sizes,), in the hyperparameter's unit.
+        extra_scales: axis name → sizes along it (depth, batch, tokens, steps), shape (n_sizes,).
+        optima_intervals: per-size 95 % interval (lo, hi) of each optimum, shape (n_sizes, 2).
+    Raises:
+        FitError: shapes differ; a non-finite or non-positive scale or optimum; fewer than 2
+            distinct widths; a rank-deficient design; a bad optimum interval.
+        ValueError: n_boot < 50."""
+    s, h = _checked_optima(hyperparameter, scales, optima, n_boot)
+    n = s.size
+    X, axes, extra_t = _design(hyperparameter, s, extra_scales)
+    p = X.shape[1]
+    sigma = _sigma(hyperparameter, optima_intervals, n)
     reg = _regress(X, np.log(h), sigma, n_boot=n_boot, seed=seed, robust=robust)
     names = (WIDTH, *axes)
     coefs = {a: float(reg.beta[i + 1]) for i, a in enumerate(names)}

@@ -1,25 +1,7 @@
-"""Checkpoint cadence and spot economics from the numbers (docs/architecture.md §4.6).
+"""Checkpoint cadence and spot economics: τ* = √(2·C·M), floored at a minimum spacing.
 
-With preemptions arriving at mean time M (``cost.spot.mtbp_s``) and a checkpoint costing C
-seconds, the interval between checkpoints that minimises the expected waste is Young's
-
-    τ* = √(2·C·M)                                  (Young 1974, "A first order approximation
-                                                    to the optimum checkpoint interval",
-                                                    CACM 17(9), eq. 4)
-
-floored at a minimum spacing (``cost.spot.checkpoint_min_interval_s``: each remote flush of a
-large checkpoint costs time and transfer). A trial of T seconds then expects T/M preemptions;
-each hard one loses τ/2 of work on average (a graceful notice loses none: the step reached is
-checkpointed) and costs a restart R (the configured restart — reschedule, image pull, data
-reload — plus the measured checkpoint restore); checkpointing costs C every τ. So
-
-    overhead(T)  = (T/τ)·C + (T/M)·(τ/2 + R)       expected extra seconds
-    spot pays   ⟺  p_spot · (T + overhead(T))  <  p_on_demand · T
-
-(Daly 2006, "A higher order estimate of the optimum checkpoint interval for restart dumps",
-FGCS 22(3), §2, for the same first-order waste model). Short trials pay the restart for
-little work, so a sweep of minute-long trials can lose its spot discount to restarts.
-"""
+C: checkpoint seconds, M: mean time between preemptions; overhead(T) = (T/τ)·C + (T/M)·(τ/2 + R).
+Young 1974, CACM 17(9), eq. 4; Daly 2006, FGCS 22(3), §2."""
 from __future__ import annotations
 
 import math
@@ -39,8 +21,7 @@ def young_interval_s(checkpoint_s: float, mtbp_s: float, *, min_interval_s: floa
     """Young's optimum checkpoint interval √(2·C·M), at least ``min_interval_s``; seconds.
 
     Raises:
-        ValueError: C or M not > 0, or a negative minimum.
-    """
+        ValueError: C or M not > 0, or a negative minimum."""
     c, m = _pos("checkpoint_s", checkpoint_s), _pos("mtbp_s", mtbp_s)
     return max(math.sqrt(2.0 * c * m), _pos("min_interval_s", min_interval_s, zero_ok=True))
 
@@ -51,8 +32,7 @@ def spot_overhead_s(trial_s: float, *, checkpoint_s: float, mtbp_s: float,
     ``interval_s`` plus, per expected preemption, half an interval lost and the restart.
 
     Raises:
-        ValueError: a negative figure, or M or the interval not > 0.
-    """
+        ValueError: a negative figure, or M or the interval not > 0."""
     t = _pos("trial_s", trial_s, zero_ok=True)
     c = _pos("checkpoint_s", checkpoint_s, zero_ok=True)
     m, tau = _pos("mtbp_s", mtbp_s), _pos("interval_s", interval_s)
@@ -63,22 +43,11 @@ def spot_overhead_s(trial_s: float, *, checkpoint_s: float, mtbp_s: float,
 def spot_economics(trial_s: float, *, checkpoint_s: float, restore_s: float, mtbp_s: float,
                    restart_s: float, min_interval_s: float, spot_price: float | None,
                    on_demand_price: float | None) -> dict[str, float | bool | str | None]:
-    """Whether spot pays for trials of ``trial_s`` seconds (module docstring's formulas).
+    """Whether spot pays for trials of ``trial_s`` seconds: p_spot·(T + overhead(T)) <
+    p_on_demand·T.
 
-    Args:
-        trial_s: a typical trial's length (the sweep's median allocated seconds).
-        checkpoint_s: measured seconds per checkpoint (C); restore_s: measured seconds to
-            load one (part of R); restart_s: the configured restart (the rest of R).
-        mtbp_s: mean time between preemptions (M); min_interval_s: the floor of τ.
-        spot_price, on_demand_price: per device-hour (None: the verdict is None).
-    Returns:
-        {"mtbp_s", "checkpoint_s", "interval_s" (τ), "expected_preemptions_per_trial",
-        "expected_lost_s_per_hard_preemption" (τ/2), "recovery_s_per_preemption" (R),
-        "overhead_fraction", "spot_effective_price", "on_demand_price", "spot_pays",
-        "formula"}.
     Raises:
-        ValueError: as :func:`young_interval_s` and :func:`spot_overhead_s`.
-    """
+        ValueError: as :func:`young_interval_s` and :func:`spot_overhead_s`."""
     c = max(_pos("checkpoint_s", checkpoint_s, zero_ok=True), 1e-6)
     tau = young_interval_s(c, mtbp_s, min_interval_s=min_interval_s)
     r = _pos("restart_s", restart_s, zero_ok=True) + _pos("restore_s", restore_s, zero_ok=True)

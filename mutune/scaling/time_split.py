@@ -1,24 +1,7 @@
-"""Where each allocated device-second went: the time categories of a trial and the waste of a
-sweep (docs/architecture.md §6).
+"""Where each allocated device-second went: per-trial time categories and per-sweep waste.
 
-Two partitions, each adding up exactly to what was allocated:
-
-* **per trial** — allocated seconds (grant to release, measured by the driver) split into
-  productive step seconds, evaluation, checkpointing, set-up (model build, data), recovery
-  (restarts after a preemption or crash: the lost work and the restart itself) and *other* (the
-  remainder: scheduling, reporting, teardown, waiting);
-* **per sweep** — allocated device-seconds of the whole sweep (wall time × devices held, or the
-  sum over trials when no wall figure is given) split into *useful* and the waste categories of
-  the report: ``early_stopped`` (everything spent on trials the scheduler stopped),
-  ``failed`` (failed and diverged trials), ``recovery`` (restarts of trials that went on) and
-  ``idle`` (devices held with no trial on them, and the *other* seconds of the trials that
-  completed).
-
-Every figure is in seconds or GPU-hours (device-seconds / 3600; on a CPU machine the devices
-are CPUs). ETTR = productive / allocated (Kokolis et al. 2024, "Revisiting Reliability in
-Large-Scale ML Research Clusters", §3); MFU = achieved model FLOP/s ÷ peak FLOP/s (Chowdhery et
-al. 2022, "PaLM", Appendix B), model FLOPs from :func:`model_flops_per_step`.
-"""
+ETTR = productive / allocated (Kokolis et al. 2024, §3); MFU = achieved ÷ peak model FLOP/s
+(Chowdhery et al. 2022, "PaLM", Appendix B)."""
 from __future__ import annotations
 
 import math
@@ -45,12 +28,7 @@ def _nonneg(name: str, v: object) -> float:
 
 @dataclass(frozen=True)
 class TrialTime:
-    """One trial's allocated seconds by category (:data:`TIME_CATEGORIES`).
-
-    ``allocated_s`` = Σ ``seconds`` exactly. When the worker's own clocks add up to more than
-    the driver measured (separate clocks, a few milliseconds), ``allocated_s`` is raised to
-    that sum and ``clock_skew_s`` says by how much, so no category is ever negative.
-    """
+    """One trial's allocated seconds by category (:data:`TIME_CATEGORIES`)."""
     allocated_s: float
     seconds: dict[str, float]
     clock_skew_s: float
@@ -63,15 +41,8 @@ class TrialTime:
 def trial_time(timing: Mapping[str, float]) -> TrialTime:
     """Split a trial's allocated seconds into :data:`TIME_CATEGORIES`.
 
-    Args:
-        timing: ``allocated_s`` (driver: resources granted → released) and the worker's
-            ``productive_s``, ``eval_s``, optional ``checkpoint_s``, ``setup_s`` and
-            ``recovery_s`` (all seconds; missing ones count as 0).
-    Returns:
-        :class:`TrialTime`; ``other`` is the remainder.
     Raises:
-        ValueError: a negative or non-finite figure (names it).
-    """
+        ValueError: a negative or non-finite figure (names it)."""
     alloc = _nonneg("allocated_s", timing.get("allocated_s", 0.0))
     parts = {k: _nonneg(f"{k}_s", timing.get(f"{k}_s", 0.0)) for k in TIME_CATEGORIES[:-1]}
     used = sum(parts.values())
@@ -99,28 +70,9 @@ def sweep_waste(trials: Sequence[tuple[str, Mapping[str, float], float]], *,
                 held_device_s: float | None = None) -> SweepWaste:
     """Split a sweep's allocated device-seconds into useful work and the waste categories.
 
-    Args:
-        trials: (status, timing, devices) per trial — the target run included; status one of
-            ``completed``, ``stopped``, ``failed``, ``diverged``, ``zombie``, ``stale``,
-            ``cancelled``;
-            timing as for :func:`trial_time`; devices granted (may be fractional).
-        held_device_s: device-seconds the sweep held (wall × devices, docs/architecture.md §6);
-        None:
-            the sum over trials (no idle time between trials is known).
-    Returns:
-        :class:`SweepWaste`: ``early_stopped`` = all device-seconds of stopped trials except
-        their recovery; ``diverged`` = the same for diverged trials (a non-finite loss, or a
-        target run stopped above twice its best proxy's loss, net of noise:
-        :func:`mutune.pipeline.target_stage.divergence_limits`); ``failed`` = the same for
-        failed/zombie/stale/cancelled trials;
-        ``recovery`` = recovery device-seconds of every trial; ``idle`` = held − Σ trial
-        allocated (devices held, no trial on them) plus the ``other`` seconds of completed
-        trials; ``useful`` = the rest (completed trials' productive, evaluation, checkpoint
-        and set-up seconds).
     Raises:
         ValueError: an unknown status, negative devices, or held_device_s below the trials'
-            sum by more than 1 % (the wall clock cannot be shorter than what ran inside it).
-    """
+            sum by more than 1 % (the wall clock cannot be shorter than what ran inside it)."""
     waste = dict.fromkeys(WASTE_CATEGORIES, 0.0)
     total = useful = 0.0
     for status, timing, devices in trials:
@@ -153,23 +105,12 @@ def sweep_waste(trials: Sequence[tuple[str, Mapping[str, float], float]], *,
 
 def model_flops_per_step(n_params: float, tokens_per_step: float, *, n_layer: int = 0,
                          n_ctx: int = 0, d_model: int = 0) -> float:
-    """Training FLOPs of one step: 6·N per token plus the attention term.
+    """Training FLOPs of one step: tokens × (6·N + 6·n_layer·n_ctx·d_model).
 
-    C = tokens × (6·N + 6·n_layer·n_ctx·d_model): forward 2·N + 2·n_layer·n_ctx·d_attn per
-    token, backward twice the forward (Kaplan et al. 2020, "Scaling Laws for Neural Language
-    Models", §2.1, Table 1). For an MLP pass ``tokens_per_step`` = samples per step and no
-    attention (the dense-layer count 2·N per sample forward holds for any stack of linear
-    layers). N counts the non-embedding parameters in Kaplan's convention; mutune passes all
-    parameters, which overstates a small model's FLOPs slightly (its embeddings are a
-    lookup).
+    Kaplan et al. 2020, §2.1, Table 1. For an MLP pass samples as ``tokens_per_step`` and n_layer 0.
 
-    Args:
-        n_params: parameters N. tokens_per_step: tokens (or samples) per optimizer step.
-        n_layer, n_ctx, d_model: transformer layers, context length, model width (0: no
-            attention term).
     Raises:
-        ValueError: a negative or non-finite argument.
-    """
+        ValueError: a negative or non-finite argument."""
     for name, v in (("n_params", n_params), ("tokens_per_step", tokens_per_step),
                     ("n_layer", n_layer), ("n_ctx", n_ctx), ("d_model", d_model)):
         _nonneg(name, v)
@@ -178,18 +119,12 @@ def model_flops_per_step(n_params: float, tokens_per_step: float, *, n_layer: in
 
 def mfu(flops_per_step: float, steps: int, productive_s: float, devices: float,
         peak_flops_per_device: float | None) -> float | None:
-    """Model FLOPs utilization = (flops_per_step × steps / productive_s) / (devices × peak).
-
-    Achieved FLOP/s is taken over the productive step seconds, so MFU measures the steps
-    alone; ETTR measures the time around them (their product is the whole-run utilization).
-    Chowdhery et al. 2022 (PaLM), Appendix B.
+    """MFU = (flops_per_step × steps / productive_s) / (devices × peak); PaLM (2022), App. B.
 
     Returns:
-        The ratio, or None when the peak is unknown, nothing ran, or no step time was
-        measured.
+        The ratio, or None when the peak is unknown, nothing ran, or no step time was measured.
     Raises:
-        ValueError: a negative or non-finite argument.
-    """
+        ValueError: a negative or non-finite argument."""
     for name, v in (("flops_per_step", flops_per_step), ("steps", steps),
                     ("productive_s", productive_s), ("devices", devices)):
         _nonneg(name, v)
@@ -202,8 +137,7 @@ def money(gpu_hours: float, price_per_device_hour: float | None) -> float | None
     """Money = GPU-hours × price per device-hour (docs/architecture.md §6); None without a price.
 
     Raises:
-        ValueError: a negative or non-finite argument.
-    """
+        ValueError: a negative or non-finite argument."""
     _nonneg("gpu_hours", gpu_hours)
     if price_per_device_hour is None:
         return None

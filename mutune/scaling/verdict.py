@@ -1,31 +1,12 @@
-"""The health verdict on a fitted transfer rule: does the optimum transfer, and if not, why.
+"""The health verdict on a fitted transfer rule; the first that applies wins.
 
-Under μP the width exponent of the transferable hyperparameters (learning rate, init and
-multipliers) is ≈ 0 (Yang et al. 2022, Tensor Programs V, §3 and Table 1); under standard
-parametrization it is not, and the fitted exponent is the correction that transfers anyway
-(TP V Figure 1; Everett et al. 2024, "Scaling Exponents Across Parameterizations and
-Optimizers", ICML, §4 fit the same per-parametrization exponents).
+1. ``too_few_sizes`` (< 3 distinct sizes) or ``fallback`` (an optimum is a best trial, not a fit).
+2. ``edge``: an optimum sits at the edge of its searched range.
+3. ``noisy``: the slope interval is too wide, degenerate, or (μP) straddles a tolerance bound.
+4. ``sp_corrected``: standard parametrization; the exponent is the correction.
+5. ``drifting`` / 6. ``stable``: μP and the interval outside / inside ±tolerance.
 
-Precedence (the first that applies wins; deterministic):
-
-1. ``too_few_sizes`` — fewer than 3 distinct sizes: a line through 2 points has no residuals,
-   so neither its slope interval nor any later check means anything.
-   ``fallback`` — a per-size optimum is a best trial, not a fitted optimum (the fit had too
-   few points for its parameters; the reason is given): no interval can be trusted.
-2. ``edge`` — an optimum sits at the edge of its searched range: it is censored, every later
-   check would judge a biased slope.
-3. ``noisy`` — the slope interval is wider than ``4 × tolerance``, not finite, of zero width
-   (the optima carry no uncertainty: identical values without intervals), the residual
-   scatter exceeds ``max_residual``, or (μP) the interval straddles a tolerance bound (neither
-   inside nor outside: inconclusive).
-4. ``sp_corrected`` — standard parametrization: the exponent is reported as the correction.
-5. ``drifting`` — μP and the interval lies entirely outside [−tolerance, +tolerance].
-6. ``stable`` — μP and the interval lies inside [−tolerance, +tolerance].
-
-Two more name rules that are never fitted (:func:`mutune.pipeline.transfer_stage.transfer_rules`
-sets them): ``per_choice`` — a ``choice`` dimension, compared per width; ``not_transferred`` —
-weight decay or dropout (Tensor Programs V, Table 1: regularisation does not transfer).
-"""
+Yang et al. 2022, Tensor Programs V, §3, Table 1; Everett et al. 2024, ICML, §4."""
 from __future__ import annotations
 
 import math
@@ -41,13 +22,7 @@ VERDICTS = ("too_few_sizes", "fallback", "edge", "noisy", "sp_corrected", "drift
 
 @dataclass(frozen=True)
 class Verdict:
-    """A named health verdict on a transfer rule.
-
-    Attributes:
-        name: one of :data:`VERDICTS`.
-        reason: what was measured, with the numbers.
-        advice: what to do about it (empty when nothing needs doing).
-    """
+    """A named health verdict on a transfer rule."""
     name: str
     reason: str
     advice: str
@@ -57,39 +32,8 @@ def _fmt(x: float) -> str:
     return f"{x:+.3f}"
 
 
-def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float = 0.1,
-                 on_edge: bool = False, edge_side: str | None = None,
-                 max_residual: float = math.log(2),
-                 fallback: str | None = None, axis: str = "width") -> Verdict:
-    """Name the health of a transfer rule along one axis (precedence in the module docstring).
-
-    Args:
-        rule: the fitted :class:`~mutune.scaling.rules.TransferRule` (its ``slope`` and
-            ``slope_interval`` are the width exponent b and its 95 % interval).
-        parametrization: ``"mup"`` or ``"sp"``.
-        tolerance: largest |b| still called width-independent, in log-log slope units (octaves
-            of the hyperparameter per octave of width); > 0.
-        on_edge: whether any per-size optimum lies at the edge of its searched range
-            (:attr:`~mutune.scaling.optimum.Optimum.on_edge`).
-        edge_side: ``"low"`` or ``"high"``: which bound, for the advice.
-        max_residual: largest acceptable residual scale of the log optima about the line
-            (natural-log units; default ln 2, one octave).
-        fallback: why a per-size optimum is a best trial instead of a fit (None: all fitted).
-        axis: the rule's axis judged (``"width"``, or an extra axis of a multi-axis rule such
-            as ``"depth"``: its coefficient, interval and distinct sizes).
-            Along depth, ``"mup"`` means a depth parametrization (CompleteP, Depth-μP: the
-            depth exponent should be ≈ 0, Dey et al. 2025 §3) and ``"sp"`` none (the exponent
-            is the correction); along any other axis (``"steps"``, the horizon) ``"sp"``
-            judges the exponent as a correction (Bjorck et al. 2025: μP does not remove the
-            horizon's effect on the learning rate).
-    Returns:
-        :class:`Verdict`.
-    Raises:
-        ValueError: unknown parametrization or edge_side, tolerance ≤ 0, an axis the rule
-            was not fitted on.
-    References:
-        Yang et al. 2022, Tensor Programs V (arXiv 2203.03466), §3, Table 1.
-    """
+def _check_args(rule: TransferRule, parametrization: str, tolerance: float,
+                edge_side: str | None, axis: str) -> None:
     if parametrization not in ("mup", "sp"):
         raise ValueError(f"parametrization = {parametrization!r}: must be 'mup' or 'sp'")
     if not (math.isfinite(tolerance) and tolerance > 0):
@@ -98,6 +42,56 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
         raise ValueError(f"edge_side = {edge_side!r}: must be None, 'low' or 'high'")
     if axis not in rule.axes:
         raise ValueError(f"axis = {axis!r}: the rule was fitted on {list(rule.axes)}")
+
+
+def _edge_verdict(hp: str, edge_side: str | None) -> Verdict:
+    where = {"low": "the lower bound", "high": "the upper bound"}.get(edge_side or "",
+                                                                      "a bound")
+    widen = {"low": "extend the range downwards (smaller values)",
+             "high": "extend the range upwards (larger values)"}.get(
+                 edge_side or "", "widen the searched range on the side it touches")
+    return Verdict("edge", f"{hp}: an optimum lies at {where} of the searched range, so "
+                   "it is censored and the fitted slope is biased", widen)
+
+
+def _sp_verdict(hp: str, scheme: str, axis: str, b: float, iv: str) -> Verdict:
+    return Verdict("sp_corrected",
+                   f"{hp}: under {scheme} the fitted {axis} exponent b = {_fmt(b)} (95 % "
+                   f"{iv}) is the correction that makes transfer work: "
+                   f"{hp}*({axis[0]}) ∝ {axis[0]}^{b:.3g}",
+                   {"width": "use the fitted rule for the target, or switch to μP to "
+                             "make b ≈ 0",
+                    "depth": "use the fitted rule for the target, or set "
+                             "model.depth_parametrization: completep to make it ≈ 0"}.get(
+                       axis, "use the fitted rule for the target"))
+
+
+def _drifting_verdict(hp: str, scheme: str, axis: str, b: float, iv: str,
+                      tolerance: float) -> Verdict:
+    return Verdict("drifting",
+                   f"{hp}: slope b = {_fmt(b)} with 95 % interval {iv} lies outside "
+                   f"±{tolerance:g}: the optimum moves with {axis} under {scheme}",
+                   ("check the μP set-up (coord check, MuReadout, base shapes, Mu* "
+                    "optimizer); the fitted rule still extrapolates") if axis == "width"
+                   else ("check the depth set-up (mutune coord-check --axis depth, "
+                         "model.base_depth); the fitted rule still extrapolates"))
+
+
+def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float = 0.1,
+                 on_edge: bool = False, edge_side: str | None = None,
+                 max_residual: float = math.log(2),
+                 fallback: str | None = None, axis: str = "width") -> Verdict:
+    """Name the health of a transfer rule along one axis (precedence in the module docstring).
+
+    Args:
+        tolerance: largest |b| still called scale-independent, in log-log slope units; > 0.
+        max_residual: largest residual scale of the log optima about the line (natural log).
+        axis: the rule's axis judged; along depth ``"mup"`` means a depth parametrization (Dey
+            et al. 2025, §3), along steps ``"sp"`` judges a correction (Bjorck et al. 2025).
+    Raises:
+        ValueError: unknown parametrization or edge_side, tolerance ≤ 0, an axis the rule
+            was not fitted on."""
+    _check_args(rule, parametrization, tolerance, edge_side, axis)
     along = rule.scales if axis == "width" else rule.extra_scales[axis]
     n_sizes = len(set(along))
     hp = rule.hyperparameter
@@ -121,13 +115,7 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
                        "more samples per sweep (or confirmation replicates) so every size's "
                        "fit has more points than parameters")
     if on_edge:
-        where = {"low": "the lower bound", "high": "the upper bound"}.get(edge_side or "",
-                                                                          "a bound")
-        widen = {"low": "extend the range downwards (smaller values)",
-                 "high": "extend the range upwards (larger values)"}.get(
-                     edge_side or "", "widen the searched range on the side it touches")
-        return Verdict("edge", f"{hp}: an optimum lies at {where} of the searched range, so "
-                       "it is censored and the fitted slope is biased", widen)
+        return _edge_verdict(hp, edge_side)
     width = hi - lo if finite else math.inf
     if finite and width == 0:
         return Verdict("noisy", f"{hp}: slope interval {iv} has zero width: the optima are "
@@ -141,23 +129,9 @@ def rule_verdict(rule: TransferRule, *, parametrization: str, tolerance: float =
                        f"more samples per sweep or more seeds per configuration, or more "
                        f"{axis}s")
     if parametrization == "sp":
-        return Verdict("sp_corrected",
-                       f"{hp}: under {scheme} the fitted {axis} exponent b = {_fmt(b)} (95 % "
-                       f"{iv}) is the correction that makes transfer work: "
-                       f"{hp}*({axis[0]}) ∝ {axis[0]}^{b:.3g}",
-                       {"width": "use the fitted rule for the target, or switch to μP to "
-                                 "make b ≈ 0",
-                        "depth": "use the fitted rule for the target, or set "
-                                 "model.depth_parametrization: completep to make it ≈ 0"}.get(
-                           axis, "use the fitted rule for the target"))
+        return _sp_verdict(hp, scheme, axis, b, iv)
     if lo > tolerance or hi < -tolerance:
-        return Verdict("drifting",
-                       f"{hp}: slope b = {_fmt(b)} with 95 % interval {iv} lies outside "
-                       f"±{tolerance:g}: the optimum moves with {axis} under {scheme}",
-                       ("check the μP set-up (coord check, MuReadout, base shapes, Mu* "
-                        "optimizer); the fitted rule still extrapolates") if axis == "width"
-                       else ("check the depth set-up (mutune coord-check --axis depth, "
-                             "model.base_depth); the fitted rule still extrapolates"))
+        return _drifting_verdict(hp, scheme, axis, b, iv, tolerance)
     if -tolerance <= lo and hi <= tolerance:
         return Verdict("stable", f"{hp}: slope b = {_fmt(b)} with 95 % interval {iv} inside "
                        f"±{tolerance:g}: {axis}-independent as {scheme} predicts", "")

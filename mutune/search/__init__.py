@@ -1,17 +1,4 @@
-"""Search: schedulers decide, searchers propose, backends execute — joined by one driver loop.
-
-* :mod:`.schedulers` — the scheduler cores (ASHA stopping and promotion, Hyperband) and their
-  one contract;
-* :mod:`.searchers` — random, grid, Optuna TPE, fixed points, and their one contract;
-* :mod:`.driver` — the driver loop every backend uses (start, report, decide, promote,
-  finish, tell the searcher);
-* :mod:`.backends` — Ray Tune, the simulator, the replay;
-* :mod:`.trial` — what runs inside a trial's worker (training loop, checkpoints, logs);
-* :mod:`.best` — the best trial at equal budget; :mod:`.budget` — the sweep's GPU-hour budget;
-  :mod:`.recording` — what a backend records and whom it asks to stop.
-
-The names below load lazily (PEP 562): ``import mutune.search.recording`` stays light.
-"""
+"""Search: schedulers decide, searchers propose, backends execute — joined by one driver loop."""
 from __future__ import annotations
 
 import importlib

@@ -1,18 +1,4 @@
-"""Which trial is best, compared at equal budget, with an explicit scope (docs/architecture.md §4).
-
-The top rung of a small sweep holds one or two trials, partly by arrival order, so the best trial
-is taken at the highest rung holding at least ``min_trials`` trials. Two scopes say which value of
-each trial counts there:
-
-* ``last``: the value the trial was judged with at that rung (its first report at or past the
-  milestone) — what the scheduler compared;
-* ``best-so-far``: the best value among the trial's reports up to and including that one (an
-  early-stopping-style "best checkpoint" within the same budget).
-
-Ray Tune's ``ResultGrid.get_best_result(scope=…)`` offers the same two scopes (``last``, ``all``)
-but compares trials at whatever budget each reached, so a trial stopped early can win on an
-unequal budget; Optuna's ``best_trial`` takes the final values of completed trials only.
-"""
+"""Which trial is best, compared at equal budget (one rung), with an explicit scope."""
 from __future__ import annotations
 
 import math
@@ -28,8 +14,7 @@ SCOPES = ("last", "best-so-far")
 
 @dataclass(frozen=True)
 class BestTrial:
-    """The best trial at rung ``milestone`` (steps), its ``value`` there, and how many trials
-    the rung held."""
+    """The best trial at rung ``milestone`` (steps), its ``value`` there, and the rung's size."""
     trial: str
     milestone: int
     value: float
@@ -41,19 +26,9 @@ def best_at_rung(rung_values: Mapping[int, Mapping[str, float]], *, mode: str = 
                  curves: Mapping[str, Sequence[tuple[int, float]]] | None = None) -> BestTrial:
     """Best trial at the highest rung with at least ``min_trials`` values.
 
-    Args:
-        rung_values: milestone (steps) → {trial: value judged there}.
-        mode: ``"min"`` or ``"max"``.
-        min_trials: how many trials a rung must hold to be used (falls back to the rung with
-            the most trials, highest first, when none holds that many).
-        scope: ``"last"`` (the value judged at the rung) or ``"best-so-far"`` (the best of
-            the trial's reports up to its first report at or past the milestone; needs
-            ``curves``).
-        curves: trial → [(step, value), …] in step order; used by ``best-so-far`` only.
     Raises:
         SearchError: bad mode or scope, ``best-so-far`` without a curve for a trial, or no
-            rung holds a finite value.
-    """
+            rung holds a finite value."""
     if mode not in ("min", "max"):
         raise SearchError(f"mode = {mode!r}: must be 'min' or 'max'")
     if scope not in SCOPES:

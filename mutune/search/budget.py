@@ -1,29 +1,4 @@
-"""The sweep's budget, enforced while it runs (config ``budget``; docs/architecture.md §6 units).
-
-One :class:`SweepBudget` per sweep, in the driver. It sees every trial through the
-:class:`~mutune.search.backends.ray_tune.callback.SweepBook` of each Ray Tune run (proxy widths and
-the target) and
-answers one question before Ray gives a slot to a new trial:
-
-    spent + committed + new > limit   →   refuse
-
-* spent: what the sweep spent before an interruption (:meth:`SweepBudget.add_prior`, from the
-  database when ``mutune resume`` continues it), device-hours of finished trials (allocated
-  seconds × devices / 3600) and, for running ones, the seconds they have held their devices:
-  earlier segments plus the current one since its grant — a resumed trial's clock restarts
-  at its resume, and time paused at a rung (promotion: resources free) is not spent;
-* committed: what each running trial needs to reach its next rung (steps × its measured seconds
-  per step) — it will finish that rung;
-* new: the new trial's first rung (grace period × the width's measured seconds per step) plus
-  the median per-trial overhead seen so far (before any trial has finished: the assumed
-  :data:`~mutune.search.schedulers.planned_steps.DEFAULT_TRIAL_OVERHEAD_S`). The first trials of a
-  sweep are
-  admitted on that assumption, so a budget smaller than a few trials may be overshot by them.
-
-Once it refuses, it refuses for good (``exhausted``): the scheduler adapter removes the trials
-that never started and stops each running trial at its next rung; the pipeline ends the sweep
-``budget_exhausted`` with what it has.
-"""
+"""The sweep's budget, enforced while it runs (config ``budget``; docs/architecture.md §6 units)."""
 from __future__ import annotations
 
 import statistics
@@ -36,13 +11,7 @@ __all__ = ["SweepBudget", "BudgetAdmission"]
 
 
 class SweepBudget:
-    """Admission control of new trials against a device-hour limit.
-
-    Args:
-        limit_gpu_hours: the budget, device-hours (> 0).
-    Attributes:
-        exhausted: why the gate closed, None while it admits.
-    """
+    """Admission control of new trials against a device-hour limit."""
 
     def __init__(self, limit_gpu_hours: float) -> None:
         if not limit_gpu_hours > 0:
@@ -54,12 +23,7 @@ class SweepBudget:
         self.prior_gpu_hours = 0.0
 
     def add_prior(self, gpu_hours: float) -> None:
-        """Count ``gpu_hours`` spent before this driver started (an interrupted sweep's
-        finished trials, which no book of this driver holds).
-
-        Raises:
-            ValueError: a negative or non-finite figure.
-        """
+        """Count ``gpu_hours`` spent before this driver; ValueError if negative or non-finite."""
         import math
 
         if not (math.isfinite(gpu_hours) and gpu_hours >= 0):
@@ -78,8 +42,7 @@ class SweepBudget:
         return [r for b in self.books for r in b.trials.values()]
 
     def spent_gpu_hours(self) -> float:
-        """Device-hours spent: before this driver, by finished trials, and by running (or
-        paused, or waiting to continue) trials over the segments they held their devices."""
+        """Device-hours spent before this driver, by finished trials, and by running ones."""
         now = time.monotonic()
         total = 0.0
         for b in self.books:
@@ -117,10 +80,8 @@ class SweepBudget:
 
     def estimate_gpu_hours(self, book: Any, steps: int, *, scale: float = 1.0,
                            devices: float | None = None, group: str | None = None) -> float:
-        """A new trial of ``book``'s run (of its ``group``, one width, when given) training
-        ``steps`` steps, device-hours: its width's measured seconds per step (else the
-        slowest width seen so far) × ``scale`` (e.g. the parameter ratio of a wider model),
-        plus the median per-trial overhead, × ``devices`` (default: the book's)."""
+        """Device-hours of a new ``steps``-step trial: measured s/step × ``scale``, plus overhead.
+        """
         rate = self._s_per_step(book, group)
         if rate is None:
             rates = [x for x in (self._s_per_step(b) for b in self.books) if x is not None]
@@ -129,8 +90,7 @@ class SweepBudget:
         return (steps * rate * scale + self._overhead_s()) * d / 3600.0
 
     def admits(self, new_gpu_hours: float, what: str) -> bool:
-        """Whether a new trial costing ``new_gpu_hours`` fits; closes the gate (for good)
-        when it does not, recording why in :attr:`exhausted`."""
+        """Whether a new trial costing ``new_gpu_hours`` fits; if not, the gate closes for good."""
         if self.exhausted is not None:
             return False
         spent, committed = self.spent_gpu_hours(), self.committed_gpu_hours()
@@ -143,24 +103,13 @@ class SweepBudget:
 
 
 class BudgetAdmission:
-    """A :class:`SweepBudget` as the driver loop's admission
-    (:class:`~mutune.search.driver.Admission`): a new trial's first rung, at the measured
-    speed of the run it joins, must fit.
-
-    Args:
-        gate: the sweep's gate.
-        book: the run's book (its trials give the measured seconds per step, and its width
-            is named in the refusal).
-        first_rung: steps to a new trial's first rung (the grace period).
-    """
+    """A :class:`SweepBudget` as the driver loop's admission: a new trial's first rung must fit."""
 
     def __init__(self, gate: SweepBudget, book: Any, first_rung: int) -> None:
         self.gate, self.book, self.first_rung = gate, book, first_rung
 
     def admit(self, group: str) -> bool:
-        """Whether a new trial fits; a refusal closes the gate for good. A group of another
-        kind than the run's (a confirmation design in the proxies' run) is admitted: it is
-        released only once every proxy trial was."""
+        """Whether a new trial fits (a refusal closes the gate); other kinds' groups pass."""
         if self.book.kinds.get(group, self.book.kind) != self.book.kind:
             return True
         width = self.book.groups.get(group, (self.book.width,))[0]

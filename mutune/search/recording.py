@@ -1,18 +1,4 @@
-"""What a search backend records about trials, and what it asks its controller.
-
-The search backends (Ray Tune, the simulator) never import the results store. The pipeline hands
-them two objects, both usually the store (:class:`mutune.services.store.Store`):
-
-* a :class:`TrialRecorder` — what happened to each trial, in order: started, reported, judged,
-  checkpointed, finished, logged, and the scheduler's saved state;
-* a :class:`SweepControl` — the two calls that steer a running sweep rather than record it:
-  whether to stop now (``mutune cancel``), and the liveness heartbeat of each running trial.
-
-Every call happens in the driver process (Ray workers never see either object), in the order
-things happen, and a recorder makes its write durable before returning: a crash after a call
-returns loses nothing the call recorded. Identifiers returned by ``*_started`` are positive
-integers unique within the recorder.
-"""
+"""What a search backend records about trials, and what it asks its controller."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -34,43 +20,33 @@ class TrialRecorder(Protocol):
 
     def trial_started(self, sweep_id: int, proxy_sweep_id: int | None, kind: str, key: str,
                       width: int, config: Mapping[str, Any], seed: int) -> int:
-        """A trial is granted its resources. ``kind`` is ``proxy`` or ``target``; ``key`` is
-        the driver's name for the trial. Returns the trial id."""
+        """A trial got its resources (``kind``: ``proxy`` or ``target``); returns its id."""
 
     def trial_reported(self, trial_id: int, step: int, metrics: Mapping[str, float],
                        seq: int) -> None:
-        """An evaluation report at training ``step``; ``seq`` orders all reports and decisions
-        of the sweep. Idempotent on (trial, step)."""
+        """A report at ``step``; ``seq`` orders the sweep's events. Idempotent on (trial, step)."""
 
     def scheduler_decided(self, trial_id: int, milestone: int, value: float | None,
                           cutoff: float | None, decision: str, seq: int) -> None:
-        """The scheduler judged the trial at rung ``milestone`` (steps) with ``value`` against
-        ``cutoff`` and decided ``decision`` (a :class:`~mutune.search.schedulers.Decision`
-        value)."""
+        """The scheduler judged the trial at rung ``milestone`` (steps) against ``cutoff``."""
 
     def scheduler_saved(self, proxy_sweep_id: int, state: Mapping[str, Any],
                         searcher_state: Mapping[str, Any] | None, seq: int) -> None:
-        """The scheduler core's and the searcher's state (versioned JSON dicts) after the
-        decision numbered ``seq``: what a resumed sweep restores."""
+        """The scheduler's and searcher's state after decision ``seq``: what a resume restores."""
 
     def trial_checkpoint_dir(self, trial_id: int, path: str) -> None:
         """The folder where the trial's checkpoints are kept (for a resume)."""
 
     def trial_resumed(self, trial_id: int, reason: str) -> None:
-        """A trial of a resumed sweep continues from its checkpoint (running again);
-        ``reason`` says why it had stopped (e.g. a stale heartbeat)."""
+        """A resumed sweep's trial continues from its checkpoint; ``reason``: why it stopped."""
 
     def trial_finished(self, trial_id: int, status: str, reason: str | None,
                        timing: Mapping[str, float]) -> None:
-        """The trial released its resources with a terminal ``status`` (TRIAL_STATUSES).
-        ``timing`` keys: allocated_s, productive_s, eval_s, overhead_s, steps, samples,
-        devices (count granted, may be fractional), restarts, repeated_steps, recovery_s,
-        checkpoint_s, plus device_kind (str) — seconds are wall seconds."""
+        """The trial released its resources, terminal ``status``; ``timing`` in wall seconds."""
 
     def trial_logged(self, trial_id: int, stdout: str, stderr: str,
                      traceback: str | None) -> None:
-        """What the trial wrote (the tails of its stdout and stderr) and, when it raised, the
-        formatted traceback. Called once per trial, after it finished; a repeat replaces."""
+        """The trial's output tails and traceback, once after it finished (a repeat replaces)."""
 
 
 @runtime_checkable
@@ -78,9 +54,7 @@ class SweepControl(Protocol):
     """What a running sweep asks of whoever controls it (never a record of what happened)."""
 
     def stop_requested(self, sweep_id: int) -> str | None:
-        """Why the sweep should stop now (e.g. ``cancelled by user``), or None to go on.
-        Polled by the driver between trial events; must be cheap."""
+        """Why the sweep should stop now, or None; polled between trial events: keep it cheap."""
 
     def heartbeat(self, trial_id: int) -> None:
-        """The running trial is alive (beaten through the driver at ``ray.heartbeat_s``); a
-        resume treats a trial whose last beat is older than its lease as interrupted."""
+        """The running trial is alive; a resume treats one older than its lease as interrupted."""

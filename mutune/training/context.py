@@ -1,43 +1,4 @@
-"""What a training loop receives: :class:`LoopContext` (docs/architecture.md §5).
-
-A training loop is a function ``loop(ctx) -> None``. mutune's own
-(:func:`mutune.training.default_loop.train_steps`) is the default; a plugin registered in the
-entry-point group ``mutune.loops`` (:func:`mutune.proxies.plugins.load_loop`) and named by
-``train.loop`` replaces it. Both get the same context and are run by the same driver
-(:func:`mutune.training.run.run_loop`). A plugin is written like a Ray Tune function trainable::
-
-    def train(ctx):                            # ctx: LoopContext
-        model, opt = ctx.model, ctx.optimizer  # μP-built, μP-scaled; restored when resumed
-        for step in ctx.steps():               # start_step + 1 … max_t
-            x, y = ctx.batch(step)             # on the trial's device (this worker's share)
-            loss = my_loss(ctx.net(x), y)      # ctx.net: the model, or its DDP wrapper
-            loss.backward()
-            opt.step(); opt.zero_grad(set_to_none=True)
-            ctx.set_lr_factor(my_schedule(step))     # relative to each group's own lr
-            if ctx.is_eval_step(step):
-                val, val_se = ctx.evaluate("val")
-                ctx.report({"step": step, "val_loss": val, "val_loss_se": val_se,
-                            "train_loss": float(loss)})
-
-The loop does its own forward, backward and optimizer step. mutune keeps what makes the sweep a
-μTransfer sweep and its figures true: the model is built with the sweep's base shapes and the
-optimizer is mup's (each parameter group's learning rate scaled by its width multiplier);
-:meth:`LoopContext.report` goes to the scheduler (rungs judge exactly the reported step, so
-reports land on every evaluation step: multiples of ``train.eval_every`` and ``max_t``);
-checkpoints are written at the reports the rules pick (rung milestones, ``checkpoint_every``,
-the target's final model) and hold the model, the optimizer, the schedule, the RNG state and
-the plain ``state`` the loop passed to ``report``; a resumed, retried or promoted trial's
-model and optimizer are restored before the loop is called and :meth:`LoopContext.
-get_checkpoint` returns ``{"step", "state"}``; a preemption notice is noticed after the step
-in progress (``ctx.steps()`` evaluates, checkpoints and ends the run, unless the loop asked
-:meth:`LoopContext.stop_requested` itself); the ledger's productive time is the loop's own
-time less batch making, evaluations, reports and checkpoints.
-
-The same loop trains every proxy trial and the full-size run (on Ray Train workers ``net`` is
-the DDP wrapper and ``batch`` gives this worker's share; only the leading worker checkpoints,
-and every worker reports the same figures). A plugin trains one model per trial:
-``search.replicates`` above 1 (models trained in lockstep, ``ctx.models``) is for mutune's loop.
-"""
+"""What a training loop receives: :class:`LoopContext` (docs/architecture.md §5)."""
 from __future__ import annotations
 
 import math
@@ -54,8 +15,7 @@ __all__ = ["LoopContext", "LoopEnd"]
 
 
 class LoopEnd(BaseException):
-    """Ends the loop from inside ``report``/``steps`` (a BaseException, so a loop's
-    ``except Exception`` cannot swallow it); carries the run's status."""
+    """Ends the loop from ``report``/``steps`` (a BaseException: ``except Exception`` misses it)."""
 
     def __init__(self, status: str) -> None:
         super().__init__(status)
@@ -63,37 +23,7 @@ class LoopEnd(BaseException):
 
 
 class LoopContext:
-    """What a training loop receives (module docstring: the contract).
-
-    Args:
-        session: the trial's :class:`~mutune.training.session.TrialSession` (restored).
-        report: where each report goes: (metrics, checkpoint folder or None).
-        notice: () → whether a preemption notice reached this worker
-            (:class:`~mutune.search.trial.preemption.Preemption`; the context agrees on it
-            with the other workers).
-        name: the loop's name in errors (``train.loop``).
-        plugin: the loop is a user's plugin: each report must hold the sweep's metric and
-            lists the loop's own numeric keys (``loop_keys``).
-    Attributes:
-        model, net, optimizer, scheduler, seed: the first replicate's (the only one with a
-            plugin): the μP model on ``device`` (unwrapped: its parameters are the
-            optimizer's), what the forward pass runs (the model, or its DDP wrapper), mup's
-            optimizer, the config's schedule (``train.lr_schedule``, a ``LambdaLR``, or None
-            for ``constant`` without warmup; step it once per update if the loop uses it),
-            the trial's seed.
-        models, nets, optimizers, schedulers, seeds: one per replicate seed (lockstep).
-        hparams: the trial's hyperparameters {name: value} (the searched point).
-        train: the trial's ``train`` section (``grad_clip``, ``micro_batches`` …).
-        data: the loaded dataset, for metrics of the loop's own (an accuracy, a perplexity).
-        width, max_t, eval_every, start_step, device: hidden width; the run's last step;
-            steps between evaluations; the step a resumed run continues after (0: fresh);
-            the ``torch.device`` trained on.
-        test_at_end: whether the evaluation at ``max_t`` includes the test split (where the
-            data hold one; a warm-up's does not).
-        step_s: seconds of each step handed out by :meth:`steps` and finished, in order
-            (the time until the next step is asked for, less batch making, evaluations,
-            reports and checkpoints): what a warm-up times.
-    """
+    """What a training loop receives (the contract: docs/architecture.md §5)."""
 
     def __init__(self, session: TrialSession, *, report: Callable[[dict[str, Any], Any], None],
                  notice: Callable[[], bool], name: str = "mutune",
@@ -116,12 +46,10 @@ class LoopContext:
         self.step_s: list[float] = []
         self._t0 = time.perf_counter()
 
-    # -- the loop's schedule ------------------------------------------------------------
     def steps(self) -> Iterator[int]:
-        """The steps to train, ``start_step + 1`` … ``max_t``. After each step (when the
-        loop asks for the next one) a pending preemption notice ends the run — mutune
-        evaluates, checkpoints the step just completed, reports it and stops (status
-        ``preempted``) — unless the loop asked :meth:`stop_requested` during that step."""
+        """Steps ``start_step + 1`` … ``max_t``; a preemption notice ends the run after a step
+        (status
+        ``preempted``) unless the loop asked :meth:`stop_requested` during it."""
         mark = (time.perf_counter(), 0.0)
         for step in range(self.start_step + 1, self.max_t + 1):
             if step > self.start_step + 1:
@@ -147,10 +75,7 @@ class LoopContext:
         return local if par is None else bool(par.any(local)[0])
 
     def stop_requested(self, *flags: bool) -> tuple[bool, ...]:
-        """Whether a preemption notice arrived, with each of ``flags`` OR-ed over the Ray
-        Train workers in the same collective: ``(stop, *flags)`` (call it on every worker).
-        A loop that asks reports the step itself with ``"preempted": 1.0`` when ``stop``
-        (:meth:`report` then ends the run)."""
+        """``(stop, *flags)`` OR-ed over the Ray Train workers in one collective (call on all)."""
         self._asked = True
         stop = bool(self._notice())
         par = self._session.parallel
@@ -162,15 +87,12 @@ class LoopContext:
         """Whether ``step`` must be reported: a multiple of ``eval_every``, or ``max_t``."""
         return step % self.eval_every == 0 or step == self.max_t
 
-    # -- data, loss and evaluation --------------------------------------------------------
     def batch(self, step: int, seed: int | None = None) -> tuple[Any, Any]:
-        """Training batch number ``step`` of this trial's seed (or ``seed``, a replicate's),
-        on ``device``: a pure function of (seed, step), so a resumed run sees the batches it
-        would have seen; on Ray Train workers this worker's share of it.
+        """Training batch ``step`` of the trial's (or replicate's) seed on ``device``; pure in
+        (seed, step).
 
         Returns:
-            (x, y) tensors: (batch, d_in) and (batch,) for digits; (batch, seq_len) token ids
-            and next-token targets for text and tokens.
+            (x, y): (batch, d_in) and (batch,) for digits; (batch, seq_len) token ids and targets.
         """
         t = time.perf_counter()
         s = self._session
@@ -183,17 +105,13 @@ class LoopContext:
         return x, y
 
     def step_loss(self, net: Any, x: Any, y: Any) -> Any:
-        """The model family's training loss of ``net`` on (x, y), under the trial's numerics
-        (bf16 autocast on CUDA): a scalar tensor to call ``backward()`` on."""
+        """The family's loss of ``net`` on (x, y) under the trial's numerics (a scalar tensor)."""
         s = self._session
         with s.dev.compute():
             return s.task.step_loss(net, x, y)
 
     def evaluate(self, split: str = "val") -> tuple[float, float]:
-        """The task's evaluation of ``model`` on ``split`` (``"val"`` or ``"test"``):
-        (mean cross-entropy in nats, its standard error), as
-        :meth:`mutune.proxies.task.ProxyTask.evaluate`. On Ray Train workers only the
-        leading worker evaluates; every worker gets its figures (call it on every worker)."""
+        """(mean cross-entropy in nats, standard error) of ``model`` on ``"val"`` or ``"test"``."""
         t = time.perf_counter()
         s = self._session
         value: tuple[float, float] = (math.nan, math.nan)
@@ -207,9 +125,7 @@ class LoopContext:
 
     def evaluate_replicates(self, *, test: bool = False
                             ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-        """Every replicate's (val loss, se) and, with ``test``, (test loss, se), in nats
-        (:func:`mutune.training.evaluation.evaluate_models`; on Ray Train workers split
-        among them). Call it on every worker."""
+        """Each replicate's (val loss, se), with ``test`` its (test loss, se), nats; call on all."""
         from mutune.training.evaluation import evaluate_models
 
         t = time.perf_counter()
@@ -223,32 +139,22 @@ class LoopContext:
         return bool(self._session.task.has_split(split))
 
     def set_lr_factor(self, factor: float) -> None:
-        """Set every parameter group's learning rate to ``factor`` × its own starting rate
-        (``initial_lr``), never one rate for all: μP's per-group ratios (Tensor Programs V,
-        Table 3) hold at every step.
+        """Set each parameter group's lr to ``factor`` × its own ``initial_lr`` (μP ratios kept).
 
         Raises:
-            ValueError: ``factor`` is not a finite number >= 0.
-        """
+            ValueError: ``factor`` is not a finite number >= 0."""
         if not (math.isfinite(factor) and factor >= 0):
             raise ValueError(f"lr factor {factor!r}: must be a finite number >= 0")
         for opt in self.optimizers:
             for group in opt.param_groups:
                 group["lr"] = group["initial_lr"] * factor
 
-    # -- Tune's names --------------------------------------------------------------------
     def report(self, metrics: dict[str, Any], *, state: Any = None) -> None:
-        """Report one evaluation (Ray Tune's ``report``): ``metrics`` holds ``step`` (the
-        next evaluation step: every multiple of ``eval_every`` and ``max_t``, in order) and
-        the sweep's metric (``search.metric``); further numeric keys are kept. ``state``:
-        plain data saved with the checkpoint if one is written at this report, handed back by
-        :meth:`get_checkpoint`. A report may come early only to end the run: a non-finite
-        metric (diverged) or, after :meth:`stop_requested` said stop, ``"preempted": 1.0``.
-        A report that ends the run (diverged, preempted, a cancelled target) does not return.
+        """Report one evaluation: ``metrics`` holds the next evaluation ``step`` and
+        ``search.metric``.
 
         Raises:
-            SearchError: a missing or out-of-order ``step``, or a missing metric.
-        """
+            SearchError: a missing or out-of-order ``step``, or a missing metric."""
         metrics = dict(metrics)
         step = metrics.get("step")
         due = min(self.last_report + self.eval_every - self.last_report % self.eval_every,
@@ -271,16 +177,12 @@ class LoopContext:
         self._emit(metrics, state, stop_now=bool(metrics.get("preempted")))
 
     def get_checkpoint(self) -> dict[str, Any] | None:
-        """The checkpoint this run resumed from (Ray Tune's ``get_checkpoint``): ``{"step":
-        int, "state": the state passed to report}``, or None on a fresh start. The model,
-        optimizer, schedule and the RNG state are already restored from it."""
+        """``{"step", "state"}`` this run resumed from (model etc. already restored), or None."""
         restored = self._session.restored
         return None if restored is None else dict(restored)
 
-    # -- what the driver needs --------------------------------------------------------------
     def productive_s(self) -> float:
-        """The loop's own seconds so far: its time less batch making, evaluations, reports
-        and checkpoints (plus what a restored run had)."""
+        """The loop's own seconds so far (less batches, evaluations, reports and checkpoints)."""
         s = self._session
         return s.prior_productive_s + (time.perf_counter() - self._t0 - self.batch_s
                                        - self.eval_s - self.held_s)
@@ -302,8 +204,7 @@ class LoopContext:
             raise LoopEnd(end)
 
     def _stop(self, step: int) -> None:
-        """A preemption notice the loop did not ask about: evaluate, checkpoint, report and
-        end at ``step`` (a metric of the loop's own keeps its last reported value)."""
+        """An unasked preemption notice: evaluate, checkpoint, report and end at ``step``."""
         val, se = self.evaluate("val")
         metric = self._session.metric
         # ``at_eval`` 0: a report only the preemption made (the evaluation step, if it was

@@ -1,23 +1,4 @@
-"""mutune's own training loop: what every trial runs unless ``train.loop`` names a plugin.
-
-:func:`train_steps` is a loop like any plugin's (:mod:`mutune.training.context`): it trains
-each replicate seed's model in lockstep on its own batches — forward and backward in
-``train.micro_batches`` equal parts, the global gradient norm clipped to ``train.grad_clip``,
-the optimizer's step and the schedule's — and reports at every evaluation step:
-
-    step          training steps done (the fidelity, docs/architecture.md §4)
-    val_loss      validation cross-entropy, nats (mean over the trial's replicates)
-    val_loss_se   its standard error, nats (:meth:`~mutune.proxies.task.ProxyTask.evaluate`)
-    test_loss, test_loss_se  test cross-entropy and its standard error, nats: only in the
-                  report at max_t, when the data hold a test split (never seen by a scheduler)
-    train_loss    mean training loss since the previous report, nats
-
-and the ledger's figures every report carries (:data:`mutune.training.session.LEDGER_KEYS`).
-A non-finite training loss is reported at once as a non-finite ``val_loss``, so the scheduler
-stops the trial as diverged instead of training on garbage. A preemption notice ends the loop
-after the step in progress: it evaluates, checkpoints that step and reports it with
-``preempted`` = 1 and ``at_eval`` (whether the step was an evaluation step anyway).
-"""
+"""mutune's own training loop: what every trial runs unless ``train.loop`` names a plugin."""
 from __future__ import annotations
 
 import contextlib
@@ -28,15 +9,12 @@ __all__ = ["train_steps"]
 
 
 def train_steps(ctx: Any) -> None:
-    """Train ``ctx``'s models from ``ctx.start_step + 1`` to ``ctx.max_t`` and report each
-    evaluation (module docstring).
+    """Train ``ctx``'s models from ``ctx.start_step + 1`` to ``ctx.max_t``, reporting each
+    evaluation.
 
-    Args:
-        ctx: the trial's :class:`~mutune.training.context.LoopContext`.
     Raises:
         LoopEnd: through :meth:`~mutune.training.context.LoopContext.report`, when a report
-            ends the run (diverged, preempted, cancelled).
-    """
+            ends the run (diverged, preempted, cancelled)."""
     restored = ctx.get_checkpoint()
     state = (restored or {}).get("state") or {}
     loss_sum, loss_n = float(state.get("loss_sum", 0.0)), int(state.get("loss_n", 0))
@@ -77,8 +55,7 @@ def _train_step(ctx: Any, i: int, x: Any, y: Any) -> float:
 
 
 def _evaluation(ctx: Any, step: int, *, diverged: bool) -> dict[str, Any]:
-    """The report's losses at ``step``: validation mean and standard error over the
-    replicates (NaN when the step diverged), and the test split's at ``max_t``."""
+    """The report's losses at ``step``: replicates' validation mean and se, test at ``max_t``."""
     from mutune.training.evaluation import replicate_mean, replicate_se
 
     final = step == ctx.max_t and not diverged
@@ -95,10 +72,7 @@ def _evaluation(ctx: Any, step: int, *, diverged: bool) -> dict[str, Any]:
 
 
 def _accumulate(ctx: Any, net: Any, x: Any, y: Any, micro: int) -> Any:
-    """Forward and backward over ``x, y`` in ``micro`` equal micro-batches, each loss weighted
-    by its share, so the accumulated gradient is the whole batch's mean-loss gradient (to
-    float rounding). Under DDP the gradients are all-reduced once, on the last micro-batch
-    (``no_sync`` before it). Returns the batch's loss (a detached scalar tensor)."""
+    """Forward and backward over ``micro`` equal micro-batches, each loss weighted by its share."""
     import torch
 
     if micro == 1:

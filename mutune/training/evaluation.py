@@ -1,13 +1,4 @@
-"""A trial's evaluation at a report: each model's validation loss (and, at max_t, its test
-loss), on one process or split among data-parallel workers.
-
-On data-parallel workers (the target run on several devices) every worker evaluates its part
-of the split — units rank, rank + world, … (:meth:`~mutune.proxies.task.ProxyTask.eval_moments`)
-— and one all-reduce of (n, Σ loss, Σ loss²) gives every worker the whole split's mean and
-standard error (:func:`~mutune.proxies.task.loss_summary`): no device waits while one
-evaluates. A family's own loss gives one value per batch, which a part would regroup: the
-leading worker evaluates it alone and shares the figures, as before.
-"""
+"""A trial's evaluation at a report: each model's validation (and at max_t test) loss."""
 from __future__ import annotations
 
 import math
@@ -21,18 +12,7 @@ _NAN = (float("nan"), float("nan"))
 def evaluate_models(task: Any, models: list[Any], dev: Any, parallel: Any = None, *,
                     test: bool = False) -> tuple[list[tuple[float, float]],
                                                  list[tuple[float, float]]]:
-    """Each model's (val loss, se) and, with ``test``, (test loss, se), in nats.
-
-    Args:
-        task: a :class:`~mutune.proxies.task.ProxyTask`.
-        models: the trial's models (one per replicate seed), unwrapped.
-        dev: the trial's device (:func:`mutune.proxies.device.select_device`).
-        parallel: the run's :class:`~mutune.search.backends.ray_train.DataParallel`, or None
-            (one process). Every worker must call this at the same report.
-        test: also evaluate the test split.
-    Returns:
-        (vals, tests): the same figures on every worker.
-    """
+    """Each model's (val loss, se) and, with ``test``, (test loss, se), in nats."""
     splits = ["val", "test"] if test else ["val"]
     if parallel is not None and parallel.world > 1 and task.eval_splits_into_parts:
         from mutune.proxies.task import loss_summary

@@ -1,29 +1,8 @@
-"""Learning-rate schedules of a trial: warmup, then constant, cosine, linear or
-warmup-stable-decay, as a factor on every parameter group's *own* starting learning rate.
+"""Learning-rate schedules as a factor on each parameter group's own starting lr (``LambdaLR``).
 
-mup's optimizers give each parameter group its own learning rate (a matrix-like group's is
-the base lr ÷ its width multiplier under Adam; Tensor Programs V, Table 3), so a schedule must
-never set a learning rate absolutely: :func:`make_lr_schedule` wraps the optimizer in
-``torch.optim.lr_scheduler.LambdaLR``, which keeps each group's starting value
-(``initial_lr``) and sets ``lr = initial_lr × factor(t)`` — the ratios between groups stay
-those of the unscheduled μP optimizer at every step (docs/architecture.md §5).
-
-The factor of update ``t`` (0-based: the t-th optimizer step of a run of ``total`` steps):
-
-    warmup (t < W):  (t + 1) / W                                   (Goyal et al. 2017, §2.2)
-    constant:        1
-    cosine:          m + (1 − m) · ½ (1 + cos(π · u)),  u = (t − W + 1) / (total − W)
-                                                                     (Loshchilov & Hutter 2017)
-    linear:          m + (1 − m) · (1 − u)
-    wsd:             1 until update total − D, then m + (1 − m) · (1 − (t − total + D + 1) / D)
-                     over the last D = ⌈decay_fraction · total⌉ updates
-                                                       (Hu et al. 2024, MiniCPM, §4.1)
-
-so the last update of every decaying schedule runs at m × each group's starting rate.
-
-with W = ``warmup_steps`` and m = ``min_lr_ratio``. ``total`` is the run's own horizon: max_t
-for a proxy trial, the target's steps for the target run — the same shape at every size.
-"""
+warmup (t < W): (t + 1) / W (Goyal et al. 2017, §2.2); cosine: m + (1 − m)·½(1 + cos(π·u))
+(Loshchilov & Hutter 2017); linear: m + (1 − m)·(1 − u); wsd: decay over the last D updates
+(Hu et al. 2024, MiniCPM, §4.1); u = (t − W + 1)/(total − W), m = ``min_lr_ratio``."""
 from __future__ import annotations
 
 import math
@@ -36,13 +15,11 @@ SCHEDULES = ("constant", "cosine", "linear", "wsd")
 
 def lr_factor(t: int, total: int, *, kind: str = "constant", warmup_steps: int = 0,
               min_lr_ratio: float = 0.0, decay_fraction: float = 0.2) -> float:
-    """The schedule's factor for update ``t`` (0-based) of a ``total``-step run (formulas in
-    the module docstring).
+    """The factor for update ``t`` (0-based) of a ``total``-step run.
 
     Raises:
         ValueError: unknown kind; t outside [0, total); total < 1; warmup_steps < 0;
-            min_lr_ratio outside [0, 1]; decay_fraction outside (0, 1].
-    """
+            min_lr_ratio outside [0, 1]; decay_fraction outside (0, 1]."""
     if kind not in SCHEDULES:
         raise ValueError(f"schedule {kind!r}: use one of {SCHEDULES}")
     if total < 1 or not 0 <= t < total:
@@ -82,16 +59,7 @@ class _Factor:
 
 
 def make_lr_schedule(optimizer: Any, train: Any, total: int) -> Any:
-    """``LambdaLR`` over ``optimizer`` for the schedule ``train`` configures
-    (``lr_schedule``, ``warmup_steps`` — or round(``warmup_fraction`` × ``total``) when that is
-    set — ``min_lr_ratio``, ``decay_fraction``) and a
-    ``total``-step run; ``scheduler.step()`` after every optimizer step. A constant schedule
-    without warmup returns None (nothing to do).
-
-    Returns:
-        ``torch.optim.lr_scheduler.LambdaLR`` or None. Its ``state_dict`` goes into the
-        trial's checkpoint, so a resumed trial continues the schedule where it stopped.
-    """
+    """``LambdaLR`` of ``train``'s schedule for a ``total``-step run; None for a constant lr."""
     kind = getattr(train, "lr_schedule", "constant")
     warmup = int(getattr(train, "warmup_steps", 0))
     fraction = getattr(train, "warmup_fraction", None)

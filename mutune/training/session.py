@@ -1,13 +1,4 @@
-"""One trial's training state, shared by every training loop: its models, optimizers and
-schedules, its checkpoints and the ledger's clocks.
-
-:class:`TrialSession` builds the μP models (each replicate seed's initialisation drawn under
-that seed), restores them from a checkpoint, and turns each report of the loop into what the
-driver gets: the loop's metrics plus the ledger's figures, a checkpoint where the rules ask for
-one (:meth:`TrialSession.checkpoint_due`), and the status that ends the run early
-(diverged, preempted, cancelled). mutune's own loop (:mod:`mutune.training.default_loop`) and a
-user's (:mod:`mutune.training.context`) report through the same :meth:`TrialSession.emit`, so
-checkpoint rules, cadence, scratch copies and the device move live here once.
+"""One trial's training state: models, optimizers, schedules, checkpoints and the ledger's clocks.
 """
 from __future__ import annotations
 
@@ -32,16 +23,8 @@ LEDGER_KEYS = ("productive_s", "eval_s", "setup_s", "samples", "n_params", "repl
 class TrialSession:
     """The models, optimizers, schedules and checkpoints of one trial.
 
-    Args:
-        spec: the trial's :class:`~mutune.training.spec.TrialSpec`.
-        task: the trial's :class:`~mutune.proxies.task.ProxyTask`.
-        parallel: the run's :class:`~mutune.search.backends.ray_train.DataParallel`, or None.
-        checkpoint_root: where checkpoint folders are made (default: a temporary folder).
-        scratch_checkpoints: the report hands each folder to Ray, which copies it before the
-            report returns: written without fsync and removed once reported.
     Raises:
-        ProxyError: the model cannot be built.
-    """
+        ProxyError: the model cannot be built."""
 
     def __init__(self, spec: TrialSpec, task: Any, *, parallel: Any = None,
                  checkpoint_root: str | Path | None = None,
@@ -95,14 +78,11 @@ class TrialSession:
         # the schedule scales every μP group's own starting lr (None: constant, no warmup)
         return models, opts, [make_lr_schedule(o, self.task.train, self.max_t) for o in opts]
 
-    # -- restore and save ---------------------------------------------------------------
     def restore(self, restore_dir: str | Path | None) -> None:
-        """Load a checkpoint folder written by :meth:`save` (None: a fresh start), then
-        set up the checkpoint cadence from the step reached.
+        """Load a checkpoint folder written by :meth:`save` (None: fresh start); set up the cadence.
 
         Raises:
-            SearchError: an unreadable checkpoint.
-        """
+            SearchError: an unreadable checkpoint."""
         import torch
 
         from mutune.search.trial.cadence import Cadence
@@ -142,8 +122,7 @@ class TrialSession:
                                final_step=self.max_t if self.keep_final else None)
 
     def save(self, step: int, loop_state: Any, productive_s: float, eval_s: float) -> Path:
-        """Write the trial's state at ``step`` (models, optimizers, schedules, RNG, the
-        ledger's clocks and the loop's ``loop_state``); returns its folder."""
+        """Write the trial's state at ``step`` (models, optimizers, RNG, clocks); its folder."""
         import torch
 
         from mutune.search.trial.checkpoint import save_trial_state
@@ -166,10 +145,8 @@ class TrialSession:
         self.checkpoint_bytes += written.stat().st_size
         return folder
 
-    # -- reports ------------------------------------------------------------------------
     def checkpoint_due(self, step: int, *, diverged: bool, stop_now: bool) -> bool:
-        """Whether the report at ``step`` carries a checkpoint: the target's final model, a
-        preemption notice, the cadence, or a rung milestone passed since the last one."""
+        """Whether the report at ``step`` carries a checkpoint (final, notice, cadence, rung)."""
         if diverged:
             return False
         if step == self.max_t:
@@ -178,9 +155,8 @@ class TrialSession:
                 or any(self.cadence.last_step < m <= step for m in self.marks))
 
     def diverged(self, metrics: dict[str, Any], *, stop_now: bool) -> bool:
-        """Whether ``metrics`` end the run as diverged: the judged value (the sweep's metric;
-        mutune's own evaluation on a preemption report) is not finite, or worse than the
-        run's divergence limit at its step by more than three standard errors."""
+        """Whether ``metrics`` are non-finite or beyond the divergence limit by > 3 standard
+        errors."""
         from mutune.search.driver.types import beyond_limit
 
         metric = self.metric if self.metric in metrics else "val_loss"
@@ -194,13 +170,7 @@ class TrialSession:
 
     def emit(self, metrics: dict[str, Any], loop_state: Any, report: Any, *,
              productive_s: float, eval_s: float, stop_now: bool = False) -> str | None:
-        """Complete ``metrics`` with the ledger's figures (:data:`LEDGER_KEYS`), write the
-        checkpoint due, and hand both to ``report(metrics, folder)``.
-
-        Returns:
-            The status that ends the run now (``diverged``, ``preempted``, ``cancelled``), or
-            None to go on.
-        """
+        """Add ledger figures, write the checkpoint due, ``report``; the ending status or None."""
         step = int(metrics["step"])
         diverged = self.diverged(metrics, stop_now=stop_now)
         folder = None

@@ -1,11 +1,4 @@
-"""What one trial trains, typed: :class:`TrialSpec` (and its searched :class:`TrialPoint`).
-
-A trial's settings travel to its worker as Ray Tune's config, a plain dict (the searchers'
-points are dicts, and so is Ray Train's ``train_loop_config``). :meth:`TrialSpec.from_config`
-reads that dict once, at the worker's edge, into frozen values; everything inside
-:mod:`mutune.training` reads the spec. Keys the training run does not use (the driver's and
-Ray's: ``log_dir``, ``decide_at``, ``storage`` …) are left to the code that reads them.
-"""
+"""What one trial trains, typed: :class:`TrialSpec` (and its searched :class:`TrialPoint`)."""
 from __future__ import annotations
 
 import math
@@ -20,16 +13,7 @@ __all__ = ["TrialSpec", "TrialPoint"]
 
 @dataclass(frozen=True)
 class TrialPoint:
-    """The searched point one trial trains.
-
-    Attributes:
-        hparams: {name: value} of the trial's hyperparameters (``lr`` at least).
-        seed: the trial's seed (its initialisation and its batches).
-        index: the trial's number in its group.
-        replicate_seeds: seeds of the models trained in lockstep (empty: ``seed`` alone).
-        width: the trial's own hidden width, in a run of several widths (None: the run's).
-        task: the task of the trial's group, in a run whose groups train different models.
-    """
+    """The searched point one trial trains."""
     hparams: Mapping[str, Any]
     seed: int
     index: int = 0
@@ -45,26 +29,7 @@ class TrialPoint:
 
 @dataclass(frozen=True)
 class TrialSpec:
-    """One trial's training settings.
-
-    Attributes:
-        width: the run's hidden width (a point's own ``width`` overrides it).
-        max_t: the run's last step (steps).
-        point: the searched :class:`TrialPoint`.
-        threads: torch intra-op threads.
-        gpus: GPUs per trial (> 0: CUDA with bf16 autocast).
-        checkpoint_every: steps between periodic checkpoints (0: off), or ``"auto"``
-            (:class:`~mutune.search.trial.cadence.Cadence`, with ``spot``).
-        spot: the ``cost.spot`` section as a dict (``auto``'s mean time between preemptions).
-        checkpoint_max_share: the largest share of the run's time checkpoints may take.
-        checkpoint_at: steps to checkpoint at or just past (the rung milestones).
-        keep_final: also checkpoint the trained model at ``max_t`` (the target run).
-        metric: the sweep's metric (``search.metric``).
-        diverge_above: {step: value}: the run ends as diverged after a report above it by
-            more than three standard errors (:func:`mutune.search.driver.types.beyond_limit`).
-        preemption: the ``ray.preemption`` section (notice file and URL to poll), or None.
-        test_at_max_t: whether the evaluation at ``max_t`` includes the test split.
-    """
+    """One trial's training settings."""
     width: int
     max_t: int
     point: TrialPoint
@@ -87,12 +52,10 @@ class TrialSpec:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TrialSpec:
-        """Read a worker's config dict (the keys of the attributes, ``point`` a dict).
+        """Read a worker's config dict.
 
         Raises:
-            SearchError: a required key (``width`` or ``point.width``, ``max_t``, ``point``
-                with ``hparams`` and ``seed``) is missing, or ``max_t`` is not a whole number >= 1.
-        """
+            SearchError: ``width``, ``max_t`` or ``point`` missing, or a bad ``max_t``."""
         point = config.get("point") or {}
         missing = [k for k in ("max_t", "point") if config.get(k) is None]
         if config.get("width") is None and point.get("width") is None:

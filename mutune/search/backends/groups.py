@@ -1,9 +1,7 @@
-"""What one run of a backend is made of: its groups (:class:`GroupSpec`, one width's trials
-each), what an interrupted group continues (:class:`ResumeState`), what each group produced
-(:class:`RunOutcome`), how a group becomes the driver's (:func:`driver_group`) and its
-scheduler core (:func:`make_core`). Any :class:`~mutune.search.backends.base.Backend` runs
-them (:mod:`.ray_tune.run`; :mod:`.joining` adds groups while a run goes on).
-"""
+"""What one run of a backend is made of: its groups (:class:`GroupSpec`, one width's trials each),
+what an interrupted group continues (:class:`ResumeState`), what each group produced
+(:class:`RunOutcome`), how a group becomes the driver's (:func:`driver_group`) and its scheduler
+core (:func:`make_core`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -35,16 +33,7 @@ class RunOutcome:
 
 @dataclass
 class ResumeState:
-    """What an interrupted run leaves to continue (built by the pipeline from the database).
-
-    Attributes:
-        points: the unfinished trials' points, each with its ``key`` and ``restore_from``
-            (checkpoint folder, or None to start over), in their original order.
-        records: key → the unfinished trial's :class:`TrialRecord` (database id, reports).
-        finished: the trials that had already ended (kept in the outcome).
-        dormant: key → point of the trials paused at a rung (promotion ASHA): issued only
-            when the scheduler promotes them, stopped by its ``finish()`` otherwise.
-    """
+    """What an interrupted run leaves to continue (built by the pipeline from the database)."""
     points: list[dict[str, Any]]
     records: dict[str, TrialRecord]
     finished: list[TrialRecord]
@@ -53,32 +42,7 @@ class ResumeState:
 
 @dataclass
 class GroupSpec:
-    """One group of a run: the trials of one width (a proxy sweep's, or one
-    confirmation design's).
-
-    Attributes:
-        width: the trials' model width (each trial's point carries it).
-        proxy_sweep_id: the recorder's proxy sweep row (None: the target run).
-        group: the driver group's name, prefix of new trial keys (e.g. ``w64``).
-        points: per trial {"hparams": {...}, "seed": int, "index": int} (run as given; an
-            optional ``key`` replaces the default ``{group}-t{i}``), or None with
-            ``searcher`` and ``seeds``: the searcher proposes hyperparameters and trial i
-            trains with ``seeds[i]`` (with ``replicates`` r > 1: seeds[i·r : (i+1)·r],
-            averaged in lockstep).
-        core: the scheduler core to continue (default: a fresh one from the run's
-            ``scheduler`` settings).
-        resume: the group's unfinished trials of an interrupted run (:class:`ResumeState`).
-        on_progress: (finished, started) of this group's trials after each change.
-        diverge_above: step → the limit above which a report diverges
-            (:class:`~mutune.search.driver.Group`).
-        task: the group's own :class:`~mutune.proxies.task.ProxyTask` (another depth or
-            depth parametrization; its points name it), or None: the run's.
-        kind: the trials' recorded kind (``proxy``, ``confirm`` …), or None: the run's; a
-            group of another kind than the run's has no scheduler core (its trials run to
-            ``max_t``).
-        task_key: the name its ``task`` is shipped under (groups sharing a model share it;
-            None: the group's name).
-    """
+    """One group of a run: one width's trials (a proxy sweep's, or a confirmation design's)."""
     width: int
     proxy_sweep_id: int | None
     group: str
@@ -135,8 +99,7 @@ def driver_group(spec: GroupSpec, core: Any, max_t: int) -> tuple[Any, Any]:
     """The driver :class:`~mutune.search.driver.Group` of ``spec`` and its searcher.
 
     Raises:
-        SearchError: neither points nor a searcher with seeds.
-    """
+        SearchError: neither points nor a searcher with seeds."""
     from mutune.search.driver import Group
     from mutune.search.searchers.simple import FixedSearcher
 

@@ -1,18 +1,6 @@
 """Groups that join a running run: when one group is done, a follow-up (e.g. that width's
 confirmation design) starts in the slots the other groups leave free, instead of waiting for
-the whole run to end and paying a new run's start-up.
-
-:class:`Joiner` is a backend's side (Ray Tune's, the simulator's) of
-:meth:`mutune.search.driver.SweepDriver.when_done`: at the first free slot after a group is
-done, it hands the caller's ``follow_up`` that group's :class:`~.groups.RunOutcome` (its
-trials as the book holds them, its core and searcher: every decision of the group is final),
-turns the
-:class:`~.groups.GroupSpec` values it returns into driver groups, and registers them with the
-run's book (their width, proxy sweep row, recorded kind and progress callback). A joined
-group is watched in turn, so ``follow_up`` is also asked when it is done (a gate round
-joins once every width's design is done). A group with nothing to run (a resumed design that
-had ended) is done at once: :func:`settle` asks its follow-up without a slot.
-"""
+the whole run to end and paying a new run's start-up."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -35,8 +23,7 @@ def settle(specs: list[GroupSpec], follow_up: FollowUp | None
     settling what it returns in turn.
 
     Returns:
-        (the groups to run, in order; group → RunOutcome of each done group).
-    """
+        (the groups to run, in order; group → RunOutcome of each done group)."""
     queue, live, done = list(specs), [], {}
     while queue:
         spec = queue.pop(0)
@@ -50,24 +37,7 @@ def settle(specs: list[GroupSpec], follow_up: FollowUp | None
 
 
 class Joiner:
-    """Add the follow-up groups of a run's groups as each is done.
-
-    Args:
-        driver: the run's :class:`~mutune.search.driver.SweepDriver`.
-        book: the run's book (:class:`~.ray_tune.callback.SweepBook`, or the simulator's):
-            its ``trials``, ``group_of``, ``groups`` and ``kinds``.
-        follow_up: see :data:`FollowUp`; it must not raise for a group it cannot follow
-            (return ``[]``: the caller then does that group's follow-up after the run).
-        cores, built: the run's group → scheduler core, and group → (driver group,
-            searcher); joined groups are added to both.
-        max_t: steps a completed trial reaches.
-        specs: the run's groups by name (a resumed group's ended trials are in its outcome).
-        shipped: the names of the tasks the run's trainable holds (a joined group with a task
-            of its own must name one of them).
-    Attributes:
-        joined: the specs that joined, in joining order.
-        settled: group → outcome of the joined groups that had nothing to run.
-    """
+    """Add the follow-up groups of a run's groups as each is done."""
 
     def __init__(self, driver: Any, book: Any, follow_up: FollowUp,
                  cores: dict[str, Any], built: dict[str, tuple[Any, Any]], max_t: int, *,

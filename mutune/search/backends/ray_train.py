@@ -1,47 +1,4 @@
-"""The target run on Ray Train: one ``TorchTrainer.fit()`` with a worker per device, DDP.
-
-The full-size run is not a Ray Tune trial. :func:`~.ray_train_run.run_target` starts its own
-Ray Train run (``ray.train.torch.TorchTrainer``, Ray Train V2: its own controller, worker group and
-checkpoint manager) with ``num_workers`` workers, each holding one trial's resources
-(``ray.cpus_per_trial`` CPUs, ``ray.gpus_per_trial`` GPUs), PyTorch's process group on gloo
-(CPU) or NCCL (GPU). Every worker runs the same loop as a proxy trial
-(:func:`mutune.training.run.run_loop`) with :class:`DataParallel`:
-
-- the model is built on every worker from the same seed and wrapped in
-  ``DistributedDataParallel``; the μP optimizer is built on the model itself, whose
-  parameters (and their ``infshape``) DDP shares, so every parameter group keeps the learning
-  rate of the unwrapped μP model (:func:`mup_lr_groups` checks it);
-- each step's batch (the same pure function of (seed, step) as a 1-worker run) is split into
-  ``num_workers`` equal shares; DDP averages the gradients, so a step equals the 1-worker
-  step on the whole batch up to float summation order (Li et al. 2020, "PyTorch Distributed",
-  §3.2);
-- the leading worker (rank 0) evaluates and writes the checkpoint; every worker reports the
-  same metrics through ``ray.train.report``, which persists the checkpoint under the sweep's
-  storage (``<storage>/<name>/checkpoint_*``; moved there, not copied, when the folder and a
-  local storage share a filesystem: :mod:`~mutune.search.backends.ray_train_upload`).
-
-The driver records the run like a trial (:class:`~.ray_tune.callback.SweepBook`: the trial
-row, each report, the checkpoint folder, the timing): a :class:`_Relay` callback on the
-controller puts every report into a Ray queue the driver drains while ``fit()`` runs in a
-thread. A worker failure is retried from the latest checkpoint by Ray Train itself
-(``FailureConfig(max_failures=ray.max_failures)``); a rerun with the same name and storage
-(``mutune resume``) continues from it too.
-
-A preemption notice (SIGTERM to a worker, the notice file, the notice URL, Ray draining a
-worker's node; see :mod:`mutune.search.trial.preemption`) reaches the workers' loops; they agree
-on it at the step (``DataParallel.any``), the leading worker checkpoints that step, every worker
-ends the loop and the fit returns cleanly. (Ray Train runs the loop in a thread of the worker
-actor, where no signal handler can be installed: the backend's set-up installs it in each
-actor's main thread, :func:`~.ray_train_relay.preemptible_torch_config`.)
-:func:`~.ray_train_run.run_target` then starts the next fit under the same name and storage,
-which continues from that checkpoint with a fresh failure budget: Ray Train's
-``FailureConfig`` counts every worker failure, so a preemption is kept out of it and counted
-in the run's ``preemptions``.
-
-FSDP is refused (``target.parallelism: fsdp``, :func:`refuse_sharded`, before any device
-time is spent): mup's width metadata (``infshape``) lives on the parameter tensors, and
-FSDP's flat parameters drop it (microsoft/mup#59).
-"""
+"""The target run on Ray Train: one ``TorchTrainer.fit()`` with a worker per device, DDP."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -54,11 +11,7 @@ __all__ = ["DataParallel", "mup_lr_groups", "refuse_sharded", "train_worker"]
 
 class DataParallel:
     """Data parallelism for :func:`~mutune.training.run.run_loop` over the
-    initialised ``torch.distributed`` process group (rank ``rank`` of ``world``).
-
-    Raises (in :meth:`shard`):
-        SearchError: the batch does not split into ``world`` equal shares.
-    """
+    initialised ``torch.distributed`` process group (rank ``rank`` of ``world``)."""
 
     def __init__(self, rank: int, world: int, *, device: Any = None,
                  stop: Callable[[], bool] | None = None):
@@ -138,12 +91,8 @@ def refuse_sharded(model: Any) -> None:
     (microsoft/mup#59), so a sharded μP model's per-parameter learning rates (and mup's
     readout scaling) would silently become standard parametrization's.
 
-    Args:
-        model: the target family's model with base shapes set (any width: the names are
-            the same).
     Raises:
-        ConfigError: always, naming the parameters that would lose their width metadata.
-    """
+        ConfigError: always, naming the parameters that would lose their width metadata."""
     from mutune.errors import ConfigError
 
     names = [n for n, p in model.named_parameters()
@@ -156,27 +105,13 @@ def refuse_sharded(model: Any) -> None:
         "holds the whole model) on devices the target fits.")
 
 
-def train_worker(config: dict[str, Any]) -> None:
-    """Ray Train's ``train_loop_per_worker``: :func:`~mutune.training.run.run_loop` with
-    :class:`DataParallel` on this worker, reports through ``ray.train.report`` (the leading
-    worker's checkpoint folder, when it wrote one), resuming from
-    ``ray.train.get_checkpoint()`` (a retry, or a resumed sweep) or else from
-    ``point["restore_from"]`` — with ``ray.storage``, from the node's cache or remote storage
-    (:func:`~mutune.search.trial.remote_trial.restore_dir_for`, this run's ``owner`` token
-    telling its own checkpoints); the run's end state goes in a last ``{"ended": status}``
-    report."""
-    import contextlib
-    import tempfile
-
-    import ray.train
+def _worker_parallel(config: dict[str, Any], ctx: Any, stop: Any) -> DataParallel:
+    """This worker's :class:`DataParallel`, on its GPU when the trial asked for GPUs."""
+    import ray
     import torch
 
     from mutune.proxies.device import select_device
-    from mutune.training import run_loop
 
-    ctx = ray.train.get_context()
-    task, stop = config.pop("task"), config.pop("stop_flag")
-    node = ray.get_runtime_context().get_node_id()
     dev = select_device(prefer_cuda=bool(config.get("gpus", 0)))
     device = None
     if dev.kind == "cuda":      # this worker's GPU (Ray Train sets CUDA_VISIBLE_DEVICES)
@@ -184,8 +119,24 @@ def train_worker(config: dict[str, Any]) -> None:
 
         device = ray.train.torch.get_device()
         torch.cuda.set_device(device)
-    parallel = DataParallel(ctx.get_world_rank(), ctx.get_world_size(), device=device,
-                            stop=lambda: bool(ray.get(stop.get.remote())))
+    return DataParallel(ctx.get_world_rank(), ctx.get_world_size(), device=device,
+                        stop=lambda: bool(ray.get(stop.get.remote())))
+
+
+def train_worker(config: dict[str, Any]) -> None:
+    """Ray Train's ``train_loop_per_worker``: :func:`~mutune.training.run.run_loop` on this worker,
+    reporting through ``ray.train.report``; the run's end goes in a last ``{"ended": status}``."""
+    import contextlib
+    import tempfile
+
+    import ray.train
+
+    from mutune.training import run_loop
+
+    ctx = ray.train.get_context()
+    task, stop = config.pop("task"), config.pop("stop_flag")
+    node = ray.get_runtime_context().get_node_id()
+    parallel = _worker_parallel(config, ctx, stop)
 
     from mutune.search.trial.remote_trial import RemoteTier, restore_dir_for
 

@@ -1,7 +1,6 @@
 """The target run's plumbing between Ray Train and the driver (`ray_train.py`): the stop
 flag the driver sets (``mutune cancel``), the controller callback that relays every report
-and worker failure into the driver's queue, and the handle the book records the run by.
-"""
+and worker failure into the driver's queue, and the handle the book records the run by."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -63,12 +62,11 @@ class RunHandle:
 
 
 def preemptible_torch_config(backend: str) -> Any:
-    """Ray Train's ``TorchConfig`` for ``backend`` (``gloo``/``nccl``) whose set-up also
-    installs mutune's SIGTERM notice handler in every worker actor's main thread (Ray Train
-    runs the training loop in another thread, where no handler can be installed; its
-    backend's ``on_start`` runs a function on each worker through an actor method, which
-    runs in the actor's main thread). The backend class ``TorchConfig.backend_cls`` names
-    is subclassed (a class Ray Train keeps private; checked by the target's SIGTERM test)."""
+    """Ray Train's ``TorchConfig`` for ``backend`` (``gloo``/``nccl``) whose set-up also installs
+    mutune's SIGTERM notice handler in every worker actor's main thread (Ray Train runs the
+    training loop in another thread, where no handler can be installed; its backend's
+    ``on_start`` runs a function on each worker through an actor method, which runs in the
+    actor's main thread)."""
     from ray.train.torch import TorchConfig
 
     from mutune.search.trial.preemption import install_sigterm

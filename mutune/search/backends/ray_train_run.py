@@ -1,8 +1,7 @@
 """The driver's side of the target's Ray Train run (:func:`run_target`; the workers' side is
 :mod:`.ray_train`): the ``TorchTrainer`` fits, the queue of reports drained into the book while
 each fit runs in a thread, stop requests and heartbeats, a preempted fit followed by the next,
-and the status the run ends with.
-"""
+and the status the run ends with."""
 from __future__ import annotations
 
 import threading
@@ -21,21 +20,8 @@ __all__ = ["run_target", "check_workers", "TargetFit"]
 def run_target(spec: GroupSpec, settings: RunSettings, num_workers: int) -> RunOutcome:
     """Train the target on ``num_workers`` Ray Train workers and record it like a trial.
 
-    Args:
-        spec: the target's group: its one point ({"hparams", "seed", "index", "key",
-            optional "restore_from"}), or none and a ``resume`` whose record continues (same
-            rows); its ``on_progress`` and ``diverge_above`` (step → validation loss above
-            which the run ends as ``diverged``).
-        settings: the run's :class:`~mutune.search.backends.base.RunSettings`; every worker
-            receives its ``task``; the run keeps its checkpoints in ``storage/name``.
-        num_workers: workers (devices), each with one trial's resources; >= 1.
-    Returns:
-        A :class:`~mutune.search.backends.groups.RunOutcome` with the one trial (status
-        ``completed``, ``diverged``, ``failed`` or ``cancelled``; ``stopped`` says why when
-        cancelled), after the resumed run's ended trials; only those when nothing is left.
     Raises:
-        SearchError: num_workers < 1, or the cluster cannot hold that many workers.
-    """
+        SearchError: num_workers < 1, or the cluster cannot hold that many workers."""
     done = list(spec.resume.finished) if spec.resume else []
     point = (spec.points[0] if spec.points else
              spec.resume.points[0] if spec.resume and spec.resume.points else None)
@@ -64,18 +50,7 @@ def check_workers(ray_cfg: Any, num_workers: int) -> None:
 
 
 class TargetFit:
-    """One target run on Ray Train, recorded by a :class:`~.ray_tune.callback.SweepBook`.
-
-    Args:
-        spec: the target's group (its ``resume`` record continues, its ``on_progress``,
-            ``diverge_above``).
-        settings: the run's settings.
-        num_workers: data-parallel workers, each with one trial's resources.
-        point: the trial's point.
-    Attributes:
-        rec: the trial's :class:`~mutune.search.backends.trial_record.TrialRecord`.
-        stopped: why a stop request ended the run, or None.
-    """
+    """One target run on Ray Train, recorded by a :class:`~.ray_tune.callback.SweepBook`."""
 
     def __init__(self, spec: GroupSpec, settings: RunSettings, num_workers: int,
                  point: dict[str, Any]) -> None:
@@ -169,8 +144,7 @@ class TargetFit:
         return status
 
     def _fit_once(self) -> dict[str, Any]:
-        """One ``fit()`` in a thread while the driver drains its reports; its result or
-        error."""
+        """One ``fit()`` in a thread while the driver drains its reports; result or error."""
         outcome: dict[str, Any] = {}
         self.ended = None
         trainer = self._trainer()

@@ -1,22 +1,5 @@
 """How the target run's checkpoint folders reach Ray Train's storage: moved, not copied,
-when both sit on one local filesystem.
-
-``ray.train.report(checkpoint=…)`` persists a checkpoint folder into the run's storage
-(``<storage>/<name>/checkpoint_*``) before it returns, every worker waiting at its barrier;
-by default it copies the folder with ``pyarrow.fs.copy_files``. The target's folders are
-scratch copies written for that report (:func:`mutune.training.run.run_loop`
-with ``scratch_checkpoints``), so copying a large state (406 MB for the quickstart model's
-parameters and Adam's two moments at width 4096) holds every worker's device for about a
-second a checkpoint, for nothing the folder's owner still needs.
-
-:func:`storage_mover` returns a ``checkpoint_upload_fn`` for ``ray.train.report`` (Ray Train
-V2's hook for a custom upload) that renames the folder into place — ``os.rename``, one
-metadata operation whatever the size, atomic on POSIX — when the storage is a local
-filesystem and the folder is on the same one. Anything else (a remote ``storage_path``, a
-scratch folder on another device: ``EXDEV``) takes Ray's own copy, as before. The moved
-folder is the same bytes Ray's copy would hold, so restarts and ``mutune resume`` read it
-the same way (``ray.train.get_checkpoint()``).
-"""
+when both sit on one local filesystem."""
 from __future__ import annotations
 
 import errno
@@ -29,15 +12,10 @@ __all__ = ["storage_mover"]
 
 
 def storage_mover(context: Any) -> Callable[[Any, str], Any] | None:
-    """A ``checkpoint_upload_fn`` for ``ray.train.report`` that moves the reported folder
-    into the run's storage (module docstring), or None where Ray's default copy has to do:
-    this Ray's ``report`` takes no ``checkpoint_upload_fn`` (an older Ray), the train
-    context gives no storage (``get_storage``, a Ray DeveloperAPI), or the storage is not a
-    local filesystem.
-
-    Args:
-        context: ``ray.train.get_context()`` on a Ray Train worker.
-    """
+    """A ``checkpoint_upload_fn`` for ``ray.train.report`` that moves the reported folder into the
+    run's storage (module docstring), or None where Ray's default copy has to do: this Ray's
+    ``report`` takes no ``checkpoint_upload_fn`` (an older Ray), the train context gives no
+    storage (``get_storage``, a Ray DeveloperAPI), or the storage is not a local filesystem."""
     import ray.train
 
     if "checkpoint_upload_fn" not in inspect.signature(ray.train.report).parameters:

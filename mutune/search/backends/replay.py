@@ -1,31 +1,4 @@
 """Replay a scheduler on recorded learning curves, training nothing (docs/architecture.md §4, §9).
-
-Two entry points drive the *same* scheduler cores the live sweep uses
-(:class:`~mutune.search.schedulers.asha.ASHA`,
-:class:`~mutune.search.schedulers.hyperband.Hyperband`):
-
-* :func:`replay_in_order` feeds recorded reports in their recorded sequence order. With the
-  original settings it reproduces the original decisions and best trial exactly (asynchronous
-  decisions depend on report order, docs/architecture.md §4).
-* :func:`replay` re-simulates the sweep with a simulated clock (Syne Tune's idea): ``concurrency``
-  workers take trials in arrival order; a trial's report i happens ``seconds[i]`` simulated seconds
-  after the trial started (its recorded seconds, e.g. productive + eval time); each report is
-  judged when it happens; a stopped trial frees its worker at once and the next trial starts.
-  Events sit in a heap keyed by (time, arrival index, report index), so ties go to the earlier
-  trial and the replay is deterministic.
-
-Only reports that can change something are fed to the core: the first report at or past each of
-the trial's milestones, its first non-finite report and its last usable report. The core returns
-no judgement and changes no state for any other report (a finite value that crosses no
-milestone), so skipping them leaves every decision unchanged and makes the cost grow with the
-number of rung decisions, not of reports (plus one O(reports) scan per trial).
-
-Missing data: where the replayed scheduler would let a trial run past its last recorded report
-(the original stopped it early, or the replay raises ``max_t``), the decisions it would take
-next have no data. Such a trial is **censored**: it ends at its last recorded report, enters no
-further rung, and is billed device time up to that report only. :attr:`ReplayResult.censored`
-lists them; each counts as one decision made on missing data (the rung, or max_t, it would have
-reached next).
 """
 from __future__ import annotations
 
@@ -33,13 +6,13 @@ import bisect
 import heapq
 import math
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from mutune.errors import SearchError
 from mutune.search.best import BestTrial, best_at_rung
-from mutune.search.driver import ActionKind, Group, SweepDriver
+from mutune.search.driver import ActionKind, Group, Outcome, SweepDriver
 from mutune.search.schedulers.asha import ASHA
 from mutune.search.schedulers.contract import Decision, Scheduler
 from mutune.search.schedulers.hyperband import Hyperband
@@ -71,8 +44,7 @@ class ReplaySettings:
         """A fresh scheduler core.
 
         Raises:
-            SearchError: unknown kind or a setting out of range.
-        """
+            SearchError: unknown kind or a setting out of range."""
         if self.kind == "asha":
             return ASHA(grace_period=self.grace_period, reduction_factor=self.reduction_factor,
                         max_t=self.max_t, mode=self.mode)
@@ -106,22 +78,7 @@ class Censored(NamedTuple):
 
 @dataclass
 class ReplayResult:
-    """What a replayed scheduler decided and spent.
-
-    Attributes:
-        decisions: every judgement, in the order made.
-        statuses: trial → ``completed``/``stopped``/``diverged``/``censored``/``failed``.
-        best: best trial at equal budget (:func:`~mutune.search.best.best_at_rung`), or None
-            when no rung holds a finite value.
-        wall_s: simulated wall seconds until the last trial ended (None in recorded order).
-        device_s: worker-seconds held by trials (sum over trials of the recorded seconds at
-            the last report each consumed); multiply by devices per trial for device-seconds.
-        censored: trials ended for lack of data (one decision on missing data each).
-        held_s: trial → seconds it held its worker (recorded seconds at its last consumed
-            report); ``device_s`` is their sum.
-        treatment: how those were treated (:data:`CENSORED_TREATMENT`).
-        scheduler: the core after the replay (its rungs, its state).
-    """
+    """What a replayed scheduler decided and spent."""
     decisions: list[ReplayDecision]
     statuses: dict[str, str]
     best: BestTrial | None
@@ -156,10 +113,8 @@ _ROWS, _NUMBERS = {tuple, list}, {float, int}
 
 def _check(key: str, curve: Sequence[Any]) -> Sequence[Any]:
     """The curve if every report is (step, value, seconds) with integer steps ≥ 1 strictly
-    increasing and real values and seconds; else SearchError naming the trial, the report
-    and the field (never an IndexError, never a silently truncated step). The common case —
-    tuples of ints and floats — is checked by C loops over the types; anything else takes the
-    careful path."""
+    increasing and real values and seconds; else SearchError naming the trial, the report and the
+    field (never an IndexError, never a silently truncated step)."""
     try:
         steps = list(map(_STEP, curve))
         fast = (set(map(type, curve)) <= _ROWS and set(map(len, curve)) == {3}
@@ -186,117 +141,36 @@ def _check(key: str, curve: Sequence[Any]) -> Sequence[Any]:
     return out
 
 
-def _driver(settings: ReplaySettings, keys: list[str], concurrency: int) -> SweepDriver:
-    """One group holding the recorded trials, in arrival order, under the replayed core."""
-    return SweepDriver([Group("replay", FixedSearcher([{} for _ in keys]), settings.build(),
-                              settings.max_t, key_of=keys.__getitem__)],
-                       concurrency=concurrency)
+def _plan(curve: Sequence[Sequence[float]], milestones: Sequence[int], max_t: int) -> list[int]:
+    """Indices of the reports the driver sees (each milestone's, then the last), reversed."""
+    n = len(curve)
+    last = bisect.bisect_left(curve, max_t, key=_STEP)
+    if last >= n:
+        last = n - 1
+    if not math.isfinite(sum(map(_VALUE, curve[:last + 1]))):
+        for j in range(last + 1):
+            if not math.isfinite(curve[j][1]):
+                last = j
+                break
+    plan: list[int] = []
+    for m in milestones:
+        j = bisect.bisect_left(curve, m, lo=plan[-1] if plan else 0, key=_STEP)
+        if j > last:
+            break
+        if not plan or plan[-1] != j:
+            plan.append(j)
+    if not plan or plan[-1] != last:
+        plan.append(last)
+    plan.reverse()  # pop() from the end
+    return plan
 
 
-def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySettings, *,
-           concurrency: int = 1, failed: Iterable[str] = ()) -> ReplayResult:
-    """Re-simulate ``settings``' scheduler on recorded curves with ``concurrency`` workers.
-
-    The driver loop (:class:`~mutune.search.driver.SweepDriver`) decides who runs and what
-    each report means, as in a live sweep; this backend only keeps the simulated clock.
-
-    Args:
-        curves: trial key → its reports ``[(step, value, seconds), …]`` by step, where
-            ``seconds`` is the simulated time since the trial started at that report
-            (non-decreasing); trials in arrival order (the order workers take them).
-        settings: the scheduler to replay.
-        concurrency: workers running trials at once (≥ 1).
-        failed: trials whose record ends because they failed (not because the original
-            scheduler stopped them): ended as ``failed``, not censored, when their data runs out.
-    Returns:
-        :class:`ReplayResult` with every trial in a terminal state.
-    Raises:
-        SearchError: concurrency < 1, bad settings, or a malformed curve (naming the trial,
-            the report and the field).
-    """
-    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-        raise SearchError(f"concurrency = {concurrency!r}: must be an integer >= 1")
-    keys = list(curves)
-    if not keys:
-        core = settings.build()
-        return ReplayResult([], {}, None, 0.0, 0.0, [], {}, core)
-    driver = _driver(settings, keys, concurrency)
-    core = driver.groups["replay"].core
-    milestones_for = core.milestones_of
-    max_t = settings.max_t
-    failed = set(failed)
-    index = {k: i for i, k in enumerate(keys)}
-    n_trials = len(keys)
-    plans: list[list[int]] = [None] * n_trials  # type: ignore[list-item]
-    starts = [0.0] * n_trials
-    data: list[Sequence[Sequence[float]]] = [None] * n_trials  # type: ignore[list-item]
-    statuses: dict[str, str] = {}
-    held_s: dict[str, float] = {}
-    decisions: list[ReplayDecision] = []
-    censored: list[Censored] = []
-    heap: list[tuple[float, int, int]] = []
-    report = driver.report
-    bisect_left = bisect.bisect_left
-    isfinite = math.isfinite
-    START = ActionKind.START
-    device_s = 0.0
-    wall_s = 0.0
-
-    def finish(i: int, j: int, status: str) -> float:
-        """End trial i after its report j (j = -1: no report); returns its end time."""
-        nonlocal device_s
-        key = keys[i]
-        curve = data[i]
-        held = float(curve[j][2]) if j >= 0 else 0.0
-        device_s += held
-        held_s[key] = held
-        statuses[key] = status
-        if status in ("censored", "failed"):
-            driver.ended(key, status)
-        if status == "censored":
-            last = int(curve[j][0]) if j >= 0 else 0
-            censored.append(Censored(key, last, _needed(milestones_for(key), last, max_t)))
-        return starts[i] + held
-
-    def start(t: float) -> None:
-        """Start trials at time t until one has a pending report or the driver says wait."""
-        nonlocal wall_s
-        while True:
-            act = driver.next_action()
-            if act.kind is not START:
-                return
-            key = act.key
-            i = index[key]
-            curve = data[i] = _check(key, curves[key])
-            starts[i] = t
-            n = len(curve)
-            if n == 0:
-                wall_s = max(wall_s, finish(i, -1, "failed" if key in failed else "censored"))
-                continue
-            last = bisect_left(curve, max_t, key=_STEP)
-            if last >= n:
-                last = n - 1
-            if not isfinite(sum(map(_VALUE, curve[:last + 1]))):
-                for j in range(last + 1):
-                    if not isfinite(curve[j][1]):
-                        last = j
-                        break
-            plan = []
-            for m in milestones_for(key):
-                j = bisect_left(curve, m, lo=plan[-1] if plan else 0, key=_STEP)
-                if j > last:
-                    break
-                if not plan or plan[-1] != j:
-                    plan.append(j)
-            if not plan or plan[-1] != last:
-                plan.append(last)
-            plan.reverse()  # pop() from the end
-            plans[i] = plan
-            heapq.heappush(heap, (t + curve[plan[-1]][2], i, plan[-1]))
-            return
-
-    for _ in range(concurrency):
-        start(0.0)
+def _deliver(heap: list[tuple[float, int, int]], keys: list[str],
+             data: list[Sequence[Sequence[float]]], plans: list[list[int]], starts: list[float],
+             report: Callable[..., Outcome], decisions: list[ReplayDecision],
+             finish: Callable[[int, int, str], None], start: Callable[[float], None],
+             failed: set[str]) -> None:
+    """Hand the driver each pending report in time order, ending and starting trials."""
     heappop, heappush = heapq.heappop, heapq.heappush
     while heap:
         t, i, j = heappop(heap)
@@ -316,10 +190,84 @@ def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySett
             continue
         else:
             status = "failed" if key in failed else "censored"
-        end = finish(i, j, status)
-        if end > wall_s:
-            wall_s = end
+        finish(i, j, status)
         start(t)
+
+
+def _driver(settings: ReplaySettings, keys: list[str], concurrency: int) -> SweepDriver:
+    """One group holding the recorded trials, in arrival order, under the replayed core."""
+    return SweepDriver([Group("replay", FixedSearcher([{} for _ in keys]), settings.build(),
+                              settings.max_t, key_of=keys.__getitem__)],
+                       concurrency=concurrency)
+
+
+def replay(curves: Mapping[str, Sequence[Sequence[float]]], settings: ReplaySettings, *,
+           concurrency: int = 1, failed: Iterable[str] = ()) -> ReplayResult:
+    """Re-simulate ``settings``' scheduler on recorded curves with ``concurrency`` workers.
+
+    Raises:
+        SearchError: concurrency < 1, bad settings, or a malformed curve (naming the trial,
+            the report and the field)."""
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise SearchError(f"concurrency = {concurrency!r}: must be an integer >= 1")
+    keys = list(curves)
+    if not keys:
+        core = settings.build()
+        return ReplayResult([], {}, None, 0.0, 0.0, [], {}, core)
+    driver = _driver(settings, keys, concurrency)
+    core = driver.groups["replay"].core
+    milestones_for = core.milestones_of
+    max_t = settings.max_t
+    failed = set(failed)
+    index = {k: i for i, k in enumerate(keys)}
+    plans: list[list[int]] = [None] * len(keys)  # type: ignore[list-item]
+    starts = [0.0] * len(keys)
+    data: list[Sequence[Sequence[float]]] = [None] * len(keys)  # type: ignore[list-item]
+    statuses: dict[str, str] = {}
+    held_s: dict[str, float] = {}
+    decisions: list[ReplayDecision] = []
+    censored: list[Censored] = []
+    heap: list[tuple[float, int, int]] = []
+    START = ActionKind.START
+    device_s = wall_s = 0.0
+
+    def finish(i: int, j: int, status: str) -> None:
+        """End trial i after its report j (j = -1: no report)."""
+        nonlocal device_s, wall_s
+        key = keys[i]
+        curve = data[i]
+        held = float(curve[j][2]) if j >= 0 else 0.0
+        device_s += held
+        held_s[key] = held
+        statuses[key] = status
+        if status in ("censored", "failed"):
+            driver.ended(key, status)
+        if status == "censored":
+            last = int(curve[j][0]) if j >= 0 else 0
+            censored.append(Censored(key, last, _needed(milestones_for(key), last, max_t)))
+        if starts[i] + held > wall_s:
+            wall_s = starts[i] + held
+
+    def start(t: float) -> None:
+        """Start trials at time t until one has a pending report or the driver says wait."""
+        while True:
+            act = driver.next_action()
+            if act.kind is not START:
+                return
+            key = act.key
+            i = index[key]
+            curve = data[i] = _check(key, curves[key])
+            starts[i] = t
+            if len(curve) == 0:
+                finish(i, -1, "failed" if key in failed else "censored")
+                continue
+            plans[i] = plan = _plan(curve, milestones_for(key), max_t)
+            heapq.heappush(heap, (t + curve[plan[-1]][2], i, plan[-1]))
+            return
+
+    for _ in range(concurrency):
+        start(0.0)
+    _deliver(heap, keys, data, plans, starts, driver.report, decisions, finish, start, failed)
     return ReplayResult(decisions, statuses, _best(core, settings.mode), wall_s, device_s,
                         censored, held_s, core)
 
@@ -328,22 +276,9 @@ def replay_in_order(reports: Iterable[Sequence[Any]], settings: ReplaySettings, 
                     failed: Iterable[str] = ()) -> ReplayResult:
     """Feed recorded reports to ``settings``' scheduler in the given (recorded) order.
 
-    The driver loop starts each trial at its first report (every trial gets a slot: the
-    recorded order already says who ran when) and judges every report as a live sweep would.
-
-    Args:
-        reports: ``(seq, trial, step, value)`` or ``(seq, trial, step, value, seconds)`` in
-            recorded sequence order; ``seconds`` (time since the trial started) feeds
-            ``device_s`` and defaults to 0. Reports of a trial after it ended (stopped,
-            diverged or completed in the replay) are skipped.
-        settings: the scheduler to replay (the original's reproduces its decisions exactly).
-        failed: trials that ended by failing (ended ``failed`` rather than ``censored``).
-    Returns:
-        :class:`ReplayResult`; ``wall_s`` is None (no clock), decisions carry the report seq.
     Raises:
         SearchError: bad settings, a malformed report (naming the trial and the field), or a
-            report out of step order for its trial.
-    """
+            report out of step order for its trial."""
     rows = []
     for n, rep in enumerate(reports):
         if not isinstance(rep, (tuple, list)) or len(rep) not in (4, 5):

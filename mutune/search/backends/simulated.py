@@ -1,13 +1,4 @@
-"""The simulated backend: the driver loop on synthetic learning curves and a simulated clock.
-
-The same :class:`~mutune.search.driver.SweepDriver` the Ray backend uses runs here against a
-deterministic curve with ``concurrency`` simulated workers, one simulated second per training
-step (Syne Tune's simulator-backend idea). It is the executor the scheduler contract tests
-share: every sweep must end with every trial in a terminal state.
-
-Events are ordered by (time, trial arrival index), so a simulation is deterministic; a free
-worker asks the driver what to do (promote, start, or nothing) exactly as a free Ray slot does.
-"""
+"""The simulated backend: the driver loop on synthetic learning curves and a simulated clock."""
 from __future__ import annotations
 
 import heapq
@@ -27,20 +18,7 @@ __all__ = ["SimResult", "simulate", "feed_events", "power_law_curve"]
 
 @dataclass
 class SimResult:
-    """A finished simulation.
-
-    Attributes:
-        statuses: trial key (``t0``, ``t1``, …) → ``completed``/``stopped``/``diverged``.
-        decisions: every judgement in the order made (pauses, promotions, final stops).
-        reports: (trial, step, value) in the order fed to the driver.
-        wall_s: simulated seconds until the last trial ended.
-        max_running: the most trials running at once (≤ concurrency).
-        last_step: trial → the last step it trained to.
-        events: what the driver fed the core, in order: ``("report", trial, step, value)``,
-            ``("promote", trial)`` and a final ``("finish",)`` — :func:`feed_events` replays
-            them (the recorded order of docs/architecture.md §4).
-        driver: the driver after the sweep (its searchers hold the ask/observe/tell log).
-    """
+    """A finished simulation."""
     statuses: dict[str, str]
     decisions: list[Judgement]
     reports: list[tuple[str, int, float]]
@@ -51,38 +29,39 @@ class SimResult:
     driver: Any = None
 
 
+def _checked_searcher(searcher: Searcher | None, num_samples: int | None, concurrency: int,
+                      max_t: int, report_every: int) -> Searcher:
+    """``searcher``, or one proposing ``num_samples`` indexed points; the settings checked."""
+    for name, v in (("concurrency", concurrency), ("max_t", max_t),
+                    ("report_every", report_every)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise SearchError(f"{name} = {v!r}: must be an integer >= 1")
+    if searcher is not None:
+        return searcher
+    if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
+        raise SearchError(f"num_samples = {num_samples!r}: must be an integer >= 1")
+    return FixedSearcher([{} for _ in range(num_samples)])
+
+
+def _terminal_statuses(driver: SweepDriver, keys: list[str], core: Scheduler | None
+                       ) -> dict[str, str | None]:
+    """Trial key → its terminal status; SearchError when a trial is left running or paused."""
+    statuses = {k: t.status for k, t in driver.trials.items() if t.state == "ended"}
+    left = [k for k in keys if k not in statuses]
+    if left or (core is not None and core.paused()):
+        raise SearchError(f"trials left without a terminal state: {left[:10]}")
+    return statuses
+
+
 def simulate(core: Scheduler | None, curve: Callable[..., float], *, num_samples: int | None = None,
              concurrency: int, max_t: int, report_every: int = 1,
              searcher: Searcher | None = None) -> SimResult:
     """Run a sweep of one group on ``core`` with ``concurrency`` simulated workers.
 
-    Args:
-        core: a scheduler core (fresh, or restored from state with no trial running), or
-            None to run every trial to ``max_t``.
-        curve: without ``searcher``, ``curve(i, step)``: the value of trial number i at
-            training step s; with one, ``curve(hparams, step)`` of the trial's proposed point.
-            Any float (NaN/inf allowed).
-        num_samples: trials to start (≥ 1) when no ``searcher`` is given.
-        concurrency: workers (≥ 1).
-        max_t: steps a trial trains at most.
-        report_every: a report every this many steps and at max_t (reports need not hit
-            milestones: a report past one is judged there).
-        searcher: proposes the points (its ``num_samples``), observes every report and is
-            told every end, as under Ray.
-    Returns:
-        :class:`SimResult`; every trial is in a terminal state.
     Raises:
-        SearchError: a bad argument, or the core broke the contract (e.g. left a trial paused).
-    """
-    for name, v in (("concurrency", concurrency), ("max_t", max_t),
-                    ("report_every", report_every)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise SearchError(f"{name} = {v!r}: must be an integer >= 1")
+        SearchError: a bad argument, or the core broke the contract (e.g. left a trial paused)."""
     by_point = searcher is not None
-    if searcher is None:
-        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
-            raise SearchError(f"num_samples = {num_samples!r}: must be an integer >= 1")
-        searcher = FixedSearcher([{} for _ in range(num_samples)])
+    searcher = _checked_searcher(searcher, num_samples, concurrency, max_t, report_every)
     driver = SweepDriver([Group("sim", searcher, core, max_t)], concurrency=concurrency)
     pos: dict[str, int] = {}
     index: dict[str, int] = {}
@@ -133,10 +112,7 @@ def simulate(core: Scheduler | None, curve: Callable[..., float], *, num_samples
             schedule(key, now)
             continue
         fill(now)           # the trial paused or ended: its worker is free
-    statuses = {k: t.status for k, t in driver.trials.items() if t.state == "ended"}
-    left = [k for k in keys if k not in statuses]
-    if left or (core is not None and core.paused()):
-        raise SearchError(f"trials left without a terminal state: {left[:10]}")
+    statuses = _terminal_statuses(driver, keys, core)
     return SimResult({k: statuses[k] for k in keys}, decisions, reports, now, max_running,
                      dict(pos), events, driver)
 
@@ -147,8 +123,7 @@ def feed_events(core: Scheduler, events: list[tuple]) -> list[Judgement]:
     uninterrupted one did for the same order.
 
     Raises:
-        SearchError: an unknown event, or one the core rejects.
-    """
+        SearchError: an unknown event, or one the core rejects."""
     out: list[Judgement] = []
     for ev in events:
         if ev[0] == "report":

@@ -1,21 +1,6 @@
 """The simulator as the sweep's :class:`~mutune.search.backends.base.Backend`: the whole main
 job — proxy sweeps, confirmation designs, gate rounds, the target, the ledger, the report —
-on synthetic learning curves and a simulated clock, with no Ray and no training.
-
-The run is the one :class:`~mutune.search.driver.SweepDriver` with the groups' scheduler
-cores and searchers (as on Ray, :mod:`.ray_tune.run`), as many simulated workers as the
-config's slots; each trial's reports come from a :class:`SyntheticLoss` at the steps a Ray
-trial reports (every ``train.eval_every`` steps, the group's decision steps and ``max_t``),
-and cost :attr:`SimulatedBackend.seconds_per_step` simulated seconds per step. Every trial,
-report, decision, scheduler state and timing is recorded through the same
-:class:`~mutune.search.recording.TrialRecorder` calls the Ray book makes, so what follows a
-run (fits, the gate, the ledger, the report, replay) reads the same rows. Follow-up groups
-join through the same :class:`~.joining.Joiner` (Syne Tune's simulator backend runs its real
-schedulers in the same way).
-
-The simulated trials train no model: :attr:`SimulatedBackend.keeps_models` is False, so the
-target's model is not kept or exported.
-"""
+on synthetic learning curves and a simulated clock, with no Ray and no training."""
 from __future__ import annotations
 
 import contextlib
@@ -47,11 +32,7 @@ class SyntheticLoss:
     + curvature · Σ_k (log2 h_k − log2 h*_k)² + transient / √s, plus Gaussian noise of
     standard deviation ``noise`` drawn from (seed, width, step) — the width-scaling form of
     Kaplan et al. 2020 (§3, L(N) ∝ N^−α) with the width-independent optimum μP gives
-    (Yang et al. 2022, Tensor Programs V, §3).
-
-    Attributes:
-        optimum: hyperparameter → its optimum h* (positive); others do not change the loss.
-    """
+    (Yang et al. 2022, Tensor Programs V, §3)."""
     optimum: dict[str, float] = field(default_factory=lambda: {"lr": 0.01,
                                                                "output_mult": 1.0})
     floor: float = 0.5
@@ -79,15 +60,7 @@ class SyntheticLoss:
 
 
 class SimulatedBackend:
-    """Runs a sweep's stages on simulated workers (see the module docstring).
-
-    Args:
-        loss: the reports' source (:class:`SyntheticLoss`; any callable of the same form).
-        seconds_per_step: simulated seconds of one step at width w:
-            ``step_s · (w / 16)²`` (a matrix product's cost grows with the width squared).
-        start_s: simulated seconds of a trial's start-up (overhead, held before its first
-            step).
-    """
+    """Runs a sweep's stages on simulated workers."""
     keeps_models = False
 
     def __init__(self, loss: Any = None, *, step_s: float = 0.01,
@@ -109,8 +82,7 @@ class SimulatedBackend:
         """Run the groups on the simulated workers; group → outcome (joined groups' too).
 
         Raises:
-            SearchError: no group, or a group the driver refuses.
-        """
+            SearchError: no group, or a group the driver refuses."""
         from mutune.search.backends.joining import settle
 
         if not specs:

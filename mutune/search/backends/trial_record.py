@@ -1,32 +1,4 @@
-"""The driver's record of one trial under Ray, and how its seconds are split when it ends.
-
-:class:`TrialRecord` is what the driver process knows of a trial (its recorder id, point,
-reports and held seconds); :func:`close_record` ends it and computes the timing every trial
-records (docs/architecture.md §6):
-
-    allocated_s   driver wall seconds holding resources: from each grant to the next pause or
-                  the release, summed (restarts included, waits while paused at a rung
-                  excluded: the resources were free then)
-    productive_s  seconds inside training steps (reported by the trial, cumulative over
-                  restarts from the checkpoint; work lost to a failure is not in it)
-    eval_s        seconds inside evaluations (reported by the trial)
-    overhead_s    allocated_s − productive_s − eval_s (start-up, model build, reporting,
-                  checkpoints, recovery, teardown)
-    restarts      times the trial started again after a failure (``max_failures`` retries)
-    preemptions   times it was preempted (a notice: it checkpointed its step and ended) and
-                  retried from that checkpoint — not failures, never counted in ``restarts``
-    resumes       times a paused trial was promoted and resumed from its checkpoint
-    repeated_steps  steps trained again after a restart: waste
-    recovery_s    seconds of restart set-up and checkpoint loading (a download from
-                  ``ray.storage`` included), plus the repeated steps' productive seconds
-                  (their measured seconds per step), after a failure or a preemption: waste
-    upload_s      seconds the trial's background thread spent uploading checkpoints to
-                  ``ray.storage``, summed over its starts (0 without remote storage)
-    start_s       seconds from the grant to the trial function's start on its worker (its
-                  first report's ``began_at``): a new actor's process start, its imports
-                  and the task fetched from the object store, or a reused actor's reset;
-                  0 when the first report does not say (a trial an earlier driver started)
-"""
+"""The driver's record of one trial under Ray, and how its seconds are split when it ends."""
 from __future__ import annotations
 
 import time
@@ -82,8 +54,13 @@ class TrialRecord:
 
 def close_record(rec: TrialRecord, status: str, reason: str | None, *, devices: float,
                  device_kind: str) -> dict[str, Any]:
-    """End ``rec`` with ``status``/``reason`` and compute its timing (see the module
-    docstring); returns ``rec.timing``, the dict ``Recorder.trial_finished`` takes."""
+    """End ``rec`` with ``status``/``reason``; returns ``rec.timing`` for
+    ``Recorder.trial_finished``.
+
+    Timing (wall seconds): ``allocated_s`` grant to pause/release, summed; ``productive_s`` inside
+    steps; ``eval_s`` inside evaluations; ``overhead_s`` the rest of allocated; ``restarts``,
+    ``preemptions``, ``resumes`` counts; ``repeated_steps`` and ``recovery_s`` the waste after a
+    failure or preemption; ``upload_s`` remote uploads; ``start_s`` grant to the worker's start."""
     allocated = rec.held_s + (time.monotonic() - rec.segment_start
                               if rec.segment_start is not None else 0.0)
     rec.segment_start = None

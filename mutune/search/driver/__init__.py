@@ -1,7 +1,4 @@
-"""The one driver loop every backend uses: :class:`SweepDriver` (:mod:`.loop`, where its
-order of decisions is written down; docs/architecture.md §4.3), the words it shares with the
-backends (:mod:`.types`), and :func:`catch_up` for a resumed sweep (:mod:`.catch_up`).
-"""
+"""The one driver loop every backend uses, its shared words, and :func:`catch_up` for a resume."""
 from mutune.search.driver.catch_up import catch_up
 from mutune.search.driver.loop import SweepDriver
 from mutune.search.driver.types import (EXECUTOR_STATUSES, STATUS_OF, Action, ActionKind,

@@ -1,5 +1,4 @@
-"""Catching a restored scheduler core and searcher up with reports recorded after their save.
-"""
+"""Catching a restored scheduler core and searcher up with reports recorded after their save."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -13,15 +12,10 @@ __all__ = ["catch_up"]
 
 def catch_up(core: Scheduler, searcher: Searcher,
              reports: Iterable[tuple[str, int, float]]) -> list[Judgement]:
-    """Bring a core and a searcher restored from their saved state up to date with reports
-    recorded after that save (a resumed sweep), in recorded order, as the driver loop would
-    have fed them: the searcher observes each report, the core judges it unless the trial
-    already ended or waits paused, and a trial those judgements end is told to the searcher.
+    """Feed a restored core and searcher the reports recorded after their save, in order.
 
     Returns:
-        The judgements made, in order (the caller records them; repeats are ignored by the
-        store).
-    """
+        The judgements made, in order (the caller records them)."""
     out: list[Judgement] = []
     for key, step, value in reports:
         searcher.observe(key, step, value)

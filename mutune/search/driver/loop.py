@@ -1,38 +1,9 @@
-"""The one driver loop (:class:`SweepDriver`): start, report, decide, promote, finish — and tell
-the searcher.
+"""The one driver loop (:class:`SweepDriver`): start, report, decide, promote, finish.
 
-Every backend — Ray Tune (:mod:`mutune.search.backends.ray_tune`), the simulator
-(:mod:`mutune.search.backends.simulated`) and the replay (:mod:`mutune.search.backends.replay`)
-— executes what one :class:`SweepDriver` decides, so the scheduler cores and the searchers see
-the same calls in the same order under each. Backends only translate: "a slot is free"
-becomes :meth:`SweepDriver.next_action`, "the trial reported" :meth:`SweepDriver.report`, "the
-trial died" :meth:`SweepDriver.ended`.
-
-Trials belong to **groups**, each with its own scheduler core (its own rungs) and searcher
-(one group per proxy width, design or target run). On a free slot the driver takes, in order
-(Li et al. 2020, Algorithm 2: promotions before new trials):
-
-1. the promotion candidate of every group's core, highest rung first (the earlier group on
-   ties): the paused trial resumes from its checkpoint;
-2. an interrupted trial of a resumed sweep (it keeps its key and restores its checkpoint);
-3. a new trial from the first group, in the order given, whose searcher still has points and
-   that the budget admits (a refusal is final for the sweep);
-4. nothing to start, nothing running, nothing promotable: ``finish()`` every core — the trials
-   still paused stop — and the sweep is done.
-
-Every report reaches the searcher (``observe``) before the core judges it, the report that
-stops a trial included; a trial's end reaches the searcher (``complete``) the moment the driver
-knows it — at the judging report, at ``finish()``, or when the backend says it died. With one
-slot the searcher's log (:meth:`~mutune.search.searchers.Searcher.state_dict`) is therefore the
-same under Ray as in the simulator for the same curves.
-
-A group may join while the sweep runs (:meth:`SweepDriver.when_done`): when one group is done
-— nothing left to propose, every trial ended — a hook may hand groups that start from the
-next free slot on, ahead of the groups given at the start (a width's confirmation design
-overlapping the other widths' trials), and watch them in turn.
-
-Trial keys are the driver's (the group's ``key_of(index)``); backends map their ids to them.
-"""
+On a free slot (Li et al. 2020, Algorithm 2: promotions first): 1. every group's promotion
+candidate, highest rung first; 2. an interrupted trial of a resumed sweep; 3. a new trial of
+the first admitted group with points left; 4. else ``finish()`` every core. Every report
+reaches the searcher before the core judges it."""
 from __future__ import annotations
 
 import math
@@ -52,19 +23,8 @@ __all__ = ["SweepDriver"]
 class SweepDriver:
     """Decide, for every backend, who runs next and what each report means.
 
-    Args:
-        groups: the groups, in the order new trials are taken from them.
-        concurrency: trials running at once at most (paused ones do not count), ≥ 1.
-        metric: the reported metric's name (named in errors and reasons).
-        admission: the budget (:class:`Admission`), or None.
-        resume: per group name, the trials of an interrupted run to continue: their keys and
-            points (with ``restore_from``), started before any new trial. Their searcher must
-            already know them (restored from its saved state).
-        dormant: per group name, keys → points of trials paused at a rung when an earlier
-            driver died (they are paused in the restored core): started only by promotion.
     Raises:
-        SearchError: no group, duplicate group names, or concurrency < 1.
-    """
+        SearchError: no group, duplicate group names, or concurrency < 1."""
 
     def __init__(self, groups: Sequence[Group], *, concurrency: int, metric: str = "val_loss",
                  admission: Admission | None = None,
@@ -107,7 +67,6 @@ class SweepDriver:
             raise SearchError(f"trial {key!r} is known twice")
         self.trials[key] = TrialState(key, group, {**point, "key": key}, state)
 
-    # -- queries ---------------------------------------------------------------------------
     @property
     def running(self) -> int:
         """Trials started and not paused or ended (a backend may still be starting them)."""
@@ -139,14 +98,10 @@ class SweepDriver:
         return t
 
     def group_done(self, name: str) -> bool:
-        """True when group ``name`` can get no more trials and has none left: its searcher is
-        exhausted (or the budget closed) and every trial it proposed has ended — none
-        running, waiting to start, or paused at a rung (a paused trial may still be
-        promoted). Its core then sees no more reports, so its decisions are final.
+        """Whether group ``name`` can get no more trials and none is running, waiting or paused.
 
         Raises:
-            SearchError: an unknown group.
-        """
+            SearchError: an unknown group."""
         g = self.groups.get(name)
         if g is None:
             raise SearchError(f"unknown group {name!r}; groups: {self.order}")
@@ -155,15 +110,10 @@ class SweepDriver:
         return all(t.state == "ended" for t in self.trials.values() if t.group == name)
 
     def when_done(self, name: str, hook: Callable[[str], Sequence[Group]]) -> None:
-        """Call ``hook(name)`` at the first free slot after group ``name`` is done
-        (:meth:`group_done`); the groups it returns join the sweep (:meth:`add_group`) ahead
-        of the groups given at the start and behind those that joined earlier, so at
-        concurrency 1 the order stays reproducible. A hook is called once; while it runs it
-        may watch the groups it returns (e.g. the gate's first round after the designs).
+        """Call ``hook(name)`` once group ``name`` is done; the groups it returns join the sweep.
 
         Raises:
-            SearchError: an unknown group (outside a hook), or one a hook did not return.
-        """
+            SearchError: an unknown group (outside a hook), or one a hook did not return."""
         if name not in self.groups and self._joining is None:
             raise SearchError(f"unknown group {name!r}; groups: {self.order}")
         self._hooks[name] = hook
@@ -180,11 +130,7 @@ class SweepDriver:
                 raise SearchError(f"group {name!r}'s follow-up watched a group it did not add")
 
     def add_group(self, group: Group, *, first: bool = True) -> None:
-        """Add a group while the sweep runs (e.g. a width's design once its sweep is done):
-        its trials share the slots from the next free one on. ``first``: its new trials come
-        ahead of the groups given at the start, behind earlier joiners (promotions still
-        first); else after every group's. Raises SearchError: the sweep is done, or the
-        name is taken."""
+        """Add a group while the sweep runs; its trials share the slots from the next free one."""
         if self._done:
             raise SearchError(f"group {group.name!r}: the sweep is done, no group can join")
         if group.name in self.groups:
@@ -203,7 +149,6 @@ class SweepDriver:
             return False
         return any(not self.groups[g].searcher.exhausted for g in self.order)
 
-    # -- a free slot -------------------------------------------------------------------------
     def _candidate(self) -> tuple[Group, Scheduler, Judgement] | None:
         best: tuple[Group, Scheduler, Judgement] | None = None
         for name in self.order:
@@ -217,16 +162,7 @@ class SweepDriver:
     def next_action(self, *, can_start: bool = True,
                     can_promote_live: bool | Callable[[str], bool] = True,
                     can_finish_live: bool | Callable[[str], bool] = True) -> Action:
-        """What to do with a free slot (the module docstring gives the order).
-
-        The caller says what it can carry out: ``can_start`` (start a trial from its point),
-        ``can_promote_live`` (resume a paused trial it holds; or a predicate of the trial's
-        key, e.g. "Ray holds it PAUSED already"), ``can_finish_live`` (stop paused trials it
-        holds; or a predicate asked of each of them). When the driver's choice is something the
-        caller cannot do, it
-        returns WAIT and commits nothing (a promotion is never skipped for a new trial).
-        Anything else it returns is committed: the trial counts as running.
-        """
+        """What to do with a free slot (the module docstring gives the order)."""
         if self._done:
             return Action(ActionKind.DONE)
         if self._hooks:
@@ -304,17 +240,11 @@ class SweepDriver:
         self._done = True
         return out
 
-    # -- reports and endings -----------------------------------------------------------------
     def report(self, key: str, step: Any, value: Any, se: float | None = None) -> Outcome:
-        """A running trial reported ``value`` of the metric at training ``step`` (``se``: its
-        standard error, when the trial reports one — only a group's ``diverge_above`` limit
-        uses it, :func:`~mutune.search.driver.types.beyond_limit`): tell the searcher, let
-        the group's core judge it, and say what the trial does next.
+        """A running trial reported ``value`` (``se``: its standard error) at ``step``: judge it.
 
         Raises:
-            SearchError: a malformed step or value (naming the trial, the field and the
-                value), an unknown trial, or a trial that is not running.
-        """
+            SearchError: a malformed step or value, an unknown trial, or one not running."""
         t = self._trial(key)
         step = check_step(key, step)
         value = check_value(key, value, field=self.metric)
@@ -367,13 +297,10 @@ class SweepDriver:
         self.groups[t.group].searcher.complete(t.key, told)
 
     def requeue(self, key: str, point: dict[str, Any]) -> None:
-        """A running trial was preempted (the backend has its checkpoint in ``point``'s
-        ``restore_from``): it waits first in line, before any new trial, and starts again
-        under its key. Its core and searcher are not told: a preemption is no decision.
+        """A preempted trial waits first in line and restarts under its key (no decision).
 
         Raises:
-            SearchError: an unknown trial, or one that is not running.
-        """
+            SearchError: an unknown trial, or one that is not running."""
         t = self._trial(key)
         if t.state != "running":
             raise SearchError(f"trial {key!r} is {t.state}: only a running trial can be "
@@ -383,13 +310,11 @@ class SweepDriver:
         self._queue.insert(0, key)
 
     def ended(self, key: str, status: str, reason: str | None = None) -> bool:
-        """The backend ended trial ``key`` without a decision of the driver (it raised, was
-        cancelled, became a zombie, or its recorded data ran out): ``status`` is one of
-        :data:`EXECUTOR_STATUSES`. Returns False when the driver had ended it already.
+        """The backend ended trial ``key`` with ``status``; False if the driver had ended it
+        already.
 
         Raises:
-            SearchError: an unknown trial or status.
-        """
+            SearchError: an unknown trial or status."""
         if status not in EXECUTOR_STATUSES:
             raise SearchError(f"status = {status!r}: a backend may end a trial only as one of "
                               f"{EXECUTOR_STATUSES}")

@@ -1,5 +1,4 @@
-"""The words the driver loop and its backends share: groups, actions, outcomes, trial states,
-and the budget's admission (see :mod:`mutune.search.driver`)."""
+"""The words the driver loop and its backends share: groups, actions, outcomes, trial states."""
 from __future__ import annotations
 
 import enum
@@ -37,22 +36,7 @@ class Admission(Protocol):
 
 @dataclass
 class Group:
-    """One scheduler core and one searcher, and the trials they own.
-
-    Args:
-        name: the group's name (e.g. ``w64``), unique in the driver.
-        searcher: proposes the points of new trials.
-        core: the scheduler core, or None to run every trial to ``max_t`` (the target run).
-        max_t: steps a completed trial reaches.
-        make_point: (index, hparams) → the trial's point (hparams, seed, …); default
-            ``{"hparams": hp, "index": i}``.
-        key_of: index → trial key; default ``t{index}``.
-        diverge_above: step → the metric value above which (mode ``min``) a report at that
-            step ends the trial as ``diverged`` once its own noise is taken off
-            (:func:`beyond_limit`: value − 3 standard errors > limit; the target watched
-            against its best proxy, :func:`mutune.pipeline.target_stage.divergence_limits`);
-            None: only non-finite values do.
-    """
+    """One scheduler core and one searcher, and the trials they own."""
     name: str
     searcher: Searcher
     core: Scheduler | None
@@ -70,10 +54,7 @@ class Group:
         return f"t{index}" if self.key_of is None else self.key_of(index)
 
     def decision_steps(self) -> list[int]:
-        """The steps at which the driver may act on a report of this group's trials: the
-        core's rung milestones (the smallest grace period's rungs, which hold every
-        bracket's), the divergence limits' steps and ``max_t``, increasing. A report at
-        any other step can only continue the trial, unless its value is not finite."""
+        """Steps at which the driver may act on this group's reports: rungs, limits, ``max_t``."""
         steps = {int(self.max_t), *(int(s) for s in self.diverge_above or {})}
         if self.core is not None:
             steps.update(int(m) for m in self.core.milestones)
@@ -90,17 +71,7 @@ class ActionKind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Action:
-    """The driver's answer to "a slot is free".
-
-    Attributes:
-        kind: :class:`ActionKind`.
-        key, group: the trial and its group (START, PROMOTE).
-        point: the trial's point; a continued trial's has ``restore_from``.
-        judgement: the PROMOTE judgement.
-        live: PROMOTE: whether the backend still holds the paused trial (False for a trial
-            paused when an earlier driver died: the backend starts it anew from its point).
-        finished: DONE: the ``STOP`` judgements of the trials still paused at the end.
-    """
+    """The driver's answer to "a slot is free"."""
     kind: ActionKind
     key: str | None = None
     group: str | None = None
@@ -112,8 +83,7 @@ class Action:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a report led to: the judgements made (in order), whether the trial trains on,
-    pauses, or ended (``status`` and ``reason`` then say how)."""
+    """What a report led to: its judgements, and whether the trial trains on, pauses or ended."""
     judgements: list[Judgement]
     action: str               # "continue", "pause" or "end"
     status: str | None = None
@@ -139,8 +109,7 @@ DIVERGE_SE = 3.0
 
 
 def beyond_limit(value: float, se: float | None, limit: float) -> bool:
-    """Whether a report is a divergence against ``limit``: non-finite, or
-    ``value − DIVERGE_SE · se > limit`` (``se`` missing or non-finite: ``value > limit``)."""
+    """Whether a report diverges: non-finite, or ``value − DIVERGE_SE · se > limit``."""
     if not math.isfinite(value):
         return True
     noise = DIVERGE_SE * se if se is not None and math.isfinite(se) and se > 0 else 0.0

@@ -1,10 +1,4 @@
-"""Scheduler cores: they decide which trial goes on, pauses, is promoted or stops.
-
-One contract (:class:`Scheduler`, :mod:`.contract`), three cores — :class:`ASHA` (stopping),
-:class:`PromotionASHA` and :class:`Hyperband` (either variant per bracket) — over one rung
-encoding (:mod:`.rungs`), with every report checked first (:mod:`.inputs`). Pure Python: no
-Ray, no database. :func:`planned_trial_steps` is the dry run's expectation of a sweep.
-"""
+"""Scheduler cores: they decide which trial goes on, pauses, is promoted or stops."""
 from mutune.search.schedulers.asha import ASHA
 from mutune.search.schedulers.contract import TERMINAL, Decision, Judgement, Scheduler
 from mutune.search.schedulers.factory import KINDS, VARIANTS, make_scheduler, scheduler_from_state

@@ -1,31 +1,6 @@
 """The one contract every scheduler core keeps: ASHA, promotion ASHA and Hyperband.
 
-"Schedulers decide, searchers propose, backends execute" (Syne Tune): a core never chooses
-hyperparameters and never runs anything. Its only caller is the driver loop
-(:class:`mutune.search.driver.SweepDriver`), which the Ray Tune backend and the simulator both
-use, so every backend feeds a core the same calls in the same order.
-
-Trials are named by string keys. A trial's states, as a core sees them: *running* (started or
-promoted, reporting), *paused* at a rung (promotion variant only; its resources are free),
-*ended* (stopped, diverged or completed). A report after a trial ended raises.
-
-Hooks, with the trial's state when the driver calls them:
-
-* :meth:`Scheduler.on_report` — the trial is running. ``step`` is an integer ≥ 1 and ``value``
-  a real number (both checked: :mod:`.inputs`). Returns the judgements at every milestone
-  ≤ step not judged yet, lowest first (often none). The last one says what happens next:
-  ``CONTINUE`` (train on), ``STOP`` or ``DIVERGED`` (the trial ended), ``PAUSE`` (it waits at
-  that rung) or ``COMPLETE`` (it reached max_t). A report at step ≥ max_t ends the trial as
-  completed even when it crosses no milestone (then :meth:`ended` says ``COMPLETE``).
-* :meth:`Scheduler.candidate` — a slot is free. The paused trial that should take it, as a
-  ``PROMOTE`` judgement, or None (then the driver starts a new trial). Pure.
-* :meth:`Scheduler.promote` — the trial is paused and was the candidate; it is running again
-  once this returns.
-* :meth:`Scheduler.finish` — nothing runs, no candidate exists and no new trial will start:
-  every paused trial is stopped (``STOP``); afterwards nothing is paused.
-* :meth:`Scheduler.state_dict` / ``from_state`` — a versioned JSON-able snapshot; a core
-  rebuilt from it makes the decisions the original would have made for the same later calls.
-"""
+A core only decides (Syne Tune's split); its one caller is the driver loop, for every backend."""
 from __future__ import annotations
 
 import abc
@@ -37,13 +12,7 @@ __all__ = ["Decision", "Judgement", "Scheduler", "TERMINAL"]
 
 
 class Decision(str, enum.Enum):
-    """What a core decided for a trial at a rung.
-
-    ``CONTINUE``: train on. ``STOP``: ended below the rung's cutoff. ``DIVERGED``: ended by a
-    non-finite value. ``PAUSE``: waits at the rung, resources freed (promotion variant).
-    ``PROMOTE``: a paused trial resumes towards its next rung. ``COMPLETE``: the trial reached
-    max_t; nothing is left to decide (it is never "stopped" after training the full budget).
-    """
+    """What a core decided for a trial at a rung."""
     CONTINUE = "continue"
     STOP = "stop"
     DIVERGED = "diverged"
@@ -58,9 +27,9 @@ TERMINAL = (Decision.STOP, Decision.DIVERGED, Decision.COMPLETE)
 
 @dataclass(frozen=True)
 class Judgement:
-    """One decision: ``trial`` judged at rung ``milestone`` (steps) with ``value`` against
-    ``cutoff`` (the worst value still inside the rung's top fraction; None when the value was
-    non-finite or no finite cutoff exists)."""
+    """``trial`` judged at rung ``milestone`` (steps) against ``cutoff``, the worst value still in
+    the
+    top fraction (None when non-finite or none exists)."""
     trial: str
     milestone: int
     value: float
@@ -69,12 +38,7 @@ class Judgement:
 
 
 class Scheduler(abc.ABC):
-    """A scheduler core (see the module docstring for the contract of each hook).
-
-    Attributes every core has: ``grace_period`` r, ``reduction_factor`` η and ``max_t`` (steps),
-    ``mode`` (``min``/``max``), ``variant`` (``stopping``/``promotion``) and ``milestones``
-    (the smallest grace period's rungs, increasing).
-    """
+    """A scheduler core; a trial is running, paused at a rung (promotion only) or ended."""
 
     grace_period: int
     reduction_factor: int
@@ -85,7 +49,9 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
-        """Judge a running trial's report (see the module docstring)."""
+        """Judge a running trial's report: judgements at every milestone ≤ step not judged
+        yet, lowest first; the last says what next. At step ≥ max_t the trial ends COMPLETE;
+        a report after its end raises."""
 
     @abc.abstractmethod
     def candidate(self) -> Judgement | None:
@@ -97,7 +63,7 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def finish(self) -> list[Judgement]:
-        """End of sweep: stop every paused trial."""
+        """End of sweep (nothing runs, no candidate, no new trial): stop every paused trial."""
 
     @abc.abstractmethod
     def paused(self) -> dict[str, int]:
@@ -117,7 +83,8 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:
-        """A versioned, JSON-able snapshot (``kind`` names the core)."""
+        """A versioned JSON-able snapshot (``kind`` names the core); a rebuilt core decides alike.
+        """
 
     def stopped(self, trial: str) -> Decision | None:
         """STOP or DIVERGED when the scheduler ended ``trial`` early, else None."""

@@ -1,9 +1,4 @@
-"""Build a scheduler core from settings, or from its saved state (one entry point for both).
-
-The cores — :class:`~.asha.ASHA` (stopping), :class:`~.promotion.PromotionASHA` and
-:class:`~.hyperband.Hyperband` (either variant per bracket) — keep one contract,
-:class:`~.contract.Scheduler`.
-"""
+"""Build a scheduler core from settings, or from its saved state (one entry point for both)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -23,12 +18,10 @@ VARIANTS = ("stopping", "promotion")
 
 def make_scheduler(kind: str, *, grace_period: int, reduction_factor: int, max_t: int,
                    mode: str = "min", seed: int = 0, variant: str = "stopping") -> Scheduler:
-    """A fresh core: ``kind`` ``asha`` or ``hyperband``, ``variant`` ``stopping`` or
-    ``promotion``; r, η, max_t in steps; ``seed`` (the sweep seed) drives Hyperband's brackets.
+    """A fresh core (``asha``/``hyperband``, ``stopping``/``promotion``); r, η, max_t in steps.
 
     Raises:
-        SearchError: unknown kind or variant, or a setting out of range (names it).
-    """
+        SearchError: unknown kind or variant, or a setting out of range (names it)."""
     if variant not in VARIANTS:
         raise SearchError(f"variant = {variant!r}: must be one of {VARIANTS}")
     r, eta = grace_period, reduction_factor
@@ -42,11 +35,7 @@ def make_scheduler(kind: str, *, grace_period: int, reduction_factor: int, max_t
 
 
 def scheduler_from_state(state: dict[str, Any]) -> Scheduler:
-    """Rebuild whichever core wrote ``state`` (its ``kind`` key says which).
-
-    Raises:
-        SearchError: not a mapping, unknown kind, or a version the core cannot load.
-    """
+    """Rebuild whichever core wrote ``state`` (its ``kind`` says); SearchError if it cannot."""
     if not isinstance(state, dict):
         raise SearchError(f"scheduler state must be a mapping, got {type(state).__name__}")
     loaders: dict[str, Callable[[dict[str, Any]], Scheduler]] = {

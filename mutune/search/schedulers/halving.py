@@ -1,11 +1,4 @@
-"""What the two successive-halving cores share: settings, rungs, per-trial progress, state.
-
-:class:`RungScheduler` keeps, for one set of rungs r·η^k ≤ max_t, the values recorded at each
-rung (:class:`~.rungs.Rung`), how many milestones each trial has been judged at, and how each
-trial ended. :class:`~.asha.ASHA` (stopping) and :class:`~.promotion.PromotionASHA` add their
-own decision rule; the saved state has one encoding for both (version 2; version 1 states of
-either still load).
-"""
+"""What the two successive-halving cores share: settings, rungs, per-trial progress, state."""
 from __future__ import annotations
 
 from typing import Any, ClassVar
@@ -22,14 +15,8 @@ __all__ = ["RungScheduler"]
 class RungScheduler(Scheduler):
     """Base of the successive-halving cores (one bracket of rungs).
 
-    Args:
-        grace_period: r, the first milestone, in training steps (≥ 1).
-        reduction_factor: η (≥ 2).
-        max_t: the largest budget in steps; a trial reaching it ends as completed.
-        mode: ``"min"`` (losses) or ``"max"`` (accuracies).
     Raises:
-        SearchError: a setting out of range (names it, its value and the rule).
-    """
+        SearchError: a setting out of range (names it, its value and the rule)."""
 
     KIND: ClassVar[str]
     #: whether the top of a rung holds at least one trial (k = max(⌊n/η⌋, 1)) or ⌊n/η⌋
@@ -46,7 +33,6 @@ class RungScheduler(Scheduler):
         self._judged: dict[str, int] = {}       # trial → milestones recorded
         self._ended: dict[str, Decision] = {}   # trial → STOP / DIVERGED / COMPLETE
 
-    # -- shared steps of on_report ---------------------------------------------------------
     def _checked(self, trial: Any, step: Any, value: Any) -> tuple[str, int, float]:
         """Validate a report and refuse one for an ended trial."""
         trial = check_trial(trial)
@@ -62,8 +48,8 @@ class RungScheduler(Scheduler):
                             at_least_one=self.AT_LEAST_ONE)
 
     def _record(self, trial: str, milestone: int, value: float) -> Judgement:
-        """Record ``value`` at ``milestone``; a CONTINUE/STOP judgement by the top fraction
-        (DIVERGED when non-finite). Callers relabel it for their variant."""
+        """Record ``value`` at ``milestone``: CONTINUE/STOP by top fraction, DIVERGED if
+        non-finite."""
         if not self._rungs[milestone].add(trial, value):
             return Judgement(trial, milestone, value, None, Decision.DIVERGED)
         inside, cutoff = self._rank(milestone, value)
@@ -74,7 +60,6 @@ class RungScheduler(Scheduler):
     def _relabel(j: Judgement, decision: Decision) -> Judgement:
         return Judgement(j.trial, j.milestone, j.value, j.cutoff, decision)
 
-    # -- queries ---------------------------------------------------------------------------
     def ended(self, trial: str) -> Decision | None:
         return self._ended.get(trial)
 
@@ -84,7 +69,6 @@ class RungScheduler(Scheduler):
     def rung_values(self) -> dict[int, dict[str, float]]:
         return {m: dict(r.by_trial) for m, r in self._rungs.items()}
 
-    # -- state -----------------------------------------------------------------------------
     def _extra_state(self) -> dict[str, Any]:
         return {}
 
@@ -92,9 +76,7 @@ class RungScheduler(Scheduler):
         return None
 
     def state_dict(self) -> dict[str, Any]:
-        """Versioned JSON: settings, rungs (``[[trial, value], …]`` per milestone, NaN/inf as
-        strings), progress and endings as ordered ``[key, value]`` lists, plus the variant's
-        own fields."""
+        """Versioned JSON: settings, rungs (NaN/inf as strings), progress and endings."""
         return {"version": self.STATE_VERSION, "kind": self.KIND,
                 "grace_period": self.grace_period, "reduction_factor": self.reduction_factor,
                 "max_t": self.max_t, "mode": self.mode,
@@ -105,10 +87,7 @@ class RungScheduler(Scheduler):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "RungScheduler":
-        """Rebuild from :meth:`state_dict` output (version 1 or 2).
-
-        Raises:
-            SearchError: another kind, or an unknown version.
+        """Rebuild from :meth:`state_dict` (version 1 or 2); SearchError for another kind/version.
         """
         if state.get("version") not in (1, cls.STATE_VERSION) or state.get("kind") != cls.KIND:
             raise SearchError(f"cannot load scheduler state version {state.get('version')!r} "

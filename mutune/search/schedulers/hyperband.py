@@ -1,32 +1,6 @@
 """Asynchronous Hyperband: one ASHA core per bracket, trials assigned to brackets by a seed.
 
-Li, Jamieson, DeSalvo, Rostamizadeh, Talwalkar 2018, "Hyperband: A Novel Bandit-Based Approach to
-Hyperparameter Optimization" (JMLR), §3, run asynchronously as in Li et al. 2020 (ASHA, MLSys), §3:
-
-* s_max = ⌊log_η(R / r)⌋ (``bracket_count(r, η, R) - 1``, exact integers); brackets are numbered
-  s = 0 … s_max here, and bracket s is an :class:`~mutune.search.schedulers.asha.ASHA` with grace
-  period
-  r·η^s (so bracket 0 is the most aggressive, with s_max + 1 rungs, and bracket s_max runs every
-  trial to R with a single rung at r·η^s_max);
-* the paper's bracket index is s' = s_max − s (s' halvings); it starts n_{s'} =
-  ⌈(s_max + 1)·η^{s'} / (s' + 1)⌉ configurations in bracket s'. Here trials are assigned in
-  *cycles*: one cycle holds bracket s exactly n_{s_max−s} times, in an order shuffled by a
-  ``numpy`` generator seeded with ``SeedSequence([seed, 4])``; the i-th new trial takes entry i of
-  the concatenated cycles, so the assignment depends only on (seed, arrival order) and a replay
-  makes the same one (docs/architecture.md §4);
-* a trial is assigned when first seen (:meth:`Hyperband.assign`, or its first report);
-* ``variant="promotion"`` makes every bracket a
-:class:`~mutune.search.schedulers.promotion.PromotionASHA`;
-  on a free slot :meth:`Hyperband.candidate` takes the brackets' candidates and promotes the one
-  at the highest milestone (the lowest bracket s on ties): rungs are scanned top-down across
-  brackets, as within one. Ray Tune's ``HyperBandScheduler`` is synchronous instead (a bracket
-  waits for all its trials at each rung); Syne Tune's ``HyperbandScheduler`` samples brackets
-  i.i.d. from the same n_s weights rather than in shuffled cycles.
-
-:meth:`Hyperband.rung_values` merges the brackets by milestone (every bracket's milestones are
-among bracket 0's, and a value at milestone m was measured after m steps in any bracket, so the
-merge compares trials at equal budget); :meth:`Hyperband.bracket_rung_values` keeps them apart.
-"""
+Li et al. 2018, "Hyperband", JMLR, §3, run asynchronously as in Li et al. 2020 (ASHA), §3."""
 from __future__ import annotations
 
 from typing import Any
@@ -48,12 +22,11 @@ _CHUNK_CYCLES = 1  # cycles generated at once (each is already ≥ s_max + 1 ent
 
 
 def bracket_sizes(grace_period: int, reduction_factor: int, max_t: int) -> list[int]:
-    """Trials per cycle for bracket s = 0 … s_max: n = ⌈(s_max + 1)·η^{s'} / (s' + 1)⌉ with
-    s' = s_max − s (Li et al. 2018, Algorithm 1), in exact integers.
+    """Trials per cycle for bracket s: ⌈(s_max + 1)·η^{s'} / (s' + 1)⌉, s' = s_max − s (Li et al.
+    2018, Algorithm 1), in exact integers.
 
     Raises:
-        SearchError: r < 1, η < 2, max_t < r, or a non-integer setting.
-    """
+        SearchError: r < 1, η < 2, max_t < r, or a non-integer setting."""
     n_brackets = bracket_count(grace_period, reduction_factor, max_t)
     s_max = n_brackets - 1
     out = []
@@ -67,17 +40,8 @@ def bracket_sizes(grace_period: int, reduction_factor: int, max_t: int) -> list[
 class Hyperband(Scheduler):
     """Asynchronous Hyperband core (stopping or promotion variant in each bracket).
 
-    Args:
-        grace_period: r, the smallest milestone in steps (bracket 0's grace period).
-        reduction_factor: η ≥ 2.
-        max_t: R, the largest budget in steps.
-        mode: ``"min"`` or ``"max"``.
-        seed: the sweep seed; bracket assignment draws from ``SeedSequence([seed, 4])``.
-        variant: ``"stopping"`` (brackets are :class:`ASHA`) or ``"promotion"`` (brackets are
-            :class:`PromotionASHA`).
     Raises:
-        SearchError: a setting out of range (names it, its value and the rule).
-    """
+        SearchError: a setting out of range (names it, its value and the rule)."""
 
     STATE_VERSION = 2   # 2 added "variant"; version 1 states load as stopping
 
@@ -103,7 +67,6 @@ class Hyperband(Scheduler):
         self._sequence: list[int] = []
         self._assigned: dict[str, int] = {}
 
-    # -- bracket assignment ----------------------------------------------------------------
     def _extend(self) -> None:
         cycle = np.repeat(np.arange(self.s_max + 1), self.sizes)
         self._rng.shuffle(cycle)
@@ -124,32 +87,25 @@ class Hyperband(Scheduler):
         return self._assigned.get(trial)
 
     def milestones_of(self, trial: str) -> list[int]:
-        """The milestones ``trial`` is judged at (its bracket's), assigning it if new."""
         return list(self.brackets[self.assign(trial)].milestones)
 
     def next_milestone(self, trial: str, step: int) -> int:
-        """The next step ``trial`` is judged at after ``step``; assigns no bracket (a trial
-        not assigned yet is taken to be in bracket 0)."""
+        """The next step ``trial`` is judged at after ``step`` (an unassigned trial: bracket 0)."""
         s = self._assigned.get(trial, 0)
         return next((m for m in self.brackets[s].milestones if m > step), self.max_t)
 
-    # -- decisions -------------------------------------------------------------------------
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
-        """Judge a report in ``trial``'s bracket (see :meth:`ASHA.on_report`); the inputs are
-        checked before a bracket is assigned."""
+        """Judge a report in ``trial``'s bracket (inputs checked before a bracket is assigned)."""
         trial = check_trial(trial)
         step, value = check_step(trial, step), check_value(trial, value)
         return self.brackets[self.assign(trial)].on_report(trial, step, value)
 
     def ended(self, trial: str) -> Decision | None:
-        """How ``trial`` ended in its bracket (STOP, DIVERGED, COMPLETE), or None."""
         s = self._assigned.get(trial)
         return None if s is None else self.brackets[s].ended(trial)
 
-    # -- promotion (no-ops in the stopping variant) -----------------------------------------
     def candidate(self) -> Judgement | None:
-        """The paused trial to promote on a free slot (highest milestone over brackets, the
-        lowest bracket on ties), or None. Pure."""
+        """The paused trial to promote (highest milestone, lowest bracket), or None."""
         best = None
         for b in self.brackets:
             c = b.candidate()
@@ -158,11 +114,8 @@ class Hyperband(Scheduler):
         return best
 
     def promote(self, trial: str) -> Judgement:
-        """Promote paused ``trial`` in its bracket (:meth:`PromotionASHA.promote`).
-
-        Raises:
-            SearchError: the stopping variant, or ``trial`` not paused / not promotable.
-        """
+        """Promote paused ``trial`` in its bracket; SearchError if stopping variant or not
+        promotable."""
         s = self._assigned.get(trial)
         if self.variant != "promotion" or s is None:
             raise SearchError(f"trial {trial!r} cannot be promoted (variant {self.variant}, "
@@ -170,7 +123,6 @@ class Hyperband(Scheduler):
         return self.brackets[s].promote(trial)
 
     def paused(self) -> dict[str, int]:
-        """Paused trials → milestone, over all brackets (a copy)."""
         out: dict[str, int] = {}
         for b in self.brackets:
             out.update(b.paused())
@@ -192,11 +144,8 @@ class Hyperband(Scheduler):
         """Per bracket s: milestone → {trial: value} (copies)."""
         return [b.rung_values() for b in self.brackets]
 
-    # -- state -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """A versioned, JSON-able snapshot: settings, each bracket's ASHA state, assignments.
-        The generator is not saved: it is re-seeded and advanced to the saved assignments
-        (``assigned`` is a list of [trial, bracket] in assignment order)."""
+        """JSON-able: settings, each bracket's state, assignments (the RNG re-seeded on load)."""
         return {"version": self.STATE_VERSION, "kind": "hyperband",
                 "grace_period": self.grace_period, "reduction_factor": self.reduction_factor,
                 "max_t": self.max_t, "mode": self.mode, "seed": self.seed,
@@ -205,11 +154,7 @@ class Hyperband(Scheduler):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Hyperband":
-        """Rebuild from :meth:`state_dict` output.
-
-        Raises:
-            SearchError: unknown version or kind, or assignments that disagree with the seed.
-        """
+        """Rebuild from :meth:`state_dict`; SearchError: unknown version/kind or a seed mismatch."""
         if state.get("version") not in (1, cls.STATE_VERSION) or state.get("kind") != "hyperband":
             raise SearchError(f"cannot load scheduler state version {state.get('version')!r} "
                               f"kind {state.get('kind')!r}")

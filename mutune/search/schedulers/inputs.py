@@ -1,11 +1,4 @@
-"""What an executor may report to a scheduler core, checked before anything is decided.
-
-A report carries a training step and a metric value. Python and numpy numbers are accepted;
-``None``, strings (``'0.5'``, ``'nan'``), booleans, tensors, arrays and non-integral steps are
-refused with a :class:`~mutune.errors.SearchError` that names the trial, the field and the
-value, so a bad report never becomes a silent decision (``float('0.5')`` would be 0.5,
-``float(True)`` would be 1.0).
-"""
+"""What an executor may report to a scheduler core, checked before anything is decided."""
 from __future__ import annotations
 
 import math
@@ -29,12 +22,10 @@ def check_trial(trial: Any) -> str:
 
 
 def check_step(trial: str, step: Any, field: str = "step") -> int:
-    """The training step as an int: an integer ≥ 1 (Python or numpy), or a float holding
-    one exactly (6.0, not 6.7).
+    """The training step as an int ≥ 1 (a float only when it holds one exactly).
 
     Raises:
-        SearchError: naming ``trial``, ``field`` and the value.
-    """
+        SearchError: naming ``trial``, ``field`` and the value."""
     if type(step) is int and step >= 1:      # the common case, checked without the ABCs
         return step
     if isinstance(step, bool) or not isinstance(step, numbers.Real):
@@ -54,12 +45,10 @@ def check_step(trial: str, step: Any, field: str = "step") -> int:
 
 
 def check_value(trial: str, value: Any, field: str = "value") -> float:
-    """The metric value as a float: a Python or numpy real number (NaN and inf allowed: they
-    rank last and end the trial as diverged).
+    """The metric as a float (NaN and inf allowed: they rank last and end the trial as diverged).
 
     Raises:
-        SearchError: naming ``trial``, ``field`` and the value (None, str, bool, tensor, …).
-    """
+        SearchError: naming ``trial``, ``field`` and the value."""
     if type(value) is float:                 # the common case, checked without the ABCs
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -1,14 +1,5 @@
-"""The steps a sweep is planned to train, before it runs (``mutune run --dry-run``).
-
-Synchronous successive halving as the expectation of ASHA (Li et al. 2020): of n trials,
-n_0 = n are judged at rung m_0 = r, n_{k+1} = max(⌊n_k/η⌋, 1) continue to rung m_{k+1}; the ones
-cut at rung k trained m_k steps; the survivors of the last rung train on to max_t. Asynchronous
-ASHA promotes early arrivals more generously, so a real sweep trains somewhat more; the dry run
-says so. Hyperband's n trials go to its brackets exactly as the live core assigns them
-(:class:`~mutune.search.schedulers.hyperband.Hyperband`: seeded cycles weighted by the
-brackets' sizes n_s, Li et al. 2018, Algorithm 1), bracket s starting at r·η^s; the i-th new
-trial takes entry i of the cycles, so the counts per bracket depend only on the seed and n.
-"""
+"""The steps a sweep is planned to train (``mutune run --dry-run``): synchronous halving, n_{k+1} =
+max(⌊n_k/η⌋, 1), as ASHA's expectation (Li et al. 2020); Hyperband brackets as the live core."""
 from __future__ import annotations
 
 from mutune.search.schedulers.hyperband import Hyperband
@@ -16,17 +7,11 @@ from mutune.search.schedulers.rungs import rung_milestones
 
 __all__ = ["planned_trial_steps", "DEFAULT_TRIAL_OVERHEAD_S", "DEFAULT_REPORT_OVERHEAD_S"]
 
-#: Assumed Ray per-trial start-up + teardown, seconds, until one is measured; with actors
-#: reused between trials it is small. Each report costs more (:data:`DEFAULT_REPORT_OVERHEAD_S`).
-#: Both are a least-squares fit of a quickstart run's (allocated − steps − evaluations)
-#: against the reports each trial made (benchmarks/results/README.md, "Assumed overheads").
-#: Used by the dry run and the budget.
+#: Assumed Ray per-trial start-up + teardown, seconds, until one is measured (fitted on a
+#: quickstart run: benchmarks/results/README.md, "Assumed overheads").
 DEFAULT_TRIAL_OVERHEAD_S = 0.05
 
-#: Assumed seconds per report beyond the evaluation: Ray Tune's function trainable waits in
-#: ``report`` until the controller has taken the result (its callbacks, the database write)
-#: and asks for the next one, so every report is a round trip to the driver (fitted as
-#: above).
+#: Assumed seconds per report beyond the evaluation (a round trip to the driver; fitted as above).
 DEFAULT_REPORT_OVERHEAD_S = 0.04
 
 
@@ -48,15 +33,8 @@ def planned_trial_steps(n: int, *, kind: str, grace_period: int, reduction_facto
                         max_t: int, seed: int = 0) -> list[int]:
     """Training steps of each of ``n`` trials under the scheduler, sorted ascending.
 
-    Args:
-        n: trials (num_samples), >= 1. kind: ``asha`` or ``hyperband``.
-        grace_period, reduction_factor, max_t: r, η, R in steps.
-        seed: the sweep seed, which draws Hyperband's bracket assignment.
-    Returns:
-        A list of n step counts, each a rung milestone or max_t.
     Raises:
-        SearchError: invalid r, η, max_t (from :func:`rung_milestones`).
-    """
+        SearchError: invalid r, η, max_t (from :func:`rung_milestones`)."""
     ms = rung_milestones(grace_period, reduction_factor, max_t)
     if kind != "hyperband":
         return sorted(_halving(n, ms, reduction_factor, max_t))

@@ -1,29 +1,4 @@
-"""Asynchronous successive halving, **promotion** variant.
-
-Li, Jamieson, Rostamizadeh, Gonina, Ben-tzur, Hardt, Recht, Talwalkar 2020, "A System for
-Massively Parallel Hyperparameter Tuning" (MLSys), §3, Algorithm 2 (``get_job``), with the rules
-of docs/architecture.md §4:
-
-* a trial runs until it reaches its next rung, then **pauses** there and frees its resources;
-  a report at step t records its value at every milestone ≤ t not yet recorded, and the trial
-  pauses at the *lowest* of those milestones where it is outside the top ⌊n/η⌋ of the rung —
-  or, when it is inside at every one, at the highest (``PAUSE``; lower ones are ``CONTINUE``;
-  values at milestones above the pause stay recorded without a decision);
-* whenever a slot frees, :meth:`PromotionASHA.candidate` scans rungs top-down and offers the
-  best paused trial that is *promotable*: among the top ⌊n/η⌋ of the n values recorded at its
-  rung, itself included, ties favouring it (so a lone first arrival is not promoted: ⌊1/η⌋ =
-  0). Ties between promotable trials go to the earlier pause. The driver then calls
-  :meth:`PromotionASHA.promote` and resumes the trial from its checkpoint; without a
-  candidate it starts a new trial;
-* a trial reaching max_t completes (``COMPLETE``); when max_t is not a milestone, a trial
-  promoted from the top milestone runs on to max_t;
-* NaN/inf: counted in n, ranks last, never a cutoff, and the trial ends at once as
-  ``DIVERGED``;
-* at the end of the sweep :meth:`PromotionASHA.finish` stops every trial still paused.
-
-Peers: Syne Tune's ``type="promotion"`` agrees on the rule but judges only exact milestone
-hits; Ray Tune has no promotion ASHA (its ``HyperBandScheduler`` pauses whole brackets);
-Optuna's pruners are stopping-only.
+"""Asynchronous successive halving, **promotion** variant (Li et al. 2020, MLSys, §3, Algorithm 2).
 """
 from __future__ import annotations
 
@@ -38,9 +13,7 @@ __all__ = ["PromotionASHA"]
 
 
 class PromotionASHA(RungScheduler):
-    """ASHA core, promotion variant: feed it reports, ask it whom to promote on a free slot.
-    The settings (r, η, max_t, mode) are :class:`~.halving.RungScheduler`'s; a paused trial is
-    promotable from the top ⌊n/η⌋ of its rung's n values."""
+    """ASHA core, promotion variant: a paused trial is promotable from the top ⌊n/η⌋ of its rung."""
 
     KIND = "asha-promotion"
     AT_LEAST_ONE = False
@@ -54,16 +27,7 @@ class PromotionASHA(RungScheduler):
         self._promoted: list[tuple[str, int]] = []
 
     def on_report(self, trial: str, step: int, value: float) -> list[Judgement]:
-        """Record ``trial``'s report of ``value`` at training ``step``.
-
-        Returns one judgement per milestone ≤ step not yet recorded, up to the one it pauses
-        at (``PAUSE``; ``CONTINUE`` below it), ``COMPLETE`` ones at step ≥ max_t, or a single
-        DIVERGED for a non-finite value (at the first such milestone, or at ``step`` between
-        milestones). The driver pauses the trial when the last judgement is PAUSE.
-
-        Raises:
-            SearchError: a malformed step or value; the trial ended, or is paused.
-        """
+        """Record a report at training ``step``; SearchError if malformed, ended or paused."""
         trial, step, value = self._checked(trial, step, value)
         if trial in self._paused:
             raise SearchError(f"trial {trial!r} reported at step {step} while paused at rung "
@@ -94,16 +58,11 @@ class PromotionASHA(RungScheduler):
         self._paused[trial] = out[-1].milestone
         return out
 
-    # -- promotion -------------------------------------------------------------------------
     def _promotable(self, trial: str, milestone: int) -> tuple[bool, float | None]:
         return self._rank(milestone, self._rungs[milestone].by_trial[trial])
 
     def candidate(self) -> Judgement | None:
-        """The paused trial to promote on a free slot, or None (then start a new trial).
-
-        Scans rungs top-down; at each, the best promotable paused trial (earliest pause on
-        ties). Pure. O(paused · log n).
-        """
+        """The paused trial to promote on a free slot, or None (then start a new trial)."""
         by_rung: dict[int, list[str]] = {}
         for t, m in self._paused.items():
             by_rung.setdefault(m, []).append(t)
@@ -122,10 +81,7 @@ class PromotionASHA(RungScheduler):
         return None
 
     def promote(self, trial: str) -> Judgement:
-        """Resume paused ``trial`` towards its next rung (the driver restores its checkpoint).
-
-        Raises:
-            SearchError: ``trial`` is not paused, or not promotable at its rung.
+        """Resume paused ``trial`` towards its next rung; SearchError unless paused and promotable.
         """
         m = self._paused.get(trial)
         if m is None:
@@ -149,7 +105,6 @@ class PromotionASHA(RungScheduler):
             del self._paused[t]
         return out
 
-    # -- queries ---------------------------------------------------------------------------
     def paused(self) -> dict[str, int]:
         return dict(self._paused)
 
@@ -157,7 +112,6 @@ class PromotionASHA(RungScheduler):
         """(trial, milestone promoted from), in promotion order (a copy)."""
         return list(self._promoted)
 
-    # -- state -----------------------------------------------------------------------------
     def _extra_state(self) -> dict[str, Any]:
         return {"paused": [[t, m] for t, m in self._paused.items()],
                 "promoted": [[t, m] for t, m in self._promoted]}

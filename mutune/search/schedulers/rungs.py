@@ -1,16 +1,4 @@
-"""Rungs: the milestones a trial is judged at, the values recorded at each, and who is on top.
-
-Shared by every scheduler core (:mod:`.asha`, :mod:`.promotion`, :mod:`.hyperband`), so the
-rung arithmetic, the top-fraction rule and the rung encoding in saved state exist once.
-
-* Milestones are r·η^k ≤ max_t (r = grace period, η = reduction factor), in exact integers
-  (Li et al. 2020, "A System for Massively Parallel Hyperparameter Tuning", §3).
-* :func:`rank_at_rung` is the top-fraction rule: a value is inside when fewer than k values of
-  the rung are strictly better (ties favour the trial), with k = ⌊n/η⌋ (promotion, Li et al.
-  2020 Algorithm 2) or max(⌊n/η⌋, 1) (the stopping variant keeps the best trial of a rung of
-  fewer than η values going).
-* NaN/inf values count in n and rank last; they are never a cutoff.
-"""
+"""Rungs: the milestones a trial is judged at, the values recorded at each, and who is on top."""
 from __future__ import annotations
 
 import bisect
@@ -24,11 +12,7 @@ __all__ = ["rung_milestones", "bracket_count", "check_settings", "check_mode", "
 
 
 def check_settings(grace_period: Any, reduction_factor: Any, max_t: Any) -> None:
-    """Raise unless r ≥ 1, η ≥ 2, max_t ≥ r, all integers (not booleans).
-
-    Raises:
-        SearchError: naming the setting, its value and the rule.
-    """
+    """Raise SearchError (naming the setting) unless r ≥ 1, η ≥ 2, max_t ≥ r, all integers."""
     for name, v, low in (("grace_period", grace_period, 1),
                          ("reduction_factor", reduction_factor, 2), ("max_t", max_t, 1)):
         if not isinstance(v, int) or isinstance(v, bool) or v < low:
@@ -45,11 +29,7 @@ def check_mode(mode: Any) -> str:
 
 
 def rung_milestones(grace_period: int, reduction_factor: int, max_t: int) -> list[int]:
-    """Rung milestones r·η^k for k = 0, 1, … while ≤ max_t, in steps, increasing.
-
-    Raises:
-        SearchError: r < 1, η < 2, max_t < r, or a non-integer setting.
-    """
+    """Rung milestones r·η^k ≤ max_t in steps, increasing; SearchError for bad settings."""
     check_settings(grace_period, reduction_factor, max_t)
     out, m = [], grace_period
     while m <= max_t:
@@ -59,17 +39,12 @@ def rung_milestones(grace_period: int, reduction_factor: int, max_t: int) -> lis
 
 
 def bracket_count(grace_period: int, reduction_factor: int, max_t: int) -> int:
-    """Hyperband's number of brackets s_max + 1, with s_max = ⌊log_η(max_t / r)⌋.
-
-    Computed in exact integers (largest s with r·η^s ≤ max_t), never with a float log:
-    ``math.log(243, 3)`` is 4.999…, which would drop a bracket. Li et al. 2018 (JMLR), §3.
-    """
+    """s_max + 1 brackets, s_max = ⌊log_η(max_t / r)⌋ in exact integers (Li et al. 2018, §3)."""
     return len(rung_milestones(grace_period, reduction_factor, max_t))
 
 
 class Rung:
-    """Values recorded at one milestone: finite ones sorted ascending, non-finite counted,
-    and each trial's value by key in recording order."""
+    """Values at one milestone: finite ones sorted, non-finite counted, each trial's by key."""
 
     __slots__ = ("finite", "n_nonfinite", "by_trial")
 
@@ -95,13 +70,9 @@ class Rung:
 
 def rank_at_rung(rung: Rung, value: float, reduction_factor: int, mode: str, *,
                  at_least_one: bool) -> tuple[bool, float | None]:
-    """Whether finite ``value`` (already recorded in ``rung``) is among the best k of the
-    rung's n values, ties favouring it, and the cutoff (the worst value still inside; None
-    when k is 0 or fewer finite values than k exist). O(log n).
+    """Whether recorded ``value`` is among the rung's best k, ties favouring it, and the cutoff.
 
-    k = max(⌊n/η⌋, 1) with ``at_least_one`` (stopping ASHA), else ⌊n/η⌋ (promotion ASHA:
-    a lone first arrival is not in the top, Li et al. 2020, Algorithm 2).
-    """
+    k = max(⌊n/η⌋, 1) with ``at_least_one`` (stopping ASHA), else ⌊n/η⌋ (Li et al. 2020, Alg. 2)."""
     sorted_vals = rung.finite
     k = rung.n // reduction_factor
     if at_least_one:
@@ -129,11 +100,8 @@ def encode_rungs(rungs: dict[int, Rung]) -> dict[str, list[list[Any]]]:
 
 
 def decode_rungs(data: dict[str, Any], milestones: list[int]) -> dict[int, Rung]:
-    """Inverse of :func:`encode_rungs`; also reads the older ``{trial: value}`` form.
-
-    Raises:
-        SearchError: a milestone the settings do not have.
-    """
+    """Inverse of :func:`encode_rungs` (also the older ``{trial: value}`` form); SearchError on an
+    unknown milestone."""
     rungs = {m: Rung() for m in milestones}
     for m, pairs in data.items():
         if int(m) not in rungs:

@@ -1,19 +1,4 @@
-"""The searcher contract: searchers propose hyperparameters; schedulers decide (Syne Tune).
-
-Every searcher is driven by the driver loop (:class:`mutune.search.driver.SweepDriver`), the
-same calls in the same order under every backend:
-
-* ``suggest(key) -> dict | None``: the hyperparameters of the next trial (``key`` is the
-  driver's trial name), or None once ``num_samples`` points were proposed (*ask*);
-* ``observe(key, step, value)``: a report of the ranked metric at training ``step`` — every
-  report, the one that stopped the trial included (*observe*);
-* ``complete(key, status)``: the trial ended ``completed``/``stopped``/``diverged``/``failed``,
-  told as soon as the driver knows (*tell*).
-
-:meth:`Searcher.state_dict` is that log — ``["suggest", key, point]``, ``["observe", key,
-step, value]``, ``["complete", key, status]`` — and a fresh searcher fed it is in the same
-state. All randomness comes from ``numpy.random.SeedSequence`` children of the sweep seed.
-"""
+"""The searcher contract: searchers propose hyperparameters; schedulers decide (Syne Tune)."""
 from __future__ import annotations
 
 import abc
@@ -25,8 +10,7 @@ __all__ = ["Searcher"]
 
 
 class Searcher(abc.ABC):
-    """The searcher contract (see the module docstring): ``num_samples`` proposals at most,
-    each key proposed once, and every call kept in order as the searcher's log."""
+    """The searcher contract: ≤ ``num_samples`` proposals, each key once, every call logged."""
 
     def __init__(self, num_samples: int) -> None:
         if not isinstance(num_samples, int) or num_samples < 1:
@@ -85,8 +69,7 @@ class Searcher(abc.ABC):
 
         Raises:
             SearchError: another searcher's state, or a saved point that differs from what
-                this searcher proposes (the settings or the seed changed).
-        """
+                this searcher proposes (the settings or the seed changed)."""
         if state.get("version") != 1 or state.get("kind") != type(self).__name__:
             raise SearchError(f"cannot load searcher state version {state.get('version')!r} "
                               f"kind {state.get('kind')!r} into {type(self).__name__}")

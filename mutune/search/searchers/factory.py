@@ -16,8 +16,7 @@ def make_searcher(search: SearchConfig, sweep_seed: int, width_index: int) -> Se
     """The searcher ``search.searcher`` names, seeded from the sweep seed.
 
     Raises:
-        SearchError: an unknown searcher name.
-    """
+        SearchError: an unknown searcher name."""
     name = search.searcher
     if name == "random":
         return RandomSearcher(search, sweep_seed, width_index)

@@ -1,14 +1,4 @@
-"""Model-free searchers: given points, seeded random draws, and the grid.
-
-* :class:`FixedSearcher` — hands out given points in order (the target run, checks).
-* :class:`RandomSearcher` — independent draws (Bergstra & Bengio 2012, JMLR), the same points
-  at every width (common random numbers): :func:`~.space.sample_configs`.
-* :class:`GridSearcher` — the cartesian product of each dimension's grid (``choice`` values;
-  ``grid_points`` values per continuous dimension, log-spaced for ``loguniform``), in
-  lexicographic order of the sorted names; more samples than grid points cycle the grid (each
-  repeat trains with a fresh seed). Ray Tune's ``grid_search`` repeats the grid
-  ``num_samples`` times instead.
-"""
+"""Model-free searchers: given points, seeded random draws, and the grid."""
 from __future__ import annotations
 
 import itertools
@@ -36,7 +26,7 @@ class FixedSearcher(Searcher):
 
 
 class RandomSearcher(FixedSearcher):
-    """Independent seeded draws: exactly :func:`~mutune.search.searchers.space.sample_configs`."""
+    """Independent seeded draws (Bergstra & Bengio 2012, JMLR): :func:`~.space.sample_configs`."""
 
     def __init__(self, search: SearchConfig, sweep_seed: int, width_index: int = 0) -> None:
         super().__init__(sample_configs(search, sweep_seed, width_index))

@@ -1,11 +1,4 @@
-"""Search spaces: the config's distributions sampled with seeds derived from the sweep seed.
-
-Random search (Bergstra & Bengio 2012, "Random Search for Hyper-Parameter Optimization", JMLR):
-sample ``num_samples`` points independently. Seeds come from ``numpy.random.SeedSequence`` so a
-rerun or replay of the same sweep draws the same points (docs/architecture.md §4); the global RNG
-is never
-touched.
-"""
+"""Search spaces: the config's distributions sampled with seeds derived from the sweep seed."""
 from __future__ import annotations
 
 import math
@@ -27,13 +20,8 @@ def width_seed_sequence(sweep_seed: int, width_index: int) -> np.random.SeedSequ
 def sample_configs(search: SearchConfig, sweep_seed: int, width_index: int) -> list[dict]:
     """Draw ``search.num_samples`` hyperparameter dicts for one proxy width.
 
-    Every proxy width draws the same points (common random numbers), so the widths are
-    compared on equal footing: the draw depends only on ``sweep_seed``; ``width_index`` is
-    accepted for searchers that adapt per width and is unused by random search.
-
     Returns:
-        list of length num_samples of {name: value}; fixed hyperparameters included.
-    """
+        list of length num_samples of {name: value}; fixed hyperparameters included."""
     del width_index  # random search: identical points at every width
     rng = np.random.default_rng(np.random.SeedSequence([sweep_seed, 0]))
     out = []

@@ -1,13 +1,6 @@
 """Optuna's Tree-structured Parzen Estimator through its ask/tell interface.
 
-Bergstra, Bardenet, Bengio, Kégl 2011 (NeurIPS); ``optuna.samplers.TPESampler(seed=…)``. Each
-report becomes ``trial.report(value, step)``; a trial the scheduler stopped is told as
-``PRUNED`` (TPE then ranks it by its last intermediate value, the way Optuna's own pruners
-feed TPE), a completed one with its final value, a diverged or failed one as ``FAIL``. Ray
-Tune's ``OptunaSearch`` tells stopped trials as completed with their last value instead,
-mixing budgets. The driver tells the stopping report too (Ray Tune itself skips a searcher's
-``on_trial_result`` after a STOP), so a trial cut at its first rung still teaches TPE.
-"""
+Bergstra, Bardenet, Bengio & Kégl 2011, "Algorithms for Hyper-Parameter Optimization", NeurIPS."""
 from __future__ import annotations
 
 import math
@@ -23,13 +16,7 @@ __all__ = ["TPESearcher"]
 
 
 class TPESearcher(Searcher):
-    """Optuna TPE through ask/tell, seeded from the sweep seed.
-
-    Args:
-        search: the search config (space, fixed, num_samples, mode).
-        sweep_seed, width_index: seed the sampler with ``SeedSequence([seed, 5, width_index])``.
-        n_startup_trials: random trials before TPE models (Optuna's default is 10).
-    """
+    """Optuna TPE through ask/tell, seeded from the sweep seed."""
 
     def __init__(self, search: SearchConfig, sweep_seed: int, width_index: int = 0, *,
                  n_startup_trials: int = 10) -> None:

@@ -1,23 +1,4 @@
-"""When a trial writes its periodic checkpoint: every N steps, or ``auto`` — Young's interval
-√(2·C·M) from the checkpoint seconds C this trial measured and the mean time between
-preemptions M (``cost.spot.mtbp_s``; :func:`mutune.scaling.spot.young_interval_s`).
-
-Every trial's run (:class:`mutune.training.session.TrialSession`, whichever loop trains it)
-asks :meth:`Cadence.due` at each evaluation step and tells :meth:`Cadence.wrote` after every
-checkpoint it writes (periodic, rung, preemption), so the interval counts from the latest one.
-C is what a checkpoint held the trial for: the write and the report that hands the folder to
-Ray (Ray Tune copies it into its storage before the report returns: for a large target, about
-as long again as the write). Under ``auto`` the first evaluation checkpoints, to measure C.
-
-``max_share`` (the target run's default, ``target.checkpoint_max_share``) also holds a
-periodic checkpoint back until the seconds since the last one are at least the mean checkpoint
-seconds ÷ ``max_share``: periodic checkpoints then take at most about that share of the run,
-however large the model (a checkpoint of C seconds every C/f seconds costs f of the time).
-With it, a run that saves its final model anyway (``final_step``: the target's kept model at
-max_t) skips a periodic checkpoint fewer than N steps before that step: the final save comes
-sooner than the next interval would, so the periodic one would protect less than one interval
-of work for a whole checkpoint's seconds.
-"""
+"""When a trial checkpoints: every N steps, or ``auto``: Young's √(2·C·M) from its measured C."""
 from __future__ import annotations
 
 import time
@@ -29,20 +10,9 @@ __all__ = ["Cadence"]
 class Cadence:
     """The periodic-checkpoint rule of one trial start.
 
-    Args:
-        every: steps between checkpoints (0: none), or ``"auto"``.
-        start_step: the step the trial starts from (its last checkpoint's, or 0).
-        spot: ``cost.spot`` as a dict (``mtbp_s``, ``checkpoint_min_interval_s``); needed
-            for ``auto``.
-        max_share: with ``every`` steps, the largest share (0, 1] of the time the periodic
-            checkpoints may take; None: every interval is kept exactly.
-        final_step: the step at which the trial checkpoints anyway (its final model is
-            kept), or None; with ``max_share``, no periodic checkpoint is due within
-            ``every`` steps before it.
     Raises:
         ValueError: ``auto`` without ``spot["mtbp_s"]``, a negative step count, or
-            ``max_share`` outside (0, 1].
-    """
+            ``max_share`` outside (0, 1]."""
 
     def __init__(self, every: int | str | None, *, start_step: int,
                  spot: dict[str, Any] | None = None, max_share: float | None = None,
@@ -65,8 +35,7 @@ class Cadence:
         self.n, self.seconds = 0, 0.0
 
     def interval_s(self) -> float | None:
-        """Young's interval from the checkpoints measured so far (None: not ``auto``, or
-        none written yet)."""
+        """Young's interval from the checkpoints measured so far (None: not ``auto``, or none)."""
         if not self.auto or self.n == 0:
             return None
         from mutune.scaling.spot import young_interval_s
@@ -90,8 +59,7 @@ class Cadence:
         return time.perf_counter() - self.last_t >= self.seconds / self.n / self.max_share
 
     def wrote(self, step: int, seconds: float) -> None:
-        """A checkpoint of ``step`` held the trial for ``seconds`` (its write, and where the
-        loop measures it, its hand-off to Ray)."""
+        """A checkpoint of ``step`` held the trial for ``seconds`` (write and hand-off to Ray)."""
         self.last_step, self.last_t = int(step), time.perf_counter()
         self.n += 1
         self.seconds += float(seconds)

@@ -1,22 +1,4 @@
-"""Trial checkpoints: one file per checkpoint folder, written atomically.
-
-A checkpoint holds everything a trial needs to continue its exact trajectory (docs/architecture.md
-§6): per replicate the model's and the optimizer's ``state_dict``; torch's CPU RNG state
-(and CUDA's when present); the data position (the training step: batches are a pure function of
-(seed, step), :meth:`mutune.proxies.task.ProxyTask.batch`); the running train-loss sum since the
-last report; and the cumulative productive/eval seconds.
-
-Writes are atomic: the state goes to a temporary file in the same folder, is flushed and
-fsync'ed, then ``os.replace``d onto ``trial_state.pt`` — a reader (or a restarted trial) sees
-the old checkpoint or the new one, never half of one. Ray Tune's ``Checkpoint.from_directory``
-then persists the folder; Ray's own function-trainable checkpoints are whatever the user writes
-into that folder, with no atomicity of their own.
-
-A folder that is only a scratch copy — Ray copies it into its storage when the trial reports it
-and the trial removes it right after (``durable=False``) — is written without the fsync: forcing
-the bytes to disk would protect a file that is deleted seconds later (benchmarks/results/
-README.md has the times with and without it). The copy a restart reads is Ray's.
-"""
+"""Trial checkpoints: one file per checkpoint folder, written atomically."""
 from __future__ import annotations
 
 import contextlib
@@ -38,14 +20,11 @@ STEP_FILE = "step.txt"
 
 def save_trial_state(directory: str | os.PathLike[str], state: dict[str, Any], *,
                      durable: bool = True) -> Path:
-    """Write ``state`` (tensors, numbers, lists, dicts) to ``directory/trial_state.pt``
-    atomically (temp file + fsync + ``os.replace``); creates ``directory``. ``durable=False``
-    skips the fsync, for a scratch folder that Ray copies into its storage before it is
-    removed (the module docstring).
+    """Write ``state`` to ``directory/trial_state.pt`` atomically (temp file, fsync,
+    ``os.replace``).
 
     Returns:
-        The path of the state file.
-    """
+        The path of the state file."""
     import torch
 
     folder = Path(directory)
@@ -74,8 +53,7 @@ def load_trial_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """Read the state saved by :func:`save_trial_state` (tensors only, no pickled code).
 
     Raises:
-        SearchError: the folder has no ``trial_state.pt`` or it cannot be read.
-    """
+        SearchError: the folder has no ``trial_state.pt`` or it cannot be read."""
     import torch
 
     path = Path(directory) / STATE_FILE
@@ -89,14 +67,7 @@ def load_trial_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
 
 def latest_checkpoint(trial_dir: str | os.PathLike[str] | None,
                       at_most: int | None = None) -> str | None:
-    """The newest complete checkpoint folder of a Ray trial folder (Ray numbers them
-    ``checkpoint_000000``, … in order; complete = holds :data:`STATE_FILE`), or None.
-
-    ``at_most``: skip checkpoints of a later step (their :data:`STEP_FILE`). A driver that
-    died after Ray stored a report's checkpoint but before it recorded the report (or the
-    reports held back before it, :mod:`mutune.search.trial.report_hold`) left a checkpoint
-    past its last recorded step; resuming from there would never record those reports, so
-    a resume passes the last recorded step and trains the steps after it again."""
+    """The newest complete ``checkpoint_NNNNNN`` folder of a Ray trial folder, or None."""
     if not trial_dir or not Path(trial_dir).is_dir():
         return None
     found = sorted(p.parent for p in Path(trial_dir).glob(f"checkpoint_*/{STATE_FILE}"))

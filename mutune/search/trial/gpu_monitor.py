@@ -1,14 +1,4 @@
-"""GPU utilization and memory of a trial's devices, sampled with NVML while it trains.
-
-The ledger's device figures (docs/architecture.md §6): a daemon thread in the trial's worker
-reads NVML (``nvidia-ml-py``: ``nvmlDeviceGetUtilizationRates`` — the percent of the last
-sample period in which a kernel ran — and ``nvmlDeviceGetMemoryInfo`` — bytes in use) every
-``interval_s`` and keeps running aggregates; every report carries them. Without CUDA or NVML
-(a CPU trial) there is no monitor and reports carry no GPU figures.
-
-NVML enumerates every GPU of the machine, ignoring ``CUDA_VISIBLE_DEVICES``; the trial's own
-devices are found by the UUIDs torch reports for its visible devices.
-"""
+"""GPU utilization and memory of a trial's devices, sampled with NVML while it trains."""
 from __future__ import annotations
 
 import threading
@@ -23,12 +13,8 @@ Reader = Callable[[], Sequence[tuple[float, float]]]
 class GpuMonitor:
     """Running aggregates of (utilization %, memory bytes) samples of the trial's GPUs.
 
-    Args:
-        read: returns one (utilization percent 0–100, memory used in bytes) pair per device.
-        interval_s: seconds between samples (> 0).
     Raises:
-        ValueError: interval_s ≤ 0.
-    """
+        ValueError: interval_s ≤ 0."""
 
     def __init__(self, read: Reader, *, interval_s: float = 1.0) -> None:
         if not interval_s > 0:
@@ -44,8 +30,7 @@ class GpuMonitor:
 
     @classmethod
     def for_visible_devices(cls, *, interval_s: float = 1.0) -> "GpuMonitor | None":
-        """A started monitor of this process's visible CUDA devices, or None when CUDA or
-        NVML is unavailable (CPU trials, no ``nvidia-ml-py``, no driver)."""
+        """A started monitor of the visible CUDA devices, or None without CUDA or NVML."""
         try:
             import pynvml
             import torch
@@ -98,9 +83,7 @@ class GpuMonitor:
             self._thread.join(timeout=2 * self._interval)
 
     def figures(self) -> dict[str, Any]:
-        """``gpu_util_mean`` and ``gpu_util_max`` (percent, averaged over the devices),
-        ``gpu_mem_max_bytes`` (the largest device's peak) and ``gpu_samples``; empty before
-        the first sample."""
+        """``gpu_util_mean``/``gpu_util_max`` (percent), ``gpu_mem_max_bytes``, ``gpu_samples``."""
         with self._lock:
             if self._n == 0:
                 return {}

@@ -1,21 +1,4 @@
-"""What a trial wrote: its stdout and stderr tails and its traceback, handed to the driver.
-
-A trial runs in a Ray worker; the recorder lives in the driver (docs/architecture.md §2). Inside
-the worker,
-:func:`capture` tees ``sys.stdout``/``sys.stderr`` into bounded buffers (the worker's own log
-files still receive everything) and writes ``{log_dir}/{trial key}.json`` = {"stdout",
-"stderr", "traceback"}: at every ``save()`` (the trainable saves before each report, so a trial
-the scheduler stops at a report has its file complete) and when the block ends — normally or by
-an exception, whose traceback it adds. The driver's
-:class:`~mutune.search.backends.ray_tune.callback.SweepBook` reads it with :func:`collect` when Ray
-reports the trial
-finished and records it (``Recorder.trial_logged``). ``log_dir`` lies under the sweep's Ray
-storage folder, which a local cluster shares with the driver. With ``ray.storage`` set the
-record is also uploaded beside the trial's checkpoints when the block ends
-(:mod:`mutune.search.trial.remote`), and the driver reads it from there when its own copy is
-absent (a trial that ran on another node); with neither, the driver keeps Ray's own copy of the
-traceback.
-"""
+"""What a trial wrote: its stdout and stderr tails and its traceback, handed to the driver."""
 from __future__ import annotations
 
 import contextlib
@@ -74,9 +57,7 @@ class Captured:
         self._saved: tuple[int, int, str | None] | None = None    # what the file holds
 
     def save(self, trace: str | None = None) -> None:
-        """Write stdout, stderr (and ``trace``) to the log file, atomically — unless nothing
-        was written and no traceback came since the last save (the file already holds it: a
-        quiet trial writes its file once, not at each of its reports)."""
+        """Write stdout, stderr and ``trace`` atomically, unless nothing new came since."""
         if self.path is None:
             return
         state = (self.out.written, self.err.written, trace)
@@ -93,11 +74,7 @@ class Captured:
 @contextlib.contextmanager
 def capture(log_dir: str | Path | None, key: str, limit: int = LOG_TAIL_CHARS,
             upload: Callable[[Path], None] | None = None) -> Iterator[Captured]:
-    """Tee stdout/stderr of the block and write them (with the traceback of an exception,
-    which is re-raised; ``SystemExit(0)``, how Ray ends a stopped trial's thread, adds none) to
-    ``log_dir/key.json``; ``log_dir`` None writes nothing. ``upload``
-    (the remote tier's) is called with the file when the block ends; its failure is printed,
-    not raised (the local file stands)."""
+    """Tee the block's stdout/stderr (and an exception's traceback) to ``log_dir/key.json``."""
     cap = Captured(log_dir, key, limit)
     trace: str | None = None
     try:
@@ -124,9 +101,7 @@ def capture(log_dir: str | Path | None, key: str, limit: int = LOG_TAIL_CHARS,
 
 def collect(log_dir: str | Path | None, key: str,
             remote: Any = None) -> dict[str, Any] | None:
-    """The record :func:`capture` wrote for ``key`` (and delete the file), or None; where the
-    file is absent, the copy uploaded to ``remote`` (a
-    :class:`~mutune.search.trial.remote.CheckpointStore`), if any."""
+    """The record :func:`capture` wrote for ``key`` (deleted), else ``remote``'s copy, or None."""
     if log_dir is None:
         return None
     path = _path(log_dir, key)

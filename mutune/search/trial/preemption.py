@@ -1,35 +1,7 @@
 """Preemption notices for a training loop (spot capacity: finish the step, checkpoint, end).
 
-A notice comes from any of four sources, and each sets one flag per worker process that the
-loop checks after every step (:class:`Preemption`):
-
-* **SIGTERM** to the worker process. In a plain process (a standalone run, the tests) the
-  handler is installed when the loop starts in the main thread. Under Ray Tune the loop runs
-  in a thread of the trial's actor, where Python cannot install handlers, and Ray's worker
-  installs its own SIGTERM handler that exits the process; the mixin
-  :class:`PreemptibleTrainable` therefore installs mutune's handler in the actor's main
-  thread when the trainable is set up (Ray runs an actor's methods there). A second SIGTERM
-  while the first is still pending goes to the handler that was there before (Ray's: exit).
-* **A notice file** (``ray.preemption.notice_file``): the notice is the file's appearance.
-* **A polled URL** (``ray.preemption.notice_url``) in either common cloud style:
-  ``status`` — 404 until a notice is posted, then 200 (AWS's ``spot/instance-action``), with
-  an optional session token fetched first by ``PUT token_url`` as IMDSv2 needs; ``body`` —
-  200 with a body that flips from ``FALSE`` to ``TRUE`` (GCP's ``instance/preempted``).
-
-* **Ray draining the node** (``ray.preemption.ray_drain``, on by default): inside a Ray worker
-  the watcher also asks Ray's control store whether this node is draining
-  (``get_draining_nodes``: node id → deadline). Ray accepts a drain of a node with running
-  work only with reason ``PREEMPTION`` (an ``IDLE_TERMINATION`` drain of a busy node is
-  rejected), and its own graceful node shutdown drains with that reason too: a trial that
-  sees its node draining is being preempted, whatever reason a cloud's autoscaler gave.
-  Ray's node state carries no reason until the node is dead (ray-project/ray#41285), and
-  ``get_draining_nodes`` is Ray's private state API: a Ray without it is no notice.
-
-A polled notice is edge-triggered: it fires once when it appears, so a worker that ends its
-trial on it does not end every later trial while the notice stays posted. The flag is cleared
-when a loop ends on it (:meth:`Preemption.consume`): the trial is then retried from its
-checkpoint (:mod:`mutune.search.backends.ray_tune.callback`), wherever Ray places it.
-"""
+Sources: SIGTERM (installed in the actor's main thread under Ray), a notice file, a polled URL
+(AWS ``status`` or GCP ``body`` style), Ray draining the node. Polled ones are edge-triggered."""
 from __future__ import annotations
 
 import signal
@@ -63,9 +35,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def install_sigterm() -> bool:
-    """Install the notice's SIGTERM handler in this process; only from the main thread (the
-    first call keeps the previous handler for a second SIGTERM). Returns whether it is
-    installed."""
+    """Install the SIGTERM notice handler (main thread only); whether it is installed."""
     if threading.current_thread() is not threading.main_thread():
         return False
     if not _INSTALLED:
@@ -74,8 +44,7 @@ def install_sigterm() -> bool:
 
 
 class PreemptibleTrainable:
-    """Mixin for Ray Tune's function trainable (``fn.__mixins__``): its ``setup`` runs in the
-    actor's main thread, where it installs the SIGTERM notice handler."""
+    """Ray Tune trainable mixin: ``setup`` installs the SIGTERM handler in the main thread."""
 
     def setup(self, config: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         install_sigterm()
@@ -89,10 +58,7 @@ URL_TIMEOUT_MIN_S = 1.0
 
 
 def _poll_url(url: str, style: str, token_url: str | None, timeout: float) -> bool | None:
-    """Whether the notice URL posts a notice now (see the module docstring for the styles):
-    True or False when it answered (an HTTP error status — 404 before a notice — is False),
-    None when it could not be asked (refused, unreachable, timed out): that says nothing
-    about the notice, so the watcher keeps what it knew."""
+    """Whether the URL posts a notice (HTTP error: False); None when it could not be asked."""
     headers = {"Metadata-Flavor": "Google"} if style == "body" else {}
     try:
         if token_url:
@@ -121,8 +87,7 @@ def _ray_node() -> str | None:
 
 
 def _draining(node: str) -> int | None:
-    """Ray's drain deadline for ``node`` (ms since the epoch; 0: none set), or None when it
-    is not draining or Ray cannot say."""
+    """Ray's drain deadline for ``node`` (ms since the epoch), or None when not draining."""
     from mutune._internals import draining_nodes
 
     nodes = draining_nodes()
@@ -130,11 +95,7 @@ def _draining(node: str) -> int | None:
 
 
 class NoticeWatcher:
-    """A daemon thread polling a notice file and/or URL every ``poll_s`` seconds; posts
-    :func:`notice` when one appears (edge-triggered). ``settings``: the ``ray.preemption``
-    section as a dict (``notice_file``, ``notice_url``, ``notice_style``, ``token_url``,
-    ``poll_s``, ``ray_drain``, ``drain_poll_s``); nothing is started when it names no source
-    (Ray's drain counts only inside a Ray worker)."""
+    """A daemon thread polling a notice file and/or URL every ``poll_s`` s (edge-triggered)."""
 
     def __init__(self, settings: dict[str, Any] | None) -> None:
         s = dict(settings or {})
@@ -148,8 +109,7 @@ class NoticeWatcher:
         self._seen = False
 
     def _posted(self) -> str | None | bool:
-        """The notice's source when one is posted; None when none is; False when the URL
-        could not be asked and no other source posts one (unknown)."""
+        """The notice's source, None when none, False when the URL's state is unknown."""
         if self.file is not None and self.file.exists():
             return f"notice file {self.file}"
         unknown = False
@@ -198,9 +158,7 @@ class NoticeWatcher:
 
 
 class Preemption:
-    """Whether a preemption notice is pending for the loop (:attr:`requested`), from its own
-    SIGTERM handler (installed in the main thread, restored on exit) or the process's notice
-    (:func:`notice`; the Ray mixin's SIGTERM handler, a :class:`NoticeWatcher`)."""
+    """Whether a notice is pending for the loop, from its own SIGTERM or :func:`notice`."""
 
     def __init__(self) -> None:
         self._own = False

@@ -1,36 +1,4 @@
-"""Remote checkpoint storage (``ray.storage``): a shared folder or a pyarrow filesystem URI.
-
-A trial writes every checkpoint to local disk first (:func:`~.checkpoint.save_trial_state`:
-temp file, fsync, atomic rename) and hands that folder to Ray (``tune.report(checkpoint=…)``
-copies it into Ray's storage folder on the node, synchronously: a local copy). With
-``ray.storage`` set, an :class:`Uploader` thread of the trial's worker then copies the newest
-checkpoint to the remote store in the background, so a step never waits on the network; a
-newer checkpoint that arrives while one is uploading replaces the one waiting (only the
-newest matters). The trial waits for its upload only where it stops anyway: at its last report
-and at a preemption notice, before it reports the checkpoint that the retry resumes from.
-
-Layout under ``<storage>/<run name>/<trial key>/``::
-
-    step_000000120/trial_state.pt     one folder per uploaded checkpoint
-    LATEST                            the newest complete upload: ``<step> <owner>``, the
-                                      owner being the Ray trial that wrote it
-    log.json                          the trial's stdout/stderr/traceback (at its end)
-
-``LATEST`` is written only after its checkpoint's object is complete, and older steps are
-deleted only after ``LATEST`` moved past them (the previous one is kept): a worker killed during
-an upload leaves the previous checkpoint restorable. On a local or shared filesystem the file is
-written to a temporary name and renamed; on object stores (S3, GCS) an object appears only when
-its upload completes. A trial restarted where its local copy is missing (another node, a node
-that was replaced, ``mutune resume`` on another machine) restores from ``LATEST``
-(:meth:`CheckpointStore.fetch`); a resumed one from the newest upload at or before its last
-recorded step, ``LATEST`` or the one kept before it (:meth:`CheckpointStore.entry_at_most`).
-
-``storage`` is either a path (a shared filesystem mounted at the same path on every node) or a
-URI that :func:`pyarrow.fs.FileSystem.from_uri` opens: ``s3://bucket/prefix`` (credentials from
-the environment as AWS's SDK reads them; ``?endpoint_override=host:port&scheme=http`` for an
-S3-compatible server; ``s3://key:secret@bucket/…`` also works and is masked in messages),
-``gs://bucket/prefix``, ``hdfs://…``, ``file:///…``.
-"""
+"""Remote checkpoint storage (``ray.storage``): a shared folder or a pyarrow filesystem URI."""
 from __future__ import annotations
 
 import contextlib
@@ -53,11 +21,7 @@ _KEEP = 2   # the newest upload and the one before it
 
 
 def open_filesystem(storage: str) -> tuple[Any, str]:
-    """``(pyarrow filesystem, root path in it)`` for ``storage`` (a path or a URI).
-
-    Raises:
-        SearchError: pyarrow cannot open the URI (unknown scheme, bad parameters).
-    """
+    """``(pyarrow filesystem, root path)`` of ``storage``; SearchError if pyarrow can't open it."""
     import pyarrow.fs as pafs
 
     if "://" not in storage:
@@ -79,18 +43,12 @@ def shown(storage: str) -> str:
 
 
 def safe_name(name: str) -> str:
-    """``name`` (a trial key, a run name) as one file or folder name: every character other
-    than a letter, a digit, ``-``, ``_`` or ``.`` becomes ``_`` (``"_"`` for an empty name)."""
+    """``name`` as one file name: characters other than letters, digits, ``-_.`` become ``_``."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "_"
 
 
 class CheckpointStore:
-    """One run's checkpoints and logs in remote storage (layout: the module docstring).
-
-    Args:
-        storage: a path or a pyarrow URI (``ray.storage``).
-        run: the run's name (a folder under ``storage``).
-    """
+    """One run's checkpoints and logs in remote storage (layout: docs/architecture.md §4.6)."""
 
     def __init__(self, storage: str, run: str) -> None:
         self.storage, self.run = storage, run
@@ -120,9 +78,7 @@ class CheckpointStore:
 
     def put(self, key: str, step: int, state_file: str | os.PathLike[str],
             owner: str = "") -> int:
-        """Upload ``state_file`` as checkpoint ``step`` of trial ``key`` (written by the Ray
-        trial ``owner``), then point ``LATEST`` at it and drop uploads older than the previous
-        one. Returns the bytes uploaded."""
+        """Upload ``state_file`` as ``key``'s ``step``, point ``LATEST`` at it; bytes uploaded."""
         from mutune.search.trial.checkpoint import STATE_FILE
 
         base = self._dir(key)
@@ -158,11 +114,7 @@ class CheckpointStore:
             return None
 
     def entry_at_most(self, key: str, at_most: int | None = None) -> tuple[int, str] | None:
-        """``(step, owner)`` of ``key``'s newest complete upload at or before step
-        ``at_most`` (None: the one ``LATEST`` names), or None. An upload older than
-        ``LATEST``'s is kept whole (only the one before it, :data:`_KEEP`) and is complete
-        once its state file exists; ``LATEST`` records only its own owner, which is returned
-        for it too (a continued trial restores regardless of owner)."""
+        """``(step, owner)`` of ``key``'s newest upload ≤ ``at_most`` (None: ``LATEST``'s)."""
         from mutune.search.trial.checkpoint import STATE_FILE
 
         got = self.latest_entry(key)
@@ -183,26 +135,19 @@ class CheckpointStore:
 
     def fetch(self, key: str, dest: str | os.PathLike[str], owner: str | None = None,
               at_most: int | None = None) -> tuple[int, Path] | None:
-        """Download ``key``'s ``LATEST`` checkpoint (with ``at_most``: its newest at or
-        before that step, :meth:`entry_at_most`) into the folder ``dest``; returns
-        ``(step, folder)``, or None when nothing is uploaded (at or before ``at_most``) or
-        (``owner`` given) another Ray trial wrote it.
+        """Download ``key``'s latest checkpoint (at or before ``at_most``) into ``dest``.
 
+        Returns:
+            ``(step, folder)``, or None when nothing is uploaded or another ``owner`` wrote it.
         Raises:
-            SearchError: ``LATEST`` names a checkpoint that cannot be read.
-        """
+            SearchError: ``LATEST`` names a checkpoint that cannot be read."""
         got = self.entry_at_most(key, at_most)
         if got is None or (owner is not None and got[1] != owner):
             return None
         return got[0], self.download(key, got[0], dest)
 
     def download(self, key: str, step: int, dest: str | os.PathLike[str]) -> Path:
-        """Download ``key``'s uploaded checkpoint ``step`` (one :meth:`entry_at_most` or
-        :meth:`latest_entry` named) into the folder ``dest``; returns that folder.
-
-        Raises:
-            SearchError: the checkpoint cannot be read.
-        """
+        """Download ``key``'s checkpoint ``step`` into ``dest``; SearchError if unreadable."""
         from mutune.search.trial.checkpoint import STATE_FILE
 
         folder = Path(dest)
@@ -217,8 +162,7 @@ class CheckpointStore:
         return folder
 
     def drop(self, key: str) -> None:
-        """Delete trial ``key``'s uploaded checkpoints (a stopped trial: nothing resumes it);
-        its log stays."""
+        """Delete trial ``key``'s uploaded checkpoints (its log stays)."""
         base = self._dir(key)
         with contextlib.suppress(Exception):
             self.fs.delete_file(f"{base}/{LATEST}")
@@ -241,14 +185,7 @@ class CheckpointStore:
 
 
 class Uploader:
-    """Background upload of one trial's newest checkpoint (the module docstring).
-
-    :meth:`submit` never blocks; :meth:`flush` waits until the newest submitted checkpoint is
-    remote. ``min_interval_s`` spaces uploads (a large checkpoint every few minutes, not at every
-    evaluation); a flush does not wait for it. ``upload_s`` (seconds uploading), ``uploads``
-    and ``uploaded_step`` are read by the trial's reports. An upload error is kept in
-    ``error`` (the local checkpoint stands) and the next checkpoint is tried.
-    """
+    """Background upload of one trial's newest checkpoint (docs/architecture.md §4.6)."""
 
     def __init__(self, store: CheckpointStore, key: str, *, min_interval_s: float = 0.0,
                  owner: str = "") -> None:

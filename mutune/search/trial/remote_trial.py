@@ -1,25 +1,4 @@
-"""A trial's remote checkpoint tier (``ray.storage``): what the trainable does with it.
-
-:class:`RemoteTier` joins a trial to :mod:`mutune.search.trial.remote`:
-
-- checkpoints are written to a node-local cache folder of the trial
-  (``<temp dir>/mutune-ckpt/<run>/<key>/<Ray trial id>``, its newest two kept) and queued for
-  background upload; Ray is handed only the final one (``keep_final``: the trained target
-  stays in Ray's storage as without ``ray.storage``), so a retry or a promotion is restarted by
-  Ray without a checkpoint and restores itself (:meth:`RemoteTier.restore`): from the cache
-  where this node has it, else from remote storage;
-- at a report after which the trial stops or pauses (a preemption notice, ``max_t``, a rung
-  milestone under promotion) it waits for the upload first, so the checkpoint its retry or
-  promotion resumes from is remote before the trial ends;
-- a fresh start restores nothing, unless remote storage holds a checkpoint this very Ray trial
-  wrote (Ray restarted it after a failure or a pause) or the driver continues the trial
-  (``restore_from``: a preempted trial's retry, ``mutune resume``).
-
-Each report carries ``upload_s`` (seconds uploading in this start), ``uploads``,
-``remote_step`` (the newest remote checkpoint, −1: none yet), ``remote_restore_s`` (seconds
-downloading at this start) and ``start_wall`` (this start's wall clock: the driver sums
-``upload_s`` over starts).
-"""
+"""A trial's remote checkpoint tier (``ray.storage``): what the trainable does with it."""
 from __future__ import annotations
 
 import hashlib
@@ -47,7 +26,7 @@ def _step_of(folder: Path) -> int:
 
 
 class RemoteTier:
-    """The remote tier of one trial start (see the module docstring)."""
+    """The remote tier of one trial start (docs/architecture.md §4.6)."""
 
     def __init__(self, store: CheckpointStore, key: str, owner: str, *,
                  min_interval_s: float, stop_at: set[int], max_t: int) -> None:
@@ -63,8 +42,7 @@ class RemoteTier:
 
     @classmethod
     def for_trial(cls, config: dict[str, Any], key: str, owner: str) -> "RemoteTier | None":
-        """The tier ``config["remote"]`` (``{"storage", "run", "min_interval_s"}``) names
-        for trial ``key`` started as Ray trial ``owner``, or None without ``ray.storage``."""
+        """The tier ``config["remote"]`` names for trial ``key`` (Ray trial ``owner``), or None."""
         settings = config.get("remote")
         if not settings or not settings.get("storage"):
             return None
@@ -79,8 +57,8 @@ class RemoteTier:
         return folder if folder is not None and step >= self.max_t else None
 
     def checkpointed(self, metrics: dict[str, Any], folder: Path | None) -> None:
-        """Before a report: queue ``folder``'s checkpoint; wait for it where the trial stops
-        or pauses; add the upload figures to ``metrics``."""
+        """Queue ``folder``'s upload (waited for where the trial stops); figures into ``metrics``.
+        """
         from mutune.search.trial.checkpoint import STATE_FILE
 
         step = int(metrics.get("step", 0))
@@ -105,19 +83,13 @@ class RemoteTier:
                       key=_step_of)
 
     def _trim(self) -> None:
-        """Keep the cache's newest checkpoints (an older one being uploaded reads on from
-        its open file)."""
+        """Keep the cache's newest checkpoints."""
         for old in self._local()[:-_KEEP_LOCAL]:
             shutil.rmtree(old, ignore_errors=True)
 
     def restore(self, dest: Path, *, continued: bool, at_most: int | None = None
                 ) -> str | None:
-        """The folder to restore from: the cache's newest (this Ray trial's, on this node)
-        unless remote storage holds a newer one, which is downloaded into ``dest``; remote
-        checkpoints of another Ray trial only when ``continued`` (the driver continues the
-        trial). ``at_most``: neither of a later step (a resume continues at or before the
-        trial's last recorded step, :func:`~mutune.search.trial.checkpoint.latest_checkpoint`).
-        None: nothing to restore (a fresh start)."""
+        """The folder to restore from: the cache's newest, or a newer remote one downloaded."""
         local = [p for p in self._local() if at_most is None or _step_of(p) <= at_most]
         entry = self.store.entry_at_most(self.key, at_most)
         if entry is not None and not continued and entry[1] != self.owner:
@@ -136,8 +108,7 @@ class RemoteTier:
         self.store.put_log(self.key, local_file)
 
     def close(self, finished: bool) -> None:
-        """Wait for the last queued upload (bounded), then stop the upload thread; a trial
-        that reached ``max_t`` clears its cache (nothing resumes it)."""
+        """Wait (bounded) for the last upload and stop the thread; clear the cache at ``max_t``."""
         self.uploader.flush(FLUSH_TIMEOUT_S)
         self.uploader.close()
         if finished:
@@ -145,36 +116,24 @@ class RemoteTier:
 
 
 def remote_settings(ray_cfg: Any, run: str, spot: dict[str, Any] | None) -> dict[str, Any]:
-    """What a trial's config carries of the remote tier: ``{"storage", "run",
-    "min_interval_s"}`` (``storage`` None: no remote tier). Uploads are spaced by
-    ``cost.spot.checkpoint_min_interval_s``."""
+    """A trial config's remote tier ``{"storage", "run", "min_interval_s"}`` (storage None: none).
+    """
     return {"storage": getattr(ray_cfg, "storage", None), "run": run,
             "min_interval_s": float((spot or {}).get("checkpoint_min_interval_s") or 0.0)}
 
 
 def remote_store(ray_cfg: Any, run: str) -> CheckpointStore | None:
-    """The driver's handle on run ``run``'s remote store (trial logs of other nodes,
-    stopped trials' checkpoints), or None without ``ray.storage``."""
+    """The driver's handle on run ``run``'s remote store, or None without ``ray.storage``."""
     storage = getattr(ray_cfg, "storage", None)
     return CheckpointStore(storage, run) if storage else None
 
 
 def restore_dir_for(ckpt: Any, point: dict[str, Any], remote: Any, tmp: str,
                     stack: Any) -> str | None:
-    """Where a trial (re)starts from (None: a fresh start):
-
-    1. Ray's checkpoint (a retry, a promotion), where this node has it;
-    2. ``point["restore_from"]`` (a preempted trial's retry, ``mutune resume``), where this
-       node has it;
-    3. with ``ray.storage``: the node-local cache or the remote latest
-       (:meth:`~mutune.search.trial.remote_trial.RemoteTier.restore`), at or before step
-       ``point["restore_at_most"]`` where the driver gives one (``mutune resume``: the
-       trial's last recorded step).
+    """Where a trial (re)starts from (None: a fresh start).
 
     Raises:
-        SearchError: a checkpoint Ray or the driver names is not on this node and no
-            ``ray.storage`` is set to restore it from.
-    """
+        SearchError: a named checkpoint is not on this node and no ``ray.storage`` holds it."""
     from mutune.errors import SearchError
     from mutune.search.trial.checkpoint import STATE_FILE
 

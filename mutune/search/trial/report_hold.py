@@ -1,36 +1,4 @@
-"""Hold a trial's reports that no decision waits for, and send them with the next one.
-
-Ray Tune runs a function trainable's reports synchronously: after ``tune.report`` the trial
-waits until the driver has taken the report, recorded it and asked for the next one. On the
-quickstart's proxies (200 steps in well under a second, an evaluation every 10 steps) that
-wait is several times the evaluation's own bookkeeping and a third of the trials' allocated
-seconds (benchmarks/results/README.md, measured from the reports' clocks).
-
-:class:`ReportHold` lets a trial keep training past a report that nothing can act on. A
-report is held when all of these are true:
-
-- it has no checkpoint;
-- it is not the first report of this start of the trial (the driver's zombie clock,
-  ``ray.zombie_timeout_s``, starts at that report);
-- it is not the trial's first report at or past one of its ``decide_at`` steps (its
-  scheduler's rung milestones, since a rung judges the first report at or past it; its
-  divergence limits' steps; max_t);
-- all its numbers are finite;
-- it comes less than ``hold_s`` after the last report sent.
-
-The held reports travel, in order, under :data:`HELD_KEY` of the next report sent, and the
-driver takes each of them before that report, exactly as if it had arrived alone
-(:meth:`mutune.search.backends.ray_tune.scheduler_adapter.RayScheduler.on_trial_result`).
-
-Why this cannot change a sweep's results: the driver judges reports one at a time in step
-order whatever their arrival, and a trial it ends at some report has nothing after that
-report recorded (:meth:`mutune.search.backends.ray_tune.callback.SweepBook.record_report`).
-Were ``decide_at`` wrong, the trial would only have trained a few steps too many before it
-stopped. What changes is when the driver learns of a report: at most ``hold_s`` later, so a
-cancellation, a zombie check and the progress display lag by that much (``hold_s`` is capped
-at a quarter of ``ray.zombie_timeout_s`` and of ``ray.start_timeout_s``). A trial that
-raises, or whose loop returns between decisions, sends what it holds before it ends.
-"""
+"""Hold a trial's reports that no decision waits for, and send them with the next one."""
 from __future__ import annotations
 
 import math
@@ -47,14 +15,8 @@ HELD_KEY = "held_reports"
 class ReportHold:
     """Decides which of one trial's reports wait for the next one.
 
-    Args:
-        decide_at: the steps at which the driver may act on the trial (see the module
-            docstring); the first report at or past each of them is always sent at once.
-        hold_s: the longest a report may wait, seconds (0: every report is sent at once).
-        clock: monotonic seconds (``time.monotonic``; a test's own clock).
     Raises:
-        ValueError: ``hold_s`` negative or not finite.
-    """
+        ValueError: ``hold_s`` negative or not finite."""
 
     def __init__(self, decide_at: Iterable[int], hold_s: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -73,8 +35,7 @@ class ReportHold:
         return list(self._held)
 
     def hold(self, metrics: dict[str, Any], checkpointed: bool) -> bool:
-        """Keep ``metrics`` for the next report sent (True), or say it goes now (False: pass
-        it through :meth:`sending`)."""
+        """Whether to keep ``metrics`` for the next report (False: send via :meth:`sending`)."""
         step, prev = int(metrics["step"]), self._last_step
         self._last_step = step
         if (self.hold_s <= 0 or checkpointed or prev < 0
@@ -88,8 +49,7 @@ class ReportHold:
         return True
 
     def sending(self, metrics: dict[str, Any]) -> dict[str, Any]:
-        """``metrics`` as sent: the held reports under :data:`HELD_KEY` (none held: unchanged);
-        the hold empties and its clock restarts."""
+        """``metrics`` with the held reports under :data:`HELD_KEY`; the hold empties."""
         if self._held:
             metrics[HELD_KEY] = self._held
             self._held = []
@@ -97,9 +57,7 @@ class ReportHold:
         return metrics
 
     def flush(self) -> dict[str, Any] | None:
-        """The newest held report with the others under :data:`HELD_KEY`, to send before the
-        trial ends without a report of its own (it raised, or its loop returned between
-        decisions); None when nothing is held."""
+        """The newest held report with the others, for a trial ending unreported, or None."""
         if not self._held:
             return None
         *older, last = self._held

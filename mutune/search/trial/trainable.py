@@ -1,26 +1,4 @@
-"""The Ray Tune function trainable every trial runs (proxies and the target alike).
-
-:func:`train_trial` wraps :func:`mutune.training.run.run_loop` (which trains the trial, with
-mutune's loop or a ``train.loop`` plugin, and knows nothing of Ray; it is used through
-``tune.with_parameters`` so the dataset travels once through Ray's object store): reports go to
-``ray.tune.report`` with a ``Checkpoint.from_directory`` when one was written, and a restarted
-trial (``max_failures`` retry, or a promoted paused trial) resumes from
-``ray.tune.get_checkpoint()``. Besides the loop's figures (:mod:`mutune.training.run`) each
-report holds:
-
-    node_id       the Ray node the trial runs on
-    worker_pid, began_at  the worker process and when (epoch seconds) the trial function
-                  began on it (the trials one actor ran, in order)
-    held_reports  the reports held back before this one, oldest first
-                  (:mod:`mutune.search.trial.report_hold`; ``decide_at`` and
-                  ``report_hold_s`` in the config)
-
-Preemption: SIGTERM reaches the loop through the handler
-:class:`~mutune.search.trial.preemption.PreemptibleTrainable` installs in the actor's main
-thread; a preempted trial returns normally after its checkpointed report and the driver
-retries it from that checkpoint before any new trial
-(:meth:`mutune.search.backends.ray_tune.callback.SweepBook.on_trial_complete`).
-"""
+"""The Ray Tune function trainable every trial runs (proxies and the target alike)."""
 from __future__ import annotations
 
 import contextlib
@@ -35,24 +13,10 @@ from mutune.training.run import run_loop
 __all__ = ["train_trial"]
 
 def train_trial(config: dict[str, Any], *, task: Any) -> None:
-    """Ray Tune function trainable: :func:`~mutune.training.run.run_loop` with reports to
-    ``tune.report``,
-    checkpoints as ``ray.tune.Checkpoint`` folders, and resume from ``tune.get_checkpoint()``
-    (a retry or a promotion) or, for a trial of an interrupted sweep continued by
-    ``mutune resume``, from ``point["restore_from"]``.
-
-    What the trial prints and the traceback of an error go to ``config["log_dir"]`` for the
-    driver to record (:mod:`mutune.search.trial.logs`).
-
-    Args:
-        config: as :func:`~mutune.training.run.run_loop`.
-        task: a :class:`mutune.proxies.task.ProxyTask`.
-    A preempted trial returns normally after its checkpointed report (the driver retries
-    it; see the module docstring).
+    """Ray Tune function trainable around :func:`~mutune.training.run.run_loop`.
 
     Raises:
-        ProxyError: the model cannot be built (reported by Ray as a failed trial).
-    """
+        ProxyError: the model cannot be built (reported by Ray as a failed trial)."""
     from ray import tune
 
     import ray

@@ -1,7 +1,6 @@
 """Ray as the sweep's :class:`~mutune.search.backends.base.Backend`: a local cluster (or
 ``ray.address``) held for the sweep, its groups as one Ray Tune run, the target on Ray Train
-when it has more than one worker and as a Ray Tune trial holding its CPUs otherwise.
-"""
+when it has more than one worker and as a Ray Tune trial holding its CPUs otherwise."""
 from __future__ import annotations
 
 import contextlib

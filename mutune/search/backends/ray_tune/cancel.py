@@ -1,13 +1,4 @@
-"""Stopping a whole Ray Tune run from outside: ``mutune cancel`` (and a cancelled server sweep).
-
-:class:`CancelStopper` is a Ray Tune ``Stopper`` living in the driver. Ray asks ``stop_all()``
-after every trial event; the stopper asks the sweep's controller
-(:meth:`~mutune.search.recording.SweepControl.stop_requested`: one indexed read of the results
-database) at most every ``poll_s`` seconds. Once it says why, Tune stops every running trial
-and starts no other; the :class:`~mutune.search.backends.ray_tune.callback.SweepBook` then
-records the trials Tune ended without a result as ``cancelled`` with that reason.
-(Not to be confused with the *stopping variant* of ASHA, which stops single trials at rungs.)
-"""
+"""Stopping a whole Ray Tune run from outside: ``mutune cancel`` (and a cancelled server sweep)."""
 from __future__ import annotations
 
 import time
@@ -21,16 +12,7 @@ __all__ = ["CancelStopper"]
 
 
 class CancelStopper(Stopper):
-    """Stop the Ray Tune run once ``control.stop_requested(sweep_id)`` returns a reason.
-
-    Args:
-        control: the sweep's :class:`~mutune.search.recording.SweepControl` (polled in the
-            driver only), or None (never stop).
-        sweep_id: the sweep it polls.
-        poll_s: seconds between two polls (the database is not asked on every event).
-    Attributes:
-        reason: why the run was stopped, None while it runs.
-    """
+    """Stop the Ray Tune run once ``control.stop_requested(sweep_id)`` returns a reason."""
 
     def __init__(self, control: SweepControl | None, sweep_id: int, poll_s: float = 1.0) -> None:
         self.control, self.sweep_id, self.poll_s = control, sweep_id, poll_s

@@ -1,8 +1,4 @@
-"""The Ray cluster a sweep runs on, how many trials fit on it, and Ray Tune's own loggers.
-
-Ray runs as a real cluster: a local one started with an explicit ``num_cpus`` and no dashboard
-(:func:`ray_cluster`), or an existing one at ``ray.address``.
-"""
+"""The Ray cluster a sweep runs on, how many trials fit on it, and Ray Tune's own loggers."""
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +20,7 @@ def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
     ``mlflow_experiment`` or ``name``).
 
     Raises:
-        SearchError: a logger is asked for but its package (extra) is not installed.
-    """
+        SearchError: a logger is asked for but its package (extra) is not installed."""
     import importlib.util
 
     from mutune.errors import SearchError
@@ -82,14 +77,7 @@ def worker_env() -> dict[str, str]:
 
 @contextlib.contextmanager
 def ray_cluster(cfg: RayConfig) -> Iterator[None]:
-    """Connect to Ray for the duration of the block, starting a local cluster if needed.
-
-    A cluster already initialized in this process is used as it is and left running; one
-    started here (``num_cpus`` CPUs, dashboard off, worker logs not forwarded) is shut down
-    on exit. ``cfg.address`` connects to an existing cluster instead. Before a local cluster
-    starts, what a killed driver's local cluster left running is ended, with a warning
-    naming it (:mod:`mutune.search.backends.ray_tune.orphans`).
-    """
+    """Connect to Ray for the duration of the block, starting a local cluster if needed."""
     import ray
 
     # Tune's per-trial CSV/JSON/TensorBoard loggers cost start-up time per trial; mutune
@@ -172,20 +160,7 @@ PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
 
 @contextlib.contextmanager
 def pending_trials(n: int) -> Iterator[None]:
-    """Let the Ray Tune run started in the block have up to ``n`` trials pending at once.
-
-    Ray Tune lets a custom searcher (mutune's driver) have one trial pending (its
-    ``TUNE_MAX_PENDING_TRIALS_PG`` default), so a run started its actors one after another:
-    each slot but the first idled for the actor start-ups before it (a new worker process
-    imports torch and Ray Tune, seconds each on a small CPU machine). With ``n`` = the run's
-    slots every actor starts at once. It never starts more trials than the slots: the driver
-    answers Ray's requests and counts a trial running from the moment it hands it out
-    (:meth:`mutune.search.driver.SweepDriver.next_action`), so the order of its decisions is
-    unchanged. A value the user set in the environment is kept.
-
-    Args:
-        n: the run's slots (≥ 1).
-    """
+    """Let the Ray Tune run started in the block have up to ``n`` trials pending at once."""
     if PENDING_ENV in os.environ:
         yield
         return

@@ -1,15 +1,4 @@
 """No orphans: the processes of a local Ray cluster whose driver died are ended at the next start.
-
-A driver killed with SIGKILL (``mutune run``, a server, a benchmark) cannot shut its local Ray
-cluster down; Ray's GCS and raylet then exit, but its dashboard and runtime-env agents live on,
-re-parented to init, ignoring SIGTERM, holding memory (measured: ``ray::DashboardAgent`` and
-``ray::RuntimeEnvAgent`` after ``kill -9`` of a driver). So every local cluster mutune starts is
-registered — the driver's PID and start time, and the cluster's session folder — in
-``$MUTUNE_STATE_DIR/ray-clusters/`` (default ``~/.cache/mutune``), and removed on a clean
-shutdown. Before starting a new local cluster, :func:`reap_orphans` looks at every entry whose
-driver is gone (its PID dead, or reused by another process) and ends each process that still
-holds a file of that session open: SIGTERM, then SIGKILL after a grace period. The caller says
-what it ended. Clusters at ``ray.address`` are never touched.
 """
 from __future__ import annotations
 
@@ -84,14 +73,7 @@ def cluster_processes(session_dir: str) -> list[Any]:
 
 
 def reap_orphans(*, grace_s: float = 3.0) -> list[dict[str, Any]]:
-    """End the processes of every registered local cluster whose driver is gone.
-
-    Args:
-        grace_s: seconds between SIGTERM and SIGKILL.
-    Returns:
-        One entry per orphaned cluster found: {"driver_pid", "session_dir", "ended":
-        [{"pid", "name"}]} (``ended`` may be empty: nothing of it was left).
-    """
+    """End the processes of every registered local cluster whose driver is gone."""
     import psutil
 
     found = []

@@ -1,9 +1,4 @@
-"""Checkpoint retention on disk: what a trial keeps, and dropping what nothing will resume.
-
-Ray Tune's checkpoint manager keeps the best ``train.checkpoint_keep`` checkpoints by the metric
-plus the latest; a trial the scheduler stopped or that diverged will never be resumed, so its
-checkpoint folders are deleted when it ends (a completed trial keeps its own).
-"""
+"""Checkpoint retention on disk: what a trial keeps, and dropping what nothing will resume."""
 from __future__ import annotations
 
 import os

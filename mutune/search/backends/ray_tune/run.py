@@ -1,16 +1,5 @@
 """The Ray Tune backend: one Ray Tune run holds every proxy width of a sweep (or a
-confirmation stage's designs, or the one target run).
-
-:func:`run_groups` builds the run's :class:`~mutune.search.driver.SweepDriver` (one group per
-width: that width's scheduler core, searcher and trials, so each width's rungs stay apart
-while its trials share the slots with every other width's), its
-:class:`~.callback.SweepBook`, the two adapters that
-translate between Ray and the driver (:class:`~.scheduler_adapter.RayScheduler`,
-:class:`~.searcher_adapter.RaySearcher`) and a ``tune.Tuner``, and runs it;
-:func:`~mutune.search.backends.base.run_group` is the one-group case. Trials run
-:func:`mutune.search.trial.trainable.train_trial` with one torch thread per granted CPU (on 2
-cores, two threads per trial ran 20× slower); actors are reused between trials to cut start-up.
-"""
+confirmation stage's designs, or the one target run)."""
 from __future__ import annotations
 
 import shutil
@@ -44,31 +33,14 @@ def trial_name(trial: Any) -> str:
 
 def run_groups(specs: list[GroupSpec], settings: RunSettings,
                follow_up: Any = None) -> dict[str, RunOutcome]:
-    """Run the trials of every group in ``specs`` — one width each — up to ``settings.max_t``
-    steps each, in **one** Ray Tune run: the groups share the run's slots
-    (``ray.num_cpus`` / ``ray.cpus_per_trial`` …), so no width waits for another width's
-    tail, while each keeps its own scheduler core (its rungs), searcher and proxy sweep row.
+    """Run the trials of every group in ``specs`` — one width each — up to ``settings.max_t`` steps
+    each, in **one** Ray Tune run: the groups share the run's slots (``ray.num_cpus`` /
+    ``ray.cpus_per_trial`` …), so no width waits for another width's tail, while each keeps its
+    own scheduler core (its rungs), searcher and proxy sweep row.
 
-    Order: on a free slot the driver takes promotions first (every group's, highest rung
-    first), then interrupted trials, then a new trial from the first group in ``specs``
-    order whose searcher has points left (:mod:`mutune.search.driver.loop`); at concurrency 1
-    the run is therefore as reproducible as one group's. Callers pass the widest width
-    first: its trials are the longest, and the shortest trials then fill the run's tail.
-
-    Args:
-        specs: the groups (:class:`~mutune.search.backends.groups.GroupSpec`), unique names.
-        settings: what the groups share (:class:`~mutune.search.backends.base.RunSettings`).
-        follow_up: (group, its outcome) → groups that join the run once that group is done
-            (:data:`~mutune.search.backends.joining.FollowUp`; a width's confirmation
-            design), or None.
-    Returns:
-        Group name → its RunOutcome (its trials in a terminal state, its core and searcher;
-        the driver is shared) — the joined groups' too; ``stopped`` holds the reason when
-        a stop request ended the run early (its unfinished trials ``cancelled``).
     Raises:
         SearchError: a group with neither points nor a searcher with seeds, no group, or
-            duplicate group names.
-    """
+            duplicate group names."""
     from mutune.search.backends.ray_tune.cancel import CancelStopper
     from mutune.search.backends.joining import settle
 

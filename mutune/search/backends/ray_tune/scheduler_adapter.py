@@ -1,25 +1,4 @@
-"""Ray Tune's ``TrialScheduler`` face of the driver loop: translation, no decisions.
-
-Ray Tune executes the trials; this :class:`~ray.tune.schedulers.FIFOScheduler` subclass turns
-Ray's hooks into calls of the :class:`~mutune.search.driver.SweepDriver` and the driver's
-answers back into Ray's, handing every report and decision to the driver-side
-:class:`~mutune.search.backends.ray_tune.callback.SweepBook` first, so the results database
-sees them in order. Hook states (Ray Tune 2.x):
-
-* ``on_trial_result``: the trial is RUNNING, its result not yet stored. The report is
-  recorded, then judged by the driver (which tells the searcher — Ray itself skips the
-  searcher's ``on_trial_result`` once a trial is stopped); the outcome becomes CONTINUE, PAUSE
-  (Ray saves the trial's last checkpoint and frees its resources) or STOP. The reports the
-  trial held back (:mod:`mutune.search.trial.report_hold`) are recorded and judged first.
-* ``choose_trial_to_run``: called whenever Ray could start a trial. The driver may promote a
-  trial Ray holds PAUSED (it is handed back for Ray to resume from its checkpoint), or end the
-  sweep by stopping the paused trials left; otherwise a PENDING trial (proposed through
-  :class:`~.searcher_adapter.RaySearcher`) starts.
-
-Ray's own ``AsyncHyperBandScheduler`` is the stopping variant only, cuts at a percentile of
-the other trials' values (the newcomer excluded), and judges a report that jumps past several
-milestones at the highest one only; see :mod:`mutune.search.schedulers.asha` for mutune's rule.
-"""
+"""Ray Tune's ``TrialScheduler`` face of the driver loop: translation, no decisions."""
 from __future__ import annotations
 
 from typing import Any
@@ -36,13 +15,7 @@ __all__ = ["RayScheduler"]
 
 
 class RayScheduler(FIFOScheduler):
-    """Drive a :class:`~mutune.search.driver.SweepDriver` from Ray Tune's scheduler hooks.
-
-    Args:
-        driver: the run's driver (its groups' cores decide).
-        book: the run's :class:`~mutune.search.backends.ray_tune.callback.SweepBook`.
-        metric, mode: the reported key the driver ranks, and its direction.
-    """
+    """Drive a :class:`~mutune.search.driver.SweepDriver` from Ray Tune's scheduler hooks."""
 
     def __init__(self, driver: SweepDriver, book: Any, metric: str, mode: str) -> None:
         super().__init__()

@@ -1,15 +1,4 @@
-"""Ray Tune's ``Searcher`` face of the driver loop: translation, no decisions.
-
-Ray asks :meth:`RaySearcher.suggest` for a new trial whenever it could start one; the answer is
-whatever the :class:`~mutune.search.driver.SweepDriver` decides for a free slot — a new point,
-an interrupted trial to continue, or a dormant paused trial it promotes — as a Ray config
-``{"point": {...}}`` carrying the driver's key. Ray's ``max_concurrent_trials`` is not used
-(its ``ConcurrencyLimiter`` counts paused trials as live, which would keep a promotion sweep
-from starting new trials while others wait at a rung); the driver counts running trials.
-
-Reports and endings reach the mutune searcher through the driver (never through Ray's
-``on_trial_result``, which Ray skips once it stopped a trial), so this class forwards nothing.
-"""
+"""Ray Tune's ``Searcher`` face of the driver loop: translation, no decisions."""
 from __future__ import annotations
 
 from typing import Any
@@ -22,16 +11,7 @@ __all__ = ["RaySearcher"]
 
 
 class RaySearcher(Searcher):
-    """Propose what the driver starts.
-
-    Args:
-        driver: the run's driver.
-        book: the run's :class:`~mutune.search.backends.ray_tune.callback.SweepBook` (records
-            a dormant trial's promotion, and the paused trials the end of the sweep stops).
-        metric, mode: the ranked metric and its direction.
-    Attributes:
-        keys: Ray trial id → the driver's key.
-    """
+    """Propose what the driver starts."""
 
     def __init__(self, driver: SweepDriver, book: Any, *, metric: str, mode: str) -> None:
         super().__init__(metric=metric, mode=mode)

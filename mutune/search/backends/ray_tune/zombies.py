@@ -1,12 +1,4 @@
-"""Zombie trials under Ray: holding devices, reporting nothing.
-
-A trial that holds its devices with no report for longer than ``ray.zombie_timeout_s`` (a
-hanging data fetch, a deadlocked collective) is flagged, its worker killed with ``ray.kill``
-and not retried; it ends ``zombie`` with the reason. That clock starts at the trial's first
-report of each segment (a start, a promotion, a retry): before it, a cold worker is still
-starting (a fresh Ray worker imports torch: seconds), and ``ray.start_timeout_s`` bounds that
-start instead (None: a start is never reaped).
-"""
+"""Zombie trials under Ray: holding devices, reporting nothing."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,16 +7,7 @@ __all__ = ["ZombieReaper"]
 
 
 class ZombieReaper:
-    """Flags and kills zombie trials of one Ray Tune run (driver side).
-
-    Args:
-        timeout_s: seconds without a report, counted from the segment's first report, after
-            which a running trial is a zombie (None: never).
-        start_timeout_s: seconds a segment may take to its first report (None: unbounded).
-        devices, device_kind: what each trial holds (named in the reason).
-    Attributes:
-        flagged: Ray trial id → the reason it was flagged.
-    """
+    """Flags and kills zombie trials of one Ray Tune run (driver side)."""
 
     def __init__(self, timeout_s: float | None, *, devices: float, device_kind: str,
                  start_timeout_s: float | None = None) -> None:
@@ -33,9 +16,8 @@ class ZombieReaper:
         self.flagged: dict[str, str] = {}
 
     def _overdue(self, rec: Any, now: float) -> str | None:
-        """Why ``rec`` is a zombie now, or None: quiet since its segment's first report for
-        longer than the zombie timeout, or not reporting at all for longer than the start
-        timeout."""
+        """Why ``rec`` is a zombie now, or None: quiet since its segment's first report for longer
+        than the zombie timeout, or not reporting at all for longer than the start timeout."""
         started = rec.last_progress is not None and rec.last_progress >= rec.segment_start
         if not started:
             quiet = now - rec.segment_start
