@@ -11,13 +11,18 @@ import importlib
 from typing import Any
 
 __all__ = ["run", "RunResult", "SweepConfig", "load_config", "MutuneError", "ConfigError",
-           "Client", "submit"]
+           "ModelFamily", "LoopContext", "load_target_model", "Client", "submit",
+           "ServerError", "AuthError", "NotFound", "Conflict", "PayloadTooLarge", "SweepTimeout"]
 
+_CLIENT = "mutune.services.server.client"
 _LAZY = {"run": "mutune.services.api", "RunResult": "mutune.services.api",
-         "SweepConfig": "mutune.config",
-         "load_config": "mutune.config", "MutuneError": "mutune.errors",
-         "ConfigError": "mutune.errors", "Client": "mutune.services.server.client",
-         "submit": "mutune.services.server.client"}
+         "SweepConfig": "mutune.config", "load_config": "mutune.config",
+         "MutuneError": "mutune.errors", "ConfigError": "mutune.errors",
+         "ModelFamily": "mutune.proxies.family", "LoopContext": "mutune.training.context",
+         "load_target_model": "mutune.pipeline.target_loader",
+         **{name: _CLIENT for name in ("Client", "submit", "ServerError", "AuthError",
+                                       "NotFound", "Conflict", "PayloadTooLarge",
+                                       "SweepTimeout")}}
 
 
 def __getattr__(name: str) -> Any:

@@ -4,7 +4,7 @@ Linear warmup over the first 10 % of the run, then cosine decay to 10 % of the p
 clipping at global norm 1; the training loss averaged between evaluations and carried through
 checkpoints. The function does its own forward, backward and optimizer step; mutune hands it
 the μP model and optimizer, the batches, the evaluation, ``report`` and ``get_checkpoint``
-(mutune.training.context), and does the rest: base shapes, μP scaling of every parameter
+(a ``mutune.LoopContext``), and does the rest: base shapes, μP scaling of every parameter
 group's learning rate, rungs, checkpoints, preemption and the GPU-hours ledger. The same
 function trains every proxy trial and the full-size run, each over its own ``ctx.max_t`` steps.
 """

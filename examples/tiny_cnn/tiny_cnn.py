@@ -23,7 +23,7 @@ from pydantic import Field
 from torch import nn
 
 from mutune.config import ModelSpec
-from mutune.proxies.plugins import ModelFamily
+from mutune import ModelFamily
 
 __all__ = ["TinyCNN", "TinyCNNModel", "build", "flops_per_sample", "FAMILY"]
 

@@ -11,13 +11,11 @@ from typing import Any
 
 from mutune.errors import SearchError
 from mutune.pipeline.depth_tasks import target_task
+from mutune.pipeline.target_loader import META_FILE, MODEL_FILE
 
-__all__ = ["MODEL_DIR", "MODEL_FILE", "META_FILE", "model_dir_name", "keep_target_model",
-           "load_target_model"]
+__all__ = ["MODEL_DIR", "MODEL_FILE", "META_FILE", "model_dir_name", "keep_target_model"]
 
 MODEL_DIR = "target_model"
-MODEL_FILE = "model.pt"
-META_FILE = "model.json"
 
 
 def model_dir_name(sweep_id: int) -> str:
@@ -70,37 +68,13 @@ def keep_target_model(run: Any, trec: Any, target_hp: dict[str, float], *,
     return out
 
 
-def load_target_model(folder: str | os.PathLike[str], *, optimizer: bool = False,
-                      data: Any = None) -> tuple[Any, Any, dict[str, Any]]:
-    """Rebuild a kept target model from its folder: (the model in eval mode on CPU, its μP
-    optimizer with saved state or None, ``{"meta", "task"}``).
+def __getattr__(name: str) -> Any:
+    if name == "load_target_model":
+        import warnings
 
-    Raises:
-        SearchError: the folder is not a kept model."""
-    import torch
+        warnings.warn("mutune.pipeline.target_model.load_target_model moved: import it as "
+                      "mutune.load_target_model", DeprecationWarning, stacklevel=2)
+        from mutune.pipeline.target_loader import load_target_model as moved
 
-    from mutune.config import parse_config
-    from mutune.proxies.task import ProxyTask, load_task_data
-
-    root = Path(folder)
-    if not (root / MODEL_FILE).is_file() or not (root / META_FILE).is_file():
-        raise SearchError(f"{str(root)!r} is not a kept target model (needs {MODEL_FILE} and "
-                          f"{META_FILE})")
-    meta = json.loads((root / META_FILE).read_text(encoding="utf-8"))
-    config = parse_config(meta["config"], source=str(root / META_FILE))
-    bsh = root / "base_shapes.bsh"
-    spec = config.model      # a depth ladder's target trains deeper than its model section
-    if meta.get("depth") is not None and int(meta["depth"]) != spec.depth:
-        spec = spec.model_copy(update={"depth": int(meta["depth"])})
-    task = ProxyTask(spec, config.train,
-                     data if data is not None else load_task_data(config),
-                     base_shapes=bsh.read_text(encoding="utf-8") if bsh.is_file() else None)
-    state = torch.load(root / MODEL_FILE, map_location="cpu", weights_only=True)
-    hp = meta["hyperparameters"]
-    model = task.build(int(meta["width"]), hp)
-    model.load_state_dict(state["model"])
-    opt = None
-    if optimizer:
-        opt = task.for_point(hp).optimizer(model, float(hp["lr"]))
-        opt.load_state_dict(state["optimizer"])
-    return model.eval(), opt, {"meta": meta, "task": task}
+        return moved
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

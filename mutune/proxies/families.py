@@ -4,7 +4,7 @@ from __future__ import annotations
 from torch import nn
 
 from mutune.config import GPTModel, MLPModel
-from mutune.proxies.plugins import ModelFamily
+from mutune.proxies.family import ModelFamily
 from mutune.proxies.gpt import MuGPT
 from mutune.proxies.mlp import MuMLP
 

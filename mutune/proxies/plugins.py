@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from mutune.errors import ConfigError
+from mutune.proxies.family import ModelFamily as _ModelFamily
 
-__all__ = ["GROUP", "LOOP_GROUP", "MODEL_HPARAMS", "ModelFamily", "installed_families",
+__all__ = ["GROUP", "LOOP_GROUP", "MODEL_HPARAMS", "installed_families",
            "installed_loops", "load_family", "load_loop"]
 
 #: The entry-point group model plugins register in.
@@ -19,31 +19,6 @@ LOOP_GROUP = "mutune.loops"
 #: Model hyperparameters a family's ``build`` may accept (the μP multipliers, TP V Table 1, and
 #: dropout, which does not transfer across width).
 MODEL_HPARAMS = ("input_mult", "output_mult", "attn_mult", "init_std", "dropout")
-
-
-@dataclass(frozen=True)
-class ModelFamily:
-    """What a model plugin gives mutune; mutune does the rest (base shapes, optimizer, reports).
-
-    Attributes:
-        spec: pydantic model of the config's ``model`` section (``family: Literal[name]``).
-        build: ``build(width, *, depth, **options, **data_shape, **hparams) -> nn.Module``.
-        readout: attribute path of a plain ``nn.Linear`` output to swap for a ``MuReadout``.
-        attention_scale: attribute holding the attention-logit scale (next to ``head_dim``).
-        forward_loss: optional ``forward_loss(model, x, y) -> loss`` (nats).
-        batch: optional pure ``batch(data, batch_size, seed, step) -> (x, y)``.
-        flops_per_sample: optional ``(width, n_params, spec) -> float``; default 6·N (Kaplan
-            et al. 2020, §2.1)."""
-    name: str
-    spec: type
-    build: Callable[..., Any]
-    data_kinds: tuple[str, ...] = ("digits",)
-    hparams: tuple[str, ...] = ("input_mult", "output_mult", "init_std")
-    readout: str | None = None
-    attention_scale: str | None = None
-    forward_loss: Callable[..., Any] | None = None
-    batch: Callable[..., Any] | None = None
-    flops_per_sample: Callable[..., float] | None = None
 
 
 def installed_families() -> dict[str, importlib.metadata.EntryPoint]:
@@ -65,7 +40,7 @@ def _load(found: dict[str, importlib.metadata.EntryPoint], name: str, field: str
                           f"failed: {type(exc).__name__}: {exc}") from exc
 
 
-def load_family(name: str) -> ModelFamily:
+def load_family(name: str) -> _ModelFamily:
     """Load the model plugin registered as ``name`` in group ``mutune.models``.
 
     Raises:
@@ -73,9 +48,9 @@ def load_family(name: str) -> ModelFamily:
             import, or it is not a :class:`ModelFamily` whose ``name`` matches."""
     found = installed_families()
     family = _load(found, name, "model.family", "model", GROUP)
-    if not isinstance(family, ModelFamily) or family.name != name:
+    if not isinstance(family, _ModelFamily) or family.name != name:
         raise ConfigError(f"model.family = {name!r}: entry point {found[name].value!r} is "
-                          f"not a mutune.proxies.plugins.ModelFamily named {name!r}")
+                          f"not a mutune.ModelFamily named {name!r}")
     bad = [h for h in family.hparams if h not in MODEL_HPARAMS]
     if bad:
         raise ConfigError(f"model plugin {name!r} declares unknown hparams {bad}; allowed: "
@@ -100,3 +75,15 @@ def load_loop(name: str) -> Callable[..., Any]:
         raise ConfigError(f"train.loop = {name!r}: entry point {found[name].value!r} is a "
                           f"{type(loop).__name__}, not a function loop(ctx)")
     return loop
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ModelFamily":
+        import warnings
+
+        warnings.warn("mutune.proxies.plugins.ModelFamily moved: import it as "
+                      "mutune.ModelFamily", DeprecationWarning, stacklevel=2)
+        from mutune.proxies.family import ModelFamily as moved
+
+        return moved
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from mutune.config import ModelSpec, SweepConfig, TrainConfig
-from mutune.proxies.plugins import ModelFamily, load_family, load_loop
+from mutune.proxies.family import ModelFamily
+from mutune.proxies.plugins import load_family, load_loop
 from mutune.proxies.device import model_device
 from mutune.proxies.data import (ClassificationData, TextData, classification_batch,
                                  lm_batch, lm_eval_windows, load_digits_data, load_text_data)

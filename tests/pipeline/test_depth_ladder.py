@@ -150,7 +150,7 @@ def test_main_job_on_a_width_by_depth_ladder(ray_local, tiny_config, one_store_u
     kept) at its own depth; the ledger counts each model's FLOPs at its depth; the report,
     the export and the replay name each proxy's depth."""
     import mutune
-    from mutune.pipeline.target_model import load_target_model
+    from mutune.pipeline.target_loader import load_target_model
     from mutune.services.store import Store
     from mutune.services.stored_replay import replay_sweep
 

@@ -88,7 +88,7 @@ def test_the_trained_target_is_kept_exported_and_reloads_bit_for_bit(tiny_run, t
 
     import torch
 
-    from mutune.pipeline.target_model import load_target_model
+    from mutune.pipeline.target_loader import load_target_model
 
     cfg, result, url = tiny_run
     report = json.loads(result.report_path.read_text())

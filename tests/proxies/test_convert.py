@@ -17,7 +17,7 @@ from mutune.config import ModelSpec, TrainConfig
 from mutune.errors import ProxyError
 from mutune.proxies.convert import rescale_constant_std_init
 from mutune.proxies.data import classification_batch, load_digits_data
-from mutune.proxies.plugins import ModelFamily
+from mutune.proxies.family import ModelFamily
 from mutune.proxies.task import ProxyTask
 
 VOCAB, HEADS = 10, 2

@@ -331,7 +331,7 @@ def test_parameter_count_on_the_meta_device_builds_nothing():
     weight being allocated — every parameter the factory built is a meta tensor."""
     from mutune.config import ModelSpec, TrainConfig, load_config
     from mutune.proxies.data import load_digits_data
-    from mutune.proxies.plugins import ModelFamily
+    from mutune.proxies.family import ModelFamily
     from mutune.proxies.task import ProxyTask, load_task_data
 
     cfg = load_config()

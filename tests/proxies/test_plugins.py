@@ -30,7 +30,7 @@ PLUGIN = textwrap.dedent('''
     from torch import nn
 
     from mutune.config import ModelSpec
-    from mutune.proxies.plugins import ModelFamily
+    from mutune.proxies.family import ModelFamily
 
 
     class PlainSpec(ModelSpec):
@@ -160,7 +160,7 @@ def test_unknown_and_broken_plugins_are_refused_with_the_installed_names(user_pl
     msg = str(exc.value)
     assert "model.family = 'resnet9'" in msg and "no model plugin" in msg
     assert "installed: gpt, mlp, not_family, plain_mlp" in msg
-    with pytest.raises(ConfigError, match="is not a mutune.proxies.plugins.ModelFamily"):
+    with config_error("model.family", "'not_family'", "is not a mutune.ModelFamily"):
         parse_config(_config("not_family"))
     with config_error("model.activation", "'gelu'", "Input should be"):
         parse_config(_config(activation="gelu"))
@@ -256,7 +256,7 @@ def test_plain_attention_model_gets_the_mup_attention_scale_and_readout():
     from torch import nn
 
     from mutune.config import ModelSpec, TrainConfig
-    from mutune.proxies.plugins import ModelFamily
+    from mutune.proxies.family import ModelFamily
     from mutune.proxies.convert import set_attention_scale
     from mutune.proxies.data import load_digits_data
     from mutune.proxies.task import ProxyTask

@@ -1,5 +1,5 @@
 """``mutune export SWEEP_ID --model DIR``: the kept target model copied into DIR with a
-``load_model.py`` that rebuilds it (:func:`mutune.pipeline.target_model.load_target_model`)."""
+``load_model.py`` that rebuilds it (:func:`mutune.load_target_model`)."""
 from __future__ import annotations
 
 import json
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from mutune.pipeline.target_model import load_target_model
+from mutune import load_target_model
 
 torch.set_num_threads(1)         # the thread count the run evaluated with: the same bits
 here = Path(__file__).resolve().parent
