@@ -1,6 +1,8 @@
 """The built-in model plugins ``mlp`` and ``gpt`` (entry-point group ``mutune.models``)."""
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from mutune.config import GPTModel, MLPModel
@@ -11,19 +13,14 @@ from mutune.proxies.mlp import MuMLP
 __all__ = ["MLP", "GPT"]
 
 
-def _build_mlp(width: int, *, depth: int, d_in: int, n_classes: int,
-               **hparams: float) -> nn.Module:
+def _build_mlp(width: int, *, d_in: int, n_classes: int, **options: Any) -> nn.Module:
     """:class:`MuMLP` ``d_in → width (× depth) → n_classes`` (no base shapes yet)."""
-    return MuMLP(d_in, width, n_classes, depth=depth, **hparams)
+    return MuMLP.from_options(d_in, width, n_classes, **options)
 
 
-def _build_gpt(width: int, *, depth: int, vocab: int, seq_len: int, d_head: int,
-               ffn_ratio: int, positions: str, tied: bool, sp_style: bool = False,
-               readout_zero_init: bool = False, **hparams: float) -> nn.Module:
+def _build_gpt(width: int, **options: Any) -> nn.Module:
     """:class:`MuGPT` of d_model ``width`` (no base shapes yet)."""
-    return MuGPT(width, vocab=vocab, seq_len=seq_len, depth=depth, d_head=d_head,
-                 ffn_ratio=ffn_ratio, positions=positions, tied=tied, sp_style=sp_style,
-                 readout_zero_init=readout_zero_init, **hparams)
+    return MuGPT.from_options(width, **options)
 
 
 #: μP MLP classifier on scikit-learn's digits.

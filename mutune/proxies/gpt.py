@@ -4,6 +4,7 @@ Yang et al. 2022, Tensor Programs V, Table 3 and Appendix D.2; Radford et al. 20
 mup 1.0.0 ``examples/Transformer``."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import mup
@@ -12,9 +13,32 @@ import torch.nn.functional as F
 from torch import nn
 
 from mutune.errors import ProxyError
-from mutune.proxies.parametrization import build_parametrized, check_count, check_positive
+from mutune.proxies.parametrization import (build_parametrized, check_count, check_positive,
+                                            split_options)
 
-__all__ = ["MuGPT", "build_gpt"]
+__all__ = ["GPTShape", "MuGPT", "build_gpt"]
+
+
+@dataclass(frozen=True)
+class GPTShape:
+    """A :class:`MuGPT`'s architecture apart from its width (d_model).
+
+    ``vocab`` and ``seq_len`` in tokens; ``depth`` blocks; ``d_head`` fixed (heads grow with
+    width); ``ffn_ratio`` the MLP's hidden size over d_model; ``positions`` "learned" or
+    "rotary" (Su et al. 2021); ``tied`` readout shares the token embedding; ``sp_style`` SP's
+    1/√d_head attention scale and init; ``readout_zero_init``; ``branch_mult`` multiplies each
+    residual branch (depth scaling, :mod:`mutune.proxies.depth`)."""
+
+    vocab: int = 256
+    seq_len: int = 64
+    depth: int = 2
+    d_head: int = 16
+    ffn_ratio: int = 4
+    positions: str = "learned"
+    tied: bool = False
+    sp_style: bool = False
+    readout_zero_init: bool = False
+    branch_mult: float = 1.0
 
 
 def _normal_(weight: torch.Tensor, std: float) -> None:
@@ -70,6 +94,19 @@ class _Block(nn.Module):
         return x + self.branch_mult * self.fc_out(F.gelu(self.fc(self.ln_2(x))))
 
 
+def _check_shape(width: int, s: GPTShape) -> None:
+    if s.positions not in ("learned", "rotary"):
+        raise ProxyError(f"positions = {s.positions!r}: use 'learned' or 'rotary'")
+    if s.positions == "rotary" and s.d_head % 2:
+        raise ProxyError(f"rotary positions need an even d_head, got {s.d_head}")
+    for name, value in (("width", width), ("vocab", s.vocab), ("seq_len", s.seq_len),
+                        ("depth", s.depth), ("d_head", s.d_head), ("ffn_ratio", s.ffn_ratio)):
+        check_count(name, value)
+    if width % s.d_head != 0:
+        raise ProxyError(f"width must be a multiple of d_head, got width={width}, "
+                         f"d_head={s.d_head} (heads grow with width; d_head is fixed)")
+
+
 class MuGPT(nn.Module):
     """Byte-level causal decoder: learned or rotary positions, untied or tied μP readout.
 
@@ -82,49 +119,46 @@ class MuGPT(nn.Module):
         ProxyError: width % d_head != 0, a count < 1, a multiplier not finite > 0, unknown
             positions, rotary with an odd d_head; in ``forward``: idx not (B, T) or T > seq_len."""
 
-    def __init__(self, width: int, *, vocab: int = 256, seq_len: int = 64, depth: int = 2,
-                 d_head: int = 16, ffn_ratio: int = 4, input_mult: float = 1.0,
+    def __init__(self, width: int, shape: GPTShape | None = None, *, input_mult: float = 1.0,
                  output_mult: float = 1.0, attn_mult: float | None = None,
-                 init_std: float | None = None, positions: str = "learned",
-                 tied: bool = False, sp_style: bool = False,
-                 readout_zero_init: bool = False, branch_mult: float = 1.0):
+                 init_std: float | None = None):
         super().__init__()
+        s = shape or GPTShape()
         if attn_mult is None:
-            attn_mult = 1.0 if sp_style else 8.0
-        if positions not in ("learned", "rotary"):
-            raise ProxyError(f"positions = {positions!r}: use 'learned' or 'rotary'")
-        if positions == "rotary" and d_head % 2:
-            raise ProxyError(f"rotary positions need an even d_head, got {d_head}")
-        for name, value in (("width", width), ("vocab", vocab), ("seq_len", seq_len),
-                            ("depth", depth), ("d_head", d_head), ("ffn_ratio", ffn_ratio)):
-            check_count(name, value)
+            attn_mult = 1.0 if s.sp_style else 8.0
+        _check_shape(width, s)
         for name, value in (("input_mult", input_mult), ("output_mult", output_mult),
-                            ("attn_mult", attn_mult), ("branch_mult", branch_mult)):
+                            ("attn_mult", attn_mult), ("branch_mult", s.branch_mult)):
             check_positive(name, value)
         if init_std is not None:
             check_positive("init_std", init_std)
-        if width % d_head != 0:
-            raise ProxyError(f"width must be a multiple of d_head, got width={width}, "
-                             f"d_head={d_head} (heads grow with width; d_head is fixed)")
-        self.width, self.vocab, self.seq_len, self.depth = width, vocab, seq_len, depth
-        self.d_head, self.n_heads, self.ffn_ratio = d_head, width // d_head, ffn_ratio
-        self.input_mult, self.output_mult = input_mult, output_mult
+        self.shape, self.width, self.vocab, self.seq_len = s, width, s.vocab, s.seq_len
+        self.depth, self.d_head, self.n_heads = s.depth, s.d_head, width // s.d_head
+        self.ffn_ratio, self.input_mult, self.output_mult = s.ffn_ratio, input_mult, output_mult
         self.attn_mult, self.init_std = attn_mult, init_std
-        self.positions, self.tied, self.sp_style = positions, tied, sp_style
-        self.readout_zero_init = readout_zero_init
-        scale = attn_mult / (d_head ** 0.5 if sp_style else d_head)
-        self.tok_emb = nn.Embedding(vocab, width)
-        self.pos_emb = nn.Embedding(seq_len, width) if positions == "learned" else None
-        self.branch_mult = branch_mult
-        self.blocks = nn.ModuleList(_Block(width, d_head, ffn_ratio, scale,
-                                           rotary=positions == "rotary",
-                                           branch_mult=branch_mult)
-                                    for _ in range(depth))
+        self.positions, self.tied, self.sp_style = s.positions, s.tied, s.sp_style
+        self.readout_zero_init, self.branch_mult = s.readout_zero_init, s.branch_mult
+        scale = attn_mult / (s.d_head ** 0.5 if s.sp_style else s.d_head)
+        self.tok_emb = nn.Embedding(s.vocab, width)
+        self.pos_emb = nn.Embedding(s.seq_len, width) if s.positions == "learned" else None
+        self.blocks = nn.ModuleList(_Block(width, s.d_head, s.ffn_ratio, scale,
+                                           rotary=s.positions == "rotary",
+                                           branch_mult=s.branch_mult)
+                                    for _ in range(s.depth))
         self.ln_f = nn.LayerNorm(width)
         self.readout = (mup.MuSharedReadout(self.tok_emb.weight, bias=False,
-                                            output_mult=output_mult) if tied else
-                        mup.MuReadout(width, vocab, bias=True, output_mult=output_mult))
+                                            output_mult=output_mult) if s.tied else
+                        mup.MuReadout(width, s.vocab, bias=True, output_mult=output_mult))
         self.reset_parameters()
+
+    @classmethod
+    def from_options(cls, width: int, **options: Any) -> MuGPT:
+        """A MuGPT from flat keyword options: :class:`GPTShape`'s fields and the multipliers.
+
+        Raises:
+            ProxyError: as the constructor; TypeError: an option neither names."""
+        shape, mults = split_options(GPTShape, options)
+        return cls(width, shape, **mults)
 
     def reset_parameters(self) -> None:
         """PyTorch's init when ``init_std`` is None; else N(0, init_std²) with μP fan-in scaling."""
@@ -202,7 +236,7 @@ def build_gpt(width: int, *, base_width: int, parametrization: str,
     Raises:
         ProxyError: as :class:`MuGPT` and :func:`build_parametrized`."""
     def factory(w: int) -> nn.Module:
-        return MuGPT(w, sp_style=(parametrization == "sp") if sp_style is None else sp_style,
-                     **model)
+        return MuGPT.from_options(
+            w, sp_style=(parametrization == "sp") if sp_style is None else sp_style, **model)
 
     return build_parametrized(factory, width, base_width, parametrization, base_shapes)

@@ -4,8 +4,9 @@ Order: build → ``mup.set_base_shapes`` once → ``reset_parameters`` → optim
 Tensor Programs V, Table 3 and Appendix B; mup 1.0.0 (``set_base_shapes``, ``mup.optim``)."""
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, TypeVar
 
 import mup
 import torch
@@ -15,7 +16,9 @@ from mutune.errors import ProxyError
 
 __all__ = ["PARAMETRIZATIONS", "OPTIMIZERS", "build_parametrized", "make_optimizer",
            "fused_adam_ok", "check_positive", "check_count",
-           "count_parameters", "base_shapes_text"]
+           "count_parameters", "base_shapes_text", "split_options"]
+
+_Record = TypeVar("_Record")
 
 PARAMETRIZATIONS = ("mup", "sp")
 OPTIMIZERS = ("adamw", "adam", "sgd")
@@ -25,6 +28,14 @@ def check_positive(name: str, value: float) -> None:
     """Raise ProxyError unless ``value`` is a finite number > 0 (names ``name``)."""
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise ProxyError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def split_options(record: type[_Record],
+                  options: Mapping[str, Any]) -> tuple[_Record, dict[str, Any]]:
+    """``record`` built from the options that name its fields, and the other options."""
+    names = {f.name for f in dataclasses.fields(record)}  # type: ignore[arg-type]
+    return (record(**{k: v for k, v in options.items() if k in names}),
+            {k: v for k, v in options.items() if k not in names})
 
 
 def check_count(name: str, value: int, minimum: int = 1) -> None:

@@ -235,7 +235,7 @@ def test_main_job_on_a_width_by_depth_ladder(ray_local, tiny_config, one_store_u
     from mutune.proxies.mlp import MuMLP
 
     def build(width, depth, **mults):
-        return MuMLP(64, width, 10, depth=depth, residual=True, **mults)
+        return MuMLP.from_options(64, width, 10, depth=depth, residual=True, **mults)
 
     scope = {"build": build}
     exec(compile(exported["snippet"], "snippet", "exec"), scope)

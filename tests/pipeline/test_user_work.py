@@ -61,7 +61,7 @@ def test_export_hparams_at_the_target_width_gives_the_target_run_config(tiny_run
     from mutune.proxies.mlp import MuMLP
 
     def build(width, depth, **mults):
-        return MuMLP(64, width, 10, depth=depth, **mults)
+        return MuMLP.from_options(64, width, 10, depth=depth, **mults)
 
     scope = {"build": build}
     exec(compile(data["snippet"], "snippet", "exec"), scope)   # the user's own trainer

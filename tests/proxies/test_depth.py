@@ -10,8 +10,8 @@ import torch
 from mutune.errors import ProxyError
 from mutune.proxies import build_mlp, make_optimizer
 from mutune.proxies.depth import DepthScaling, depth_param_groups
-from mutune.proxies.gpt import MuGPT
-from mutune.proxies.mlp import MuMLP
+from mutune.proxies.gpt import GPTShape, MuGPT
+from mutune.proxies.mlp import MLPShape, MuMLP
 from tests.conftest import config_error
 
 GPT_KW = dict(vocab=64, seq_len=8, d_head=8, ffn_ratio=2)
@@ -87,7 +87,7 @@ def _gpt(width: int, base: int, s: DepthScaling) -> MuGPT:
     from mutune.proxies.parametrization import build_parametrized
 
     def factory(w: int) -> MuGPT:
-        return MuGPT(w, depth=s.depth, branch_mult=s.branch_multiplier, **GPT_KW)
+        return MuGPT(w, GPTShape(depth=s.depth, branch_mult=s.branch_multiplier, **GPT_KW))
 
     return build_parametrized(factory, width, base, "mup")
 
@@ -122,8 +122,8 @@ def test_residual_mlp_scales_each_branch():
     from mutune.proxies.parametrization import build_parametrized
 
     torch.manual_seed(0)
-    m = build_parametrized(lambda w: MuMLP(5, w, 3, depth=3, residual=True, branch_mult=0.25,
-                                           input_mult=4.0), 16, 16, "mup")
+    stack = MLPShape(depth=3, residual=True, branch_mult=0.25)
+    m = build_parametrized(lambda w: MuMLP(5, w, 3, stack, input_mult=4.0), 16, 16, "mup")
     assert len(m.hidden) == 3
     x = torch.randn(4, 5)
     h = m.input(x) * 2.0
@@ -132,7 +132,7 @@ def test_residual_mlp_scales_each_branch():
     torch.testing.assert_close(m(x), m.readout(torch.relu(h)), rtol=0, atol=0)
     assert set(m.depth_groups().values()) == {"embedding", "hidden_weight", "output"}
     with pytest.raises(ProxyError, match="needs residual=True"):
-        MuMLP(5, 16, 3, depth=3, branch_mult=0.5)
+        MuMLP(5, 16, 3, MLPShape(depth=3, branch_mult=0.5))
 
 
 def test_at_the_base_depth_completep_is_the_unscaled_model():

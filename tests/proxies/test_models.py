@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 from mutune.errors import ProxyError
-from mutune.proxies import (MuGPT, MuMLP, build_gpt, build_mlp, build_parametrized,
-                            classification_batch, count_parameters, load_digits_data,
-                            make_optimizer)
+from mutune.proxies import (GPTShape, MLPShape, MuGPT, MuMLP, build_gpt, build_mlp,
+                            build_parametrized, classification_batch, count_parameters,
+                            load_digits_data, make_optimizer)
 
 GPT_KW = dict(vocab=256, seq_len=16, depth=2, d_head=8, ffn_ratio=4)
 
@@ -231,9 +231,9 @@ def test_guard_bad_arguments(kwargs, match):
 
 def test_other_input_errors():
     with pytest.raises(ProxyError, match="multiple of d_head"):
-        MuGPT(20, d_head=8)
+        MuGPT(20, GPTShape(d_head=8))
     with pytest.raises(ProxyError, match="depth"):
-        MuMLP(64, 16, 10, depth=0)
+        MuMLP(64, 16, 10, MLPShape(depth=0))
     with pytest.raises(ProxyError, match="lr"):
         make_optimizer(_mlp(16, "sp"), lr=-1.0)
     with pytest.raises(ProxyError, match="unknown optimizer"):
@@ -243,7 +243,7 @@ def test_other_input_errors():
 
 
 def test_count_parameters():
-    assert count_parameters(MuMLP(64, 16, 10, depth=2)) == 64 * 16 + 16 * 16 + 16 * 10
+    assert count_parameters(MuMLP(64, 16, 10, MLPShape(depth=2))) == 64 * 16 + 16 * 16 + 16 * 10
 
 
 @pytest.mark.parametrize("width", [32, 64])
@@ -294,19 +294,19 @@ def test_gpt_knobs_forward_causal_and_tied_init_width_independent(positions, tie
 
 
 def test_rotary_needs_even_d_head():
-    from mutune.proxies.gpt import MuGPT
+    from mutune.proxies.gpt import GPTShape, MuGPT
 
     with pytest.raises(ProxyError, match="even d_head"):
-        MuGPT(15, d_head=15, positions="rotary")
+        MuGPT(15, GPTShape(d_head=15, positions="rotary"))
 
 
 def test_saved_base_shapes_build_the_same_model():
     """Models built from a saved .bsh equal those built from base and delta models."""
     from mutune.proxies.gpt import build_gpt
-    from mutune.proxies.mlp import MuMLP, build_mlp
+    from mutune.proxies.mlp import MLPShape, MuMLP, build_mlp
     from mutune.proxies.parametrization import base_shapes_text
 
-    bsh = base_shapes_text(lambda w: MuMLP(8, w, 3, depth=2), 16)
+    bsh = base_shapes_text(lambda w: MuMLP(8, w, 3, MLPShape(depth=2)), 16)
     assert bsh.startswith("# mup base shapes")
     for w in (16, 64):
         outs = []
