@@ -132,7 +132,7 @@ class MuGPT(nn.Module):
             check_positive(name, value)
         if init_std is not None:
             check_positive("init_std", init_std)
-        self.shape, self.width, self.vocab, self.seq_len = s, width, s.vocab, s.seq_len
+        self.width, self.vocab, self.seq_len = width, s.vocab, s.seq_len
         self.depth, self.d_head, self.n_heads = s.depth, s.d_head, width // s.d_head
         self.ffn_ratio, self.input_mult, self.output_mult = s.ffn_ratio, input_mult, output_mult
         self.attn_mult, self.init_std = attn_mult, init_std

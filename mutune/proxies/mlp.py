@@ -66,7 +66,7 @@ class MuMLP(nn.Module):
                             ("init_std", init_std)):
             check_positive(name, value)
         self.d_in, self.width, self.n_classes, self.depth = d_in, width, n_classes, s.depth
-        self.shape, self.residual, self.branch_mult = s, s.residual, s.branch_mult
+        self.residual, self.branch_mult = s.residual, s.branch_mult
         self.input_mult, self.output_mult, self.init_std = input_mult, output_mult, init_std
         self.input = nn.Linear(d_in, width, bias=False)
         blocks = s.depth if s.residual else s.depth - 1
