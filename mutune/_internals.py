@@ -1,18 +1,21 @@
 """Every use of another library's private state, in one place, each gated by version
 (:data:`VERIFIED`; outside it the public behaviour runs with a ``RuntimeWarning``): kept Ray
-Tune actors, torch optimizers without their compile wrappers, and two reads that fall back to
-None. ``tests/test_internals.py`` fails when an attribute relied on here disappears."""
+Tune actors, trial actors started in Ray's idle workers, torch optimizers without their
+compile wrappers, and two reads that fall back to None. ``tests/test_internals.py`` fails
+when an attribute relied on here disappears."""
 from __future__ import annotations
 
 import functools
+import os
 import importlib.metadata
 import inspect
 import re
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["VERIFIED", "verified", "keep_actors", "optimizer_class", "eager_optimizers",
-           "session_dir", "draining_nodes"]
+__all__ = ["VERIFIED", "verified", "keep_actors", "tune_actor_env", "use_idle_workers",
+           "optimizer_class", "eager_optimizers", "session_dir", "draining_nodes"]
 
 #: (major, minor) releases, inclusive, that each library's shortcuts were verified on
 VERIFIED: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
@@ -46,6 +49,51 @@ def keep_actors(tune_controller: Any, resources: Any, slots: int) -> bool:
     if not verified("ray") or not callable(getattr(cache, "increase_max", None)):
         return False
     cache.increase_max(resources, by=max(int(slots), 1))
+    return True
+
+
+def tune_actor_env() -> dict[str, str] | None:
+    """The ``env_vars`` Ray Tune puts in a trial actor's ``runtime_env`` now: its defaults plus
+    the variables it passes on from this process's environment
+    (``ray.tune.execution.class_cache``); None when this Ray Tune does not say."""
+    try:
+        from ray.tune.execution.class_cache import DEFAULT_ENV_VARS, ENV_VARS_TO_PROPAGATE
+    except ImportError:
+        return None
+    env = dict(DEFAULT_ENV_VARS)
+    env.update({k: os.environ[k] for k in ENV_VARS_TO_PROPAGATE if k in os.environ})
+    return env
+
+
+def use_idle_workers(tune_controller: Any, trial: Any,
+                     worker_env: Mapping[str, str] | None) -> bool:
+    """Have Ray Tune create ``trial``'s trainable actors without a ``runtime_env`` when the
+    workers' own environment already holds every variable it would set, so they can start in
+    the worker processes Ray started idle with the cluster (an actor with a ``runtime_env``
+    waits for a new process of its own). Sets ``TuneController._class_cache._cache``.
+
+    Args:
+        tune_controller: the run's ``TuneController`` (a scheduler hook's argument).
+        trial: a trial of the run (its trainable class is the one cached).
+        worker_env: the environment the cluster's workers start with
+            (:func:`mutune.search.backends.ray_tune.cluster.local_worker_env`), None: unknown.
+    Returns:
+        True when Tune will create the actors without a ``runtime_env``; False when Tune's own
+        class stays: the workers' environment is unknown or lacks a variable or value, Tune
+        made the class already, this Ray is outside :data:`VERIFIED`, or its class cache
+        has another shape."""
+    wanted = tune_actor_env()
+    if worker_env is None or wanted is None or not verified("ray"):
+        return False
+    if any(worker_env.get(k) != v for k, v in wanted.items()):
+        return False
+    cache = getattr(getattr(tune_controller, "_class_cache", None), "_cache", None)
+    trainable_cls = trial.get_trainable_cls()
+    if not isinstance(cache, dict) or trainable_cls is None or trainable_cls in cache:
+        return False
+    import ray
+
+    cache[trainable_cls] = ray.remote(trainable_cls)
     return True
 
 

@@ -17,6 +17,16 @@ def test_ray_tune_keeps_actors_in_an_object_cache_with_increase_max():
     assert callable(_ObjectCache.increase_max)
 
 
+def test_ray_tune_keeps_its_actor_classes_in_a_dict_and_names_their_env_vars():
+    from ray.tune.execution.class_cache import (DEFAULT_ENV_VARS, ENV_VARS_TO_PROPAGATE,
+                                                _ActorClassCache)
+    from ray.tune.execution.tune_controller import TuneController
+
+    assert "self._class_cache = _ActorClassCache(" in inspect.getsource(TuneController.__init__)
+    assert isinstance(_ActorClassCache()._cache, dict)
+    assert isinstance(DEFAULT_ENV_VARS, dict) and ENV_VARS_TO_PROPAGATE
+
+
 def test_ray_exposes_the_session_folder_and_the_draining_nodes():
     import ray._private.state as state
     import ray._private.worker as worker
@@ -47,6 +57,8 @@ def test_an_unverified_release_turns_the_shortcuts_off(monkeypatch):
             _actor_cache = None
         with pytest.warns(RuntimeWarning, match="ray"):
             assert not _internals.keep_actors(Controller(), object(), 2)
+        assert not _internals.use_idle_workers(Controller(), object(),
+                                               dict(_internals.tune_actor_env() or {}))
     finally:
         _internals.verified.cache_clear()
 

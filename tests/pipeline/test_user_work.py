@@ -14,7 +14,9 @@ from mutune.services.cli import app
 from mutune.services.store import Store
 from tests.conftest import make_tiny_config
 
-pytestmark = pytest.mark.slow
+# one test process for this module: its module-scoped fixture is built once (pyproject's
+# --dist loadgroup)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pipeline.test_user_work")]
 ENV = {"COLUMNS": "200"}
 
 

@@ -10,6 +10,10 @@ from mutune.proxies.gpt import build_gpt
 from mutune.proxies.parametrization import make_optimizer
 from mutune.proxies.task import ProxyTask, load_task_data
 
+# one test process for this module: its module-scoped fixture is built once (pyproject's
+# --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("proxies.test_coord_check")
+
 WIDTHS = [64, 128, 256, 512]
 
 

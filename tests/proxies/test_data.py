@@ -15,6 +15,10 @@ from mutune.errors import ProxyError
 from mutune.proxies import (classification_batch, lm_batch, lm_eval_windows, load_digits_data,
                             load_text_data, stdlib_corpus_files)
 
+# one test process for this module: its module-scoped fixture is built once (pyproject's
+# --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("proxies.test_data")
+
 
 @pytest.fixture(scope="module")
 def digits():

@@ -16,6 +16,10 @@ from mutune.search.best import best_at_rung
 from mutune.services.stored_replay import (ReplayChanges, render_replay, replay_sweep,
                                            sweep_curves)
 
+# one test process for this module: its module-scoped fixture is built once (pyproject's
+# --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("services.test_replay_service")
+
 # ---------------------------------------------------------------- synthetic recorded sweeps
 # Written through the Store's recorder methods as the live book does (report seq, then one
 # seq per decision), with the reports of concurrent trials interleaved.

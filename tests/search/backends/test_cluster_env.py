@@ -57,6 +57,21 @@ def test_local_workers_inherit_the_environment_and_the_job_has_no_runtime_env():
     assert got["worker"] == "4" and got["after"] == "4" and not got["job"].get("env_vars")
 
 
+def test_importing_ahead_imports_by_the_block_s_end_and_drops_a_failure():
+    code = r"""
+import sys
+from mutune.search.backends.ray_tune.import_ahead import importing_ahead
+with importing_ahead("colorsys"):
+    pass
+with importing_ahead("mutune_no_such_module"):
+    pass
+print("colorsys" in sys.modules, "mutune_no_such_module" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.split() == ["True", "False"]
+
+
 def test_a_poll_interval_the_user_set_is_kept(monkeypatch):
     from mutune.search.backends.ray_tune.cluster import TRAIN_POLL_ENV, worker_env
 

@@ -78,6 +78,21 @@ def test_a_batch_that_does_not_split_evenly_is_refused():
         DataParallel(0, 4).shard(x, x)
 
 
+def _train_workers() -> list[int]:
+    """PIDs of the Ray Train worker actors of this process's own local cluster (its
+    descendants), never those of another test process's cluster on the same machine."""
+    import psutil
+
+    out = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "RayTrainWorker" in " ".join(proc.cmdline()):
+                out.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return out
+
+
 def _run(task, cfg, tmp_path, name, workers):
     rec = MemoryRecorder()
     point = {"hparams": {"lr": 0.02, "output_mult": 1.0}, "seed": 5, "index": 0,
@@ -142,7 +157,6 @@ def test_a_killed_worker_is_retried_by_ray_train_from_the_last_checkpoint(
     import contextlib
     import os
     import signal
-    import subprocess
     import threading
     import time
 
@@ -163,12 +177,11 @@ def test_a_killed_worker_is_retried_by_ray_train_from_the_last_checkpoint(
     while not rec.of("trial_reported") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert rec.of("trial_reported"), "no report within 240 s"
-    pids = subprocess.run(["pgrep", "-f", "RayTrainWorker"], capture_output=True,
-                          text=True).stdout.split()
+    pids = _train_workers()
     assert pids, "no Ray Train worker process found"
     for pid in pids:      # this run's workers (and any idle leftover of an earlier run)
         with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
     thread.join(timeout=600)
     (t,) = box["out"].trials
     assert t.status == "completed" and t.last_step == 30
@@ -190,7 +203,6 @@ def test_a_preempted_target_restarts_its_worker_group_without_a_failure(
     import contextlib
     import os
     import signal
-    import subprocess
     import threading
     import time
 
@@ -217,12 +229,11 @@ def test_a_preempted_target_restarts_its_worker_group_without_a_failure(
     deadline = time.monotonic() + 240
     while not rec.of("trial_reported") and time.monotonic() < deadline:
         time.sleep(0.05)
-    pids = subprocess.run(["pgrep", "-f", "RayTrainWorker"], capture_output=True,
-                          text=True).stdout.split()
+    pids = _train_workers()
     assert pids, "no Ray Train worker process found"
     for pid in pids:      # this run's workers (an idle one of the reference run hears it too)
         with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)
     thread.join(timeout=600)
     (t,) = box["out"].trials
     assert t.status == "completed" and t.last_step == MAX_T, (t.status, t.reason)

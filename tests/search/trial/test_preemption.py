@@ -21,6 +21,10 @@ from mutune.proxies.task import ProxyTask, load_task_data
 from mutune.search.trial import preemption
 from mutune.search.trial.preemption import NoticeWatcher, Preemption
 
+# one test process for this module: its module-scoped fixture is built once (pyproject's
+# --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("search.trial.test_preemption")
+
 POINT = {"hparams": {"lr": 0.01}, "seed": 1234, "index": 0}
 #: long enough that a notice posted at step 3 lands mid-trial (a step takes about a millisecond)
 MAX_T = 300

@@ -19,6 +19,10 @@ import pytest
 from mutune.search.trial.checkpoint import STATE_FILE
 from mutune.search.trial.remote import CheckpointStore, Uploader, shown
 
+# one test process for this module: its module-scoped fixture is built once (pyproject's
+# --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("search.trial.test_remote_storage")
+
 
 @pytest.fixture(scope="module")
 def s3_server():

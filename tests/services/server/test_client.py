@@ -15,6 +15,10 @@ from tests.conftest import make_tiny_config
 from tests.services.conftest import make_token, start_server
 from tests.services.seeded import COST, TARGET, seed_sweep
 
+# one test process for this module: its module-scoped fixture is built once (pyproject's
+# --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("services.server.test_client")
+
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):

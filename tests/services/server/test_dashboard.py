@@ -23,6 +23,10 @@ from mutune.services.store import Store
 from tests.services.conftest import REPO, make_token, start_server
 from tests.services.seeded import COST, RULES, TARGET, seed_sweep
 
+# one test process for this module: its module-scoped fixture is built once (pyproject's
+# --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("services.server.test_dashboard")
+
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory):

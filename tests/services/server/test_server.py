@@ -16,6 +16,10 @@ import yaml
 from tests.conftest import make_tiny_config
 from tests.services.conftest import make_token, start_server
 
+# one test process for this module: its module-scoped fixture is built once (pyproject's
+# --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("services.server.test_server")
+
 V1 = "/api/v1"
 
 

@@ -11,7 +11,8 @@ from typing import Any
 from mutune.config import RayConfig
 
 __all__ = ["ray_cluster", "slots", "tracking_callbacks", "shortfall", "pending_trials",
-           "PENDING_ENV", "worker_env", "TRAIN_POLL_ENV", "environ"]
+           "PENDING_ENV", "worker_env", "local_worker_env", "TUNE_ACTOR_ENV",
+           "TRAIN_POLL_ENV", "environ"]
 
 
 def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
@@ -43,6 +44,15 @@ def tracking_callbacks(tracking: Any, name: str) -> list[Any]:
     return out
 
 
+#: what Ray Tune sets in every trial actor's ``runtime_env``
+#: (``ray.tune.execution.class_cache.DEFAULT_ENV_VARS``); in the workers' own environment it
+#: lets trial actors start in Ray's idle workers (:func:`mutune._internals.use_idle_workers`)
+TUNE_ACTOR_ENV = {"PL_DISABLE_FORK": "1"}
+
+#: the environment the workers of the local cluster :func:`ray_cluster` started inherit,
+#: while it runs (Ray's own state is per process too: one cluster per driver)
+_started: dict[str, dict[str, str]] = {}
+
 #: glibc malloc arenas per Ray worker process: a worker runs ~25 threads, and glibc's default
 #: (8 × cores arenas) lets each keep its own heap; two arenas cut a quickstart trial worker's
 #: resident memory by about 40 MB (490 against 530 MB, benchmarks/driver_memory.py) at no
@@ -65,10 +75,10 @@ TRAIN_POLL_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.1"}
 def worker_env() -> dict[str, str]:
     """Environment variables of the sweep's Ray workers (set where a local cluster starts,
     or as the job's ``runtime_env`` on a cluster at ``ray.address``, which Ray merges into
-    every actor's own): ``MALLOC_ARENA_MAX`` (:data:`MALLOC_ARENAS`) and Ray Train's poll
-    interval (:data:`TRAIN_POLL_ENV`, read by the target run's controller, a worker too)
-    unless the user's environment sets them."""
-    env: dict[str, str] = {}
+    every actor's own): :data:`TUNE_ACTOR_ENV`; ``MALLOC_ARENA_MAX`` (:data:`MALLOC_ARENAS`)
+    and Ray Train's poll interval (:data:`TRAIN_POLL_ENV`, read by the target run's
+    controller, a worker too) unless the user's environment sets them."""
+    env = dict(TUNE_ACTOR_ENV)
     if "MALLOC_ARENA_MAX" not in os.environ:
         env["MALLOC_ARENA_MAX"] = MALLOC_ARENAS
     env.update({k: v for k, v in TRAIN_POLL_ENV.items() if k not in os.environ})
@@ -106,19 +116,34 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
         # a local cluster's workers inherit the environment its raylet starts in: set there
         # instead of as the job's runtime_env, the workers Ray prestarts at ray.init serve
         # the sweep's actors (with a runtime_env every actor waits for a process of its own)
+        # (and Ray Tune's trial actors, given no runtime_env of their own: use_idle_workers);
+        # the sweep imports Ray Tune next: in a thread while Ray starts its processes
         from mutune._internals import session_dir
+        from mutune.search.backends.ray_tune.import_ahead import importing_ahead
 
-        with environ(worker_env()):
+        with environ(worker_env()), importing_ahead("ray.tune"):
+            started = dict(os.environ)
             ray.init(address="local", num_cpus=cfg.num_cpus, **kwargs)
         folder = session_dir()
         entry = register(folder) if folder is not None else None
+        _started["env"] = started
     try:
         yield
     finally:
+        _started.pop("env", None)
         ray.shutdown()
         if entry is not None:
             from mutune.search.backends.ray_tune.orphans import unregister
             unregister(entry)
+
+
+def local_worker_env() -> dict[str, str] | None:
+    """The environment every worker of the local cluster :func:`ray_cluster` started in this
+    process inherits (its raylet's: this process's environment at ``ray.init``, plus
+    :func:`worker_env`); None while no such cluster runs (none, one at ``ray.address``, or
+    one this process joined already initialized)."""
+    env = _started.get("env")
+    return dict(env) if env is not None else None
 
 
 @contextlib.contextmanager

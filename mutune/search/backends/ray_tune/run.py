@@ -13,7 +13,7 @@ from mutune.search.backends.base import RunSettings
 from mutune.search.backends.groups import (GroupSpec, RunOutcome, driver_group,
                                            finished_trials, make_core)
 from mutune.search.backends.ray_tune.callback import BookSpec, SweepBook
-from mutune.search.backends.ray_tune.cluster import (pending_trials, slots,
+from mutune.search.backends.ray_tune.cluster import (local_worker_env, pending_trials, slots,
                                                       tracking_callbacks)
 from mutune.search.backends.ray_tune.retention import checkpoint_bytes_on_disk
 from mutune.search.budget import BudgetAdmission
@@ -190,7 +190,8 @@ def _tuner(run: _Run, settings: RunSettings, stopper: Any) -> Any:
         tune.with_resources(fn, resources),
         param_space=_param_space(run, settings, hold_s),
         tune_config=tune.TuneConfig(
-            scheduler=RayScheduler(run.driver, run.book, metric, mode),
+            scheduler=RayScheduler(run.driver, run.book, metric, mode,
+                                   worker_env=local_worker_env()),
             search_alg=RaySearcher(run.driver, run.book, metric=metric, mode=mode),
             num_samples=-1, reuse_actors=True, metric=metric, mode=mode,
             trial_name_creator=trial_name, trial_dirname_creator=trial_name),

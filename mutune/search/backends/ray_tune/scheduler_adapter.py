@@ -15,17 +15,34 @@ __all__ = ["RayScheduler"]
 
 
 class RayScheduler(FIFOScheduler):
-    """Drive a :class:`~mutune.search.driver.SweepDriver` from Ray Tune's scheduler hooks."""
+    """Drive a :class:`~mutune.search.driver.SweepDriver` from Ray Tune's scheduler hooks.
 
-    def __init__(self, driver: SweepDriver, book: Any, metric: str, mode: str) -> None:
+    ``worker_env``: the environment the cluster's workers start with
+    (:func:`~.cluster.local_worker_env`), None when unknown; where it holds what Ray Tune would
+    put in a trial actor's ``runtime_env``, the actors are made without one and can start in
+    Ray's idle workers (:func:`mutune._internals.use_idle_workers`)."""
+
+    def __init__(self, driver: SweepDriver, book: Any, metric: str, mode: str,
+                 worker_env: dict[str, str] | None = None) -> None:
         super().__init__()
         self.driver, self.book = driver, book
+        # the trainable's actor class is settled at the first trial added
+        self._worker_env, self._classed = worker_env, False
         self._metric, self._mode = metric, mode
         self._kept: set[Any] = set()     # the trial resources whose actors Tune keeps
 
     def __getstate__(self) -> dict[str, Any]:
-        # Tune snapshots the scheduler into its experiment state: no live driver or book
-        return {**self.__dict__, "driver": None, "book": None}
+        # Tune snapshots the scheduler into its experiment state: no live driver or book,
+        # nor the workers' environment (it may hold credentials)
+        return {**self.__dict__, "driver": None, "book": None, "_worker_env": None}
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        super().on_trial_add(tune_controller, trial)
+        if not self._classed:        # before Tune makes any actor of the run
+            from mutune._internals import use_idle_workers
+
+            use_idle_workers(tune_controller, trial, self._worker_env)
+            self._classed = True
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         return metric in (None, self._metric) and mode in (None, self._mode)
