@@ -6,9 +6,9 @@ when an attribute relied on here disappears."""
 from __future__ import annotations
 
 import functools
-import os
 import importlib.metadata
 import inspect
+import os
 import re
 import warnings
 from collections.abc import Mapping
