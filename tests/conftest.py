@@ -91,23 +91,14 @@ def one_store_url(tmp_path) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def ray_local() -> Iterator[None]:
-    """A real local Ray cluster for the whole session: 2 CPUs, no dashboard; its workers get
-    the environment a sweep's local cluster gives them (``cluster.worker_env``)."""
-    import logging
+    """A real local Ray cluster for the whole session, started as a sweep starts its own
+    (``cluster.ray_cluster``: 2 CPUs, no dashboard, the workers' environment, trial actors in
+    the idle workers, registered against orphans)."""
+    from mutune.config import RayConfig
+    from mutune.search.backends.ray_tune.cluster import ray_cluster
 
-    import ray
-
-    from mutune.search.backends.ray_tune.cluster import environ, worker_env
-
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    with environ(worker_env()):             # inherited by the raylet and so by every worker
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.ERROR)
-    try:
+    with ray_cluster(RayConfig(num_cpus=2)):
         yield
-    finally:
-        ray.shutdown()
 
 
 def make_tiny_config():
