@@ -115,9 +115,9 @@ def ray_cluster(cfg: RayConfig) -> Iterator[None]:
         # on the same host (ray.init() without an address joins the latest `ray start` one)
         # a local cluster's workers inherit the environment its raylet starts in: set there
         # instead of as the job's runtime_env, the workers Ray prestarts at ray.init serve
-        # the sweep's actors (with a runtime_env every actor waits for a process of its own)
-        # (and Ray Tune's trial actors, given no runtime_env of their own: use_idle_workers);
-        # the sweep imports Ray Tune next: in a thread while Ray starts its processes
+        # the sweep's actors, Ray Tune's trial actors too (use_idle_workers); with a
+        # runtime_env every actor waits for a process of its own. Ray Tune, imported next,
+        # is imported in a thread while Ray starts its processes.
         from mutune._internals import session_dir
         from mutune.search.backends.ray_tune.import_ahead import importing_ahead
 
