@@ -163,12 +163,18 @@ def test_dry_run_figures_match_a_real_run_in_order_of_magnitude(tiny_run, tmp_pa
     assert [w["width"] for w in plan["widths"]] == cfg.widths
     assert all(w["trials"] == cfg.search.num_samples for w in plan["widths"])
     assert plan["target"]["steps"] == cfg.target_steps
+    # the real figures are measured, so a loaded machine (two test processes, an hour's
+    # drift) makes every real trial several times slower than the plan assumes: each plan
+    # figure is held within a factor of 30 of the real one. Proxies, target and their total
+    # are measured alike and slow down alike, so their proportions must match within 3×
+    # (the real naive figure extrapolates the target's start overhead to every naive trial)
     real = result.cost
-    ratios = {}
-    for key in ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours"):
-        ratios[key] = plan[key] / real[key]
-        assert 0.1 < ratios[key] < 10, (key, plan[key], real[key])
+    keys = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours")
+    ratios = {key: plan[key] / real[key] for key in keys}
     print("dry-run / real:", json.dumps(ratios))
+    assert all(1 / 30 < r < 30 for r in ratios.values()), ratios
+    measured_alike = [ratios[k] for k in keys[:3]]
+    assert max(measured_alike) / min(measured_alike) < 3, ratios
     trials = Store.open(url).sweep_rows(result.sweep_id)["trials"]
     real_steps = {p["width"]: sum(t["steps"] for t in trials if t["width"] == p["width"]
                                   and t["kind"] == "proxy") for p in result.proxies}
