@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -217,8 +218,6 @@ def _install_example(example: Path, dist: str, tmp_path: Path) -> Path:
     """Install a copy of the example package into an empty folder (pip builds its wheel; no
     deps, no network, one pip process; the build's files stay out of the repository);
     returns the folder, for PYTHONPATH."""
-    import shutil
-
     source, site = tmp_path / "source", tmp_path / "site"
     shutil.copytree(example, source)
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
