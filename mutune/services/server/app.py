@@ -4,6 +4,7 @@ of another project answers 404). OpenAPI at ``/docs``; the dashboard at ``/``.""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -18,6 +19,8 @@ from mutune.errors import ConfigError, StoreError
 
 from .auth import TokenCache, bearer_token
 from .settings import ServerSettings
+
+log = logging.getLogger("mutune.server")
 
 __all__ = ["create_app", "API_PREFIX"]
 
@@ -193,7 +196,8 @@ def _sweep_routes(r: APIRouter) -> None:
             def load() -> bytes:
                 try:
                     return cache.put(sweep_id, store.sweep_progress(sweep_id))
-                except StoreError:
+                except StoreError as err:  # the previous status, if any, is served meanwhile
+                    log.warning("sweep %s: reading its status failed: %s", sweep_id, err)
                     return b""
             cache.loading.add(sweep_id)
             try:

@@ -79,8 +79,12 @@ def test_submitted_sweeps_complete_and_a_running_one_cancels(tmp_path):
         _until(lambda: second.status()["progress"]["trials_running"] > 0, 120,
                "the second sweep's trials to run")
         assert second.cancel()["status"] == "cancelling"
-        st = _until(lambda: (s := second.status())["status"] == "cancelled" and s, 60,
-                    "the cancelled sweep to stop")
+        try:
+            st = _until(lambda: (s := second.status())["status"] == "cancelled" and s, 60,
+                        "the cancelled sweep to stop")
+        except AssertionError as err:
+            raise AssertionError(f"{err}; last status {second.status()}; server log: "
+                                 f"{server.log.read_text()[-3000:]}") from None
         assert st["progress"]["trials_running"] == 0
         _until(lambda: not _children(server.proc.pid), 30, "the cancelled child to exit")
     finally:
