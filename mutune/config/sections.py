@@ -293,7 +293,11 @@ class TransferConfig(StrictModel):
     (docs/transfer.md)."""
     tolerance: float = Field(
         default=0.1, gt=0, description="|width exponent| a μP rule may show and still be "
-        "`stable`")
+        "`stable` where no fitted loss surface prices its uncertainty")
+    loss_tolerance: float = Field(
+        default=0.005, gt=0, lt=1, description="the share of the loss a rule's uncertainty may "
+        "cost at the target and still be `stable`: the loss increase across the transferred "
+        "value's interval on a proxy's fitted loss surface (docs/transfer.md §3)")
     mup_flat: bool = Field(
         default=True, description="under μP, when the width exponent's 95 % interval contains "
         "0, transfer the widest proxy's optimum instead of extrapolating the slope")

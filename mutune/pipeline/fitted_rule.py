@@ -4,6 +4,7 @@ docs/transfer.md §10) as a recorder row, with its verdict along every axis. A �
 when its verdict is ``drifting``."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -48,13 +49,16 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     rule = fit_transfer_rule(name, widths, values, extra_scales=extra,
                              optima_intervals=intervals, n_boot=tr.n_boot, seed=config.seed)
     rule.check_target({"width": target_w, **({"depth": target_d} if depths else {})})
-    verdicts, schemes = _verdicts(config, rule, name, widths, optima, depths)
+    verdicts, schemes = _verdicts(config, rule, name, optima, depths, None)
     # a μP-flat axis is extrapolated only when its verdict resolves a drift: extrapolating an
     # unresolved slope over octaves is how a transfer diverges
     flat = {a: schemes[a] == "mup" and tr.mup_flat and v.name != "drifting"
             for a, v in verdicts.items()}
     value, lo, hi = _transferred(name, rule, values, intervals, flat, widths, depths,
                                  target_w, target_d)
+    stake = _stake(config, rule, name, optima, depths, value, (lo, hi))
+    if stake is not None:   # judged again on the loss at stake (drifting or not is unchanged)
+        verdicts, _ = _verdicts(config, rule, name, optima, depths, stake)
     verdict = verdicts["width"]
     row = {
         "hyperparameter": name, "intercept": rule.intercept, "slope": rule.slope,
@@ -76,6 +80,8 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
         "transferred_interval": [lo, hi], "formula": rule.formula,
         "transfer_form": _transfer_form(verdicts, flat, depths),
         "verdict": verdict.name, "reason": verdict.reason, "advice": verdict.advice,
+        "loss_at_stake": None if stake is None else dataclasses.asdict(stake),
+        "loss_tolerance": tr.loss_tolerance,
         "outside_searched_range": (isinstance(dist, LogUniform)
                                    and not dist.low <= value <= dist.high)}
     if depths:
@@ -88,20 +94,19 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     return row
 
 
-def _verdicts(config: SweepConfig, rule: Any, name: str, widths: list[int],
-              optima: list[WidthOptimum], depths: list[int] | None
-              ) -> tuple[dict[str, Any], dict[str, str]]:
+def _verdicts(config: SweepConfig, rule: Any, name: str, optima: list[WidthOptimum],
+              depths: list[int] | None, stake: Any) -> tuple[dict[str, Any], dict[str, str]]:
     """The rule's verdict along each axis, and each axis's parametrization scheme."""
     from mutune.scaling import rule_verdict
 
     tr, par = config.transfer, config.model.parametrization
-    labels = [size_label(w, d) for w, d in zip(widths, depths or [None] * len(widths))]
-    edges = [o.edge_side.get(name) for o in optima if o.on_edge.get(name)]
+    labels = [size_label(int(w), d) for w, d in zip(rule.scales, depths or [None] * len(optima))]
+    edges = [o.edge_side.get(name) or "unknown" for o in optima if o.on_edge.get(name)]
     fallbacks = [f"{lab}: {o.fallback_reason}" for lab, o in zip(labels, optima)
                  if o.method == "best-trial"]
-    common = dict(tolerance=tr.tolerance, on_edge=bool(edges),
-                  edge_side=edges[0] if edges else None,
-                  fallback="; ".join(fallbacks) if fallbacks else None)
+    common = dict(tolerance=tr.tolerance, edge=edges[0] if edges else None,
+                  fallback="; ".join(fallbacks) if fallbacks else None, stake=stake,
+                  loss_tolerance=tr.loss_tolerance)
     verdicts = {"width": rule_verdict(rule, parametrization=par, **common)}
     schemes = {"width": par}
     if depths:
@@ -109,6 +114,49 @@ def _verdicts(config: SweepConfig, rule: Any, name: str, widths: list[int],
         verdicts["depth"] = rule_verdict(rule, parametrization=schemes["depth"], axis="depth",
                                          **common)
     return verdicts, schemes
+
+
+def _surface(name: str, optima: list[WidthOptimum], labels: list[str]
+             ) -> tuple[float, float, str] | None:
+    """(curvature, loss, source) of the widest proxy's fitted loss surface along ``name``: the
+    widest with a full-horizon design first (its surface is at the target's horizon), else the
+    widest fitted at a rung; None where no proxy has one."""
+    fitted = []
+    for i in reversed(range(len(optima))):
+        c, loss = (optima[i].curvature or {}).get(name), optima[i].fitted_loss
+        if c is not None and c > 0 and loss is not None and loss > 0:
+            fitted.append((optima[i].optimum_horizon != "max_t", i, c, loss))
+    if not fitted:
+        return None
+    at_rung, i, c, loss = min(fitted, key=lambda f: (f[0], -f[1]))
+    if at_rung:
+        why = f"fitted at {optima[i].optimum_horizon}: no proxy has a full-horizon design"
+    elif i == len(optima) - 1:
+        why = "the widest proxy, fitted on its full-horizon design"
+    else:
+        why = f"the widest with a full-horizon design; {labels[-1]} has no fitted surface"
+    return c, loss, f"{labels[i]}'s loss surface, {why}"
+
+
+def _stake(config: SweepConfig, rule: Any, name: str, optima: list[WidthOptimum],
+           depths: list[int] | None, value: float, interval: tuple[float, float]) -> Any:
+    """The loss at stake at the target (:func:`mutune.scaling.stake.loss_at_stake`): the miss
+    from ``value`` to the farthest end of its interval or of the rule's prediction interval at
+    the target; None for a score metric, or without a fitted surface or a finite interval."""
+    from mutune.scaling.stake import loss_at_stake
+
+    if config.search.mode != "min":
+        return None
+    labels = [size_label(int(w), d) for w, d in zip(rule.scales, depths or [None] * len(optima))]
+    surface = _surface(name, optima, labels)
+    at = {"depth": config.target_depth} if depths else {}
+    ends = [x for x in (*interval, *rule.prediction_interval(config.target.width, **at))
+            if math.isfinite(x) and x > 0]
+    if surface is None or not ends or not (math.isfinite(value) and value > 0):
+        return None
+    c, loss, source = surface
+    return loss_at_stake(name, value, (min(ends + [value]), max(ends + [value])),
+                         curvature=c, loss=loss, source=source)
 
 
 def _transferred(name: str, rule: Any, values: list[float], intervals: list[Any] | None,

@@ -10,7 +10,7 @@ import numpy as np
 from mutune.config import SweepConfig
 from mutune.errors import FitError
 from mutune.pipeline.transfer_stage import log_bounds
-from mutune.pipeline.optimum_record import WidthOptimum
+from mutune.pipeline.optimum_record import WidthOptimum, surface_fields
 
 __all__ = ["full_horizon_trials", "full_horizon_optimum"]
 
@@ -92,7 +92,7 @@ def full_horizon_optimum(config: SweepConfig, outcomes: list[Any], center: dict[
                clipped={**{n: False for n in fixed_choice}, **dict(opt.clipped)},
                stationary={n: math.exp(opt.stationary[n]) for n in names},
                searched_range={n: [math.exp(bounds[j, 0]), math.exp(bounds[j, 1])]
-                               for j, n in enumerate(names)})
+                               for j, n in enumerate(names)}, **surface_fields(opt))
     return WidthOptimum(**out)
 
 

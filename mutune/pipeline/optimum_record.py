@@ -2,14 +2,23 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["WidthOptimum"]
+__all__ = ["WidthOptimum", "surface_fields"]
 
 #: fields every recorded optimum carries (the others only when set)
 _ALWAYS = ("milestone", "optimum_horizon", "method", "optimum", "n_trials", "trial_ids",
            "interval", "on_edge", "edge_side", "fallback_reason", "horizon", "choices")
+
+
+def surface_fields(opt: Any) -> dict[str, Any]:
+    """``curvature`` and ``fitted_loss`` of a :class:`mutune.scaling.Optimum`, nan as None."""
+    def finite(x: float) -> float | None:
+        return float(x) if math.isfinite(x) else None
+    return {"curvature": {n: finite(c) for n, c in opt.curvature.items()},
+            "fitted_loss": finite(opt.fitted_value)}
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,10 @@ class WidthOptimum:
     sweep_best: dict[str, Any] | None = None        # the sweep's own best, before the refit
     full_horizon_error: str | None = None            # why the refit failed (kept: the rung's)
     aligned_from: int | None = None                  # the rung before the common-rung refit
+    # the quadratic's loss surface (mutune.scaling.Optimum): ∂²loss/∂(log h)² per knob, and its
+    # loss at the optimum; None where no quadratic was fitted
+    curvature: dict[str, float | None] | None = None
+    fitted_loss: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The record the store keeps: every field in :data:`_ALWAYS`, the others when set."""

@@ -10,7 +10,7 @@ import numpy as np
 from mutune.config import Choice, SweepConfig
 from mutune.config.spaces import NOT_TRANSFERRED, as_value, is_categorical
 from mutune.pipeline.fitted_rule import fitted_rule, size_label
-from mutune.pipeline.optimum_record import WidthOptimum
+from mutune.pipeline.optimum_record import WidthOptimum, surface_fields
 from mutune.pipeline.unfitted_rules import unfitted_rule
 from mutune.errors import FitError
 
@@ -119,7 +119,7 @@ def width_optimum(config: SweepConfig, outcome: Any, best: Any, *,
                                 if all(map(math.isfinite, opt.interval[n])) else None)
                             for n in names}, **nofit["interval"]},
                on_edge={**dict(opt.on_edge), **nofit["on_edge"]},
-               edge_side={**dict(opt.edge_side), **nofit["edge_side"]})
+               edge_side={**dict(opt.edge_side), **nofit["edge_side"]}, **surface_fields(opt))
     if "lr" in names and len(full) >= 2:
         out["horizon"] = _lr_horizon(config, full, fit)
     return WidthOptimum(**out)

@@ -39,7 +39,11 @@ class Optimum:
         interval: name → 95 % percentile-bootstrap interval; (nan, nan) under 20 replicates.
         on_edge: the stationary point was clipped, sits within 5 % of a bound, or the best trial
             is the extreme sampled value; ``edge_side`` says which bound.
-        stationary: the unclipped −H⁻¹g, the direction to search next (Box & Wilson 1951)."""
+        stationary: the unclipped −H⁻¹g, the direction to search next (Box & Wilson 1951).
+        curvature: name → the quadratic's second derivative along it, in metric units per
+            (natural-log unit)², worse-is-positive (mode "max" flips the sign of the metric);
+            nan for a weighted mean.
+        fitted_value: the quadratic's metric at ``center`` (nan for a weighted mean)."""
     names: tuple[str, ...]
     center: dict[str, float]
     interval: dict[str, tuple[float, float]]
@@ -53,6 +57,8 @@ class Optimum:
     n_boot_used: int
     clipped: dict[str, bool] = dataclasses.field(default_factory=dict)
     stationary: dict[str, float] = dataclasses.field(default_factory=dict)
+    curvature: dict[str, float] = dataclasses.field(default_factory=dict)
+    fitted_value: float = math.nan
 
     def value(self, name: str) -> float:
         """h* of ``name`` in natural units (exp of the log centre)."""
@@ -90,46 +96,68 @@ def _unique_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return Xs[new], inverse
 
 
-def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int
-              ) -> tuple[np.ndarray, str, int, np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Fit:
+    """One quadratic (or weighted-mean) estimate, in natural-log units of each hyperparameter."""
+    centre: np.ndarray           # (d,) clipped to the fitted points' box
+    method: str
+    k: int                       # configurations the fit used
+    clipped: np.ndarray          # (d,) −1 below, +1 above, 0 inside
+    stationary: np.ndarray       # (d,) the unclipped −H⁻¹g
+    curvature: np.ndarray        # (d,) ∂²y/∂(log h_j)²; nan for a weighted mean
+    value: float                 # the fitted y at ``centre``; nan for a weighted mean
+
+
+def _quadratic(X: np.ndarray, y: np.ndarray, order: np.ndarray, n_best: int, method: str
+               ) -> _Fit | None:
+    """The ``method`` quadratic on the best configurations, or None (too few, rank-deficient
+    or not positive-definite)."""
+    n, d = X.shape
+    full = method == QUADRATIC and d > 1
+    p = _n_params(d, full)
+    k = min(n, max(n_best, p + 1 if full else p))
+    if k < p + (1 if full else 0):
+        return None
+    idx = order[:k]
+    Xn, yn = X[idx], y[idx]
+    mid = Xn[0]
+    spread = np.ptp(Xn, axis=0)
+    if np.any(spread == 0):
+        return None
+    Z = (Xn - mid) / spread
+    # lstsq's rank is matrix_rank's (singular values above max(k, p)·eps of the largest)
+    coef, _, rank, _ = np.linalg.lstsq(_design(Z, full), yn, rcond=None)
+    if rank < p:
+        return None
+    g = coef[1:1 + d]
+    H = np.diag(2 * coef[1 + d:1 + 2 * d])
+    if full:
+        it = iter(coef[1 + 2 * d:])
+        for i in range(d):
+            for j in range(i + 1, d):
+                H[i, j] = H[j, i] = next(it)
+    eig = np.linalg.eigvalsh(H)
+    if eig[0] <= 1e-10 * max(1.0, float(np.max(np.abs(eig)))):
+        return None           # not positive-definite: try the separable fit, then the mean
+    stationary = mid + np.linalg.solve(H, -g) * spread
+    lo, hi = Xn.min(axis=0), Xn.max(axis=0)
+    centre = np.clip(stationary, lo, hi)
+    zc = (centre - mid) / spread
+    return _Fit(centre, method, k, np.where(stationary < lo, -1, np.where(stationary > hi, 1, 0)),
+                stationary, np.diag(H) / spread ** 2,
+                float(coef[0] + g @ zc + 0.5 * zc @ H @ zc))
+
+
+def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int) -> _Fit:
     """One estimate from trials X (n, d) log values, y (n,) losses to minimise."""
     X, inverse = _unique_rows(X)
     y = np.bincount(inverse, weights=y) / np.bincount(inverse)   # mean over repeats (seeds)
     n, d = X.shape
     order = np.argsort(y, kind="stable")
     for method in ((QUADRATIC, DIAGONAL) if d > 1 else (QUADRATIC,)):
-        full = method == QUADRATIC and d > 1
-        p = _n_params(d, full)
-        k = min(n, max(n_best, p + 1 if full else p))
-        if k < p + (1 if full else 0):
-            continue
-        idx = order[:k]
-        Xn, yn = X[idx], y[idx]
-        mid = Xn[0]
-        spread = np.ptp(Xn, axis=0)
-        if np.any(spread == 0):
-            continue
-        Z = (Xn - mid) / spread
-        D = _design(Z, full)
-        # lstsq's rank is matrix_rank's (singular values above max(k, p)·eps of the largest)
-        coef, _, rank, _ = np.linalg.lstsq(D, yn, rcond=None)
-        if rank < p:
-            continue
-        g = coef[1:1 + d]
-        H = np.diag(2 * coef[1 + d:1 + 2 * d])
-        if full:
-            it = iter(coef[1 + 2 * d:])
-            for i in range(d):
-                for j in range(i + 1, d):
-                    H[i, j] = H[j, i] = next(it)
-        eig = np.linalg.eigvalsh(H)
-        if eig[0] <= 1e-10 * max(1.0, float(np.max(np.abs(eig)))):
-            continue         # not positive-definite: try the separable fit, then the mean
-        z_star = np.linalg.solve(H, -g)
-        centre = mid + z_star * spread
-        lo, hi = Xn.min(axis=0), Xn.max(axis=0)
-        clipped = np.where(centre < lo, -1, np.where(centre > hi, 1, 0))
-        return np.clip(centre, lo, hi), method, k, clipped, centre
+        fit = _quadratic(X, y, order, n_best, method)
+        if fit is not None:
+            return fit
     k = min(n, max(n_best, 2))
     idx = order[:k]
     yn = y[idx]
@@ -138,7 +166,7 @@ def _fit_once(X: np.ndarray, y: np.ndarray, n_best: int
     if k > 1 and w.sum() == 0:
         w = np.ones(k)
     mean = (w[:, None] * X[idx]).sum(axis=0) / w.sum()
-    return mean, WEIGHTED_MEAN, k, np.zeros(d, int), mean
+    return _Fit(mean, WEIGHTED_MEAN, k, np.zeros(d, int), mean, np.full(d, math.nan), math.nan)
 
 
 def _finite_trials(log_h: np.ndarray, values: np.ndarray, names: tuple[str, ...], mode: str,
@@ -188,7 +216,7 @@ def _bootstrap(X: np.ndarray, y: np.ndarray, g: np.ndarray | None, n_best: int, 
         yb = y[idx]
         if idx.size < needed or np.ptp(yb) == 0 or np.any(np.ptp(X[idx], axis=0) == 0):
             continue
-        draws.append(_fit_once(X[idx], yb, min(n_best, idx.size))[0])
+        draws.append(_fit_once(X[idx], yb, min(n_best, idx.size)).centre)
     if len(draws) >= 20:
         qs = np.quantile(np.array(draws), [0.025, 0.975], axis=0)
         return {nm: (float(qs[0, j]), float(qs[1, j])) for j, nm in enumerate(names)}, len(draws)
@@ -264,11 +292,13 @@ def estimate_optimum(log_h: np.ndarray, values: np.ndarray, *, names: Sequence[s
         raise FitError(f"flat: all {n} finite values equal {v[0]!r}; the metric does not "
                        f"depend on {list(names)} in the searched range")
     y = v if mode == "min" else -v
-    centre, method, k, clipped, stationary = _fit_once(X, y, n_best)
+    fit = _fit_once(X, y, n_best)
     interval, n_draws = _bootstrap(X, y, g, n_best, n_boot, seed, names)
-    on_edge, side, best = _edges(X, y, centre, clipped, method, region, names)
-    return Optimum(names, {nm: float(centre[j]) for j, nm in enumerate(names)}, interval,
-                   method, n, n_dropped, k, on_edge, side,
+    on_edge, side, best = _edges(X, y, fit.centre, fit.clipped, fit.method, region, names)
+    return Optimum(names, {nm: float(fit.centre[j]) for j, nm in enumerate(names)}, interval,
+                   fit.method, n, n_dropped, fit.k, on_edge, side,
                    {nm: float(best[j]) for j, nm in enumerate(names)}, n_draws,
-                   {nm: bool(clipped[j]) for j, nm in enumerate(names)},
-                   {nm: float(stationary[j]) for j, nm in enumerate(names)})
+                   {nm: bool(fit.clipped[j]) for j, nm in enumerate(names)},
+                   {nm: float(fit.stationary[j]) for j, nm in enumerate(names)},
+                   {nm: float(fit.curvature[j]) for j, nm in enumerate(names)},
+                   fit.value if mode == "min" else -fit.value)

@@ -19,8 +19,11 @@ def _rule(slope, interval, *, n=5, residual=0.05):
     (_rule(0.0, (-0.5, 0.5)), dict(parametrization="mup"), "noisy", "4×tolerance"),
     (_rule(0.0, (-0.1, 0.1), residual=1.5), dict(parametrization="mup"), "noisy",
      "residual scale 1.5"),
-    (_rule(0.1, (0.02, 0.18)), dict(parametrization="mup"), "noisy", "straddles"),
-    (_rule(0.0, (-0.05, 0.05)), dict(parametrization="mup", on_edge=True, edge_side="high"),
+    (_rule(0.0, (-0.08, 0.18)), dict(parametrization="mup"), "noisy", "straddles"),
+    # an interval that excludes 0 is drift under μP, however close to 0 or wide it is
+    (_rule(0.1, (0.02, 0.18)), dict(parametrization="mup"), "drifting", "excludes 0"),
+    (_rule(-0.5, (-0.95, -0.05)), dict(parametrization="mup"), "drifting", "extrapolated"),
+    (_rule(0.0, (-0.05, 0.05)), dict(parametrization="mup", edge="high"),
      "edge", "upper bound"),
     (_rule(0.0, (math.nan, math.nan), n=2), dict(parametrization="mup"), "too_few_sizes",
      "2 proxy size(s)"),
@@ -42,17 +45,16 @@ def test_each_verdict_by_its_case(rule, kwargs, name, phrase):
 
 def test_precedence_and_advice():
     # too few sizes beats edge beats noisy; edge advice says which side
-    v = rule_verdict(_rule(0.0, (-2.0, 2.0), n=2), parametrization="mup", on_edge=True)
+    v = rule_verdict(_rule(0.0, (-2.0, 2.0), n=2), parametrization="mup", edge="unknown")
     assert v.name == "too_few_sizes" and "add a proxy width" in v.advice
-    v = rule_verdict(_rule(0.0, (-2.0, 2.0)), parametrization="sp", on_edge=True,
-                     edge_side="low")
+    v = rule_verdict(_rule(0.0, (-2.0, 2.0)), parametrization="sp", edge="low")
     assert v.name == "edge" and "downwards" in v.advice
     v = rule_verdict(_rule(-0.9, (-3.0, 1.0)), parametrization="sp")
     assert v.name == "noisy" and "seeds" in v.advice
     assert rule_verdict(_rule(0.0, (-0.05, 0.05), n=2),
                         parametrization="mup").name == "too_few_sizes"
     # a fallback beats edge: a best trial's "edge" says nothing
-    v = rule_verdict(_rule(0.0, (-0.05, 0.05)), parametrization="mup", on_edge=True,
+    v = rule_verdict(_rule(0.0, (-0.05, 0.05)), parametrization="mup", edge="unknown",
                      fallback="width 64: too few trials")
     assert v.name == "fallback" and "more samples" in v.advice
 

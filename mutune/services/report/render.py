@@ -115,18 +115,30 @@ def _rules(report: dict[str, Any], console: Any) -> None:
     r = Table(title="Transfer rules: log h*(w) = a + b·log w" + (" + c·log L" if ladder else "")
                     + " (95 % intervals; b and its verdict are the width's)")
     depth_cols = ("c (depth)", "c interval", "depth verdict") if ladder else ()
-    for col in ("hyperparameter", "a", "b (slope)", "b interval", *depth_cols,
-                "transferred value", "value interval", "verdict"):
+    for col in ("hyperparameter", "a", "b (slope)", "b interval", "loss at stake",
+                *depth_cols, "transferred value", "value interval", "verdict"):
         r.add_column(col, justify="right")
     for rule in report["rules"]:
         depth_cells = ((fmt_num((rule.get("slopes") or {}).get("depth")),
                         fmt_interval((rule.get("slope_intervals") or {}).get("depth")),
                         (rule.get("verdicts") or {}).get("depth", "—")) if ladder else ())
         r.add_row(rule["hyperparameter"], fmt_num(rule["intercept"]), fmt_num(rule["slope"]),
-                  fmt_interval(rule.get("slope_interval")), *depth_cells,
+                  fmt_interval(rule.get("slope_interval")), _stake_cell(rule), *depth_cells,
                   fmt_num(rule["transferred_value"]),
                   fmt_interval(rule.get("transferred_interval")), rule.get("verdict", "—"))
     console.print(unclipped(r))
+
+
+def _stake_cell(rule: dict[str, Any]) -> str:
+    """``0.21 % (≤ 0.5 %)``: the share of the loss the rule's uncertainty could cost at the
+    target, against ``transfer.loss_tolerance``; ``—`` where no loss surface priced it."""
+    stake = rule.get("loss_at_stake")
+    if not stake:
+        return "—"
+    tol = rule.get("loss_tolerance")
+    limit = "" if tol is None else f" ({'≤' if stake['relative'] <= tol else '>'} " \
+        f"{100 * tol:g} %)"
+    return f"{100 * stake['relative']:.2g} %{limit}"
 
 
 def _rule_notes(report: dict[str, Any], console: Any) -> None:
