@@ -68,8 +68,46 @@ def compute_cost(config: SweepConfig, outcomes: dict[Any, Any], target: Any, *,
                     "inputs": {"model_flops": used.total, "productive_device_s":
                                used.device_s, "peak_flops_per_device": peak_flops,
                                "peak_source": peak_source}})
+    flop_saving = _flop_saving(target, widths[target.trial_id], flops.per_sample, used.total,
+                               int(naive.one_seed.inputs["steps"]))
+    cost.update({k: v for k, v in flop_saving.items() if k != "inputs"})
+    entries += _flop_entries(flop_saving)
     entries += throughput_entries(cost, target) + hold_entries(hold) + naive_entries(naive, cost)
     return cost, entries
+
+
+def _flop_saving(target: Any, target_size: Any, per_sample: Callable[[Any, float], float],
+                 spent_flops: float, naive_steps: int) -> dict[str, Any]:
+    """The saving in model FLOPs of the trained steps, device- and load-independent: every
+    trial's (proxies, designs, gate rounds, target; all seeds) against the naive sweep's steps
+    at the target's FLOPs per step (one seed). ``ideal``: the proxies free."""
+    tt = target.timing
+    per_step = per_sample(target_size, tt["n_params"]) * tt["samples"] / max(tt["steps"], 1)
+    naive_flops = per_step * naive_steps
+    target_flops = per_step * tt["steps"]
+    ok = naive_flops > 0
+    return {"spent_flops": spent_flops, "naive_flops": naive_flops,
+            "saved_flops_fraction": 1 - spent_flops / naive_flops if ok else None,
+            "ideal_saved_flops_fraction": 1 - target_flops / naive_flops if ok else None,
+            "inputs": {"target_flops_per_step": per_step, "naive_steps": naive_steps,
+                       "target_steps": tt["steps"], "target_flops": target_flops}}
+
+
+def _flop_entries(fs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The FLOP-based saving's ledger lines, its formula shown."""
+    formula = ("1 − Σ model FLOPs of every trained step (proxies, designs, gate rounds, "
+               "target) / (naive steps × the target's FLOPs per step); model FLOPs per sample "
+               "or token 6·N [+ 6·n_layer·n_ctx·d_model] (Kaplan et al. 2020 §2.1)")
+    return [{"scope": "sweep", "name": "spent_flops", "value": fs["spent_flops"],
+             "unit": "FLOP"},
+            {"scope": "sweep", "name": "naive_flops", "value": fs["naive_flops"],
+             "unit": "FLOP", "inputs": fs["inputs"]},
+            {"scope": "sweep", "name": "saved_flops_fraction",
+             "value": fs["saved_flops_fraction"], "unit": "1", "formula": formula,
+             "inputs": fs["inputs"]},
+            {"scope": "sweep", "name": "ideal_saved_flops_fraction",
+             "value": fs["ideal_saved_flops_fraction"], "unit": "1",
+             "formula": "1 − target FLOPs / naive FLOPs (the proxies free)"}]
 
 
 @dataclass(frozen=True)
@@ -237,6 +275,7 @@ def _cost_figures(config: SweepConfig, target: Any, proxy_h: float, target_h: fl
             "naive_grid_gpu_hours": naive.grid.gpu_hours,
             "naive_grid_formula": naive.grid.formula, "saved_gpu_hours": saved,
             "saved_fraction": saved / n if n > 0 else None,
+            "ideal_saved_fraction": (n - target_h) / n if n > 0 else None,
             "price_per_hour": price, "currency": config.cost.currency,
             "pricing": config.cost.pricing,
             "total_money": money(total_h, price), "naive_money": money(n, price),

@@ -40,7 +40,8 @@ class Hold:
 
 #: the sweep-level figures recorded as ledger lines, and their units (GPU-h otherwise)
 _SWEEP_LINES = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "saved_gpu_hours",
-                "saved_fraction", "ettr", "trial_ettr", "sweep_ettr", "useful_gpu_hours",
+                "saved_fraction", "ideal_saved_fraction", "ettr", "trial_ettr", "sweep_ettr",
+                "useful_gpu_hours",
                 "gpu_hours_per_trial", "cost_to_final_metric_gpu_hours", "price_per_hour",
                 "total_money", "naive_money", "saved_money")
 
@@ -48,7 +49,8 @@ _SWEEP_LINES = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "saved
 def sweep_entries(config: SweepConfig, cost: dict[str, Any]) -> list[dict[str, Any]]:
     """The sweep's totals, spot economics and the figures of :data:`_SWEEP_LINES`."""
     cur = config.cost.currency
-    units = {"saved_fraction": "1", "ettr": "1", "trial_ettr": "1", "sweep_ettr": "1",
+    units = {"saved_fraction": "1", "ideal_saved_fraction": "1", "ettr": "1", "trial_ettr": "1",
+             "sweep_ettr": "1",
              "price_per_hour": f"{cur}/device-h", "total_money": cur, "naive_money": cur,
              "saved_money": cur}
     out: list[dict[str, Any]] = [

@@ -68,12 +68,24 @@ def test_main_job_runs_end_to_end_on_the_simulator_without_ray(no_ray, tmp_path)
     assert cost["saved_gpu_hours"] == pytest.approx(cost["naive_gpu_hours"]
                                                     - cost["total_gpu_hours"])
     assert cost["naive_formula"].startswith("devices/3600")
+    # the FLOP-based saving: every trained step's model FLOPs (the trials' own ledger lines)
+    # against the naive sweep's steps at the target's FLOPs per step
+    steps = {t["id"]: t["steps"] for t in rows["trials"]}
+    per_step = {e["trial_id"]: e["value"] for e in rows["ledger"]
+                if e["scope"] == "trial" and e["name"] == "flops_per_step"}
+    assert cost["spent_flops"] == pytest.approx(sum(per_step[i] * steps[i] for i in steps))
+    assert cost["saved_flops_fraction"] == pytest.approx(
+        1 - cost["spent_flops"] / cost["naive_flops"])
+    assert cost["saved_flops_fraction"] < cost["ideal_saved_flops_fraction"] < 1
+    assert report["cost"]["saved_flops_fraction"] == pytest.approx(cost["saved_flops_fraction"])
+    assert "Kaplan" in report["cost"]["saved_flops_fraction_formula"]
     from rich.console import Console
 
     buf = io.StringIO()
     render_report(report, Console(file=buf, width=120))
     text = buf.getvalue()
     assert "GPU-h" in text and str(result.sweep_id) in text
+    assert "saved fraction (model FLOPs)" in text
 
 
 def test_the_simulated_sweep_is_deterministic(no_ray, tmp_path):

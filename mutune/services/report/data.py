@@ -18,7 +18,9 @@ __all__ = ["build_report", "write_report_json", "live_proxy_sweeps", "COST_KEYS"
 #: bytes), docs/architecture.md §6.
 COST_KEYS = ("proxy_gpu_hours", "target_gpu_hours", "total_gpu_hours", "naive_gpu_hours",
              "naive_replicates_gpu_hours", "naive_grid_gpu_hours", "saved_gpu_hours",
-             "saved_fraction", "ettr", "trial_ettr", "sweep_ettr", "mfu",
+             "saved_fraction", "ideal_saved_fraction", "spent_flops", "naive_flops",
+             "saved_flops_fraction", "ideal_saved_flops_fraction", "ettr", "trial_ettr",
+             "sweep_ettr", "mfu",
              "held_gpu_hours", "useful_gpu_hours", "gpu_hours_per_trial",
              "cost_to_final_metric_gpu_hours", "price_per_hour", "total_money",
              "naive_money", "saved_money", "repeated_steps", "preemptions", "recovery_s",
@@ -188,7 +190,7 @@ def _ledger_cost(rows: dict[str, Any]) -> dict[str, Any]:
         cost["naive_grid_formula"] = ledger["naive_grid_gpu_hours"]["formula"]
     if "naive_replicates_gpu_hours" in ledger:
         cost["naive_replicates_formula"] = ledger["naive_replicates_gpu_hours"]["formula"]
-    for key in ("mfu", "held_gpu_hours"):
+    for key in ("mfu", "held_gpu_hours", "saved_flops_fraction"):
         if key in ledger and ledger[key].get("formula"):
             cost[f"{key}_formula"] = ledger[key]["formula"]
             cost[f"{key}_inputs"] = ledger[key]["inputs"]

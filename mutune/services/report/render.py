@@ -235,7 +235,10 @@ def _cost_table(report: dict[str, Any], console: Any) -> None:
                        ("naive_replicates_gpu_hours", "naive, with the proxies' seeds"),
                        ("naive_grid_gpu_hours", "naive: every sample to max_t"),
                        ("saved_gpu_hours", "saved vs naive"),
-                       ("saved_fraction", "saved fraction"),
+                       ("saved_fraction", "saved fraction (measured GPU-hours)"),
+                       ("ideal_saved_fraction", "ideal: the proxies free"),
+                       ("saved_flops_fraction", "saved fraction (model FLOPs)"),
+                       ("ideal_saved_flops_fraction", "ideal in FLOPs: the proxies free"),
                        ("ettr" if "trial_ettr" not in c else "", "ETTR"),   # older sweeps
                        ("trial_ettr", "trial ETTR (productive / each trial's allocation)"),
                        ("sweep_ettr", "sweep ETTR (productive / held)"),
@@ -250,7 +253,9 @@ def _cost_table(report: dict[str, Any], console: Any) -> None:
                        ("spent_gpu_hours", "spent: every recorded trial"),
                        ("budget_gpu_hours", "budget")):
         if key in c:
-            fmt = ".1%" if key in ("saved_fraction", "ettr", "trial_ettr", "sweep_ettr") else \
+            fmt = ".1%" if key in ("saved_fraction", "ideal_saved_fraction",
+                                   "saved_flops_fraction", "ideal_saved_flops_fraction",
+                                   "ettr", "trial_ettr", "sweep_ettr") else \
                 ".3%" if key == "mfu" else \
                 ".1f" if key in ("target_samples_per_s", "target_devices") else ".6f"
             ct.add_row(label, fmt_num(c[key], fmt))
