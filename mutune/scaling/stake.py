@@ -35,9 +35,11 @@ class LossAtStake:
     source: str
 
     def describe(self) -> str:
-        """``0.21 % of the loss (0.0047 nats) across ×1.9 (width 64's surface, …)``."""
-        return (f"{100 * self.relative:.2g} % of the loss ({self.absolute:.2g}) for a miss "
-                f"of ×{math.exp(self.log_distance):.3g} ({self.source})")
+        """The stake in words: its share of the loss, its absolute size, the miss, the source."""
+        p = 100 * self.relative
+        share = f"{p:.2g}" if p < 10 else f"{p:.0f}"
+        return (f"{share} % of the loss ({self.absolute:.2g}) for a miss of "
+                f"×{math.exp(self.log_distance):.3g} ({self.source})")
 
 
 def loss_at_stake(hyperparameter: str, value: float, interval: tuple[float, float], *,

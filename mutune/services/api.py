@@ -81,8 +81,8 @@ def _write_outputs(rows: dict[str, Any], out: Path, url: str, console: Any) -> R
     """The report of a sweep's rows, written to ``out`` (and printed on ``console``)."""
     from mutune.services.report.data import build_report, write_report_json
     from mutune.services.report.plots import plot_loss_vs_lr, plot_transfer
-    from mutune.services.report.render import render_report
     from mutune.services.report.rung_plot import plot_rungs
+    from mutune.services.report.summary import render_summary
 
     report = build_report(rows)
     report_path = write_report_json(report, out / "report.json")
@@ -91,7 +91,7 @@ def _write_outputs(rows: dict[str, Any], out: Path, url: str, console: Any) -> R
         plot_transfer(report, out / "transfer.png")
     plot_rungs(rows, out / "rungs.png")
     if console is not None:
-        render_report(report, console)
+        render_summary(report, console)
         console.print(f"report: {report_path}  plots: {plot_path}"
                       + (f", {out / 'transfer.png'}" if report["rules"] else "")
                       + f", {out / 'rungs.png'}  db: {url}")

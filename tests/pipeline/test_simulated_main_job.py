@@ -4,6 +4,7 @@ unimportable."""
 from __future__ import annotations
 
 import io
+import json
 import math
 import sys
 
@@ -86,6 +87,37 @@ def test_main_job_runs_end_to_end_on_the_simulator_without_ray(no_ray, tmp_path)
     text = buf.getvalue()
     assert "GPU-h" in text and str(result.sweep_id) in text
     assert "saved fraction (model FLOPs)" in text
+
+
+def test_the_first_screen_is_read_from_report_json(no_ray, tmp_path):
+    from rich.console import Console
+
+    from mutune.services.report.data import write_report_json
+    from mutune.services.report.summary import render_summary, summarize
+
+    with Store.open(f"sqlite:///{tmp_path / 'sim.db'}") as store:
+        result = run_pipeline(_config(), store, out_dir=tmp_path / "out",
+                              backend=SimulatedBackend(SyntheticLoss(optimum=OPTIMUM)))
+        report = build_report(store.sweep_rows(result.sweep_id))
+    written = json.loads(write_report_json(report, tmp_path / "report.json").read_text())
+    s = summarize(written)
+    assert s == summarize(report)
+    assert s.title == f"mutune sweep {result.sweep_id} ({report['name']}): completed"
+    transferred, target, cost = s.answer
+    for rule in written["rules"]:
+        assert f"{rule['hyperparameter']} = {rule['transferred_value']:.4g} " \
+               f"({rule['verdict']}" in transferred
+    assert f"target (width {written['target']['width']})" in target
+    c = written["cost"]
+    assert f"{c['total_gpu_hours']:.4g} GPU-h against {c['naive_gpu_hours']:.4g}" in cost
+    assert f"saved {c['saved_fraction']:.1%}" in cost
+    assert f"in model FLOPs saved {c['saved_flops_fraction']:.1%}" in cost
+    buf = io.StringIO()
+    render_summary(written, Console(file=buf, width=400))
+    shown = [ln.strip() for ln in buf.getvalue().splitlines()]
+    assert shown[0] == s.title and shown[1:1 + len(s.answer)] == s.answer
+    assert all(f"- {item}" in shown for item in s.attention)
+    assert shown[-1] == f"full tables: mutune report {result.sweep_id} --full"
 
 
 def test_the_simulated_sweep_is_deterministic(no_ray, tmp_path):

@@ -80,14 +80,18 @@ def report(sweep_id: Optional[int] = typer.Argument(None, help="Sweep id in the 
            as_json: bool = typer.Option(False, "--json", help="Print report.json (or the "
                                         "per-project sums) on stdout instead of the tables."),
            json_out: Optional[Path] = typer.Option(None, "--json-out",
-                                                   help="Also write report.json here.")
+                                                   help="Also write report.json here."),
+           full: bool = typer.Option(False, "--full", help="Every table (per-width optima, "
+                                     "rules, gate rounds, target, cost lines), then the "
+                                     "summary.")
            ) -> None:
-    """Print a sweep's report again from the database alone (the main job's renderer), or,
+    """Print a sweep's summary again from the database alone (``--full``: every table), or,
     with ``--by project``, GPU-hours and money summed per project across sweeps."""
     from mutune.errors import ConfigError, StoreError
     from mutune.services.report.data import build_report, write_report_json
     from mutune.services.report.projects import project_costs, render_project_costs
     from mutune.services.report.render import render_report
+    from mutune.services.report.summary import render_summary
 
     if by is not None and by != "project":
         fail(ConfigError(f"--by = {by!r}: the only grouping is 'project'"))
@@ -108,8 +112,11 @@ def report(sweep_id: Optional[int] = typer.Argument(None, help="Sweep id in the 
         echo_json(data)
     elif by:
         render_project_costs(rows, make_console())
-    else:
+    elif full:
         render_report(data, make_console())
+        render_summary(data, make_console())
+    else:
+        render_summary(data, make_console())
 
 
 @app.command("list")

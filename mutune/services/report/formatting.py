@@ -14,6 +14,13 @@ def fmt_num(v: Any, fmt: str = ".4g") -> str:
     return "—" if v is None else v if isinstance(v, str) else format(v, fmt)
 
 
+def fmt_share(x: float) -> str:
+    """A share as a percentage: two significant digits below 10 %, whole percents above
+    (``0.21 %``, ``8.7 %``, ``300 %``)."""
+    p = 100 * x
+    return f"{p:.2g} %" if abs(p) < 10 else f"{p:.0f} %"
+
+
 def fmt_interval(iv: Any) -> str:
     """``[lo, hi]`` at 4 significant digits; ``"—"`` when missing or not finite."""
     if not iv or any(v is None or isinstance(v, str) or not math.isfinite(float(v))

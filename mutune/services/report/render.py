@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mutune.services.report.formatting import choice_line, fmt_interval, fmt_num, unclipped
+from mutune.services.report.formatting import (choice_line, fmt_interval, fmt_num, fmt_share,
+                                               unclipped)
 
 __all__ = ["render_report"]
 
@@ -138,7 +139,7 @@ def _stake_cell(rule: dict[str, Any]) -> str:
     tol = rule.get("loss_tolerance")
     limit = "" if tol is None else f" ({'≤' if stake['relative'] <= tol else '>'} " \
         f"{100 * tol:g} %)"
-    return f"{100 * stake['relative']:.2g} %{limit}"
+    return f"{fmt_share(stake['relative'])}{limit}"
 
 
 def _rule_notes(report: dict[str, Any], console: Any) -> None:

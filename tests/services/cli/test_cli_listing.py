@@ -145,8 +145,13 @@ def test_json_flag_prints_machine_readable_json(seeded, tmp_path):
     # a file is still written with --json-out, beside the tables
     path = tmp_path / "r" / "report.json"
     out = CliRunner().invoke(app, ["report", str(sweep_id), "--db", url, "--json-out",
-                                   str(path)])
+                                   str(path), "--full"])
     assert out.exit_code == 0 and "Proxy sweeps" in out.stdout, out.output
+    assert f"full tables: mutune report {sweep_id} --full" in out.stdout
+    # without --full: the summary alone
+    out = CliRunner().invoke(app, ["report", str(sweep_id), "--db", url])
+    assert out.exit_code == 0 and "Proxy sweeps" not in out.stdout, out.output
+    assert out.stdout.startswith(f"mutune sweep {sweep_id} (")
     assert json.loads(path.read_text())["sweep_id"] == sweep_id
 
 
