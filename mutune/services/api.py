@@ -103,6 +103,9 @@ def _run_with_progress(run_pipeline: Any, cfg: SweepConfig, store: Any, out: Pat
     """Run the pipeline (with a progress display when there is a console); its sweep id."""
     if console is None or not progress:
         return run_pipeline(cfg, store, out_dir=out).sweep_id
+    if not console.is_terminal:   # a pipe or a file: plain lines as the work goes
+        return run_pipeline(cfg, store, out_dir=out,
+                            on_progress=_plain_progress(console)).sweep_id
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
     tasks: dict[str, Any] = {}
     with Progress("[progress.description]{task.description}", BarColumn(),
@@ -112,6 +115,24 @@ def _run_with_progress(run_pipeline: Any, cfg: SweepConfig, store: Any, out: Pat
                 tasks[label] = bar.add_task(label, total=total)
             bar.update(tasks[label], completed=done)
         return run_pipeline(cfg, store, out_dir=out, on_progress=on_progress).sweep_id
+
+
+def _plain_progress(console: Any) -> Any:
+    """An ``on_progress`` that prints ``label: done/total`` when a stage starts, at each
+    quarter of it and when it ends, with the seconds since the run began."""
+    import time
+
+    start = time.monotonic()
+    shown: dict[str, int] = {}
+
+    def on_progress(label: str, done: int, total: int) -> None:
+        quarter = 4 * done // max(total, 1)
+        if shown.get(label) == quarter:
+            return
+        shown[label] = quarter
+        console.print(f"{label}: {done}/{total} ({time.monotonic() - start:.0f} s)",
+                      highlight=False)
+    return on_progress
 
 
 def rerun(sweep_id: int, *, db: str | None = None,

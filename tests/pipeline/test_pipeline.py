@@ -1,6 +1,7 @@
 """The main job end to end on tiny settings: real Ray, real mup models, real databases."""
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -38,8 +39,14 @@ def test_main_job_end_to_end(ray_local, tiny_config, one_store_url, tmp_path):
     d["transfer"]["confirm_center_replicates"] = 3
     d["transfer"]["gate"] = "proceed"         # a gate round may run; the target trains anyway
     from mutune.config import parse_config
+    from rich.console import Console
+    shown = io.StringIO()      # not a terminal: progress as plain lines, then the summary
     result = mutune.run(parse_config(d), db=store_url, out_dir=tmp_path / "out",
-                        progress=False)
+                        console=Console(file=shown, width=200))
+    lines = shown.getvalue().splitlines()
+    assert any(ln.startswith("width 16: 8/8 (") for ln in lines)
+    assert any(ln.startswith("target 128: 1/1 (") for ln in lines)
+    assert f"mutune sweep {result.sweep_id} (" in shown.getvalue()
     rep = json.loads(result.report_path.read_text())
     assert rep == json.loads(json.dumps(result.report))
     assert REQUIRED["top"] <= rep.keys()
@@ -180,9 +187,9 @@ def test_main_job_end_to_end(ray_local, tiny_config, one_store_url, tmp_path):
     assert c["saved_money"] == pytest.approx(c["saved_gpu_hours"] * 0.04)
     assert c["gpu_hours_per_trial"] == pytest.approx(c["proxy_gpu_hours"] / (24 + confirm))
 
-    # `mutune report` renders the same figures from the database alone
+    # `mutune report --full` renders the same figures from the database alone
     out = CliRunner().invoke(app, ["report", str(result.sweep_id), "--db", store_url,
-                                   "--json-out", str(tmp_path / "again.json")],
+                                   "--full", "--json-out", str(tmp_path / "again.json")],
                              env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
     assert json.loads((tmp_path / "again.json").read_text()) == rep

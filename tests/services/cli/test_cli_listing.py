@@ -101,7 +101,8 @@ def test_piped_output_never_cuts_a_name_or_a_number(seeded):
     assert f"{summary['gpu_hours']:.6f}" in out.output
     assert "widths → target" in out.output and "finished (UTC)" in out.output
 
-    out = CliRunner().invoke(app, ["report", str(sweep_id), "--db", url], env=NARROW)
+    out = CliRunner().invoke(app, ["report", str(sweep_id), "--db", url, "--full"],
+                             env=NARROW)
     assert out.exit_code == 0 and "…" not in out.output, out.output
     (proxy,) = json.loads(CliRunner().invoke(app, ["report", str(sweep_id), "--db", url,
                                                    "--json"]).stdout)["proxies"]
