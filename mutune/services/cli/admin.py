@@ -53,8 +53,10 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
 
 
 @token_app.command("create")
-def token_create(project: str = typer.Option(..., "--project", help="The project every "
-                                             "sweep submitted with this token belongs to."),
+def token_create(project: str = typer.Option("default", "--project", help="The project "
+                                             "every sweep submitted with this token belongs "
+                                             "to; `default` also holds the sweeps run from "
+                                             "the command line without cost.project."),
                  db: Optional[str] = DbOption) -> None:
     """Create an API token; prints it once (only its sha256 is stored)."""
     from mutune.errors import StoreError

@@ -170,6 +170,7 @@ def _sweep_pages(r: APIRouter) -> None:
     @r.get("/sweeps/{sweep_id}")
     async def sweep(request: Request, sweep_id: int) -> Response:
         from mutune.services.report.data import build_report
+        from mutune.services.report.summary import summarize
 
         def load() -> Response:
             rows = _owned_rows(request, sweep_id)
@@ -177,7 +178,7 @@ def _sweep_pages(r: APIRouter) -> None:
                 return rows
             report = build_report(rows)
             return _page("sweep.html", project=rows["sweep"]["project"], sweep=rows["sweep"],
-                         report=report, rungs=rung_groups(rows),
+                         report=report, summary=summarize(report), rungs=rung_groups(rows),
                          has_events=bool(rows["events"]), has_rules=bool(report["rules"]),
                          cost_rows=_COST_ROWS)
         return await run_in_threadpool(load)

@@ -23,7 +23,7 @@ from ._reads import ReadsMixin
 from ._models import (Base, LedgerEntry, Provenance, ProxySweep, SchedulerEvent,
                       Sweep, TargetRun, Trial, TrialLog, TrialReport)
 
-__all__ = ["Store", "finite_json"]
+__all__ = ["Store", "finite_json", "DEFAULT_PROJECT"]
 
 _T = TypeVar("_T")
 
@@ -32,6 +32,9 @@ WRITE_ATTEMPTS = 5
 _BACKOFF_S = 0.05
 
 TRIAL_KINDS = ("proxy", "confirm", "target")
+#: the project of a sweep whose config names none (``cost.project``), e.g. one run from the
+#: command line: a token of this project (``mutune token create``'s default) sees it
+DEFAULT_PROJECT = "default"
 _TIMING_FLOATS = ("allocated_s", "productive_s", "eval_s", "overhead_s", "devices",
                   "recovery_s", "checkpoint_s", "upload_s")
 _TIMING_INTS = ("steps", "samples", "restarts", "repeated_steps", "preemptions")
@@ -131,7 +134,8 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
         Raises:
             StoreError: ``sweep_id`` unknown, or that sweep already ended."""
         def work(s: Session) -> int:
-            project = config.get("project") or (config.get("cost") or {}).get("project")
+            named = config.get("project") or (config.get("cost") or {}).get("project")
+            project = named or DEFAULT_PROJECT
             if sweep_id is not None:
                 sweep = self._get(s, Sweep, sweep_id, "sweep")
                 if sweep.status not in ("queued", "running"):
@@ -139,7 +143,7 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
                                      "running sweep can be started")
                 sweep.status, sweep.seed = "running", int(seed)
                 sweep.config = finite_json(config)
-                if sweep.project is None and project is not None:
+                if sweep.project is None:
                     sweep.project = str(project)
                 prov = s.scalar(select(Provenance).where(Provenance.sweep_id == sweep_id))
                 if prov is None:
@@ -147,8 +151,7 @@ class Store(ControlMixin, FitsMixin, QueueMixin, ReadsMixin):
                 else:
                     prov.data = finite_json(provenance)
                 return sweep.id
-            sweep = Sweep(name=str(config.get("name") or "sweep"),
-                          project=None if project is None else str(project),
+            sweep = Sweep(name=str(config.get("name") or "sweep"), project=str(project),
                           status="running", seed=int(seed), config=finite_json(config),
                           created_at=utc_now())
             s.add(sweep)

@@ -35,7 +35,8 @@ def test_report_by_project_sums_the_ledger(store_url, tmp_path):
                                    "--json-out", str(out_json)], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     rows = {r["project"]: r for r in json.loads(out_json.read_text())["projects"]}
-    assert list(rows) == ["text", "vision", None]
+    # a sweep whose config names no project belongs to the default project
+    assert list(rows) == ["default", "text", "vision"]
     v = rows["vision"]
     assert (v["sweeps"], v["priced_sweeps"]) == (3, 2)
     assert v["total_gpu_hours"] == pytest.approx(4.0)
@@ -43,7 +44,8 @@ def test_report_by_project_sums_the_ledger(store_url, tmp_path):
     assert v["saved_fraction"] == pytest.approx(11.0 / 15.0)
     assert v["total_money"] == pytest.approx(0.12) and rows["text"]["total_money"] is None
     assert rows["text"]["saved_fraction"] == pytest.approx(0.25)
-    assert rows[None]["total_gpu_hours"] == 0.25 and rows[None]["saved_fraction"] is None
+    assert rows["default"]["total_gpu_hours"] == 0.25
+    assert rows["default"]["saved_fraction"] is None
     assert "vision" in res.output and "73.3%" in res.output
 
 

@@ -198,3 +198,47 @@ def test_dashboard_in_headless_chromium(seeded, browser):
     shot = artifacts / "dashboard-sweep.png"
     browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000
+
+
+@pytest.mark.browser
+def test_a_command_line_sweep_shows_on_the_dashboard_with_its_summary(tmp_path, browser):
+    """A sweep recorded the way `mutune run` records it (no cost.project) belongs to the
+    default project, which `mutune token create` gives a token by default: its dashboard
+    lists the sweep, and the sweep page opens with the report's summary."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+    from typer.testing import CliRunner
+
+    from mutune.pipeline import run_pipeline
+    from mutune.search.backends.simulated_run import SimulatedBackend, SyntheticLoss
+    from mutune.services.cli import app
+    from mutune.services.report.summary import summarize
+    from tests.conftest import make_tiny_config
+
+    db = f"sqlite:///{tmp_path / 'mutune.db'}"
+    cfg = make_tiny_config()
+    assert cfg.cost.project is None
+    with Store.open(db) as store:
+        sweep_id = run_pipeline(cfg, store, out_dir=tmp_path / "out",
+                                backend=SimulatedBackend(SyntheticLoss())).sweep_id
+        summary = summarize(build_report(store.sweep_rows(sweep_id)))
+    made = CliRunner().invoke(app, ["token", "create", "--db", db])
+    assert made.exit_code == 0, made.output
+    token = made.stdout.strip()
+    srv = start_server(db, tmp_path)
+    try:
+        browser.get(srv.url + "/login")
+        WebDriverWait(browser, 30).until(ec.presence_of_element_located((By.ID, "token")))\
+            .send_keys(token)
+        browser.find_element(By.ID, "submit").click()
+        row = WebDriverWait(browser, 30).until(
+            ec.presence_of_element_located((By.ID, f"sweep-{sweep_id}")))
+        assert row.find_element(By.CLASS_NAME, "status").text == "completed"
+        row.find_element(By.LINK_TEXT, str(sweep_id)).click()
+        shown = WebDriverWait(browser, 30).until(
+            ec.presence_of_element_located((By.ID, "summary")))
+        items = [li.text for li in shown.find_elements(By.TAG_NAME, "li")]
+        assert items == [*summary.answer, *summary.attention] and summary.answer
+    finally:
+        srv.kill(signal.SIGTERM)

@@ -14,8 +14,8 @@ from sqlalchemy import inspect, text
 from mutune.checks import CheckRecord
 from mutune.errors import StoreError
 from mutune.pipeline.recording import MemoryRecorder, Recorder
-from mutune.services.store import (TABLES, Base, Store, alembic_config, finite_json, make_engine,
-                                   normalize_url, upgrade)
+from mutune.services.store import (DEFAULT_PROJECT, TABLES, Base, Store, alembic_config,
+                                   finite_json, make_engine, normalize_url, upgrade)
 
 CONFIG = {"name": "demo", "project": "lab", "widths": [8, 16], "target_width": 64}
 PROVENANCE = {"packages": {"mutune": "0.1"}, "hardware": {"device_kind": "cpu"},
@@ -275,7 +275,7 @@ def test_memory_recorder_accepts_the_same_calls():
 def test_sweep_rows_of_a_fresh_sweep(store):
     sweep_id = store.sweep_started({"widths": [8]}, 0, {})
     rows = store.sweep_rows(sweep_id)
-    assert rows["sweep"]["status"] == "running" and rows["sweep"]["project"] is None
+    assert rows["sweep"]["status"] == "running" and rows["sweep"]["project"] == DEFAULT_PROJECT
     assert rows["sweep"]["finished_at"] is None
     assert (rows["proxy_sweeps"], rows["trials"], rows["events"], rows["rules"],
             rows["target"], rows["ledger"]) == ([], [], [], [], None, [])
