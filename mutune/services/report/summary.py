@@ -28,6 +28,16 @@ def _rule_part(rule: dict[str, Any]) -> str:
             f"({rule.get('verdict', '—')}{at_stake})")
 
 
+def _needs_attention(rule: dict[str, Any]) -> bool:
+    """An unhealthy verdict, or a drift whose extrapolated value puts more than the tolerance
+    of the loss at stake."""
+    if rule.get("verdict") not in _HEALTHY:
+        return True
+    stake, tol = rule.get("loss_at_stake"), rule.get("loss_tolerance")
+    return rule.get("verdict") == "drifting" and bool(stake) and tol is not None \
+        and stake["relative"] > tol
+
+
 def _unhealthy(rule: dict[str, Any]) -> str:
     hp, reason = rule["hyperparameter"], str(rule.get("reason") or "")
     return f"{hp} is {rule.get('verdict')}: {reason.removeprefix(hp + ': ')}"
@@ -90,7 +100,7 @@ def summarize(report: dict[str, Any]) -> Summary:
     rules = report.get("rules") or []
     if rules:
         answer.append("transferred: " + ", ".join(_rule_part(r) for r in rules))
-        attention += [_unhealthy(r) for r in rules if r.get("verdict") not in _HEALTHY]
+        attention += [_unhealthy(r) for r in rules if _needs_attention(r)]
     for line in (_target_line(report, attention), _cost_line(report, attention)):
         if line:
             answer.append(line)
