@@ -49,16 +49,17 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
     rule = fit_transfer_rule(name, widths, values, extra_scales=extra,
                              optima_intervals=intervals, n_boot=tr.n_boot, seed=config.seed)
     rule.check_target({"width": target_w, **({"depth": target_d} if depths else {})})
-    verdicts, schemes = _verdicts(config, rule, name, optima, depths, None)
+    labels = [size_label(w, d) for w, d in zip(widths, depths or [None] * len(widths))]
+    verdicts, schemes = _verdicts(config, rule, name, optima, labels, depths, None)
     # a μP-flat axis is extrapolated only when its verdict resolves a drift: extrapolating an
     # unresolved slope over octaves is how a transfer diverges
     flat = {a: schemes[a] == "mup" and tr.mup_flat and v.name != "drifting"
             for a, v in verdicts.items()}
     value, lo, hi = _transferred(name, rule, values, intervals, flat, widths, depths,
                                  target_w, target_d)
-    stake = _stake(config, rule, name, optima, depths, value, (lo, hi))
+    stake = _stake(config, rule, name, optima, labels, value, (lo, hi))
     if stake is not None:   # judged again on the loss at stake (drifting or not is unchanged)
-        verdicts, _ = _verdicts(config, rule, name, optima, depths, stake)
+        verdicts, _ = _verdicts(config, rule, name, optima, labels, depths, stake)
     verdict = verdicts["width"]
     row = {
         "hyperparameter": name, "intercept": rule.intercept, "slope": rule.slope,
@@ -95,12 +96,12 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
 
 
 def _verdicts(config: SweepConfig, rule: Any, name: str, optima: list[WidthOptimum],
-              depths: list[int] | None, stake: Any) -> tuple[dict[str, Any], dict[str, str]]:
+              labels: list[str], depths: list[int] | None, stake: Any
+              ) -> tuple[dict[str, Any], dict[str, str]]:
     """The rule's verdict along each axis, and each axis's parametrization scheme."""
     from mutune.scaling import rule_verdict
 
     tr, par = config.transfer, config.model.parametrization
-    labels = [size_label(int(w), d) for w, d in zip(rule.scales, depths or [None] * len(optima))]
     edges = [o.edge_side.get(name) or "unknown" for o in optima if o.on_edge.get(name)]
     fallbacks = [f"{lab}: {o.fallback_reason}" for lab, o in zip(labels, optima)
                  if o.method == "best-trial"]
@@ -139,7 +140,7 @@ def _surface(name: str, optima: list[WidthOptimum], labels: list[str]
 
 
 def _stake(config: SweepConfig, rule: Any, name: str, optima: list[WidthOptimum],
-           depths: list[int] | None, value: float, interval: tuple[float, float]) -> Any:
+           labels: list[str], value: float, interval: tuple[float, float]) -> Any:
     """The loss at stake at the target (:func:`mutune.scaling.stake.loss_at_stake`): the miss
     from ``value`` to the farthest end of its interval or of the rule's prediction interval at
     the target; None for a score metric, or without a fitted surface or a finite interval."""
@@ -147,9 +148,8 @@ def _stake(config: SweepConfig, rule: Any, name: str, optima: list[WidthOptimum]
 
     if config.search.mode != "min":
         return None
-    labels = [size_label(int(w), d) for w, d in zip(rule.scales, depths or [None] * len(optima))]
     surface = _surface(name, optima, labels)
-    at = {"depth": config.target_depth} if depths else {}
+    at = {"depth": config.target_depth} if "depth" in rule.axes else {}
     ends = [x for x in (*interval, *rule.prediction_interval(config.target.width, **at))
             if math.isfinite(x) and x > 0]
     if surface is None or not ends or not (math.isfinite(value) and value > 0):

@@ -11,7 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["LossAtStake", "loss_at_stake"]
+__all__ = ["LossAtStake", "loss_at_stake", "share_percent"]
+
+
+def share_percent(x: float) -> str:
+    """A share as a percentage: two significant digits below 10 %, whole percents above
+    (``0.21 %``, ``8.7 %``, ``300 %``)."""
+    p = 100 * x
+    return f"{p:.2g} %" if abs(p) < 10 else f"{p:.0f} %"
 
 
 @dataclass(frozen=True)
@@ -36,9 +43,7 @@ class LossAtStake:
 
     def describe(self) -> str:
         """The stake in words: its share of the loss, its absolute size, the miss, the source."""
-        p = 100 * self.relative
-        share = f"{p:.2g}" if p < 10 else f"{p:.0f}"
-        return (f"{share} % of the loss ({self.absolute:.2g}) for a miss of "
+        return (f"{share_percent(self.relative)} of the loss ({self.absolute:.2g}) for a miss of "
                 f"×{math.exp(self.log_distance):.3g} ({self.source})")
 
 

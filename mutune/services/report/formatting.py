@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mutune.scaling.stake import share_percent as fmt_share  # noqa: F401 (re-exported)
+
 __all__ = ["fmt_num", "fmt_interval", "choice_line", "unclipped"]
 
 
@@ -12,13 +14,6 @@ def fmt_num(v: Any, fmt: str = ".4g") -> str:
     """``v`` formatted with ``fmt`` (a :func:`format` spec); ``"—"`` for None; a name (a
     categorical knob's value) as it is."""
     return "—" if v is None else v if isinstance(v, str) else format(v, fmt)
-
-
-def fmt_share(x: float) -> str:
-    """A share as a percentage: two significant digits below 10 %, whole percents above
-    (``0.21 %``, ``8.7 %``, ``300 %``)."""
-    p = 100 * x
-    return f"{p:.2g} %" if abs(p) < 10 else f"{p:.0f} %"
 
 
 def fmt_interval(iv: Any) -> str:
