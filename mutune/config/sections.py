@@ -3,9 +3,9 @@ run, transfer, Ray, budget and tracking. Each validator's error names field, val
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictInt, model_validator
 
 from mutune.config.base import FieldRuleError, StrictModel
 from mutune.config.spaces import CATEGORICAL, SEARCHABLE, VALID_RANGES, Distribution
@@ -325,6 +325,12 @@ class TransferConfig(StrictModel):
         default=3, ge=1, le=32, description="seeds at the design's centre")
     confirm_step: float = Field(
         default=1.0, gt=0, le=4, description="octaves between the design's levels")
+    confirm_widths: Annotated[StrictInt, Field(ge=1, le=64)] | Literal["all"] = Field(
+        default="all", description="how many of the narrowest proxy widths retrain a "
+        "confirmation "
+        "design (at every depth on a depth ladder); each wider width takes its sweep's optimum "
+        "at the common rung, moved to max_t by the shift the widest designed width measured "
+        "between that rung and max_t (docs/transfer.md §2); `all`: a design at every width")
     gate: Literal["widen", "stop", "proceed"] = Field(
         default="widen", description="the health gate: `widen` re-centres a design beyond an "
         "optimum at the edge and reseeds a `noisy` rule for up to `gate_rounds`, then stops if "

@@ -15,7 +15,7 @@ from mutune.pipeline.fitted_rule import size_label
 from mutune.pipeline.sweep import ProxyResult, SweepRun, bind_progress
 
 __all__ = ["design_names", "design_points", "design_allocation", "trials_per_design",
-           "design_center", "design_spec", "CONFIRM_SEED_BASE"]
+           "design_center", "design_spec", "designed_widths", "CONFIRM_SEED_BASE"]
 
 #: the confirmation trials' seed streams start here (width index + round × 100 added), far
 #: from the proxy sweeps' (0 … k−1) and the target's (k)
@@ -76,6 +76,18 @@ def trials_per_design(config: SweepConfig) -> int:
     if tr.confirm_replicates == 0 or d == 0:
         return 0
     return sum(design_allocation(d, tr.confirm_replicates, tr.confirm_center_replicates))
+
+
+def designed_widths(config: SweepConfig, widths: list[int]) -> set[int]:
+    """The proxy widths that retrain a first confirmation design: the
+    ``transfer.confirm_widths`` narrowest of ``widths`` (every one for ``all``, none when
+    confirmation is off); the wider ones take a moved rung optimum
+    (:mod:`mutune.pipeline.horizon_shift`)."""
+    if trials_per_design(config) == 0:
+        return set()
+    ordered = sorted(set(widths))
+    n = config.transfer.confirm_widths
+    return set(ordered if n == "all" else ordered[:n])
 
 
 def design_center(config: SweepConfig, proxy: ProxyResult) -> dict[str, float]:

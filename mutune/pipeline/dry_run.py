@@ -275,8 +275,10 @@ def _target_plan(config: SweepConfig, tm: dict[str, Any], shape: _TargetShape,
 
 def _add_confirm(config: SweepConfig, hp: dict[str, float], widths: list[dict[str, Any]],
                  price: functools.partial[float]) -> dict[str, Any]:
-    """Each width's confirmation design priced into its line; the plan's ``confirm``."""
-    from mutune.pipeline.confirm_stage import design_names, design_points, trials_per_design
+    """Each designed width's confirmation design priced into its line (none at a width moved
+    by a designed width's horizon shift); the plan's ``confirm``."""
+    from mutune.pipeline.confirm_stage import (design_names, design_points, designed_widths,
+                                               trials_per_design)
 
     tr, max_t = config.transfer, config.search.scheduler.max_t
     names = design_names(config)
@@ -284,14 +286,15 @@ def _add_confirm(config: SweepConfig, hp: dict[str, float], widths: list[dict[st
     n_confirm = trials_per_design(config)
     full = [max_t] * n_confirm
     full_evals = [_evals(max_t, config.train.eval_every)] * n_confirm
+    designed = designed_widths(config, [x["width"] for x in widths])
     for x in widths:
         m = {k: x[k] for k in ("s_per_step", "s_per_eval", "setup_s")}
-        x["confirm_trials"] = n_confirm
-        x["confirm_gpu_hours"] = price(m, full, full_evals)
+        x["confirm_trials"] = n_confirm if x["width"] in designed else 0
+        x["confirm_gpu_hours"] = price(m, full, full_evals) if x["confirm_trials"] else 0.0
         x["gpu_hours"] += x["confirm_gpu_hours"]
     return {"points_per_design": n_points, "replicates": tr.confirm_replicates,
             "center_replicates": max(tr.confirm_replicates, tr.confirm_center_replicates),
-            "trials_per_width": n_confirm}
+            "trials_per_width": n_confirm, "designed_widths": sorted(designed)}
 
 
 def _totals(config: SweepConfig, widths: list[dict[str, Any]], target: dict[str, Any],
@@ -319,7 +322,7 @@ def _totals(config: SweepConfig, widths: list[dict[str, Any]], target: dict[str,
                "naive_grid_gpu_hours": grid_h}
     return {**figures, "confirm": confirm,
             "gate": {"setting": tr.gate, "max_rounds": rounds,
-                     "trials_max": rounds * n_confirm * len(widths)},
+                     "trials_max": rounds * sum(x["confirm_trials"] for x in widths)},
             "gate_gpu_hours_max": gate_h, "total_gpu_hours_max": total + gate_h,
             "saved_gpu_hours": naive_h - total,
             "price_per_hour": pph,

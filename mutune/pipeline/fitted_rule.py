@@ -134,6 +134,8 @@ def _surface(name: str, optima: list[WidthOptimum], labels: list[str]
         why = f"fitted at {optima[i].optimum_horizon}: no proxy has a full-horizon design"
     elif i == len(optima) - 1:
         why = "the widest proxy, fitted on its full-horizon design"
+    elif any(f[1] > i for f in fitted):
+        why = "the widest with a full-horizon design (the wider proxies' surfaces are at a rung)"
     else:
         why = f"the widest with a full-horizon design; {labels[-1]} has no fitted surface"
     return c, loss, f"{labels[i]}'s loss surface, {why}"
@@ -197,6 +199,11 @@ def _optimum_source(use_horizon: bool, optima: list[WidthOptimum]) -> str:
             "per width: a local quadratic on the values at max_t (the "
             "sweep's completed trials and the confirmation design)"
             if all(o.optimum_horizon == "max_t" for o in optima)
+            else "per width: at max_t on the designed widths; at the others the common rung's "
+                 "optimum moved to max_t by a designed width's shift"
+            if any(o.optimum_horizon == "max_t" for o in optima)
+            and all(o.optimum_horizon == "max_t" or "moved to max_t" in o.optimum_horizon
+                    for o in optima)
             else "per width: the highest rung holding enough trials for "
                  "the fit at every width, else at that width")
 

@@ -1,6 +1,7 @@
 """The gate before the target run (docs/transfer.md): a rule at the ``edge`` re-centres the
 width's design past its clipped optimum (Box & Wilson 1951's sequential move); a ``noisy`` or
-``fallback`` one retrains every first design with fresh seeds. A rule still unhealthy after
+``fallback`` one retrains every first design with fresh seeds (a width moved by a designed
+width's horizon shift gains them through that design). A rule still unhealthy after
 the rounds stops the sweep or warns (``transfer.gate``); the gate is recorded as a law row."""
 from __future__ import annotations
 
@@ -120,9 +121,12 @@ def confirm_proxies(run: SweepRun, stages: GateStages
 
     if run.config.transfer.confirm_replicates == 0:
         return stages.final(), {}
+    from mutune.pipeline.confirm_stage import designed_widths
+
     swept = stages.final()
-    missing = [p.size for p, _ in swept if not stages.states.get(p.size, None)
-               or not stages.states[p.size].designs]
+    designed = designed_widths(run.config, [p.width for p, _ in swept])
+    missing = [p.size for p, _ in swept if p.width in designed and (
+        not stages.states.get(p.size, None) or not stages.states[p.size].designs)]
     if missing:
         raise SearchError(f"no confirmation design was trained for proxies {missing} "
                           "(transfer.confirm_replicates > 0 needs a continuous hyperparameter "
@@ -180,12 +184,12 @@ def _widen_center(run: SweepRun, p: ProxyResult, names: list[str]) -> dict[str, 
     center = {**run.config.search.fixed, **(opt.best_config or p.best_config)}
     stationary = opt.stationary or {}
     for n, v in opt.optimum.items():
-        if n not in stationary:
+        s = stationary.get(n)
+        if s is None and n not in names:
             continue
-        s = stationary[n]
         if n in names:
             sign = 1.0 if opt.edge_side.get(n) == "high" else -1.0
-            if (opt.clipped or {}).get(n) and s > 0:
+            if (opt.clipped or {}).get(n) and s is not None and s > 0:
                 octaves = sign * math.log2(s / v)
             else:    # no stationary point beyond the data (a weighted mean, a bound):
                 octaves = 2 * tr.confirm_step   # the next design starts where this one ended
@@ -227,12 +231,14 @@ def plan_round(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
                             "hyperparameters": {n: _widening(p, n, center[n])
                                                 for n in at_edge},
                             "new_design_center": dict(center)})
-        else:
+        elif p.size in states:      # a moved width gains seeds through its anchor's design
             center = states[p.size].center
             actions.append({"width": p.width, **_depth_of(p), "action": "replicates",
                             "added_seeds_per_point": tr.confirm_replicates,
                             "added_seeds_at_center": max(tr.confirm_replicates,
                                                          tr.confirm_center_replicates)})
+        else:
+            continue
         jobs.append((p, i, center))
     return actions, jobs
 

@@ -54,6 +54,9 @@ class WidthOptimum:
     sweep_best: dict[str, Any] | None = None        # the sweep's own best, before the refit
     full_horizon_error: str | None = None            # why the refit failed (kept: the rung's)
     aligned_from: int | None = None                  # the rung before the common-rung refit
+    # a width without a design: its rung optimum moved to max_t by a designed width's shift
+    # (mutune.pipeline.horizon_shift); "error" where it could not be moved
+    horizon_shift: dict[str, Any] | None = None
     # the quadratic's loss surface (mutune.scaling.Optimum): ∂²loss/∂(log h)² per knob, and its
     # loss at the optimum; None where no quadratic was fitted
     curvature: dict[str, float | None] | None = None

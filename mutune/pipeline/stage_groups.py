@@ -3,6 +3,7 @@ then the gate's rounds. Each step is a function of the recorded trials alone, so
 sweep takes the same steps."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,10 @@ class StageGroups:
         self.rounds: list[GateRound] = []
         self.first_verdicts: dict[str, str] | None = None
         self.fitted: tuple[list[dict[str, Any]], dict[str, float], dict[str, Any]] | None = None
+        from mutune.pipeline.confirm_stage import designed_widths
+        widths = designed_widths(run.config, [p.width for p in self.proxies])
+        #: the proxies that retrain a first design; the others are moved (horizon_shift)
+        self.designed = {p.size for p in self.proxies if p.width in widths}
 
     # -- what the run is told ---------------------------------------------------------------
     def swept(self, group: str, width: int, depth: int | None, proxy_sweep_id: int) -> None:
@@ -69,7 +74,7 @@ class StageGroups:
         if group in self._first:
             size = self._first.pop(group)
             self.states[size].designs.append(outcome)
-            return self._designs_done() if not self._first else []
+            return self._designs_done() if self._all_designed() else []
         rnd = next((r for r in self.rounds if group in r.groups), None)
         if rnd is None:
             return []
@@ -117,7 +122,8 @@ class StageGroups:
         except (SearchError, FitError, ValueError):
             return []
         self.results[proxy.size], self.sweeps[proxy.size] = result, outcome
-        return self._release()
+        specs = self._release()
+        return specs or (self._designs_done() if self._all_designed() else [])
 
     def _release(self) -> list[Any]:
         """The first designs due now, in the order their proxies' sweeps ended."""
@@ -130,7 +136,7 @@ class StageGroups:
             return []
         specs = []
         for size, result in self.results.items():
-            if size in self.states:
+            if size in self.states or size not in self.designed:
                 continue
             center = design_center(self.run.config, result)
             spec = design_spec(self.run, result, self._by_size[size].index, center)
@@ -139,14 +145,24 @@ class StageGroups:
             specs.append(spec)
         return specs
 
+    def _all_designed(self) -> bool:
+        """Whether every proxy has its sweep's result and every first design has ended, and
+        the designs have not been fitted yet."""
+        return (not self._first and not self.confirmed and bool(self.designed)
+                and len(self.results) == len(self.proxies)
+                and all(s in self.states for s in self.designed))
+
     def _designs_done(self) -> list[Any]:
         from mutune.pipeline.gate import refit_optimum
 
-        if len(self.states) < len(self.proxies):      # a proxy without a result
-            return []
-        for p in self.proxies:
-            self.refitted[p.size] = refit_optimum(self.run, self.results[p.size],
-                                                  self.states[p.size])
+        for size in self.designed:
+            self.refitted[size] = refit_optimum(self.run, self.results[size], self.states[size])
+        unmoved = self._move_undesigned()
+        if unmoved:     # a width whose optimum cannot be moved gets a design of its own
+            self.designed |= set(unmoved)
+            specs = self._release()
+            if specs:
+                return specs
         self.confirmed = dict(self.refitted)
         self.first_verdicts = self._fit()
         return self._next_round()
@@ -158,12 +174,13 @@ class StageGroups:
             self.states[size].designs.append(outcome)
             self.refitted[size] = refit_optimum(self.run, self.refitted[size],
                                                 self.states[size])
+        self._move_undesigned()
         rnd.verdicts = self._fit()
         return self._next_round()
 
     def _next_round(self) -> list[Any]:
         from mutune.pipeline.confirm_stage import design_spec
-        from mutune.pipeline.gate import gate_problems, plan_round
+        from mutune.pipeline.gate import ConfirmState, gate_problems, plan_round
 
         tr, budget = self.run.config.transfer, self.run.budget
         if (tr.gate == "stop" or len(self.rounds) >= tr.gate_rounds
@@ -178,9 +195,42 @@ class StageGroups:
         rnd = GateRound(number, bad, actions, {s.group: p.size for s, (p, _, _) in
                                                zip(specs, jobs)})
         self.rounds.append(rnd)
-        for s in specs:
-            self.states[rnd.groups[s.group]].groups.append(s.group)
+        for s, (p, _, center) in zip(specs, jobs):
+            # a widened design at a width that had none: it is refitted from now on
+            self.states.setdefault(p.size, ConfirmState(self.sweeps[p.size], [], center))
+            self.states[p.size].groups.append(s.group)
         return specs or self._round_done(rnd)
+
+    def _move_undesigned(self) -> list[Size]:
+        """Every proxy without a design: its rung optimum moved to max_t by the widest designed
+        width at its depth (:func:`mutune.pipeline.horizon_shift.shifted_optimum`), its best at
+        max_t the sweep's completed trials' (the rung's where none completed). Returns the
+        proxies that could not be moved (no shift measured, or no quadratic at the rung)."""
+        from mutune.pipeline.fitted_rule import size_label
+        from mutune.pipeline.horizon_shift import max_t_best, shifted_optimum
+        from mutune.pipeline.sweep import record_best
+
+        unmoved = []
+        for p in self.proxies:
+            anchors = [a for a in self.proxies if a.size in self.states and a.depth == p.depth]
+            if p.size in self.states or not anchors:
+                continue
+            a = max(anchors, key=lambda q: q.width)
+            own = self.results[p.size]
+            if own.optimum is None:       # the rules' fit says so
+                unmoved.append(p.size)
+                continue
+            opt = shifted_optimum(self.run.config, own, self.sweeps[p.size],
+                                  self.refitted[a.size], self.results[a.size],
+                                  self.sweeps[a.size], size_label(a.width, a.depth))
+            best = max_t_best(self.run.config, self.sweeps[p.size]) or {}
+            moved = dataclasses.replace(own, optimum=opt, **best)
+            if moved != self.refitted.get(p.size):
+                record_best(self.run, moved, opt.n_trials)
+            self.refitted[p.size] = moved
+            if "error" in (opt.horizon_shift or {}) or opt.method == "best-trial":
+                unmoved.append(p.size)
+        return unmoved
 
     def _fit(self) -> dict[str, str] | None:
         """Fit the rules on the current optima and return their verdicts; None when the fit

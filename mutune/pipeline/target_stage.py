@@ -122,9 +122,14 @@ def predict_target_loss(run: SweepRun, swept: list[tuple[ProxyResult, Any]],
         run.recorder.law_fitted(run.sweep_id, law)
         return law
     widths, n_params, losses, rungs, depths = [], [], [], [], []
+    # one horizon: max_t where any proxy's best was trained to it (a moved width whose sweep
+    # completed no trial has only its rung's best), else the common rung
+    max_t = run.config.search.scheduler.max_t
+    at_max_t = any(p.milestone == max_t for p, _ in swept)
     for p, outcome in swept:
         sized = [t for t in outcome.trials if t.reports and "n_params" in t.reports[-1]]
-        if not sized or not math.isfinite(p.best_val_loss):
+        if (not sized or not math.isfinite(p.best_val_loss)
+                or (at_max_t and p.milestone != max_t)):
             continue
         widths.append(p.width)
         depths.append(p.depth)

@@ -41,8 +41,11 @@ def _config(**transfer):
     d = make_tiny_config().model_dump(mode="json")
     d["widths"], d["target"]["width"] = [16, 32, 64], 256
     d["search"]["space"]["lr"] = {"type": "loguniform", "low": 1e-4, "high": 1e-2}
+    # a design at every width: the gate's moves are checked on each width's own design (the
+    # moved widths of the default allocation: tests/pipeline/test_horizon_shift.py)
     d["transfer"].update({"confirm_replicates": 1, "confirm_center_replicates": 3,
-                          "n_boot": 200, "tolerance": 0.25, **transfer})
+                          "confirm_widths": "all", "n_boot": 200, "tolerance": 0.25,
+                          **transfer})
     return parse_config(d)
 
 

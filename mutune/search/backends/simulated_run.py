@@ -29,10 +29,13 @@ class SyntheticLoss:
     """A μP-shaped loss surface: wider is better, the optimum does not move with width.
 
     loss(w, h, s) = floor + scale · (w / base_width)^(−exponent)
-    + curvature · Σ_k (log2 h_k − log2 h*_k)² + transient / √s, plus Gaussian noise of
+    + curvature · Σ_k (log2 h_k − log2 h*_k(s))² + transient / √s, plus Gaussian noise of
     standard deviation ``noise`` drawn from (seed, width, step) — the width-scaling form of
     Kaplan et al. 2020 (§3, L(N) ∝ N^−α) with the width-independent optimum μP gives
-    (Yang et al. 2022, Tensor Programs V, §3)."""
+    (Yang et al. 2022, Tensor Programs V, §3). With ``lr_drift`` the learning rate's optimum
+    moves with the horizon, as short runs favour large rates (Wu et al. 2018, ICLR, §3):
+    log2 lr*(s) = log2 optimum["lr"] + lr_drift · log2(s / lr_horizon), the same at every
+    width."""
     optimum: dict[str, float] = field(default_factory=lambda: {"lr": 0.01,
                                                                "output_mult": 1.0})
     floor: float = 0.5
@@ -42,13 +45,17 @@ class SyntheticLoss:
     curvature: float = 0.05
     transient: float = 1.0
     noise: float = 0.002
+    lr_drift: float = 0.0          # octaves of lr* per doubling of the steps trained
+    lr_horizon: int = 1            # the steps at which ``optimum["lr"]`` is the optimum
 
     def __call__(self, width: int, hparams: dict[str, Any], seed: int,
                  step: int) -> dict[str, float]:
         """The report of a trial at ``width`` with ``hparams`` and ``seed`` at ``step``
         (≥ 1): ``val_loss``, ``test_loss``, ``train_loss`` and their standard errors."""
+        at = {k: v * (2.0 ** (self.lr_drift * math.log2(step / self.lr_horizon))
+                      if k == "lr" else 1.0) for k, v in self.optimum.items()}
         off = sum((math.log2(float(hparams[k])) - math.log2(v)) ** 2
-                  for k, v in self.optimum.items()
+                  for k, v in at.items()
                   if isinstance(hparams.get(k), (int, float)) and float(hparams[k]) > 0)
         mean = (self.floor + self.scale * (width / self.base_width) ** -self.exponent
                 + self.curvature * off + self.transient / math.sqrt(step))

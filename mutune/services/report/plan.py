@@ -71,8 +71,9 @@ def render_plan(plan: dict[str, Any], console: Any) -> None:
         n_centre = cf.get("center_replicates", cf["replicates"])
         console.print(f"confirmation: {cf['points_per_design']} design points × "
                       f"{cf['replicates']} seed(s), {n_centre} at the centre = "
-                      f"{cf['trials_per_width']} trials to max_t per "
-                      f"{per}; gate {g.get('setting')}: at most {g.get('max_rounds')} round(s), "
+                      f"{cf['trials_per_width']} trials to max_t per designed "
+                      f"{per}{_designed(cf, plan)}; gate {g.get('setting')}: at most "
+                      f"{g.get('max_rounds')} round(s), "
                       f"{g.get('trials_max')} trials", highlight=False)
     console.print(f"wall time ≈ {plan['wall_s_estimate'] / 60:.1f} min; per-trial Ray "
                   f"start-up/teardown assumed {plan['overhead_s_per_trial']:g} s and "
@@ -94,3 +95,12 @@ def _timed_on(where: dict | None) -> str:
     place = ("this process" if where.get("where") == "driver"
              else "a Ray task holding one trial's resources")
     return f", timed on {dev} in {place}"
+
+
+def _designed(confirm: dict[str, Any], plan: dict[str, Any]) -> str:
+    """Which widths retrain a design, and what the others do (older plans: every width)."""
+    ws = confirm.get("designed_widths")
+    if ws is None or set(ws) >= {x["width"] for x in plan.get("widths", [])}:
+        return ""
+    return (f" (width {', '.join(map(str, ws))}; each wider width's rung optimum is moved to "
+            "max_t by the widest designed width's shift)")
