@@ -179,8 +179,8 @@ def align_optima(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
                  ) -> list[tuple[ProxyResult, Any]]:
     """Re-estimate every width's optimum at one common rung, so the widths compare at equal
     budget."""
-    from mutune.search.best import best_at_rung
-    from mutune.pipeline.transfer_stage import common_rung, width_optimum
+    from mutune.pipeline.horizon_shift import rung_optimum
+    from mutune.pipeline.transfer_stage import common_rung
 
     config = run.config
     m = common_rung(config, [o for _, o in swept])
@@ -190,11 +190,8 @@ def align_optima(run: SweepRun, swept: list[tuple[ProxyResult, Any]]
     for p, o in swept:
         before = p.optimum.milestone if p.optimum else None
         if before != m:
-            best = best_at_rung(o.core.rung_values(), mode=config.search.mode, min_trials=3,
-                                scope=config.search.best_scope,
-                                curves=trial_curves(o.trials, config.search.metric))
-            p = dataclasses.replace(p, optimum=dataclasses.replace(
-                width_optimum(config, o, best, milestone=m), aligned_from=before))
-            record_best(run, p, best.n_trials)
+            opt, n_trials = rung_optimum(config, o, m)
+            p = dataclasses.replace(p, optimum=dataclasses.replace(opt, aligned_from=before))
+            record_best(run, p, n_trials)
         out.append((p, o))
     return out
