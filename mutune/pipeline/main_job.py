@@ -22,14 +22,15 @@ __all__ = ["run_pipeline", "finish_sweep"]
 
 def run_pipeline(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
                  on_progress: Progress | None = None,
-                 backend: Backend | None = None) -> PipelineResult:
-    """Run the main job for ``config``, recording into ``recorder``.
+                 backend: Backend | None = None, own_folder: bool = False) -> PipelineResult:
+    """Run the main job for ``config``, recording into ``recorder``; its files go to
+    ``out_dir``, or with ``own_folder`` to ``out_dir/sweep-<ID>/`` (:func:`open_sweep`).
 
     Raises:
         SearchError, ProxyError, FitError: a stage failed; the sweep is recorded as failed.
         SweepStopped: ``mutune cancel`` or the budget ended the sweep early."""
     with open_sweep(config, recorder, out_dir=out_dir, on_progress=on_progress,
-                    backend=backend) as run:
+                    backend=backend, own_folder=own_folder) as run:
         if config.depth_ladder:
             return finish_sweep(run, sweep_ladder(run))
         return finish_sweep(run, sweep_widths(run, list(config.widths)))

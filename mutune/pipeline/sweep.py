@@ -89,9 +89,13 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
                on_progress: Progress | None = None,
                resume: tuple[int, int] | None = None,
                control: SweepControl | None = None,
-               backend: Backend | None = None) -> Iterator[SweepRun]:
+               backend: Backend | None = None,
+               own_folder: bool = False) -> Iterator[SweepRun]:
     """Load the data, compute the μP base shapes once, record the sweep (or continue ``resume`` =
     (sweep id, last sequence number)) and hold the backend's cluster for the block.
+
+    The sweep writes into ``out_dir``; with ``own_folder`` a new sweep writes into
+    ``out_dir/sweep-<ID>/`` instead (:func:`mutune.pipeline.run_folder.fresh_sweep_folder`).
 
     The sweep is recorded ``completed`` when the block ends normally, with a
     :class:`~mutune.errors.SweepStopped`'s status (re-raised with the sweep id), else ``failed``
@@ -112,8 +116,6 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
     provenance = collect_provenance(dataset)
     if task.base_shapes is not None:
         provenance["base_shapes"] = task.base_shapes
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "base_shapes.bsh").write_text(task.base_shapes)
     scaling = getattr(config.model, "depth_scaling", None)
     if callable(scaling):
         d = scaling()
@@ -132,6 +134,13 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
         sweep_id, first_seq = resume[0], resume[1] + 1
         recorder.sweep_resumed(sweep_id)
     try:
+        out = Path(out_dir)
+        if own_folder and resume is None:
+            from mutune.pipeline.run_folder import fresh_sweep_folder
+            out = fresh_sweep_folder(out, sweep_id)
+        if task.base_shapes is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "base_shapes.bsh").write_text(task.base_shapes)
         limit = config.budget.limit_gpu_hours
         gate = None
         if limit is not None:
@@ -141,7 +150,7 @@ def open_sweep(config: SweepConfig, recorder: Recorder, *, out_dir: Path,
             control = recorder
         with run_on.cluster(config.ray) as resources:
             run = SweepRun(with_granted_device(config, resources), recorder, task, sweep_id,
-                           Path(out_dir), itertools.count(first_seq), on_progress, gate,
+                           out, itertools.count(first_seq), on_progress, gate,
                            control, started_at=started_at, resources=resources,
                            backend=run_on)
             yield run

@@ -13,7 +13,8 @@ from mutune.errors import SearchError
 from mutune.pipeline.depth_tasks import target_task
 from mutune.pipeline.target_loader import META_FILE, MODEL_FILE
 
-__all__ = ["MODEL_DIR", "MODEL_FILE", "META_FILE", "model_dir_name", "keep_target_model"]
+__all__ = ["MODEL_DIR", "MODEL_FILE", "META_FILE", "model_dir_name", "keep_target_model",
+           "release_checkpoints"]
 
 MODEL_DIR = "target_model"
 
@@ -66,6 +67,18 @@ def keep_target_model(run: Any, trec: Any, target_hp: dict[str, float], *,
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def release_checkpoints(trec: Any, model_dir: Path) -> None:
+    """Delete the target trial's checkpoint folders once its model is kept in ``model_dir``
+    (written and recorded: its ``model.pt`` holds the final checkpoint's model and optimizer
+    states), so the trained target is on disk once; the trial's ``checkpoint_bytes_kept``
+    becomes the kept folder's bytes, the figure the report gives."""
+    from mutune.search.backends.ray_tune.retention import drop_checkpoints
+
+    drop_checkpoints(getattr(trec, "trial_dir", None))
+    trec.timing["checkpoint_bytes_kept"] = float(sum(
+        f.stat().st_size for f in Path(model_dir).rglob("*") if f.is_file()))
 
 
 def __getattr__(name: str) -> Any:

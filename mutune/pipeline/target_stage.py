@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 from typing import Any
 
 from mutune.errors import SearchError, SweepStopped
@@ -209,15 +210,31 @@ def train_target(run: SweepRun, target_hp: dict[str, float],
     if trec is None or "target" not in started:
         raise SearchError("the target run never started")
     last = trec.reports[-1] if trec.reports else {}
-    model_dir = None
-    if trec.status == "completed" and run.backend.keeps_models:
-        from mutune.pipeline.target_model import keep_target_model
-        model_dir = str(keep_target_model(run, trec, target_hp, seed=tseed))
+    model_dir = _kept_model(run, trec, target_hp, tseed)
     recorder.target_finished(started["target"], last.get("val_loss"), trec.status, model_dir)
+    if model_dir is not None:
+        from mutune.pipeline.target_model import release_checkpoints
+        release_checkpoints(trec, Path(model_dir))
     if trec.status not in ("completed", "diverged"):
         raise SearchError(f"target run {trec.status}: {trec.reason}")
     return ({**_target_summary(run, trec, target_hp, watch),
              "model_dir": model_dir, "num_workers": workers}, trec)
+
+
+def _kept_model(run: SweepRun, trec: Any, target_hp: dict[str, float],
+                seed: int) -> str | None:
+    """The folder of the completed target's kept model: written now, or the one a resumed
+    sweep had recorded for this trial (its checkpoints released since); None when the run did
+    not complete or the backend keeps no models."""
+    if trec.status != "completed" or not run.backend.keeps_models:
+        return None
+    from mutune.pipeline.target_model import MODEL_FILE, keep_target_model
+
+    row = run.recorded_target
+    kept = row.get("model_dir") if row and row.get("trial_id") == trec.trial_id else None
+    if kept and (Path(kept) / MODEL_FILE).is_file():
+        return str(kept)
+    return str(keep_target_model(run, trec, target_hp, seed=seed))
 
 
 def _target_task(run: SweepRun, settings: dict[str, Any] | None) -> Any:

@@ -52,7 +52,9 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
     """Run the main job: proxy sweeps → transfer rules → one target run → cost report.
 
     ``config``: a :class:`SweepConfig`, a YAML path, or None for the embedded quickstart; ``db``
-    a database URL (default :func:`resolve_db`). A sweep cancelled or out of budget is no error:
+    a database URL (default :func:`resolve_db`). The sweep's files (report.json, plots, Ray
+    state, the kept target model) go to ``out_dir/sweep-<ID>/``, and ``out_dir/latest`` points
+    there (:mod:`mutune.pipeline.run_folder`). A sweep cancelled or out of budget is no error:
     its report carries the ``status`` and ``reason``.
 
     Raises:
@@ -61,6 +63,8 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
     from mutune.errors import SweepStopped
     from mutune.pipeline import run_pipeline
     from mutune.services.store import Store
+
+    from mutune.pipeline.run_folder import sweep_folder_name
 
     cfg = config if isinstance(config, SweepConfig) else load_config(config)
     url = resolve_db(db)
@@ -74,7 +78,7 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
                 raise
             sweep_id = stop.sweep_id
         rows = store.sweep_rows(sweep_id)
-    return _write_outputs(rows, out, url, console)
+    return _write_outputs(rows, out / sweep_folder_name(sweep_id), url, console)
 
 
 def _write_outputs(rows: dict[str, Any], out: Path, url: str, console: Any) -> RunResult:
@@ -100,11 +104,12 @@ def _write_outputs(rows: dict[str, Any], out: Path, url: str, console: Any) -> R
 
 def _run_with_progress(run_pipeline: Any, cfg: SweepConfig, store: Any, out: Path,
                        console: Any, progress: bool) -> int:
-    """Run the pipeline (with a progress display when there is a console); its sweep id."""
+    """Run the pipeline into its own folder under ``out`` (with a progress display when there is
+    a console); its sweep id."""
     if console is None or not progress:
-        return run_pipeline(cfg, store, out_dir=out).sweep_id
+        return run_pipeline(cfg, store, out_dir=out, own_folder=True).sweep_id
     if not console.is_terminal:   # a pipe or a file: plain lines as the work goes
-        return run_pipeline(cfg, store, out_dir=out,
+        return run_pipeline(cfg, store, out_dir=out, own_folder=True,
                             on_progress=_plain_progress(console)).sweep_id
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
     tasks: dict[str, Any] = {}
@@ -114,7 +119,8 @@ def _run_with_progress(run_pipeline: Any, cfg: SweepConfig, store: Any, out: Pat
             if label not in tasks:
                 tasks[label] = bar.add_task(label, total=total)
             bar.update(tasks[label], completed=done)
-        return run_pipeline(cfg, store, out_dir=out, on_progress=on_progress).sweep_id
+        return run_pipeline(cfg, store, out_dir=out, own_folder=True,
+                            on_progress=on_progress).sweep_id
 
 
 def _plain_progress(console: Any) -> Any:
@@ -174,11 +180,12 @@ def resume(sweep_id: int, *, db: str | None = None,
     Raises:
         StoreError: no such sweep or database. MutuneError: live trials, or a completed sweep."""
     from mutune.config import parse_config
+    from mutune.pipeline.run_folder import resumed_sweep_folder
     from mutune.services.recovery import resume_sweep
     from mutune.services.store import Store
 
     url = resolve_db(db)
-    out = Path(out_dir)
+    out = resumed_sweep_folder(Path(out_dir), sweep_id)
     out.mkdir(parents=True, exist_ok=True)
 
     def on_stale(line: str) -> None:

@@ -201,7 +201,7 @@ def test_main_job_on_a_width_by_depth_ladder(ray_local, tiny_config, one_store_u
     assert per_step[by_key["c0w32d2-t0"]] > per_step[by_key["c0w32d1-t0"]]
     # one Ray Tune experiment for every proxy (all its groups) and their designs, which
     # joined it with their depth's model; one for the target
-    ray_dirs = sorted(p.name for p in (tmp_path / "out" / "ray").iterdir()
+    ray_dirs = sorted(p.name for p in (tmp_path / "out" / f"sweep-{sid}" / "ray").iterdir()
                       if p.is_dir() and p.name.startswith("sweep"))
     assert ray_dirs == [f"sweep{sid}-target", f"sweep{sid}-w16d1-w32d1-w16d2-w32d2"]
     assert rep["target"]["status"] == "completed", rep["target"]

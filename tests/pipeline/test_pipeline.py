@@ -92,7 +92,10 @@ def test_main_job_end_to_end(ray_local, tiny_config, one_store_url, tmp_path):
         assert p_lo <= rep["target"]["predicted_val_loss"] <= p_hi
     else:
         assert rep["target"]["predicted_val_loss_error"]
-    assert (tmp_path / "out" / "transfer.png").stat().st_size > 10_000
+    folder = tmp_path / "out" / f"sweep-{result.sweep_id}"    # the sweep's own folder
+    assert result.report_path == folder / "report.json"
+    assert (tmp_path / "out" / "latest").resolve() == folder.resolve()
+    assert (folder / "transfer.png").stat().st_size > 10_000
     c = rep["cost"]
     assert REQUIRED["cost"] <= c.keys()
     assert c["total_gpu_hours"] == pytest.approx(c["proxy_gpu_hours"] + c["target_gpu_hours"])
@@ -154,7 +157,7 @@ def test_main_job_end_to_end(ray_local, tiny_config, one_store_url, tmp_path):
     assert law["data"]["target_width"] == 128
     assert all(t["status"] in {"completed", "stopped", "diverged"} for t in rows["trials"])
     assert rows["provenance"]["dataset"]["fingerprint"]
-    bsh = (tmp_path / "out" / "base_shapes.bsh").read_text()
+    bsh = (result.report_path.parent / "base_shapes.bsh").read_text()
     assert bsh.startswith("# mup base shapes") and rows["provenance"]["base_shapes"] == bsh
     # every proxy trial has its GPU-hours in the ledger, and they add up to the proxy line
     per_trial = [e["value"] for e in rows["ledger"]

@@ -456,6 +456,6 @@ def test_sigkill_of_mutune_run_during_its_target_then_mutune_resume(ray_local, t
     assert 0 <= target["repeated_steps"] <= 6                      # one checkpoint interval
     steps = [r["step"] for r in target["reports"]]
     assert steps == sorted(set(steps)) and steps[-1] == 60         # no duplicate report
-    report = json.loads((tmp_path / "k" / "report.json").read_text())
+    report = json.loads((tmp_path / "k" / "sweep-1" / "report.json").read_text())
     assert report["status"] == "completed"
     assert report["target"]["val_loss"] == target["reports"][-1]["metrics"]["val_loss"]

@@ -100,6 +100,11 @@ def test_the_trained_target_is_kept_exported_and_reloads_bit_for_bit(tiny_run, t
     with Store.open(url) as store:
         rows = store.sweep_rows(result.sweep_id)
     assert rows["target"]["model_dir"] == str(kept)
+    # the trained target is on disk once: its trial's checkpoints were released when the
+    # kept folder was written, and the report's kept bytes are that folder's
+    assert not list((result.report_path.parent / "ray").rglob("checkpoint_*"))
+    assert report["cost"]["checkpoint_bytes_kept"] == sum(
+        f.stat().st_size for f in kept.rglob("*") if f.is_file())
     dest = tmp_path / "exported"
     out = CliRunner().invoke(app, ["export", str(result.sweep_id), "--db", url, "--model",
                                    str(dest)], env=ENV)
@@ -275,7 +280,7 @@ def test_budget_cuts_a_sweep_short_and_loses_no_trial(ray_local, tmp_path):
     # first ray.num_cpus ones start together) finishing their first rung
     first = sorted(trials, key=lambda t: t["id"])[:cfg.ray.num_cpus]
     assert spent <= 0.0002 + sum(t["allocated_s"] * t["devices"] for t in first) / 3600
-    assert json.loads((tmp_path / "out" / "report.json").read_text())["status"] == \
+    assert json.loads((tmp_path / "out" / "latest" / "report.json").read_text())["status"] == \
         "budget_exhausted"
 
 

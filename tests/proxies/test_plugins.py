@@ -202,7 +202,7 @@ def test_user_plugin_sweep_on_ray_records_its_output(user_plugin, tmp_path):
     res = _run_cli(["run", str(cfg), "--db", url, "--out", str(tmp_path / "out")],
                    [user_plugin, ROOT], tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    report = json.loads((tmp_path / "out" / "latest" / "report.json").read_text())
     assert report["status"] == "completed" and report["target"]["width"] == 32
     assert report["target"]["val_loss"] < 2.3
     with Store.open(url) as store:
@@ -237,7 +237,7 @@ def test_example_package_installs_and_runs_end_to_end(tmp_path):
     res = _run_cli(["run", str(example / "tiny.yaml"), "--db", url, "--out",
                     str(tmp_path / "out")], [site, ROOT], tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    report = json.loads((tmp_path / "out" / "latest" / "report.json").read_text())
     assert report["status"] == "completed"
     assert [p["width"] for p in report["proxies"]] == [8, 16]
     # it learns: every proxy width's best loss at most 1.5 nats (chance: ln 10 = 2.30)
@@ -339,7 +339,7 @@ def test_example_loop_package_trains_proxies_and_target_under_ray(tmp_path):
     res = _run_cli(["run", str(cfg), "--db", url, "--out", str(tmp_path / "out")],
                    [site, ROOT], tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    report = json.loads((tmp_path / "out" / "latest" / "report.json").read_text())
     assert report["status"] == "completed" and report["target"]["width"] == 128
     assert math.isfinite(report["target"]["val_loss"])
     with Store.open(url) as store:

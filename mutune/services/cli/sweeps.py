@@ -20,7 +20,9 @@ from mutune.search.schedulers.planned_steps import (DEFAULT_REPORT_OVERHEAD_S,
 __all__ = ["run", "report", "list_cmd", "show", "cancel", "logs", "rerun", "resume"]
 
 OutOption = typer.Option(Path("mutune-out"), "--out",
-                         help="Folder for report.json, plots and Ray state.")
+                         help="Output root: each sweep writes report.json, plots and "
+                              "Ray state to its own sweep-ID folder here; 'latest' links "
+                              "to the newest.")
 
 
 @app.command()
