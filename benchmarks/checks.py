@@ -1,7 +1,7 @@
 """Time the two checks users run, with their default settings (issue 3).
 
-Runs ``mutune coord-check`` and ``mutune transfer-check`` on a config (default: the quickstart)
-in fresh processes and prints one JSON object per line:
+Runs ``mutune coord-check`` and ``mutune transfer-check`` on a config (default: the MLP
+example, configs/mlp-digits.yaml) in fresh processes and prints one JSON object per line:
 
     {"benchmark": "coord_check", "seconds": …, "mup_max_abs_slope": …, "sp_readout_slope": …}
     {"benchmark": "transfer_check", "seconds": …, "mup_spread_octaves": …,
@@ -35,7 +35,7 @@ def main() -> None:
     p.add_argument("--only", choices=["coord", "transfer"], default=None)
     a = p.parse_args()
     out = Path(a.out or tempfile.mkdtemp(prefix="mutune-checks-"))
-    cfg = [a.config] if a.config else []
+    cfg = [a.config or "configs/mlp-digits.yaml"]
     if a.only in (None, "coord"):
         s = _run(["coord-check", *cfg, "--out", str(out / "coord")])
         r = json.loads((out / "coord" / "coord_check.json").read_text())

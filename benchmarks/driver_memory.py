@@ -1,8 +1,9 @@
 """Memory of the driver with a billion-parameter target: the target is never built early.
 
-The quickstart config with its target at width 32768 (an MLP of 2.1 billion parameters, 8.6 GB
-of float32 weights). Two runs of ``mutune``, each a subprocess whose own RSS and that of every
-process it starts (Ray's GCS, raylet and workers) is sampled every 0.1 s from /proc:
+The MLP example config (configs/mlp-digits.yaml) with its target at width 32768 (an MLP of 2.1
+billion parameters, 8.6 GB of float32 weights). Two runs of ``mutune``, each a subprocess whose
+own RSS and that of every process it starts (Ray's GCS, raylet and workers) is sampled every 0.1
+s from /proc:
 
 * ``mutune run CONFIG --dry-run``: the plan (the target's time is extrapolated from its FLOPs,
   not timed: :func:`mutune.pipeline.dry_run.plan_sweep`);
@@ -135,7 +136,7 @@ def main() -> None:
     a = p.parse_args()
     out = Path(a.out or tempfile.mkdtemp(prefix="driver-memory-"))
     out.mkdir(parents=True, exist_ok=True)
-    cfg = load_config()
+    cfg = load_config("configs/mlp-digits.yaml")
     d = cfg.model_dump(mode="json")
     d["target"]["width"] = a.target_width
     # a budget the proxies fit (about 0.03 GPU-hours on 2 CPUs) and the target cannot

@@ -55,10 +55,11 @@ from pathlib import Path
 
 
 def reference_config(num_cpus: int = 2):
-    """The reference sweep's config (the quickstart config with the issue's settings)."""
+    """The reference sweep's config: the MLP example config (configs/mlp-digits.yaml) with
+    the issue's settings."""
     from mutune.config import load_config, parse_config
 
-    d = load_config().model_dump(mode="json")
+    d = load_config("configs/mlp-digits.yaml").model_dump(mode="json")
     d["model"].update(family="mlp", base_width=64)
     d["widths"] = [256, 512]
     d["target"]["width"] = 1024

@@ -1,8 +1,8 @@
 """The proof of the GPU-hours saved: run the naive sweep for real beside the transfer pipeline.
 
 Issue 6's benchmark. In one run, on a configuration this machine can afford (by default the
-quickstart: μP MLP on digits, proxies at widths 64/128/256, target width 4096, here with 24
-samples, ASHA max_t 200, grace 20, η 3):
+MLP example, configs/mlp-digits.yaml: μP MLP on digits, proxies at widths 64/128/256,
+target width 4096, here with 24 samples, ASHA max_t 200, grace 20, η 3):
 
 1. the main job (:func:`mutune.pipeline.run_pipeline`): proxy sweeps → transfer → one target
    run, and its ledger with the *estimated* naive cost (docs/architecture.md §6: the largest proxy
@@ -50,7 +50,8 @@ EVAL_SEED_BASE = 900_000          # evaluation seeds: far from every sweep's see
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", default=None, help="sweep config (default: quickstart)")
+    p.add_argument("--config", default=None,
+                   help="sweep config (default: the MLP example, configs/mlp-digits.yaml)")
     p.add_argument("--widths", default=None, help="default: the config's")
     p.add_argument("--target-width", type=int, default=None, help="default: the config's")
     p.add_argument("--samples", type=int, default=None, help="default: the config's")
@@ -70,7 +71,7 @@ def main() -> None:
 
     out = Path(a.out or tempfile.mkdtemp(prefix="mutune-naive-vs-transfer-"))
     out.mkdir(parents=True, exist_ok=True)
-    d = load_config(a.config).model_dump(mode="json")
+    d = load_config(a.config or "configs/mlp-digits.yaml").model_dump(mode="json")
     if a.widths:
         d["widths"] = [int(w) for w in a.widths.split(",")]
     if a.target_width:
@@ -137,7 +138,7 @@ def main() -> None:
         "quality_gap": gap, "quality_gap_split": "test", "quality_gap_interval": gap_iv,
         "target_test_losses": target_tests, "naive_best_test_losses": naive_tests,
         "naive_best_config": chosen.point["hparams"] if chosen else None,
-        "eval_seeds": len(evals), "config": a.config or "configs/quickstart.yaml",
+        "eval_seeds": len(evals), "config": a.config or "configs/mlp-digits.yaml",
         "ideal_saved_fraction_ratio": None,
         "gate": (res.target.get("gate") or {}).get("outcome"),
         "naive_trials": len(naive.trials),

@@ -1,9 +1,9 @@
-"""Preemption benchmark: a quickstart-sized sweep whose seeded schedule preempts ≥ 25 % of its
+"""Preemption benchmark: an MLP-example-sized sweep whose seeded schedule preempts ≥ 25 % of its
 trials — graceful notices through the notice file, and hard kills (SIGKILL) — against the same
 sweep uninterrupted (docs/architecture.md §4.6).
 
-The sweep: the quickstart config's search (32 samples, ASHA grace 20, η 3, max_t 200, an
-evaluation every 10 steps) at its widest proxy width, checkpoints every
+The sweep: the MLP example config's search (configs/mlp-digits.yaml: 32 samples, ASHA grace
+20, η 3, max_t 200, an evaluation every 10 steps) at its widest proxy width, checkpoints every
 ``--checkpoint-every`` steps, ``ray.max_failures`` 3 (hard kills are failures), one trial at a
 time (so "the same decisions" is defined: docs/architecture.md §4.2). The schedule (seeded)
 picks ``--fraction`` of the trials; each is hit when it first reports at or past a step drawn
@@ -40,10 +40,10 @@ import numpy as np
 
 
 def sweep_config(samples: int, checkpoint_every: int, notice: Path):
-    """The quickstart's search at its widest proxy width, one trial at a time."""
+    """The MLP example's search at its widest proxy width, one trial at a time."""
     from mutune.config import load_config, parse_config
 
-    d = load_config().model_dump(mode="json")
+    d = load_config("configs/mlp-digits.yaml").model_dump(mode="json")
     d["search"]["num_samples"] = samples
     d["train"]["checkpoint_every"] = checkpoint_every
     # each trial is hit at the first report the driver sees at or past its drawn step: every
@@ -130,7 +130,7 @@ def _sweep_ettr(out, wall: float, devices: float) -> float:
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=0, help="the preemption schedule's seed")
-    p.add_argument("--samples", type=int, default=32, help="trials (quickstart: 32)")
+    p.add_argument("--samples", type=int, default=32, help="trials (the MLP example: 32)")
     p.add_argument("--fraction", type=float, default=0.3, help="share of trials hit")
     p.add_argument("--hard-fraction", type=float, default=0.3,
                    help="share of the hits that are SIGKILLs")

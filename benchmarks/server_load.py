@@ -77,7 +77,7 @@ def seed(db: str) -> tuple[int, str, str]:
     from mutune.services.server.auth import create_token
     from mutune.services.store import Store
 
-    d = load_config().model_dump(mode="json")
+    d = load_config("configs/mlp-digits.yaml").model_dump(mode="json")
     d.update(widths=[16, 32], name="bench")
     d["model"]["base_width"] = 16
     d["search"]["num_samples"] = 8

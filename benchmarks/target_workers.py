@@ -1,7 +1,7 @@
 """The target on 1 and on N Ray Train workers (DDP, same global batch): same loss, step time.
 
-The quickstart config's target (or ``--config``'s) trained with fixed hyperparameters (the
-search space's geometric middle, overridable with ``--lr``) through
+The MLP example config's target (configs/mlp-digits.yaml; or ``--config``'s) trained with
+fixed hyperparameters (the search space's geometric middle, overridable with ``--lr``) through
 :func:`mutune.search.backends.ray_train_run.run_target`, once on 1 worker and once on ``--workers``
 workers, ``--repeat`` times alternating (1, N, 1, N, …) on a local Ray cluster of
 ``ray.num_cpus`` CPUs. Each run trains the same global batch per step, split between the
@@ -17,7 +17,7 @@ Prints one JSON line per pair and a summary line:
      "wall_s_1", "wall_s_n" (medians: fit() start to end, worker start-up included)}
 
 Usage:
-    python benchmarks/target_workers.py [--config configs/quickstart.yaml] [--workers 2]
+    python benchmarks/target_workers.py [--config configs/mlp-digits.yaml] [--workers 2]
         [--steps N] [--repeat 3]
 """
 from __future__ import annotations
@@ -40,7 +40,8 @@ def _middle(dist) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default=None, help="sweep config (default: the quickstart)")
+    ap.add_argument("--config", default=None,
+                    help="sweep config (default: the MLP example, configs/mlp-digits.yaml)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=None, help="default: the config's target")
     ap.add_argument("--lr", type=float, default=None)
@@ -57,7 +58,7 @@ def main() -> None:
     from mutune.search.backends.ray_train_run import run_target
     from mutune.search.backends.ray_tune.cluster import ray_cluster
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config or "configs/mlp-digits.yaml")
     steps = args.steps or cfg.target_steps
     hp = {**{k: _middle(v) for k, v in cfg.search.space.items()}, **cfg.search.fixed}
     if args.lr is not None:
@@ -89,7 +90,7 @@ def main() -> None:
                                                                        b["status"]]}))
     med = statistics.median
     print(json.dumps({
-        "benchmark": "target_workers", "config": args.config or "quickstart",
+        "benchmark": "target_workers", "config": args.config or "mlp-digits",
         "width": cfg.target.width, "steps": steps, "workers": args.workers,
         "repeat": args.repeat, "hparams": hp,
         "val_loss_1": med(r["val_loss"] for r in one),

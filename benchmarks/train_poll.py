@@ -1,14 +1,14 @@
 """A target on Ray Train with frequent reports, at Ray Train's poll interval and at mutune's.
 
-Ray Train's controller takes each worker's report out of a one-slot queue only when it polls
-the workers, every ``RAY_TRAIN_HEALTH_CHECK_INTERVAL_S`` (Ray's default 2.0 s; mutune's
-workers get 0.1 s, ``mutune.search.backends.ray_tune.cluster.TRAIN_POLL_ENV``): a worker
-that reports more often waits at each report. This benchmark trains the quickstart config's
-model at ``--width`` on ``--workers`` Ray Train workers (DDP, gloo) for ``--steps`` steps with
-a report (an evaluation) every ``--eval-every`` steps and no checkpoints but the last,
-through :func:`mutune.search.backends.ray_train_run.run_target`, ``--repeat`` times at each
-interval, alternating (2.0, 0.1, 2.0, …). Each run is a fresh process with a fresh local Ray
-cluster (``ray.num_cpus`` CPUs) whose workers inherit the interval.
+Ray Train's controller takes each worker's report out of a one-slot queue only when it polls the
+workers, every ``RAY_TRAIN_HEALTH_CHECK_INTERVAL_S`` (Ray's default 2.0 s; mutune's workers get
+0.1 s, ``mutune.search.backends.ray_tune.cluster.TRAIN_POLL_ENV``): a worker that reports more
+often waits at each report. This benchmark trains the MLP example config's
+(configs/mlp-digits.yaml) model at ``--width`` on ``--workers`` Ray Train workers (DDP, gloo)
+for ``--steps`` steps with a report (an evaluation) every ``--eval-every`` steps and no
+checkpoints but the last, through :func:`mutune.search.backends.ray_train_run.run_target`,
+``--repeat`` times at each interval, alternating (2.0, 0.1, 2.0, …). Each run is a fresh process
+with a fresh local Ray cluster (``ray.num_cpus`` CPUs) whose workers inherit the interval.
 
 Prints one JSON line per run and a summary line:
 
@@ -52,7 +52,7 @@ def one_run(args: argparse.Namespace) -> dict:
     from mutune.search.backends.ray_train_run import run_target
     from mutune.search.backends.ray_tune.cluster import ray_cluster
 
-    cfg = load_config()
+    cfg = load_config("configs/mlp-digits.yaml")
     train = cfg.train.model_copy(update={"eval_every": args.eval_every})
     task = ProxyTask(cfg.model, train, load_task_data(cfg)).with_base_shapes()
     point = {"hparams": {"lr": 0.02, "output_mult": 1.0}, "seed": cfg.seed, "index": 0,

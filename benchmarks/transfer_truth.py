@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-CONFIGS = {"gpt": "configs/gpt-text.yaml", "mlp": "configs/quickstart.yaml",
+CONFIGS = {"gpt": "configs/gpt-text.yaml", "mlp": "configs/mlp-digits.yaml",
            "gpt-depth": "configs/gpt-depth.yaml"}
 EVAL_SEED_BASE = 900_000          # evaluation seeds: far from every sweep's seed streams
 

@@ -11,10 +11,14 @@ import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 from mutune.errors import ConfigError
+
+#: the MLP-on-digits example config: the small, fast model most tests shrink further
+MLP_DIGITS = Path(__file__).resolve().parents[1] / "configs" / "mlp-digits.yaml"
 
 POSTGRES_ADMIN_URL = os.environ.get("MUTUNE_TEST_POSTGRES",
                                     "postgresql://postgres@127.0.0.1:5432/test")
@@ -102,12 +106,12 @@ def ray_local() -> Iterator[None]:
 
 
 def make_tiny_config():
-    """The quickstart config shrunk to seconds: widths 16/32, 4 samples, max_t 27, target 64;
-    each width's confirmation design (9 points) with one seed per point, no gate round, and
-    the target as one Ray Tune trial."""
+    """The MLP example config (configs/mlp-digits.yaml) shrunk to seconds: widths 16/32, 4
+    samples, max_t 27, target 64; each width's confirmation design (9 points) with one seed per
+    point, no gate round, and the target as one Ray Tune trial."""
     from mutune.config import load_config, parse_config
 
-    d = load_config().model_dump(mode="json")
+    d = load_config(MLP_DIGITS).model_dump(mode="json")
     d["widths"] = [16, 32]
     d["model"]["base_width"] = 16
     d["target"]["width"] = 64

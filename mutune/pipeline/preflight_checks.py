@@ -20,13 +20,16 @@ _NORMS = ("LayerNorm", "RMSNorm", "GroupNorm")
 
 def transfer_breakers(task: Any, hparams: dict[str, float] | None = None) -> list[str]:
     """Warnings, each naming what it found and the fix, for the model at 2 × its base width; []
-    if none."""
+    if none. Trainable norm gains are not warned about in a family whose transfer has been
+    measured with them (``ModelFamily.norm_gains_checked``)."""
     width = 2 * int(task.model.base_width)
     model = task.build(width, dict(hparams or {}))
     out = []
-    gains = [name for name, m in model.named_modules()
-             if type(m).__name__ in _NORMS and getattr(m, "weight", None) is not None
-             and getattr(m.weight, "requires_grad", False)]
+    checked = bool(getattr(getattr(task, "family", None), "norm_gains_checked", False))
+    gains = [] if checked else [
+        name for name, m in model.named_modules()
+        if type(m).__name__ in _NORMS and getattr(m, "weight", None) is not None
+        and getattr(m.weight, "requires_grad", False)]
     if gains:
         shown = ", ".join(gains[:4]) + (f" and {len(gains) - 4} more" if len(gains) > 4 else "")
         out.append(f"trainable norm gains in {shown}: Lingle 2024 (\"A Large-Scale "

@@ -27,6 +27,9 @@ def _build_gpt(width: int, **options: Any) -> nn.Module:
 MLP = ModelFamily(name="mlp", spec=MLPModel, build=_build_mlp, data_kinds=("digits",),
                   hparams=("input_mult", "output_mult", "init_std", "dropout"))
 
-#: μP byte/token-level GPT decoder; a batch row is ``seq_len`` tokens.
+#: μP byte/token-level GPT decoder; a batch row is ``seq_len`` tokens. Its LayerNorm gains
+#: are trainable, as in the reference it is checked against, and its transfer is measured
+#: with them (docs/transfer.md §7).
 GPT = ModelFamily(name="gpt", spec=GPTModel, build=_build_gpt, data_kinds=("text", "tokens"),
-                  hparams=("input_mult", "output_mult", "attn_mult", "init_std"))
+                  hparams=("input_mult", "output_mult", "attn_mult", "init_std"),
+                  norm_gains_checked=True)

@@ -21,7 +21,10 @@ class ModelFamily:
         forward_loss: optional ``forward_loss(model, x, y) -> loss`` (nats).
         batch: optional pure ``batch(data, batch_size, seed, step) -> (x, y)``.
         flops_per_sample: optional ``(width, n_params, spec) -> float``; default 6·N (Kaplan
-            et al. 2020, §2.1)."""
+            et al. 2020, §2.1).
+        norm_gains_checked: the family's transfer across width has been measured with its
+            trainable norm gains (the built-in GPT's: its transfer check and ground truth,
+            docs/transfer.md §7), so the pre-flight does not warn about them (Lingle 2024)."""
     name: str
     spec: type
     build: Callable[..., Any]
@@ -32,3 +35,4 @@ class ModelFamily:
     forward_loss: Callable[..., Any] | None = None
     batch: Callable[..., Any] | None = None
     flops_per_sample: Callable[..., float] | None = None
+    norm_gains_checked: bool = False

@@ -62,9 +62,8 @@ def run(config: SweepConfig | str | os.PathLike[str] | None = None, *, db: str |
         MutuneError: a stage failed; the sweep is recorded as failed with the reason."""
     from mutune.errors import SweepStopped
     from mutune.pipeline import run_pipeline
-    from mutune.services.store import Store
-
     from mutune.pipeline.run_folder import sweep_folder_name
+    from mutune.services.store import Store
 
     cfg = config if isinstance(config, SweepConfig) else load_config(config)
     url = resolve_db(db)

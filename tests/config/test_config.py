@@ -9,27 +9,37 @@ import yaml
 
 from mutune.config import default_config_path, load_config, parse_config
 from mutune.errors import ConfigError
-from tests.conftest import config_error
+from tests.conftest import MLP_DIGITS, config_error
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def quick() -> dict:
-    return yaml.safe_load(default_config_path().read_text())
+    return yaml.safe_load(MLP_DIGITS.read_text())
 
 
-def test_embedded_quickstart_is_the_repo_file():
-    assert (ROOT / "configs" / "quickstart.yaml").read_bytes() == \
-        default_config_path().read_bytes()
+def test_embedded_configs_are_the_repo_files():
+    shipped = default_config_path().parent
+    assert sorted(p.name for p in shipped.glob("*.yaml")) == \
+        sorted(p.name for p in (ROOT / "configs").glob("*.yaml"))
+    for p in shipped.glob("*.yaml"):
+        assert (ROOT / "configs" / p.name).read_bytes() == p.read_bytes(), p.name
+    assert default_config_path().name == "quickstart.yaml"
 
 
 def test_shipped_configs_load():
+    """The quickstart is a language model whose target is ≥ 16× its smallest proxy; the MLP
+    example and the GPT configs load."""
     q = load_config()
-    assert q.model.family == "mlp" and q.data.kind == "digits"
-    assert len(q.widths) >= 3 and q.search.num_samples >= 16
-    assert q.target.width >= 8 * q.widths[0]
+    assert q.model.family == "gpt" and q.data.kind == "text" and q.data.path is None
+    assert len(q.widths) >= 3 and q.target.width >= 16 * q.widths[0]
     assert {"lr", "output_mult"} <= set(q.search.space)
+    m = load_config(MLP_DIGITS)
+    assert m.model.family == "mlp" and m.data.kind == "digits"
+    assert len(m.widths) >= 3 and m.search.num_samples >= 16
+    assert m.target.width >= 8 * m.widths[0]
+    assert {"lr", "output_mult"} <= set(m.search.space)
     g = load_config(ROOT / "configs" / "gpt-text.yaml")
     assert g.model.family == "gpt" and g.data.kind == "text" and g.data.path is None
     assert len(g.widths) >= 3 and g.target.width >= 8 * g.widths[0]
@@ -192,7 +202,7 @@ def test_a_missing_required_field_is_named_without_a_meaningless_value(tiny_conf
 def test_target_checkpoint_interval_defaults_to_a_tenth_of_its_steps_at_evaluations():
     from mutune.config import load_config, parse_config
 
-    d = load_config().model_dump(mode="json")       # 200 target steps, eval every 10
+    d = load_config(MLP_DIGITS).model_dump(mode="json")       # 200 target steps, eval every 10
     assert parse_config(d).target_checkpoint_every == 20
     assert parse_config(d).target_checkpoint_max_share == 0.05    # at most ~5 % of the run
     d["target"]["steps"] = 95                        # a tenth is 9.5 → the next evaluation

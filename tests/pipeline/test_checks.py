@@ -7,11 +7,13 @@ import pytest
 from typer.testing import CliRunner
 
 from mutune.services.cli import app
+from tests.conftest import MLP_DIGITS
 
 
 def test_coord_check_cli_writes_json_and_png(tmp_path):
-    out = CliRunner().invoke(app, ["coord-check", "--widths", "64,128,256", "--seeds", "2",
-                                   "--out", str(tmp_path)], env={"COLUMNS": "200"})
+    out = CliRunner().invoke(app, ["coord-check", str(MLP_DIGITS), "--widths", "64,128,256",
+                                   "--seeds", "2", "--out", str(tmp_path)],
+                             env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
     data = json.loads((tmp_path / "coord_check.json").read_text())
     assert set(data["mup"]["slopes"]) == set(data["sp"]["slopes"]) >= {"readout"}

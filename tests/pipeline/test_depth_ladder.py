@@ -12,6 +12,7 @@ from mutune.config import load_config, parse_config
 from mutune.errors import ConfigError
 from mutune.pipeline.transfer_stage import transfer_rules
 from mutune.pipeline.optimum_record import WidthOptimum
+from tests.conftest import MLP_DIGITS
 
 
 def typed(optima):
@@ -19,8 +20,8 @@ def typed(optima):
 
 
 def _ladder(**over):
-    """The quickstart as a residual-MLP ladder: widths 64/128/256 × depths 2/4/8."""
-    d = load_config().model_dump(mode="json")
+    """The MLP example as a residual-MLP ladder: widths 64/128/256 × depths 2/4/8."""
+    d = load_config(MLP_DIGITS).model_dump(mode="json")
     d["model"].pop("depth")
     d["model"].update(residual=True, depth_parametrization="completep")
     d["depths"] = [2, 4, 8]

@@ -17,7 +17,7 @@ from mutune.config import load_config, parse_config
 from mutune.config.cost import DEFAULT_DEVICES, device_kind_of
 from mutune.pipeline.devices import granted_device_kind, with_granted_device
 from mutune.proxies.device import numerics_for
-from tests.conftest import config_error
+from tests.conftest import MLP_DIGITS, config_error
 
 KNOWN = list(DEFAULT_DEVICES)
 
@@ -33,7 +33,7 @@ def test_a_device_name_maps_to_its_cost_table_kind(name, kind):
 
 
 def test_a_kind_the_config_adds_is_found_and_an_empty_name_refused():
-    d = load_config().model_dump(mode="json")
+    d = load_config(MLP_DIGITS).model_dump(mode="json")
     d["cost"]["devices"] = {"MI300X": {"peak_flops": 1.3e15, "on_demand": 4.0}}
     cfg = parse_config(d)
     assert device_kind_of("AMD Instinct MI300X", cfg.cost.kinds()) == "mi300x"
@@ -53,7 +53,7 @@ def test_bf16_and_flash_only_where_the_device_takes_them(cap, bf16, dtype, flash
 
 
 def _cfg(**ray):
-    d = load_config().model_dump(mode="json")
+    d = load_config(MLP_DIGITS).model_dump(mode="json")
     d["ray"].update(ray)
     return parse_config(d)
 
@@ -78,7 +78,7 @@ def test_gpu_fractions_and_money_budgets_are_checked_in_the_config():
     with config_error("ray.gpus_per_trial", "1.5", "above 1 it must be a whole number"):
         _cfg(gpus_per_trial=1.5)
     assert _cfg(gpus_per_trial=2).ray.gpus_per_trial == 2
-    d = load_config().model_dump(mode="json")
+    d = load_config(MLP_DIGITS).model_dump(mode="json")
     d["ray"]["gpus_per_trial"] = 1
     d["budget"] = {"money": 10.0}
     with config_error("budget.money", "10.0", "with GPU trials needs a price"):

@@ -53,7 +53,7 @@ def test_a_target_above_twice_the_proxy_is_stopped_as_diverged():
 
 def test_divergence_allows_for_the_noise_of_small_losses():
     """The limit is twice the proxy's 3-se upper bound, and the target's own value is taken
-    3 of its standard errors down first: the quickstart's target at 0.1477 ± 0.054 against a
+    3 of its standard errors down first: the MLP example's target at 0.1477 ± 0.054 against a
     proxy at 0.0350 ± 0.012 is noise (measured 2026-12-02); a climb to chance is not."""
     from mutune.search.driver.types import beyond_limit
 

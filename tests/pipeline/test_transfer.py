@@ -8,10 +8,11 @@ import pytest
 from mutune.config import load_config, parse_config
 from mutune.pipeline.optimum_record import WidthOptimum
 from mutune.pipeline.transfer_stage import target_train_settings, transfer_rules
+from tests.conftest import MLP_DIGITS
 
 
 def _cfg(**over):
-    d = load_config().model_dump(mode="json")
+    d = load_config(MLP_DIGITS).model_dump(mode="json")
     d["search"]["space"] = {"lr": d["search"]["space"]["lr"]}
     d["transfer"]["n_boot"] = 200
     for path, v in over.items():

@@ -4,6 +4,7 @@ attention keeps the model's own 1/√d_head at the base width, then falls like 1
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Literal
 
 import mup
@@ -220,3 +221,17 @@ def test_the_same_model_left_unconverted_is_caught_before_the_sweep_with_its_fix
     bad = _head_task("blowup", Blowup)
     with pytest.raises(ProxyError, match=r"activations grow with width in head \+"):
         check_converted_coords(bad, lr=0.001)
+
+
+@pytest.mark.parametrize("config", ["quickstart.yaml", "gpt-text.yaml", "mlp-digits.yaml"])
+def test_a_built_in_model_trips_none_of_its_own_pre_flight_warnings(config):
+    """The shipped configs' built-in models pass their own pre-flight: the GPT keeps its
+    LayerNorm gains, with which its transfer is measured (``norm_gains_checked``), and the
+    warning still reaches every family that has not declared it (above)."""
+    from mutune.config import load_config
+    from mutune.pipeline.preflight_checks import run_preflight
+    from mutune.proxies.task import ProxyTask, load_task_data
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / config)
+    task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg)).with_base_shapes()
+    assert run_preflight(cfg, task).data["warnings"] == []

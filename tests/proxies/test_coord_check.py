@@ -9,6 +9,7 @@ from mutune.proxies.coord_check import CoordSetup, coord_check
 from mutune.proxies.gpt import build_gpt
 from mutune.proxies.parametrization import make_optimizer
 from mutune.proxies.task import ProxyTask, load_task_data
+from tests.conftest import MLP_DIGITS
 
 # one test process for this module: its module-scoped fixture is built once (pyproject's
 # --dist loadgroup)
@@ -19,7 +20,7 @@ WIDTHS = [64, 128, 256, 512]
 
 @pytest.fixture(scope="module")
 def digits_task():
-    cfg = load_config()
+    cfg = load_config(MLP_DIGITS)
     return cfg, load_task_data(cfg)
 
 

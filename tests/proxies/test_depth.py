@@ -12,7 +12,7 @@ from mutune.proxies import build_mlp, make_optimizer
 from mutune.proxies.depth import DepthScaling, depth_param_groups
 from mutune.proxies.gpt import GPTShape, MuGPT
 from mutune.proxies.mlp import MLPShape, MuMLP
-from tests.conftest import config_error
+from tests.conftest import MLP_DIGITS, config_error
 
 GPT_KW = dict(vocab=64, seq_len=8, d_head=8, ffn_ratio=2)
 
@@ -151,7 +151,7 @@ def test_at_the_base_depth_completep_is_the_unscaled_model():
 def _model_section(train_sgd: bool = False, **over):
     from mutune.config import load_config, parse_config
 
-    d = load_config().model_dump(mode="json")
+    d = load_config(MLP_DIGITS).model_dump(mode="json")
     d["model"].update(over)
     if train_sgd:
         d["train"].update(optimizer="sgd", weight_decay=0.0)
@@ -165,7 +165,7 @@ def test_the_config_checks_depth_options_and_builds_a_scaled_trainable_model():
         _model_section(depth_parametrization="completep")
     from mutune.config import load_config, parse_config
 
-    d = load_config().model_dump(mode="json")
+    d = load_config(MLP_DIGITS).model_dump(mode="json")
     d["model"] = {"family": "mlp", "depth_parametrization": "completep"}   # residual omitted
     with config_error("model.residual", "False", "needs residual branches"):
         parse_config(d)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from mutune._internals import eager_optimizers, optimizer_class
+from tests.conftest import MLP_DIGITS
 
 EAGER_OPTIMIZERS = eager_optimizers()
 EagerAdam, EagerAdamW, EagerSGD = (EAGER_OPTIMIZERS[k] for k in ("adam", "adamw", "sgd"))
@@ -119,7 +120,7 @@ def test_a_fresh_process_trains_checkpoints_and_resumes_without_torch_dynamo(kin
         from mutune.config import load_config, parse_config
         from mutune.proxies.task import ProxyTask, load_task_data
         from mutune.training import run_loop
-        d = load_config().model_dump(mode="json")
+        d = load_config({str(MLP_DIGITS)!r}).model_dump(mode="json")
         d["train"].update(optimizer={kind!r}, grad_clip=1.0, lr_schedule="cosine",
                           warmup_steps=2, weight_decay=0.0 if {kind!r} == "adam" else 0.01)
         cfg = parse_config(d)

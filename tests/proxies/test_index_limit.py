@@ -11,6 +11,7 @@ import pytest
 
 from mutune.config import load_config, parse_config
 from mutune.proxies.index_limit import INDEX_LIMIT, index_limit_warning, widest_activation
+from tests.conftest import MLP_DIGITS
 
 
 GPT_TEXT = Path(__file__).resolve().parents[2] / "configs" / "gpt-text.yaml"
@@ -41,7 +42,7 @@ def test_the_logits_count_when_the_vocabulary_is_wider_than_the_ffn():
 
 
 def test_families_whose_shapes_mutune_does_not_know_are_not_judged():
-    mlp = load_config().model
+    mlp = load_config(MLP_DIGITS).model
     assert widest_activation(mlp, 1 << 20, 1 << 20) is None
     assert index_limit_warning(mlp, 1 << 20, 1 << 20, 1) is None
 

@@ -36,7 +36,7 @@ def test_meta_count_equals_the_real_model_and_imports_no_dynamo():
     torch._dynamo on the meta device): the meta count equals the real model's, and the count
     leaves torch._dynamo unimported (a fresh interpreter each)."""
     for config, width in ((ROOT / "configs" / "gpt-text.yaml", 64),
-                          (ROOT / "configs" / "quickstart.yaml", 96)):
+                          (ROOT / "configs" / "mlp-digits.yaml", 96)):
         meta, dynamo, real = _count(config, width)
         assert meta == real > 0, config.name
         assert dynamo is False, config.name

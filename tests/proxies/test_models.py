@@ -16,6 +16,7 @@ from mutune.errors import ProxyError
 from mutune.proxies import (GPTShape, MLPShape, MuGPT, MuMLP, build_gpt, build_mlp,
                             build_parametrized, classification_batch, count_parameters,
                             load_digits_data, make_optimizer)
+from tests.conftest import MLP_DIGITS
 
 GPT_KW = dict(vocab=256, seq_len=16, depth=2, d_head=8, ffn_ratio=4)
 
@@ -334,7 +335,7 @@ def test_parameter_count_on_the_meta_device_builds_nothing():
     from mutune.proxies.family import ModelFamily
     from mutune.proxies.task import ProxyTask, load_task_data
 
-    cfg = load_config()
+    cfg = load_config(MLP_DIGITS)
     task = ProxyTask(cfg.model, cfg.train, load_task_data(cfg))
     hp = {"output_mult": 2.0}
     assert task.n_params(64, hp) == sum(p.numel() for p in task.build(64, hp).parameters())

@@ -19,7 +19,7 @@ import torch
 from mutune.config import load_config, parse_config
 from mutune.errors import ConfigError, ProxyError
 from mutune.proxies.plugins import installed_families, load_family
-from tests.conftest import config_error
+from tests.conftest import MLP_DIGITS, config_error
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,7 @@ def user_plugin(tmp_path, monkeypatch) -> Path:
 
 
 def _config(family: str = "plain_mlp", **model) -> dict:
-    d = load_config().model_dump(mode="json")
+    d = load_config(MLP_DIGITS).model_dump(mode="json")
     d["model"] = {"family": family, "base_width": 8, "depth": 2, **model}
     d["widths"] = [8, 16]
     d["target"]["width"] = 32

@@ -16,7 +16,7 @@ from mutune.pipeline.transfer_stage import transfer_rules
 from mutune.proxies.task import ProxyTask, load_task_data
 from mutune.training.schedule import make_lr_schedule
 from mutune.training import run_loop
-from tests.conftest import config_error
+from tests.conftest import MLP_DIGITS, config_error
 from mutune.pipeline.optimum_record import WidthOptimum
 
 
@@ -25,7 +25,7 @@ def typed(optima):
 
 
 def _space(**extra):
-    d = load_config().model_dump(mode="json")
+    d = load_config(MLP_DIGITS).model_dump(mode="json")
     d["search"]["space"] = {"lr": {"type": "loguniform", "low": 1e-3, "high": 1e-1}, **extra}
     d["transfer"]["n_boot"] = 200
     return d

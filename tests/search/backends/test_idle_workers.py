@@ -105,7 +105,7 @@ from tests.search.runs import run_trials
 from mutune.search.searchers import make_searcher
 from mutune.search.searchers.space import trial_seeds
 
-d = load_config().model_dump(mode="json")
+d = load_config("configs/mlp-digits.yaml").model_dump(mode="json")
 d["model"].update(family="mlp", base_width=16)
 d["widths"] = [16, 32]
 d["target"]["width"] = 64

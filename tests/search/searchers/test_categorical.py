@@ -21,13 +21,13 @@ from mutune.search.best import BestTrial
 from mutune.search.searchers import make_searcher
 from mutune.search.searchers.simple import grid_points
 from mutune.search.searchers.space import describe, sample_configs
-from tests.conftest import config_error
+from tests.conftest import MLP_DIGITS, config_error
 
 SCHEDULES = {"type": "choice", "values": ["constant", "cosine", "wsd"]}
 
 
 def _cfg(**space):
-    d = load_config().model_dump(mode="json")
+    d = load_config(MLP_DIGITS).model_dump(mode="json")
     d["search"]["space"] = {"lr": {"type": "loguniform", "low": 1e-3, "high": 1e-1}, **space}
     d["transfer"]["n_boot"] = 200
     d["transfer"]["n_boot_optimum"] = 50

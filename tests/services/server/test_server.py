@@ -148,8 +148,9 @@ def test_nothing_in_a_config_is_evaluated_as_code(server):
     body = (f"!!python/object/apply:os.system ['touch {marker}']\n")
     r = httpx.post(server.url + V1 + "/sweeps", content=body, headers=auth(token))
     assert r.status_code == 422
-    body = tiny_yaml().replace("name: quickstart",
-                               f"name: !!python/object/apply:os.system ['touch {marker}']")
+    body = tiny_yaml(name="tiny").replace(
+        "name: tiny", f"name: !!python/object/apply:os.system ['touch {marker}']")
+    assert "os.system" in body
     r = httpx.post(server.url + V1 + "/sweeps", content=body, headers=auth(token))
     assert r.status_code == 422
     assert not marker.exists()
