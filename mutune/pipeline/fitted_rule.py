@@ -1,7 +1,8 @@
 """One searched hyperparameter's fitted transfer rule log h* = a + b·log w (+ c·log L,
 docs/transfer.md §10) as a recorder row, with its verdict along every axis. A μP-flat axis
 (Yang et al. 2022, TP V §3; Dey et al. 2025, arXiv 2505.01618, §3) is extrapolated only
-when its verdict is ``drifting``."""
+when its verdict is ``drifting``; where every axis is flat, the target's optimum is placed by
+pooling every size's optimum (:mod:`mutune.scaling.pooled`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -57,7 +58,10 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
             for a, v in verdicts.items()}
     value, lo, hi = _transferred(name, rule, values, intervals, flat, widths, depths,
                                  target_w, target_d)
-    stake = _stake(config, rule, name, optima, labels, value, (lo, hi))
+    pooled = _pooled(values, intervals) if all(flat.values()) else None
+    if pooled is not None:
+        lo, hi = clip_valid(name, pooled.interval[0]), clip_valid(name, pooled.interval[1])
+    stake = _stake(config, rule, name, optima, labels, value, (lo, hi), pooled is not None)
     if stake is not None:   # judged again on the loss at stake (drifting or not is unchanged)
         verdicts, _ = _verdicts(config, rule, name, optima, labels, depths, stake)
     verdict = verdicts["width"]
@@ -79,6 +83,7 @@ def fitted_rule(config: SweepConfig, name: str, dist: Any, widths: list[int],
         "edge_widths": [w for w, o in zip(widths, optima) if o.on_edge.get(name)],
         "target_width": target_w, "transferred_value": value,
         "transferred_interval": [lo, hi], "formula": rule.formula,
+        "pooled_optimum": None if pooled is None else dataclasses.asdict(pooled),
         "transfer_form": _transfer_form(verdicts, flat, depths),
         "verdict": verdict.name, "reason": verdict.reason, "advice": verdict.advice,
         "loss_at_stake": None if stake is None else dataclasses.asdict(stake),
@@ -141,19 +146,35 @@ def _surface(name: str, optima: list[WidthOptimum], labels: list[str]
     return c, loss, f"{labels[i]}'s loss surface, {why}"
 
 
+def _pooled(values: list[float], intervals: list[Any] | None) -> Any:
+    """The optima pooled under μP (:func:`mutune.scaling.pooled.pool_optima`); None without
+    every optimum's interval."""
+    from mutune.scaling.pooled import pool_optima
+
+    if not intervals:
+        return None
+    try:
+        return pool_optima(values, [tuple(iv) for iv in intervals])
+    except ValueError:
+        return None
+
+
 def _stake(config: SweepConfig, rule: Any, name: str, optima: list[WidthOptimum],
-           labels: list[str], value: float, interval: tuple[float, float]) -> Any:
+           labels: list[str], value: float, interval: tuple[float, float],
+           pooled: bool = False) -> Any:
     """The loss at stake at the target (:func:`mutune.scaling.stake.loss_at_stake`): the miss
-    from ``value`` to the farthest end of its interval or of the rule's prediction interval at
-    the target; None for a score metric, or without a fitted surface or a finite interval."""
+    from ``value`` to the farthest end of the interval the target's optimum may lie in — the
+    pooled optima's predictive interval where the rule transfers flat (``pooled``), else its
+    own interval or the rule's prediction interval at the target, whichever reaches farther;
+    None for a score metric, or without a fitted surface or a finite interval."""
     from mutune.scaling.stake import loss_at_stake
 
     if config.search.mode != "min":
         return None
     surface = _surface(name, optima, labels)
     at = {"depth": config.target_depth} if "depth" in rule.axes else {}
-    ends = [x for x in (*interval, *rule.prediction_interval(config.target.width, **at))
-            if math.isfinite(x) and x > 0]
+    extrapolated = () if pooled else rule.prediction_interval(config.target.width, **at)
+    ends = [x for x in (*interval, *extrapolated) if math.isfinite(x) and x > 0]
     if surface is None or not ends or not (math.isfinite(value) and value > 0):
         return None
     c, loss, source = surface
@@ -187,7 +208,8 @@ def _transfer_form(verdicts: dict[str, Any], flat: dict[str, bool],
         return (f"flat: the {largest} proxy's optimum — under μP a slope is extrapolated only "
                 f"when the verdict is drifting, and this rule's is "
                 + ", ".join(f"{v.name}" + (f" along {a}" if depths else "")
-                            for a, v in verdicts.items()))
+                            for a, v in verdicts.items())
+                + "; the target's interval pools every size's optimum")
     if not depths:
         return "power law in width"
     return "power law in " + " and ".join(a for a in verdicts if not flat[a]) + "".join(

@@ -7,6 +7,7 @@ import pytest
 
 from mutune.config import load_config, parse_config
 from mutune.pipeline.optimum_record import WidthOptimum
+from mutune.scaling.pooled import pool_optima
 from mutune.pipeline.transfer_stage import target_train_settings, transfer_rules
 from tests.conftest import MLP_DIGITS
 
@@ -38,7 +39,12 @@ def test_mup_flat_when_exponent_not_resolved_uses_widest_optimum():
     assert r["slope_interval"][0] < 0 < r["slope_interval"][1]
     assert r["transfer_form"].startswith("flat")
     assert hp["lr"] == pytest.approx(0.012) and r["transferred_value"] == pytest.approx(0.012)
-    assert r["transferred_interval"] == pytest.approx([0.012 * 0.7, 0.012 * 1.3])
+    # the target's interval pools the three widths' optima (they agree within their errors)
+    opt = [0.010, 0.008, 0.012]
+    pooled = pool_optima(opt, [(v * 0.7, v * 1.3) for v in opt])
+    assert r["transferred_interval"] == pytest.approx(list(pooled.interval))
+    assert r["pooled_optimum"]["n_widths"] == 3
+    assert "pools every size's optimum" in r["transfer_form"]
     assert r["verdict"] in {"stable", "noisy"}
 
 
@@ -116,3 +122,30 @@ def test_common_rung_aligns_widths_at_equal_budget():
                                                  min_trials=3), milestone=80)
     assert thin.milestone == 40
     assert common_rung(cfg, [rich, _synthetic_outcome(4, 0.0, top_rung_trials=1)]) is None
+
+
+def _surfaced(lrs, rel, curvature):
+    """Optima with a fitted loss surface at max_t (curvature per (log lr)², loss 2.5 nats)."""
+    return [WidthOptimum.from_json({"optimum": {"lr": v}, "optimum_horizon": "max_t",
+                                    "interval": {"lr": [v * (1 - rel), v * (1 + rel)]},
+                                    "on_edge": {"lr": False}, "edge_side": {"lr": None},
+                                    "curvature": {"lr": curvature}, "fitted_loss": 2.5})
+            for v in lrs]
+
+
+def test_a_flat_rule_is_judged_on_the_pooled_interval_not_the_extrapolated_slope():
+    """Three widths agreeing within their errors: the slope's interval, extrapolated 4× beyond
+    the widest, spans octaves, but the pooled optima place the target's optimum closely, and
+    the stake is read across that interval."""
+    cfg = _cfg(**{"target.width": 4096})
+    opt = [0.010, 0.008, 0.012]
+    (r,), _, _ = transfer_rules(cfg, [64, 128, 256], _surfaced(opt, 0.3, 0.05))
+    pooled = pool_optima(opt, [(v * 0.7, v * 1.3) for v in opt])
+    far = max(abs(math.log(0.012 / pooled.interval[0])),
+              abs(math.log(pooled.interval[1] / 0.012)))
+    assert r["loss_at_stake"]["log_distance"] == pytest.approx(far)
+    assert r["loss_at_stake"]["relative"] == pytest.approx(0.5 * 0.05 * far ** 2 / 2.5)
+    assert r["verdict"] == "stable", r["reason"]
+    # the same optima judged on a steep surface: the same interval costs more than 0.5 %
+    (steep,), _, _ = transfer_rules(cfg, [64, 128, 256], _surfaced(opt, 0.3, 2.0))
+    assert steep["verdict"] == "noisy" and steep["loss_at_stake"]["relative"] > 0.005

@@ -132,7 +132,8 @@ def _rule(r: dict[str, Any]) -> dict[str, Any]:
                 "optimum_trials", "optimum_seeds", "optimum_methods", "edge_widths",
                 "choice_evidence", "axes", "slopes", "slope_intervals", "verdicts",
                 "depths", "target_depth", "edge_depths", "verdict_reasons",
-                "horizon_prediction", "horizon_error", "loss_at_stake", "loss_tolerance"):
+                "horizon_prediction", "horizon_error", "loss_at_stake", "loss_tolerance",
+                "pooled_optimum"):
         if key in d:
             rule[key] = d[key]
     for key in ("slope_interval", "transferred_interval"):
