@@ -30,6 +30,8 @@ from typing import Any
 
 import yaml
 
+from mutune.pipeline.run_folder import LATEST
+
 HEALTHY = ("stable", "drifting")
 
 
@@ -87,7 +89,7 @@ def summarise(report: dict[str, Any], *, seed: int, wall_s: float | None) -> dic
 
 
 def _report(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / "mutune-out" / "latest" / "report.json").read_text())
+    return json.loads((folder / "mutune-out" / LATEST / "report.json").read_text())
 
 
 def main() -> None:

@@ -148,7 +148,8 @@ def _surface(name: str, optima: list[WidthOptimum], labels: list[str]
 
 def _pooled(values: list[float], intervals: list[Any] | None) -> Any:
     """The optima pooled under μP (:func:`mutune.scaling.pooled.pool_optima`); None without
-    every optimum's interval."""
+    every optimum's interval or where one cannot be pooled (an optimum outside its interval, an
+    interval of zero width): the rule's own interval then stands."""
     from mutune.scaling.pooled import pool_optima
 
     if not intervals:
